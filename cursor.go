@@ -1,0 +1,122 @@
+package formsapi
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+)
+
+// listID names one list: the forms of an account (formID "") or the
+// submissions of one of its forms. A cursor is valid for one list only.
+type listID struct {
+	account, formID string
+}
+
+// pageState is what a cursor carries: the store's position and the order
+// and filters it was made for.
+type pageState struct {
+	order        Order
+	since, until time.Time
+	pos          string
+}
+
+// cursorCodec seals page states with AES-GCM. Encryption keeps the store's
+// position (an internal row number, say) private; the authentication tag,
+// computed also over the list and account, means a cursor this handler did
+// not issue for this very list is refused rather than interpreted.
+type cursorCodec struct {
+	aead cipher.AEAD
+}
+
+const (
+	cursorVersion   = 1
+	maxCursorLength = 1024
+)
+
+func newCursorCodec(secret []byte) cursorCodec {
+	key := sha256.Sum256(append([]byte("formsapi cursor key\x00"), secret...))
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		panic(err) // a 32-byte key is always valid
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return cursorCodec{aead: aead}
+}
+
+func (l listID) additionalData() []byte {
+	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(l.account)+len(l.formID))
+	b = binary.AppendUvarint(b, uint64(len(l.account)))
+	b = append(b, l.account...)
+	b = binary.AppendUvarint(b, uint64(len(l.formID)))
+	return append(b, l.formID...)
+}
+
+func (c cursorCodec) seal(l listID, st pageState) string {
+	plain := make([]byte, 0, 2+2*13+len(st.pos))
+	plain = append(plain, cursorVersion, byte(st.order))
+	plain = appendTime(plain, st.since)
+	plain = appendTime(plain, st.until)
+	plain = append(plain, st.pos...)
+
+	out := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(plain)+c.aead.Overhead())
+	rand.Read(out) // never fails (crypto/rand docs)
+	out = c.aead.Seal(out, out, plain, l.additionalData())
+	return base64.RawURLEncoding.EncodeToString(out)
+}
+
+func (c cursorCodec) open(l listID, tok string) (pageState, bool) {
+	if len(tok) > maxCursorLength {
+		return pageState{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(raw) < c.aead.NonceSize() {
+		return pageState{}, false
+	}
+	n := c.aead.NonceSize()
+	plain, err := c.aead.Open(nil, raw[:n], raw[n:], l.additionalData())
+	if err != nil || len(plain) < 2 || plain[0] != cursorVersion || plain[1] > byte(Oldest) {
+		return pageState{}, false
+	}
+	st := pageState{order: Order(plain[1])}
+	rest, ok := readTime(plain[2:], &st.since)
+	if !ok {
+		return pageState{}, false
+	}
+	if rest, ok = readTime(rest, &st.until); !ok {
+		return pageState{}, false
+	}
+	st.pos = string(rest)
+	return st, true
+}
+
+// appendTime encodes t as a presence byte, then Unix seconds and
+// nanoseconds, which covers every year time.Parse accepts.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
+	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
+}
+
+func readTime(b []byte, t *time.Time) ([]byte, bool) {
+	if len(b) < 1 {
+		return nil, false
+	}
+	if b[0] == 0 {
+		return b[1:], true
+	}
+	if len(b) < 13 {
+		return nil, false
+	}
+	*t = time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), int64(binary.BigEndian.Uint32(b[9:13]))).UTC()
+	return b[13:], true
+}

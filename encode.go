@@ -1,0 +1,195 @@
+package formsapi
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The response bodies are appended to a pooled buffer by hand rather than
+// built with encoding/json's reflection: the shapes are fixed, and a whole
+// page is encoded before the status line is written, so a failure midway
+// still becomes a clean 500 rather than a truncated 200.
+
+var bufferPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 16<<10)
+	return &b
+}}
+
+func getBuffer() *[]byte { return bufferPool.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= 4<<20 { // let a rare huge page go to the collector
+		*b = (*b)[:0]
+		bufferPool.Put(b)
+	}
+}
+
+var errBadData = errors.New("submission data is not a JSON object")
+
+func appendError(b []byte, msg string) []byte {
+	b = append(b, `{"success":false,"message":`...)
+	b = appendString(b, msg)
+	return append(b, '}')
+}
+
+func appendEnvelope(b []byte, msg, listName string) []byte {
+	b = append(b, `{"success":true,"message":`...)
+	b = appendString(b, msg)
+	b = append(b, `,"`...)
+	b = append(b, listName...)
+	return append(b, `":[`...)
+}
+
+func appendNext(b []byte, next string) []byte {
+	b = append(b, ']')
+	if next != "" {
+		b = append(b, `,"nextCursor":`...)
+		b = appendString(b, next)
+	}
+	return append(b, '}')
+}
+
+func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
+	b = appendEnvelope(b, "forms retrieved", "forms")
+	var err error
+	for i, f := range forms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"formId":`...)
+		b = appendString(b, f.ID)
+		b = append(b, `,"title":`...)
+		b = appendString(b, f.Title)
+		b = append(b, `,"icon":`...)
+		b = appendString(b, f.Icon)
+		b = append(b, `,"notificationEmail":`...)
+		b = appendString(b, f.NotificationEmail)
+		b = append(b, `,"createdAt":`...)
+		if b, err = appendTimestamp(b, f.CreatedAt); err != nil {
+			return b, err
+		}
+		b = append(b, '}')
+	}
+	return appendNext(b, next), nil
+}
+
+func appendSubmissions(b []byte, subs []Submission, next string) ([]byte, error) {
+	b = appendEnvelope(b, "submissions retrieved", "submissions")
+	var err error
+	for i, s := range subs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"formId":`...)
+		b = appendString(b, s.FormID)
+		b = append(b, `,"data":`...)
+		if b, err = appendObject(b, s.Data); err != nil {
+			return b, err
+		}
+		b = append(b, `,"attachments":[`...)
+		for j, at := range s.Attachments {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"fieldName":`...)
+			b = appendString(b, at.FieldName)
+			b = append(b, `,"fileUrl":`...)
+			b = appendString(b, at.FileURL)
+			b = append(b, `,"fileSize":`...)
+			b = strconv.AppendInt(b, at.FileSize, 10)
+			b = append(b, `,"mimeType":`...)
+			b = appendString(b, at.MIMEType)
+			b = append(b, '}')
+		}
+		b = append(b, `],"createdAt":`...)
+		if b, err = appendTimestamp(b, s.CreatedAt); err != nil {
+			return b, err
+		}
+		b = append(b, '}')
+	}
+	return appendNext(b, next), nil
+}
+
+// appendObject copies a stored JSON object. Empty data becomes {}; data
+// that is not one JSON object is an error, since the store's output is not
+// trusted; invalid UTF-8 inside strings becomes U+FFFD as encoding/json
+// would make it.
+func appendObject(b []byte, data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return append(b, "{}"...), nil
+	}
+	if !IsJSONObject(data) {
+		return b, errBadData
+	}
+	if !utf8.Valid(data) {
+		data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
+	}
+	return append(b, data...), nil
+}
+
+func appendTimestamp(b []byte, t time.Time) ([]byte, error) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return b, errors.New("timestamp year outside 0..9999")
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does:
+// control characters, quotes, backslashes, <, > and & (safe to embed in
+// HTML), U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,166 @@
+// Package formsapi serves a read-only JSON API over collected form
+// submissions. A host application supplies a [Store] and a [KeyResolver],
+// and mounts the [http.Handler] returned by [NewHandler] anywhere in its own
+// router:
+//
+//	GET /v1/forms                          the forms of the key's account
+//	GET /v1/forms/{formId}/submissions     the submissions of one of them
+//
+// Requests authenticate with "Authorization: Bearer <key>". A form that does
+// not exist and a form of another account get the same 404, byte for byte,
+// and internal [Metadata] recorded with a submission is never returned.
+//
+// The handler serves paths that begin with /v1. To mount it under a prefix,
+// strip the prefix first:
+//
+//	mux.Handle("/api/", http.StripPrefix("/api", formsapi.NewHandler(store, keys)))
+//
+// Routers that do not rewrite r.URL.Path when mounting (chi's Mount, for
+// one) need the same http.StripPrefix wrapper.
+//
+// Two stores ship with the library: memstore (in memory, for tests and
+// small hosts) and sqlitestore (SQLite through modernc.org/sqlite, no cgo).
+// Package storetest checks any Store against the contract both of them meet.
+package formsapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Form is a form of an account, exactly as the API returns it.
+type Form struct {
+	ID                string    `json:"formId"`
+	Title             string    `json:"title"`
+	Icon              string    `json:"icon"`
+	NotificationEmail string    `json:"notificationEmail"`
+	CreatedAt         time.Time `json:"createdAt"`
+}
+
+// Attachment describes a file uploaded with a submission.
+type Attachment struct {
+	FieldName string `json:"fieldName"`
+	FileURL   string `json:"fileUrl"`
+	FileSize  int64  `json:"fileSize"`
+	MIMEType  string `json:"mimeType"`
+}
+
+// Submission is exactly what the API returns: nothing internal can ride along.
+type Submission struct {
+	FormID      string          `json:"formId"`
+	Data        json.RawMessage `json:"data"`        // a JSON object
+	Attachments []Attachment    `json:"attachments"` // [] when none, never null
+	CreatedAt   time.Time       `json:"createdAt"`
+}
+
+// Metadata is what the collection side records about a submission and the
+// read API never returns.
+type Metadata struct {
+	ClientIP  string
+	UserAgent string
+	Geo       json.RawMessage
+	TraceID   string
+}
+
+// Errors of the Store and KeyResolver contracts. Implementations return them
+// (wrapped or not) and callers check them with errors.Is.
+var (
+	// ErrInvalidKey means the API key is unknown, revoked or malformed.
+	ErrInvalidKey = errors.New("formsapi: invalid API key")
+	// ErrFormNotFound means the form does not exist or belongs to another
+	// account; the two cases are deliberately indistinguishable.
+	ErrFormNotFound = errors.New("formsapi: form not found")
+	// ErrInvalidCursor means a cursor was not issued for this list.
+	ErrInvalidCursor = errors.New("formsapi: invalid cursor")
+)
+
+// Errors of the write side shared by memstore and sqlitestore.
+var (
+	// ErrFormExists means a form with that ID is already stored, in any
+	// account: form IDs are unique across accounts.
+	ErrFormExists = errors.New("formsapi: form already exists")
+	// ErrKeyExists means the API key is already registered.
+	ErrKeyExists = errors.New("formsapi: API key already exists")
+	// ErrInvalidInput means a write was refused because its input is
+	// malformed; the wrapping error says which field and why.
+	ErrInvalidInput = errors.New("formsapi: invalid input")
+)
+
+// MaxFormIDLen is the longest form ID the library accepts.
+const MaxFormIDLen = 128
+
+// ValidFormID reports whether id can name a form: 1 to [MaxFormIDLen]
+// characters from A–Z, a–z, 0–9 and "-", "_", "." and "~" (the characters
+// that never need escaping in a URL path), and not "." or "..". The handler
+// answers 404 for any other ID without asking the store.
+func ValidFormID(id string) bool {
+	if id == "" || len(id) > MaxFormIDLen || id == "." || id == ".." {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !isUnreserved(id[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '_' || c == '.' || c == '~'
+}
+
+// CheckForm returns an error wrapping [ErrInvalidInput] if f cannot be
+// stored. Stores call it before writing so that every store refuses the
+// same input.
+func CheckForm(accountID string, f Form) error {
+	if accountID == "" {
+		return fmt.Errorf("%w: empty account ID", ErrInvalidInput)
+	}
+	if !ValidFormID(f.ID) {
+		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, MaxFormIDLen)
+	}
+	return checkTime(f.CreatedAt)
+}
+
+// checkTime refuses times that do not survive a round trip through Unix
+// nanoseconds (years before 1678 or after 2261), which stores may use as a
+// sort key. Callers replace a zero time with the current time first.
+func checkTime(t time.Time) error {
+	if !time.Unix(0, t.UnixNano()).Equal(t) {
+		return fmt.Errorf("%w: createdAt %s is outside the years 1678 to 2261", ErrInvalidInput, t.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// CheckSubmission returns an error wrapping [ErrInvalidInput] if s cannot
+// be stored: its form ID is malformed, its Data is not a JSON object in
+// valid UTF-8, an attachment has a negative size, m.Geo is present but not
+// valid JSON, or its CreatedAt is out of range.
+func CheckSubmission(s Submission, m Metadata) error {
+	if !ValidFormID(s.FormID) {
+		return fmt.Errorf("%w: form ID %q is malformed", ErrInvalidInput, s.FormID)
+	}
+	if !IsJSONObject(s.Data) || !utf8.Valid(s.Data) {
+		return fmt.Errorf("%w: submission data must be a JSON object in UTF-8", ErrInvalidInput)
+	}
+	for i, a := range s.Attachments {
+		if a.FileSize < 0 {
+			return fmt.Errorf("%w: attachment %d has negative size %d", ErrInvalidInput, i, a.FileSize)
+		}
+	}
+	if len(m.Geo) > 0 && !json.Valid(m.Geo) {
+		return fmt.Errorf("%w: metadata geo is not valid JSON", ErrInvalidInput)
+	}
+	return checkTime(s.CreatedAt)
+}
+
+// IsJSONObject reports whether data is one valid JSON object.
+func IsJSONObject(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '{' && json.Valid(data)
+}

@@ -1,0 +1,160 @@
+package storetest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// brokenStores each break one clause of the contract. The suite must fail
+// on each, in the subtest named beside it, and pass on memstore.
+var brokenStores = map[string]struct {
+	wrap     func(*memstore.Store) formsapi.Store
+	failsIn  string
+	passesIn string
+}{
+	"ignores the account": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresAccount{m} },
+		failsIn:  "ListSubmissions/AnotherAccountsForm",
+		passesIn: "ListSubmissions/Pagination",
+	},
+	"repeats an item across pages": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return &offsetPages{Store: m} },
+		failsIn:  "ListSubmissions/Pagination",
+		passesIn: "ListSubmissions/AnotherAccountsForm",
+	},
+	"ignores filters": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresFilters{m} },
+		failsIn:  "ListSubmissions/Filters",
+		passesIn: "ListSubmissions/Order",
+	},
+	"returns shared memory": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return &aliases{Store: m} },
+		failsIn:  "NotAliased",
+		passesIn: "ListSubmissions/Fields",
+	},
+	"ignores the context": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresContext{m} },
+		failsIn:  "CanceledContext",
+		passesIn: "ListSubmissions/Filters",
+	},
+}
+
+func TestSuitePassesOnMemstore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return load(t, seed) })
+}
+
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for name, b := range brokenStores {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenStore$", "-test.v")
+			cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+name)
+			out, err := cmd.CombinedOutput()
+			is.True(err != nil)                                                                       // the suite fails on a broken store
+			is.True(strings.Contains(string(out), "--- FAIL: TestHelperBrokenStore/"+b.failsIn+" "))  // in the clause it breaks
+			is.True(strings.Contains(string(out), "--- PASS: TestHelperBrokenStore/"+b.passesIn+" ")) // and only there
+		})
+	}
+}
+
+// TestHelperBrokenStore runs the suite on a broken store when
+// TestSuiteCatchesBrokenStores asks for it in a child process.
+func TestHelperBrokenStore(t *testing.T) {
+	name := os.Getenv("STORETEST_BROKEN")
+	if name == "" {
+		return // only meaningful in the child process
+	}
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+		return brokenStores[name].wrap(load(t, seed))
+	})
+}
+
+func load(t *testing.T, seed storetest.Seed) *memstore.Store {
+	s := memstore.New()
+	if err := storetest.Load(context.Background(), s, seed); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type ignoresAccount struct{ *memstore.Store }
+
+func (s ignoresAccount) ListSubmissions(ctx context.Context, _, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	for _, account := range []string{storetest.AccountA, storetest.AccountB} {
+		if p, err := s.Store.ListSubmissions(ctx, account, formID, q); err == nil {
+			return p, nil
+		}
+	}
+	return formsapi.Page[formsapi.Submission]{}, formsapi.ErrFormNotFound
+}
+
+// offsetPages pages by offset and starts each page on the last item of the
+// one before.
+type offsetPages struct{ *memstore.Store }
+
+func (s *offsetPages) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Order: q.Order, Since: q.Since, Until: q.Until})
+	if err != nil {
+		return all, err
+	}
+	start := 0
+	if q.Cursor != "" {
+		start = len(q.Cursor) - 1 // the cursor is a run of n dots
+	}
+	end := min(start+q.Limit, len(all.Items))
+	p := formsapi.Page[formsapi.Submission]{Items: all.Items[start:end]}
+	if end < len(all.Items) {
+		p.NextCursor = strings.Repeat(".", end)
+	}
+	return p, nil
+}
+
+type ignoresFilters struct{ *memstore.Store }
+
+func (s ignoresFilters) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	q.Since, q.Until = q.Since.AddDate(0, 0, -1), q.Until.AddDate(0, 0, 1)
+	return s.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// aliases hands out the same slice for the same request every time.
+type aliases struct {
+	*memstore.Store
+	mu    sync.Mutex
+	cache map[aliasKey]formsapi.Page[formsapi.Submission]
+}
+
+type aliasKey struct {
+	form string
+	q    formsapi.Query
+}
+
+func (s *aliases) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.cache[aliasKey{formID, q}]; ok {
+		return p, nil
+	}
+	p, err := s.Store.ListSubmissions(ctx, account, formID, q)
+	if err == nil {
+		if s.cache == nil {
+			s.cache = map[aliasKey]formsapi.Page[formsapi.Submission]{}
+		}
+		s.cache[aliasKey{formID, q}] = p
+	}
+	return p, err
+}
+
+type ignoresContext struct{ *memstore.Store }
+
+func (s ignoresContext) ListSubmissions(_ context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	return s.Store.ListSubmissions(context.Background(), account, formID, q)
+}
