@@ -23,7 +23,12 @@ type Store struct {
 	seq      int64
 	forms    map[string]*form   // by form ID, across accounts
 	accounts map[string][]*form // each sorted by keyset position
-	keys     map[[32]byte]string
+	keys     map[[32]byte]keyRec
+}
+
+type keyRec struct {
+	account string
+	revoked bool // kept so that a revoked key can never be added again
 }
 
 var (
@@ -49,7 +54,7 @@ func New() *Store {
 	return &Store{
 		forms:    make(map[string]*form),
 		accounts: make(map[string][]*form),
-		keys:     make(map[[32]byte]string),
+		keys:     make(map[[32]byte]keyRec),
 	}
 }
 
@@ -113,7 +118,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 
 // AddKey registers key as an API key of accountID. Only its hash is kept.
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
-// registered, and one wrapping formsapi.ErrInvalidInput if the key could
+// registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the key could
 // never authenticate (see formsapi.CheckKey) or accountID is empty.
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	if err := ctx.Err(); err != nil {
@@ -131,13 +136,13 @@ func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	if _, ok := s.keys[h]; ok {
 		return fmt.Errorf("memstore: add key: %w", formsapi.ErrKeyExists)
 	}
-	s.keys[h] = accountID
+	s.keys[h] = keyRec{account: accountID}
 	return nil
 }
 
-// RevokeKey removes key; the next request that presents it gets 401. It
+// RevokeKey revokes key; the next request that presents it gets 401. It
 // returns an error wrapping formsapi.ErrInvalidKey if the key is not
-// registered.
+// registered or already revoked.
 func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: revoke key: %w", err)
@@ -145,10 +150,11 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	h := formsapi.HashKey(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.keys[h]; !ok {
+	k, ok := s.keys[h]
+	if !ok || k.revoked {
 		return fmt.Errorf("memstore: revoke key: %w", formsapi.ErrInvalidKey)
 	}
-	delete(s.keys, h)
+	s.keys[h] = keyRec{account: k.account, revoked: true}
 	return nil
 }
 
@@ -160,12 +166,12 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 	}
 	h := formsapi.HashKey(key)
 	s.mu.RLock()
-	account, ok := s.keys[h]
+	k, ok := s.keys[h]
 	s.mu.RUnlock()
-	if !ok {
+	if !ok || k.revoked {
 		return "", fmt.Errorf("memstore: resolve key: %w", formsapi.ErrInvalidKey)
 	}
-	return account, nil
+	return k.account, nil
 }
 
 // ListForms implements formsapi.Store.

@@ -1,0 +1,200 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+)
+
+// WriteStore is a store with the shared write side: memstore and
+// sqlitestore are both one.
+type WriteStore interface {
+	formsapi.Store
+	formsapi.KeyResolver
+	Writer
+}
+
+// RunWrites checks the write side: each malformed or conflicting write is
+// refused with the documented error and changes nothing, and good writes
+// are visible at once.
+func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
+	seed := DefaultSeed()
+	ctx := context.Background()
+	ok := []byte(`{"ok":true}`)
+	future := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	refused := []struct {
+		name  string
+		want  error
+		write func(WriteStore) error
+	}{
+		{"DuplicateFormSameAccount", formsapi.ErrFormExists, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountA, formsapi.Form{ID: FormBusy, Title: "again"})
+		}},
+		{"DuplicateFormOtherAccount", formsapi.ErrFormExists, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountB, formsapi.Form{ID: FormBusy, Title: "again"})
+		}},
+		{"FormWithoutAccount", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddForm(ctx, "", formsapi.Form{ID: "new-form"})
+		}},
+		{"FormIDWithSlash", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "a/b"})
+		}},
+		{"FormIDDotDot", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountA, formsapi.Form{ID: ".."})
+		}},
+		{"FormIDEmpty", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountA, formsapi.Form{})
+		}},
+		{"FormOutOfTimeRange", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "future", CreatedAt: future})
+		}},
+		{"SubmissionToUnknownForm", formsapi.ErrFormNotFound, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormNone, Data: ok}, formsapi.Metadata{})
+		}},
+		{"DataNotAnObject", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`[1,2]`)}, formsapi.Metadata{})
+		}},
+		{"DataBrokenJSON", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{"a":`)}, formsapi.Metadata{})
+		}},
+		{"DataTwoObjects", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{}{}`)}, formsapi.Metadata{})
+		}},
+		{"DataMissing", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy}, formsapi.Metadata{})
+		}},
+		{"DataInvalidUTF8", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte("{\"a\":\"\xff\"}")}, formsapi.Metadata{})
+		}},
+		{"NegativeFileSize", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok, Attachments: []formsapi.Attachment{{FieldName: "f", FileSize: -1}}}, formsapi.Metadata{})
+		}},
+		{"BrokenGeo", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok}, formsapi.Metadata{Geo: []byte(`{`)})
+		}},
+		{"SubmissionOutOfTimeRange", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok, CreatedAt: future}, formsapi.Metadata{})
+		}},
+		{"EmptyKey", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddKey(ctx, "", AccountA)
+		}},
+		{"KeyWithSpace", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddKey(ctx, "a b", AccountA)
+		}},
+		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddKey(ctx, formsapi.KeyPrefix+"00000000000000000000000000000000000000", AccountA)
+		}},
+		{"KeyWithoutAccount", formsapi.ErrInvalidInput, func(s WriteStore) error {
+			return s.AddKey(ctx, "a-fine-key", "")
+		}},
+		{"DuplicateKey", formsapi.ErrKeyExists, func(s WriteStore) error {
+			return s.AddKey(ctx, KeyA, AccountB)
+		}},
+		{"RevokeUnknownKey", formsapi.ErrInvalidKey, func(s WriteStore) error {
+			return s.RevokeKey(ctx, KeyNotAdded)
+		}},
+	}
+	for _, c := range refused {
+		t.Run("Refused/"+c.name, func(t *testing.T) {
+			s := open(t, seed)
+			before := snapshot(t, s)
+			if err := c.write(s); !errors.Is(err, c.want) {
+				t.Errorf("got error %v, want %v", err, c.want)
+			}
+			if after := snapshot(t, s); !bytes.Equal(after, before) {
+				t.Errorf("a refused write changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+
+	t.Run("ZeroTimeMeansNow", func(t *testing.T) {
+		s := open(t, seed)
+		start := time.Now().Add(-time.Second)
+		if err := s.AddForm(ctx, "acct-new", formsapi.Form{ID: "stamped"}); err != nil {
+			t.Fatalf("AddForm: %v", err)
+		}
+		if err := s.AddSubmission(ctx, formsapi.Submission{FormID: "stamped", Data: ok}, formsapi.Metadata{}); err != nil {
+			t.Fatalf("AddSubmission: %v", err)
+		}
+		forms := walkForms(t, s, "acct-new", formsapi.Query{Limit: 10})
+		subs := walkSubmissions(t, s, "acct-new", "stamped", formsapi.Query{Limit: 10})
+		if len(forms) != 1 || len(subs) != 1 {
+			t.Fatalf("got %d forms and %d submissions, want 1 and 1", len(forms), len(subs))
+		}
+		for _, at := range []time.Time{forms[0].CreatedAt, subs[0].CreatedAt} {
+			if at.Before(start) || at.After(time.Now().Add(time.Second)) {
+				t.Errorf("createdAt %s is not the time of the write (%s)", at, start)
+			}
+		}
+	})
+	t.Run("WritesVisibleAtOnce", func(t *testing.T) {
+		s := open(t, seed)
+		at := base.Add(time.Hour).Add(time.Nanosecond).In(time.FixedZone("Z", 9*3600))
+		sub := formsapi.Submission{FormID: FormEmpty, Data: []byte(`{"x": [1, {"y": "z"}]}`), CreatedAt: at,
+			Attachments: []formsapi.Attachment{{FieldName: "f", FileURL: "https://x/f", FileSize: 1 << 40, MIMEType: "text/plain"}}}
+		if err := s.AddSubmission(ctx, sub, canaryMetadata(0)); err != nil {
+			t.Fatalf("AddSubmission: %v", err)
+		}
+		got := walkSubmissions(t, s, AccountA, FormEmpty, formsapi.Query{Limit: 10})
+		if len(got) != 1 {
+			t.Fatalf("got %d submissions, want 1", len(got))
+		}
+		if msg := diffSubmission(sub, got[0]); msg != "" {
+			t.Error(msg)
+		}
+		key, _ := formsapi.NewKey()
+		if err := s.AddKey(ctx, key, "acct-new"); err != nil {
+			t.Fatalf("AddKey: %v", err)
+		}
+		if account, err := s.ResolveKey(ctx, key); err != nil || account != "acct-new" {
+			t.Errorf("ResolveKey of a new key: got (%q, %v)", account, err)
+		}
+	})
+	t.Run("RevokedKeyCannotBeAddedAgain", func(t *testing.T) {
+		s := open(t, seed)
+		// A leaked key, once revoked, must stay dead.
+		if err := s.AddKey(ctx, KeyRevoked, AccountB); !errors.Is(err, formsapi.ErrKeyExists) {
+			t.Errorf("adding a revoked key again: got %v, want ErrKeyExists", err)
+		}
+		if account, err := s.ResolveKey(ctx, KeyRevoked); !errors.Is(err, formsapi.ErrInvalidKey) {
+			t.Errorf("the revoked key resolves to %q (error %v)", account, err)
+		}
+	})
+}
+
+// snapshot renders everything a store shows: every list of every seed
+// account and form, and which seed keys resolve to whom.
+func snapshot(t *testing.T, s WriteStore) []byte {
+	t.Helper()
+	ctx := context.Background()
+	type view struct {
+		Forms       map[string][]formsapi.Form
+		Submissions map[string][]formsapi.Submission
+		Keys        map[string]string
+	}
+	v := view{Forms: map[string][]formsapi.Form{}, Submissions: map[string][]formsapi.Submission{}, Keys: map[string]string{}}
+	q := formsapi.Query{Limit: formsapi.MaxPageSize}
+	for _, account := range []string{AccountA, AccountB, AccountEmpty, "", "acct-new"} {
+		v.Forms[account] = walkForms(t, s, account, q)
+		for _, f := range v.Forms[account] {
+			v.Submissions[f.ID] = walkSubmissions(t, s, account, f.ID, q)
+		}
+	}
+	for _, k := range []string{KeyA, KeyA2, KeyB, KeyRevoked, KeyNotAdded, "a-fine-key"} {
+		account, err := s.ResolveKey(ctx, k)
+		if err != nil {
+			account = "error: " + err.Error()
+		}
+		v.Keys[k] = account
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return b
+}
