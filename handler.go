@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,6 +74,9 @@ type api struct {
 	keys   KeyResolver
 	cfg    config
 	cursor cursorCodec
+
+	idPrefix string        // random per handler, so IDs differ across restarts
+	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -91,7 +95,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 		cfg.cursorSecret = make([]byte, 32)
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
-	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret)}
+	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
 
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
 	// from ever reaching a client.
@@ -101,7 +105,49 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	mux.Handle("/v1/forms", a.handleMethodNotAllowed())
 	mux.Handle("/v1/forms/{formId}/submissions", a.handleMethodNotAllowed())
 	mux.Handle("/", a.handleNotFound())
-	return a.recoverPanics(rejectNonCanonical(a, mux))
+	return a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+}
+
+// withRequestID gives every response an X-Request-Id: the client's own if
+// it sent one well-formed ID, otherwise a new one. Log lines carry it too,
+// so a user's report can be matched to the log.
+func (a *api) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ids := r.Header.Values("X-Request-Id")
+		id := ""
+		if len(ids) == 1 && validRequestID(ids[0]) {
+			id = ids[0]
+		} else {
+			id = a.idPrefix + "-" + strconv.FormatUint(a.idSeq.Add(1), 36)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxRequestIDLen bounds an incoming X-Request-Id; longer ones are replaced.
+const maxRequestIDLen = 128
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !isUnreserved(id[i]) && id[i] != ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// log writes one line about r with its route and request ID.
+func (a *api) log(w http.ResponseWriter, r *http.Request, level slog.Level, msg string, attrs ...slog.Attr) {
+	l := a.logger()
+	if !l.Enabled(r.Context(), level) {
+		return
+	}
+	attrs = append(attrs, slog.String("request_id", w.Header().Get("X-Request-Id")), slog.String("route", r.Pattern))
+	l.LogAttrs(r.Context(), level, msg, attrs...)
 }
 
 func (a *api) logger() *slog.Logger {
@@ -142,7 +188,7 @@ func (a *api) handleListSubmissions() http.Handler {
 			a.fail(w, r, err)
 			return
 		}
-		items := a.ownSubmissions(r, formID, page.Items)
+		items := a.ownSubmissions(w, r, formID, page.Items)
 		a.finish(w, r, req, "submissions", page.NextCursor, func(b []byte, next string) ([]byte, error) {
 			return appendSubmissions(b, items, next)
 		})
@@ -151,7 +197,7 @@ func (a *api) handleListSubmissions() http.Handler {
 
 // ownSubmissions drops any submission a faulty store returned for another
 // form: the store's output is not trusted to uphold isolation on its own.
-func (a *api) ownSubmissions(r *http.Request, formID string, items []Submission) []Submission {
+func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID string, items []Submission) []Submission {
 	for i := range items {
 		if items[i].FormID == formID {
 			continue
@@ -162,8 +208,8 @@ func (a *api) ownSubmissions(r *http.Request, formID string, items []Submission)
 				kept = append(kept, s)
 			}
 		}
-		a.logger().ErrorContext(r.Context(), "formsapi: store returned submissions of another form; dropped them",
-			"route", r.Pattern, "dropped", len(items)-len(kept))
+		a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
+			slog.Int("dropped", len(items)-len(kept)))
 		return kept
 	}
 	return items
@@ -209,8 +255,8 @@ func (a *api) recoverPanics(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			a.logger().ErrorContext(r.Context(), "formsapi: panic serving request",
-				"route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			a.log(w, r, slog.LevelError, "formsapi: panic serving request",
+				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 			writeError(w, http.StatusInternalServerError, msgInternal)
 		}()
 		next.ServeHTTP(w, r)
@@ -377,13 +423,13 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, "invalid cursor: use the nextCursor of a previous page of this same list")
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads this answer and it is no fault.
-		a.logger().InfoContext(r.Context(), "formsapi: client gone before the answer", "route", r.Pattern, "err", err)
+		a.log(w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
 	case errors.Is(err, context.DeadlineExceeded):
-		a.logger().WarnContext(r.Context(), "formsapi: store timed out", "route", r.Pattern, "err", err)
+		a.log(w, r, slog.LevelWarn, "formsapi: store timed out", slog.Any("err", err))
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
 	default:
-		a.logger().ErrorContext(r.Context(), "formsapi: store failed", "route", r.Pattern, "err", err)
+		a.log(w, r, slog.LevelError, "formsapi: store failed", slog.Any("err", err))
 		writeError(w, http.StatusInternalServerError, msgInternal)
 	}
 }

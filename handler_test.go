@@ -121,6 +121,33 @@ func checkStandardHeaders(t *testing.T, res response) {
 			t.Errorf("%s: got %q, want %q", name, got, want)
 		}
 	}
+	if res.header.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	is := is.New(t)
+	var logs bytes.Buffer
+	failing := fakeStore{forms: func(context.Context) (formsapi.Page[formsapi.Form], error) {
+		return formsapi.Page[formsapi.Form]{}, errors.New("disk on fire")
+	}}
+	h := formsapi.NewHandler(failing, okKey, formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+
+	res := do(t, h, "GET", "/v1/forms", "Authorization", "Bearer k", "X-Request-Id", "client-chosen.id:42")
+	is.Equal(res.header.Get("X-Request-Id"), "client-chosen.id:42")                // a well-formed incoming ID is kept
+	is.True(strings.Contains(logs.String(), `"request_id":"client-chosen.id:42"`)) // and logged with the failure
+
+	seen := map[string]bool{}
+	for _, incoming := range []string{"", "has space", "<script>", strings.Repeat("x", 129), "ünï"} {
+		res := do(t, h, "GET", "/v1/nope", "X-Request-Id", incoming)
+		id := res.header.Get("X-Request-Id")
+		is.True(id != "" && id != incoming) // a malformed ID is replaced
+		is.True(!seen[id])                  // generated IDs are unique
+		seen[id] = true
+	}
+	two := do(t, h, "GET", "/v1/nope", "X-Request-Id", "a", "X-Request-Id", "b")
+	is.True(two.header.Get("X-Request-Id") != "a") // two IDs: neither is trusted
 }
 
 func TestListForms(t *testing.T) {
@@ -494,7 +521,9 @@ func TestNotFoundIsTheSameForAbsentAndForeignForms(t *testing.T) {
 	is.Equal(foreign.status, 404)                       // foreign
 	is.Equal(string(absent.body), string(foreign.body)) // identical bytes
 	is.Equal(string(absent.body), string(malformed.body))
-	is.Equal(cmp.Diff(absent.header, foreign.header), "") // identical headers
+	absent.header.Del("X-Request-Id")
+	foreign.header.Del("X-Request-Id")
+	is.Equal(cmp.Diff(absent.header, foreign.header), "") // identical headers but for the request ID
 }
 
 func TestHeadAnswersLikeGet(t *testing.T) {
