@@ -3,6 +3,7 @@ package formsapi
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,7 +81,8 @@ type api struct {
 }
 
 // NewHandler returns the read API over store, authenticating requests with
-// keys. It serves /v1/forms and /v1/forms/{formId}/submissions and answers
+// keys. It serves /v1/forms and /v1/forms/{formId}/submissions, its
+// OpenAPI 3.1 document at /v1/openapi.json (no key needed), and answers
 // every other path and method itself, always in JSON. It panics if store
 // or keys is nil.
 func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
@@ -102,6 +104,8 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/forms", a.handleListForms())
 	mux.Handle("GET /v1/forms/{formId}/submissions", a.handleListSubmissions())
+	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
+	mux.Handle("/v1/openapi.json", a.handleMethodNotAllowed())
 	mux.Handle("/v1/forms", a.handleMethodNotAllowed())
 	mux.Handle("/v1/forms/{formId}/submissions", a.handleMethodNotAllowed())
 	mux.Handle("/", a.handleNotFound())
@@ -213,6 +217,19 @@ func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID stri
 		return kept
 	}
 	return items
+}
+
+// openAPI is the machine-readable contract, served without a key. It is
+// the one body without the success/message envelope: OpenAPI allows no
+// such top-level fields, and tools fetch the document as it is.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+func handleOpenAPI() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, openAPI)
+	})
 }
 
 func (a *api) handleMethodNotAllowed() http.Handler {

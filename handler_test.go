@@ -752,3 +752,18 @@ func TestLogsNeverHoldKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenAPIServedWithoutKey(t *testing.T) {
+	is := is.New(t)
+	cs := &counting{store: seeded(t), keys: seeded(t)}
+	h := formsapi.NewHandler(cs, cs)
+	res := do(t, h, "GET", "/v1/openapi.json")
+	is.Equal(res.status, 200) // no key needed
+	checkStandardHeaders(t, res)
+	doc := decode(t, res.body)
+	is.Equal(doc["openapi"], "3.1.0")                          // an OpenAPI 3.1 document
+	is.True(doc["paths"].(map[string]any)["/v1/forms"] != nil) // describing the API
+	is.Equal(cs.resolves, 0)                                   // no key lookup
+	res = do(t, h, "POST", "/v1/openapi.json")
+	is.Equal(res.status, 405) // GET and HEAD only
+}
