@@ -122,10 +122,11 @@ func appendObject(b []byte, data []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return append(b, "{}"...), nil
 	}
-	if !IsJSONObject(data) {
+	valid, utf8OK := scanObject(data)
+	if !valid {
 		return b, errBadData
 	}
-	if !utf8.Valid(data) {
+	if !utf8OK {
 		data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
 	}
 	return append(b, data...), nil

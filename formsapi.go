@@ -24,12 +24,10 @@
 package formsapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // Form is a form of an account, exactly as the API returns it.
@@ -145,7 +143,7 @@ func CheckSubmission(s Submission, m Metadata) error {
 	if !ValidFormID(s.FormID) {
 		return fmt.Errorf("%w: form ID %q is malformed", ErrInvalidInput, s.FormID)
 	}
-	if !IsJSONObject(s.Data) || !utf8.Valid(s.Data) {
+	if valid, utf8OK := scanObject(s.Data); !valid || !utf8OK {
 		return fmt.Errorf("%w: submission data must be a JSON object in UTF-8", ErrInvalidInput)
 	}
 	for i, a := range s.Attachments {
@@ -159,8 +157,9 @@ func CheckSubmission(s Submission, m Metadata) error {
 	return checkTime(s.CreatedAt)
 }
 
-// IsJSONObject reports whether data is one valid JSON object.
+// IsJSONObject reports whether data is one valid JSON object, optionally
+// surrounded by white space.
 func IsJSONObject(data []byte) bool {
-	data = bytes.TrimLeft(data, " \t\r\n")
-	return len(data) > 0 && data[0] == '{' && json.Valid(data)
+	valid, _ := scanObject(data)
+	return valid
 }

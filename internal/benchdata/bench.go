@@ -1,0 +1,91 @@
+package benchdata
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+)
+
+// Key is the API key the handler benchmarks register.
+const Key = "bench-key"
+
+// discard is a ResponseWriter that keeps only the status and headers, so
+// the benchmark measures the handler rather than a recorder.
+type discard struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) WriteHeader(code int)        { d.status = code }
+func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+
+// RunHandler benchmarks the handler over store on the lists a client reads
+// most: the forms, the first page of a big form, a page 99% deep in it
+// (reached with a cursor), each in both orders, and a since/until window.
+// The store must hold Load's data for at least one form of perForm
+// submissions, with Key registered.
+func RunHandler(b *testing.B, store formsapi.Store, keys formsapi.KeyResolver, perForm int) {
+	h := formsapi.NewHandler(store, keys)
+	sub := "/v1/forms/" + FormID(0) + "/submissions"
+	deep := func(order string) string {
+		return sub + "?limit=100&order=" + order + "&cursor=" + url.QueryEscape(cursorAt(b, h, sub+"?limit=1000&order="+order, perForm*99/100))
+	}
+	window := "since=" + At(perForm/2).Format("2006-01-02T15:04:05Z") + "&until=" + At(perForm/2+5000).Format("2006-01-02T15:04:05Z")
+	for _, c := range []struct{ name, target string }{
+		{"Forms", "/v1/forms"},
+		{"FirstPage", sub + "?limit=100"},
+		{"DeepPage", deep("desc")},
+		{"FirstPageAsc", sub + "?limit=100&order=asc"},
+		{"DeepPageAsc", deep("asc")},
+		{"Window", sub + "?limit=100&" + window},
+		{"WindowAsc", sub + "?limit=100&order=asc&" + window},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := httptest.NewRequest("GET", c.target, nil)
+			r.Header.Set("Authorization", "Bearer "+Key)
+			w := &discard{h: http.Header{}}
+			h.ServeHTTP(w, r)
+			if w.status != http.StatusOK {
+				b.Fatalf("GET %s: status %d", c.target, w.status)
+			}
+			b.SetBytes(int64(w.n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				w.n = 0
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			}
+		})
+	}
+}
+
+// cursorAt walks first's list through the handler and returns the cursor
+// that starts after about depth items.
+func cursorAt(b *testing.B, h http.Handler, first string, depth int) string {
+	target, seen := first, 0
+	for {
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("Authorization", "Bearer "+Key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var page struct {
+			Submissions []json.RawMessage
+			NextCursor  string
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || page.NextCursor == "" {
+			b.Fatalf("walking %s: %v (status %d)", first, err, w.Code)
+		}
+		seen += len(page.Submissions)
+		if seen >= depth {
+			return page.NextCursor
+		}
+		target = first + "&cursor=" + url.QueryEscape(page.NextCursor)
+	}
+}
