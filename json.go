@@ -106,9 +106,25 @@ func (s *scanner) container(end byte) bool {
 	}
 }
 
+// plain marks the bytes a JSON string holds as they are: printable ASCII
+// other than '"' and '\\'. Both the scanner and the encoder skip runs of
+// them with one table lookup per byte.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func (s *scanner) str() bool {
 	s.i++ // opening quote
 	for s.i < len(s.b) {
+		for s.i < len(s.b) && plain[s.b[s.i]] {
+			s.i++
+		}
+		if s.i >= len(s.b) {
+			return false
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
