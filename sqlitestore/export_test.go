@@ -1,0 +1,46 @@
+package sqlitestore
+
+import (
+	"database/sql"
+
+	"github.com/formsapi/formsapi"
+)
+
+// ReadDB returns the pool the store reads through.
+func ReadDB(s *Store) *sql.DB { return s.read }
+
+// WriteDB returns the pool the store writes through.
+func WriteDB(s *Store) *sql.DB { return s.write }
+
+// ListSQL returns the statement the store runs for a page of forms
+// (table "forms") or submissions (table "submissions") in order o.
+func ListSQL(table string, o formsapi.Order) string {
+	switch {
+	case table == "forms" && o == formsapi.Oldest:
+		return sqlListFormsAsc
+	case table == "forms":
+		return sqlListFormsDesc
+	case o == formsapi.Oldest:
+		return sqlListSubmissionsAsc
+	default:
+		return sqlListSubmissionsDesc
+	}
+}
+
+// ListArgs returns the arguments the store binds to ListSQL for q.
+func ListArgs(owner any, q formsapi.Query) ([]any, error) { return listArgs(owner, q) }
+
+// LookupSQL are the store's single-row lookups with example arguments.
+var LookupSQL = map[string][]any{
+	sqlFormOf:     {"form-id", "account-id"},
+	sqlResolveKey: {make([]byte, 32)},
+}
+
+// MigrationCount is the number of embedded migrations.
+func MigrationCount() int {
+	ms, err := migrations()
+	if err != nil {
+		panic(err)
+	}
+	return len(ms)
+}

@@ -1,0 +1,112 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrSchemaTooNew means the database was migrated by a newer version of
+// this package than the one running. The store refuses it rather than
+// write to tables whose shape it does not know; upgrade the program.
+var ErrSchemaTooNew = errors.New("sqlitestore: database schema is newer than this version of the package")
+
+// The schema, one file per version: NNNN_name.sql, applied in order.
+// Published files never change; a schema change is a new file.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names { // fs.Glob sorts by name
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("migration %s: the name must start with a version number and _", base)
+		}
+		if v != len(ms)+1 {
+			return nil, fmt.Errorf("migration %s: version %d, want %d: versions count up from 1", base, v, len(ms)+1)
+		}
+		b, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	return ms, nil
+}
+
+// migrate brings db's formsapi_ tables to the current schema. Each
+// migration runs in its own transaction with its row in
+// formsapi_migrations, so a failure leaves the last complete version.
+func migrate(ctx context.Context, db *sql.DB) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS formsapi_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL -- Unix nanoseconds, UTC
+)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var current int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM formsapi_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if latest := len(ms); current > latest {
+		return fmt.Errorf("migrate: the database has schema version %d, this package knows up to %d: %w", current, latest, ErrSchemaTooNew)
+	}
+	for _, m := range ms[current:] {
+		if err := apply(ctx, db, m); err != nil {
+			return fmt.Errorf("migrate to %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// apply runs one migration in a transaction. Its first statement claims
+// the version: being a write, it takes the write lock before anything is
+// read (so a deferred transaction cannot hit SQLITE_BUSY_SNAPSHOT), and if
+// another process applied the version meanwhile, it fails as a duplicate
+// and the migration is skipped.
+func apply(ctx context.Context, db *sql.DB, m migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	_, err = tx.ExecContext(ctx, `INSERT INTO formsapi_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, time.Now().UnixNano())
+	if isUniqueViolation(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,60 @@
+package sqlitestore
+
+// Every statement the store runs. They are constants, prepared once; every
+// value is a bound parameter.
+//
+// A list page is bounded by two keyset positions, both exclusive:
+// (created_at, seq) > lower and (created_at, seq) < upper. Since, Until
+// and the cursor are all folded into those two bounds (see pageBounds), so
+// each list has one statement per order and SQLite seeks the index
+// straight to the page. With separate created_at terms beside the cursor,
+// the planner may take the filter as the range bound and step over every
+// item already read, like an OFFSET (measured: 50 ms instead of 25 µs per
+// page deep into 200,000 rows). Because seq is the rowid, SQLite seeks on
+// created_at and checks seq row by row, so only items sharing the cursor's
+// exact timestamp are stepped over.
+const (
+	sqlListFormsDesc = `SELECT seq, created_at, id, title, icon, notification_email
+FROM formsapi_forms
+WHERE account_id = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at DESC, seq DESC
+LIMIT ?`
+
+	sqlListFormsAsc = `SELECT seq, created_at, id, title, icon, notification_email
+FROM formsapi_forms
+WHERE account_id = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at ASC, seq ASC
+LIMIT ?`
+
+	// Only public columns: the metadata columns are never selected.
+	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at DESC, seq DESC
+LIMIT ?`
+
+	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at ASC, seq ASC
+LIMIT ?`
+
+	// The ownership check: a form of another account is not found.
+	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?`
+
+	sqlResolveKey = `SELECT account_id FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
+
+	sqlAddForm = `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`
+
+	// One statement finds the form and inserts, so no transaction is
+	// needed; no row inserted means no such form.
+	sqlAddSubmission = `INSERT INTO formsapi_submissions
+    (form_seq, created_at, data, attachments, client_ip, user_agent, geo, trace_id)
+SELECT seq, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+
+	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES (?, ?, ?)`
+
+	// Revocation keeps the row, so the key can never be added again.
+	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = ? WHERE key_hash = ? AND revoked_at IS NULL`
+)

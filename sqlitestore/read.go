@@ -1,0 +1,233 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
+)
+
+// ResolveKey returns the account that owns key, or an error wrapping
+// formsapi.ErrInvalidKey if the key is unknown or revoked. It looks the
+// key's hash up in the database on every call, so a revocation holds for
+// the very next request.
+func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
+	}
+	h := formsapi.HashKey(key)
+	var account string
+	err := s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&account)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sqlitestore: resolve key: %w", formsapi.ErrInvalidKey)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
+	}
+	return account, nil
+}
+
+// ListForms implements formsapi.Store. It returns an error if q.Limit is
+// below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
+// package did not make.
+func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	p, err := s.listForms(ctx, accountID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Form]{}, fmt.Errorf("sqlitestore: list forms: %w", err)
+	}
+	return p, nil
+}
+
+func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	var p formsapi.Page[formsapi.Form]
+	if err := ctx.Err(); err != nil {
+		return p, err
+	}
+	args, err := listArgs(accountID, q)
+	if err != nil {
+		return p, err
+	}
+	st := s.formsDesc
+	if q.Order == formsapi.Oldest {
+		st = s.formsAsc
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	p.Items = make([]formsapi.Form, 0, min(q.Limit, prealloc))
+	var last keyset.Pos
+	for rows.Next() {
+		if len(p.Items) == q.Limit { // the extra row: there is a next page
+			p.NextCursor = last.String()
+			break
+		}
+		var f formsapi.Form
+		if err := rows.Scan(&last.Seq, &last.At, &f.ID, &f.Title, &f.Icon, &f.NotificationEmail); err != nil {
+			return formsapi.Page[formsapi.Form]{}, err
+		}
+		f.CreatedAt = fromNanos(last.At)
+		p.Items = append(p.Items, f)
+	}
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Form]{}, err
+	}
+	return p, nil
+}
+
+// ListSubmissions implements formsapi.Store. It returns an error wrapping
+// formsapi.ErrFormNotFound when formID is not a form of accountID, an error
+// if q.Limit is below 1, and one wrapping formsapi.ErrInvalidCursor for a
+// cursor this package did not make. Metadata is never read.
+func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	p, err := s.listSubmissions(ctx, accountID, formID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("sqlitestore: list submissions: %w", err)
+	}
+	return p, nil
+}
+
+func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	var p formsapi.Page[formsapi.Submission]
+	if err := ctx.Err(); err != nil {
+		return p, err
+	}
+	var formSeq int64
+	err := s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&formSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, formsapi.ErrFormNotFound
+	}
+	if err != nil {
+		return p, err
+	}
+	args, err := listArgs(formSeq, q)
+	if err != nil {
+		return p, err
+	}
+	st := s.subsDesc
+	if q.Order == formsapi.Oldest {
+		st = s.subsAsc
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
+	var last keyset.Pos
+	for rows.Next() {
+		if len(p.Items) == q.Limit {
+			p.NextCursor = last.String()
+			break
+		}
+		var data, attachments []byte
+		if err := rows.Scan(&last.Seq, &last.At, &data, &attachments); err != nil {
+			return formsapi.Page[formsapi.Submission]{}, err
+		}
+		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
+		if sub.Attachments, err = decodeAttachments(attachments); err != nil {
+			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
+		}
+		p.Items = append(p.Items, sub)
+	}
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	return p, nil
+}
+
+// prealloc caps the capacity reserved for a page up front, so a huge
+// limit on a short list costs nothing.
+const prealloc = 256
+
+// listArgs returns the arguments of a list statement for the list owner
+// (the account ID or the form's seq) and q. It fetches one row more than
+// the limit to learn whether a next page exists.
+func listArgs(owner any, q formsapi.Query) ([]any, error) {
+	if q.Limit < 1 {
+		return nil, fmt.Errorf("limit %d is not positive", q.Limit)
+	}
+	lo, hi, err := pageBounds(q)
+	if err != nil {
+		return nil, err
+	}
+	fetch := q.Limit + 1
+	if fetch < q.Limit { // overflow: no list is that long anyway
+		fetch = q.Limit
+	}
+	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq, fetch}, nil
+}
+
+// pageBounds folds q's Since, Until and cursor into the exclusive keyset
+// bounds lo < (created_at, seq) < hi. Stored seqs are positive, so with
+// seq bound MinInt64, (t, MinInt64) < (created_at, seq) means
+// created_at >= t, and (created_at, seq) < (t, MinInt64) means
+// created_at < t.
+func pageBounds(q formsapi.Query) (lo, hi keyset.Pos, err error) {
+	lo = keyset.Pos{At: math.MinInt64, Seq: math.MinInt64} // everything
+	hi = keyset.Pos{At: math.MaxInt64, Seq: math.MaxInt64} // everything
+	if !q.Since.IsZero() {
+		switch {
+		case q.Since.After(maxTime):
+			lo = hi // nothing
+		case !q.Since.Before(minTime):
+			lo = keyset.Pos{At: q.Since.UnixNano(), Seq: math.MinInt64}
+		}
+	}
+	if !q.Until.IsZero() {
+		switch {
+		case q.Until.Before(minTime):
+			hi = keyset.Pos{At: math.MinInt64, Seq: math.MinInt64} // nothing
+		case !q.Until.After(maxTime):
+			hi = keyset.Pos{At: q.Until.UnixNano(), Seq: math.MinInt64}
+		}
+	}
+	if q.Cursor != "" {
+		c, err := keyset.Parse(q.Cursor)
+		if err != nil {
+			return lo, hi, err
+		}
+		// The rest of the list lies past the last item returned.
+		if q.Order == formsapi.Oldest {
+			if lo.Less(c) {
+				lo = c
+			}
+		} else if c.Less(hi) {
+			hi = c
+		}
+	}
+	return lo, hi, nil
+}
+
+// The range of times stored as int64 Unix nanoseconds.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func fromNanos(ns int64) time.Time {
+	return time.Unix(0, ns).UTC()
+}
+
+// decodeAttachments decodes the attachments column; none is an empty,
+// non-nil slice, since the API answers [] rather than null.
+func decodeAttachments(b []byte) ([]formsapi.Attachment, error) {
+	att := []formsapi.Attachment{}
+	if string(b) == "[]" {
+		return att, nil
+	}
+	if err := json.Unmarshal(b, &att); err != nil {
+		return nil, fmt.Errorf("decode attachments: %w", err)
+	}
+	if att == nil { // a stored JSON null
+		att = []formsapi.Attachment{}
+	}
+	return att, nil
+}

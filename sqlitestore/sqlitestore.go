@@ -1,0 +1,215 @@
+// Package sqlitestore keeps forms, submissions and API keys in SQLite
+// through modernc.org/sqlite (pure Go, no cgo). It implements
+// formsapi.Store and formsapi.KeyResolver and has the same write side as
+// memstore, so a host can swap one for the other.
+//
+// [Open] opens a database file the store owns; [New] uses a *sql.DB the host
+// already has, so the library can live in the host's own database file. All
+// tables are prefixed formsapi_ and the schema version is kept in the table
+// formsapi_migrations (not PRAGMA user_version, which belongs to the host).
+//
+// Only the SHA-256 of each API key is stored, never the key itself.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/formsapi/formsapi"
+)
+
+// readConns bounds the read-only pool of a store from Open: enough for
+// parallel requests, few enough that connections are reused and stay warm.
+const readConns = 4
+
+// Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
+// for concurrent use. Make one with Open or New.
+type Store struct {
+	write *sql.DB // one connection: SQLite has one writer at a time anyway
+	read  *sql.DB // read-only pool; the same handle as write for New
+	owned bool    // Close closes the pools only when Open made them
+	stmts []*sql.Stmt
+
+	addForm, addSubmission, addKey, revokeKey *sql.Stmt // on write
+
+	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
+	formOf, resolveKey                     *sql.Stmt // on read
+}
+
+var (
+	_ formsapi.Store       = (*Store)(nil)
+	_ formsapi.KeyResolver = (*Store)(nil)
+)
+
+// Open opens the SQLite database file at path, creating it if needed,
+// migrates it to the current schema and returns a store that owns it;
+// call Close when done.
+//
+// The database runs in WAL mode, so readers never wait for the writer. WAL
+// keeps an index in shared memory (the -shm file), so the file must be on a
+// local filesystem: not NFS, SMB or another network share. Open fails if
+// the file cannot be put in WAL mode. synchronous=NORMAL means a power loss
+// or OS crash may roll back the last commits, but never corrupts the file.
+//
+// Open returns an error wrapping [ErrSchemaTooNew] if a newer version of
+// this package has already migrated the file.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlitestore: open: empty path")
+	}
+	ctx := context.Background()
+	uri := "file:" + escapePath(path)
+	// busy_timeout comes first so every later pragma waits for locks rather
+	// than failing. _pragma (not an Exec after opening) reaches every
+	// connection the pool ever opens.
+	write, err := sql.Open("sqlite", uri+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"+
+		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	s := &Store{write: write, owned: true}
+	fail := func(err error) (*Store, error) {
+		s.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	// The read-write pool goes first and migrates, so the file exists and
+	// is in WAL mode before any read-only connection attaches.
+	if err := write.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	var mode string
+	if err := write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fail(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
+	}
+	if err := migrate(ctx, write); err != nil {
+		return fail(err)
+	}
+	// mode=ro: SQLite itself refuses writes, unlike PRAGMA query_only,
+	// which a statement could turn off again.
+	s.read, err = sql.Open("sqlite", uri+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return fail(err)
+	}
+	s.read.SetMaxOpenConns(readConns)
+	s.read.SetMaxIdleConns(readConns)
+	if err := s.read.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	if err := s.prepare(ctx); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// New returns a store on db, a handle the host opened with the
+// modernc.org/sqlite driver and still owns: Close on the store leaves db
+// open, and the host closes it. New migrates the database to the current
+// schema; the host's own tables are left alone. Reads and writes both go
+// through db, so its DSN should set busy_timeout, and preferably WAL mode
+// and _txlock=immediate, as Open does.
+//
+// New returns an error wrapping [ErrSchemaTooNew] if a newer version of
+// this package has already migrated the database. It panics if db is nil.
+func New(db *sql.DB) (*Store, error) {
+	if db == nil {
+		panic("sqlitestore: New with a nil *sql.DB")
+	}
+	// Duplicates are recognised by modernc.org/sqlite's error codes.
+	if _, ok := db.Driver().(*sqlite.Driver); !ok {
+		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
+	}
+	ctx := context.Background()
+	if err := migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("sqlitestore: new: %w", err)
+	}
+	s := &Store{write: db, read: db}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlitestore: new: %w", err)
+	}
+	return s, nil
+}
+
+// Close releases the store's prepared statements and, for a store from
+// Open, closes its database connections. A store from New leaves the
+// host's handle open.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range s.stmts {
+		errs = append(errs, st.Close())
+	}
+	s.stmts = nil
+	if s.owned {
+		if s.read != nil {
+			errs = append(errs, s.read.Close())
+		}
+		errs = append(errs, s.write.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+// prepare prepares every statement once; database/sql re-prepares each on
+// the connections of its pool as needed.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		db  *sql.DB
+		sql string
+	}{
+		{&s.addForm, s.write, sqlAddForm},
+		{&s.addSubmission, s.write, sqlAddSubmission},
+		{&s.addKey, s.write, sqlAddKey},
+		{&s.revokeKey, s.write, sqlRevokeKey},
+		{&s.formsDesc, s.read, sqlListFormsDesc},
+		{&s.formsAsc, s.read, sqlListFormsAsc},
+		{&s.subsDesc, s.read, sqlListSubmissionsDesc},
+		{&s.subsAsc, s.read, sqlListSubmissionsAsc},
+		{&s.formOf, s.read, sqlFormOf},
+		{&s.resolveKey, s.read, sqlResolveKey},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.sql), err)
+		}
+		*p.dst = st
+		s.stmts = append(s.stmts, st)
+	}
+	return nil
+}
+
+// escapePath percent-encodes the characters that would end the path part
+// of a file: URI; SQLite decodes them again.
+func escapePath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// isUniqueViolation reports whether err is SQLite refusing a duplicate
+// primary key or unique index entry. It goes by the driver's result code,
+// never the message text, which SQLite does not promise to keep.
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code()
+	return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}

@@ -1,0 +1,146 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/formsapi/formsapi"
+)
+
+// AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
+// current time. It returns an error wrapping formsapi.ErrFormExists if any
+// account already has a form with f.ID, and one wrapping
+// formsapi.ErrInvalidInput if f or accountID is malformed; either way
+// nothing changes.
+func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: add form: %w", err)
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = time.Now()
+	}
+	f.CreatedAt = f.CreatedAt.UTC().Round(0)
+	if err := formsapi.CheckForm(accountID, f); err != nil {
+		return fmt.Errorf("sqlitestore: add form: %w", err)
+	}
+	_, err := s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	if isUniqueViolation(err) {
+		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, formsapi.ErrFormExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, err)
+	}
+	return nil
+}
+
+// AddSubmission stores sub with its internal metadata m, which the read
+// side never returns. A zero sub.CreatedAt becomes the current time. It
+// returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
+// stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
+// malformed; either way nothing changes.
+func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: add submission: %w", err)
+	}
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = time.Now()
+	}
+	sub.CreatedAt = sub.CreatedAt.UTC().Round(0)
+	if err := formsapi.CheckSubmission(sub, m); err != nil {
+		return fmt.Errorf("sqlitestore: add submission: %w", err)
+	}
+	data, err := compact(sub.Data)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add submission: %w", err)
+	}
+	attachments := "[]"
+	if len(sub.Attachments) > 0 {
+		b, err := json.Marshal(sub.Attachments)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: add submission: %w", err)
+		}
+		attachments = string(b)
+	}
+	var geo any // NULL when absent
+	if len(m.Geo) > 0 {
+		if geo, err = compact(m.Geo); err != nil {
+			return fmt.Errorf("sqlitestore: add submission: %w", err)
+		}
+	}
+	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments,
+		m.ClientIP, m.UserAgent, geo, m.TraceID, sub.FormID)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
+	}
+	return nil
+}
+
+// compact returns JSON without insignificant space, as text: the column
+// holds exactly what the read side returns, without decoding it again.
+func compact(v []byte) (string, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// AddKey registers key as an API key of accountID. Only its SHA-256 is
+// stored: the key never reaches the database file or a log. A fast hash is
+// enough because keys from formsapi.NewKey carry 190 random bits, which no
+// one can guess or brute-force from the hash; slow password hashes exist
+// for guessable secrets and would only add latency to every request.
+//
+// It returns an error wrapping formsapi.ErrKeyExists if the key is already
+// registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
+// if the key could never authenticate (see formsapi.CheckKey) or accountID
+// is empty.
+func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	if err := formsapi.CheckKey(key); err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	if accountID == "" {
+		return fmt.Errorf("sqlitestore: add key: %w: empty account ID", formsapi.ErrInvalidInput)
+	}
+	h := formsapi.HashKey(key)
+	_, err := s.addKey.ExecContext(ctx, h[:], accountID, time.Now().UnixNano())
+	if isUniqueViolation(err) {
+		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	return nil
+}
+
+// RevokeKey revokes key; the next request that presents it gets 401. The
+// key's hash stays stored as revoked, so the key can never be added again.
+// It returns an error wrapping formsapi.ErrInvalidKey if the key is not
+// registered or already revoked.
+func (s *Store) RevokeKey(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: revoke key: %w", err)
+	}
+	h := formsapi.HashKey(key)
+	res, err := s.revokeKey.ExecContext(ctx, time.Now().UnixNano(), h[:])
+	if err != nil {
+		return fmt.Errorf("sqlitestore: revoke key: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlitestore: revoke key: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlitestore: revoke key: %w", formsapi.ErrInvalidKey)
+	}
+	return nil
+}
