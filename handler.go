@@ -247,11 +247,13 @@ func (a *api) handleNotFound() http.Handler {
 
 // rejectNonCanonical answers paths such as /v1//forms or /v1/forms/ with a
 // JSON 404 itself. ServeMux would redirect them to the cleaned path, and
-// under http.StripPrefix that redirect loses the mount prefix.
+// under http.StripPrefix that redirect loses the mount prefix. It looks at
+// the path as sent: an escaped slash or dot inside a form ID is part of
+// the ID, which then gets the form 404 like any other malformed ID.
 func rejectNonCanonical(a *api, next http.Handler) http.Handler {
 	notFound := a.handleNotFound()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
+		p := r.URL.EscapedPath()
 		if p == "" || p[0] != '/' || (p != "/" && path.Clean(p) != p) {
 			notFound.ServeHTTP(w, r)
 			return
