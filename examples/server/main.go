@@ -1,0 +1,187 @@
+// Command server runs the forms API on its embedded SQLite default. On
+// first run it creates the database, seeds a demo account with forms and
+// realistic submissions, and prints a demo API key with curl lines to try.
+//
+//	go run ./examples/server                  # serve ./forms.db on 127.0.0.1:8080
+//	go run ./examples/server -new-key demo    # issue another key for an account
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/sqlitestore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+// Server timeouts. The store budget is below WriteTimeout so a slow query
+// ends in a JSON 503 rather than a dropped connection.
+const (
+	storeTimeout = 5 * time.Second
+	writeTimeout = 10 * time.Second
+)
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	dbPath := fs.String("db", "forms.db", "SQLite database file, created and seeded if missing")
+	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
+	accessLog := fs.Bool("access-log", true, "log one line per request")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	store, err := sqlitestore.Open(*dbPath)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	if *newKey != "" {
+		key, err := formsapi.NewKey()
+		if err != nil {
+			return err
+		}
+		if err := store.AddKey(ctx, key, *newKey); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new API key for account %q (shown once, only its hash is stored):\n%s\n", *newKey, key)
+		return nil
+	}
+
+	demoKey, err := seedDemo(ctx, store, *dbPath+".demo-key")
+	if err != nil {
+		return err
+	}
+
+	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	api := formsapi.NewHandler(store, store, formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout))
+	handler := api
+	if *accessLog {
+		handler = logRequests(logger, api)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "forms API on %s over %s\ndemo API key: %s\n\ntry:\n", base, *dbPath, demoKey)
+	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc"} {
+		fmt.Fprintf(stdout, "  curl -H 'Authorization: Bearer %s' '%s%s'\n", demoKey, base, p)
+	}
+	fmt.Fprintln(stdout)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Let in-flight requests finish; the deferred Close runs after.
+	shutdown, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// logRequests writes one structured line per request, with the
+// X-Request-Id the handler gave the response. It logs the path but never
+// headers, so the API key cannot reach the log.
+func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+			slog.String("request_id", w.Header().Get("X-Request-Id")))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+const demoAccount = "demo"
+
+// seedDemo fills an empty database with the demo account and returns its
+// key. The store keeps only the key's hash, so the demo key itself is kept
+// in keyFile (mode 0600) beside the database for later runs to print.
+func seedDemo(ctx context.Context, store *sqlitestore.Store, keyFile string) (string, error) {
+	forms, err := store.ListForms(ctx, demoAccount, formsapi.Query{Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(forms.Items) > 0 {
+		b, err := os.ReadFile(keyFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "(not kept: issue one with -new-key " + demoAccount + ")", nil
+		}
+		return strings.TrimSpace(string(b)), err
+	}
+	for _, f := range demoForms() {
+		if err := store.AddForm(ctx, demoAccount, f); err != nil {
+			return "", err
+		}
+	}
+	for _, s := range demoSubmissions() {
+		if err := store.AddSubmission(ctx, s.sub, s.meta); err != nil {
+			return "", err
+		}
+	}
+	key, err := formsapi.NewKey()
+	if err != nil {
+		return "", err
+	}
+	if err := store.AddKey(ctx, key, demoAccount); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save demo key: %w", err)
+	}
+	return key, nil
+}
