@@ -12,7 +12,7 @@ import (
 func BenchmarkHandler(b *testing.B) {
 	const perForm = 100_000
 	s := memstore.New()
-	if err := benchdata.Load(context.Background(), s, 3, perForm, benchdata.Key, nil); err != nil {
+	if err := benchdata.Load(context.Background(), s, []int{perForm, 1000, 1000}, benchdata.Key, nil); err != nil {
 		b.Fatal(err)
 	}
 	benchdata.RunHandler(b, s, s, perForm)

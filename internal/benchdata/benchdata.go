@@ -51,12 +51,12 @@ func Submission(formID string, i int) (formsapi.Submission, formsapi.Metadata) {
 	return s, m
 }
 
-// Load adds forms forms to w, each with perForm submissions, and key for
-// Account when key is not empty. progress, if not nil, is called every
-// 10,000 submissions.
-func Load(ctx context.Context, w storetest.Writer, forms, perForm int, key string, progress func(done int)) error {
+// Load adds one form per entry of counts to w, form f with counts[f]
+// submissions, and key for Account when key is not empty. progress, if not
+// nil, is called every 10,000 submissions.
+func Load(ctx context.Context, w storetest.Writer, counts []int, key string, progress func(done int)) error {
 	done := 0
-	for f := 0; f < forms; f++ {
+	for f, perForm := range counts {
 		id := FormID(f)
 		if err := w.AddForm(ctx, Account, formsapi.Form{ID: id, Title: fmt.Sprintf("Benchmark form %d", f),
 			Icon: "mail", NotificationEmail: "bench@example.com", CreatedAt: Start.Add(-time.Duration(f) * time.Hour)}); err != nil {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Loopback load run: the static-bytes baseline, the handler over memstore,
+# and the example server over SQLite (first page, 99%-deep pages in both
+# orders, since/until windows, the forms list), one after the other with
+# the same wrk settings, then single-client latency and the example
+# server's memory. Prints every figure with its ratio to the baseline.
+#
+#   apt-get install wrk        # once; wrk is Debian's package
+#   bash bench/loadrun.sh      # DUR=10s CONN=32 THREADS=2 by default
+#
+# Everything runs on 127.0.0.1 and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-10s}
+CONN=${CONN:-32}
+THREADS=${THREADS:-2}
+WORK=${WORK:-/tmp/formsapi-load}
+KEY=bench-key
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
+
+mkdir -p "$WORK/bin"
+go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/gendata
+DB="$WORK/bench.db"
+if [ ! -f "$DB" ]; then
+  "$WORK/bin/gendata" -db "$DB" -big 100000 -forms 10 -per-form 1000 -key "$KEY"
+fi
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+"$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18090 >/dev/null & pids+=($!)
+"$WORK/bin/benchserver" -mode mem -addr 127.0.0.1:18091 >/dev/null & pids+=($!)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false >/dev/null & SERVER=$!; pids+=($SERVER)
+for port in 18090 18091 18092; do
+  for _ in $(seq 1 300); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break || sleep 0.1
+  done
+done
+
+SUB=/v1/forms/bench-form-000/submissions
+# deep ORDER BASE: the cursor that starts 99% into the big form, found by
+# walking it the way a client would.
+deep() {
+  local order=$1 base=$2 cursor="" n=0
+  while [ $n -lt 99 ]; do
+    cursor=$(curl -sf -H "Authorization: Bearer $KEY" "$base$SUB?limit=1000&order=$order${cursor:+&cursor=$cursor}" |
+      sed -n 's/.*"nextCursor":"\([^"]*\)".*/\1/p')
+    n=$((n + 1))
+  done
+  echo "$cursor"
+}
+S=http://127.0.0.1:18092
+DEEP_DESC=$(deep desc $S)
+DEEP_ASC=$(deep asc $S)
+WINDOW="since=2024-01-01T12:00:00Z&until=2024-01-01T14:00:00Z"
+
+# rps NAME URL: a wrk run; prints "NAME rps p50 p99".
+rps() {
+  local out
+  out=$(wrk -t"$THREADS" -c"$CONN" -d"$DUR" --latency -H "Authorization: Bearer $KEY" "$2")
+  if echo "$out" | grep -q "Non-2xx"; then echo "$1: non-2xx answers" >&2; echo "$out" >&2; exit 1; fi
+  printf '%s %s %s %s\n' "$1" "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')"
+}
+results=$(
+  rps baseline-static        "http://127.0.0.1:18090$SUB?limit=100"
+  rps memstore-first-page    "http://127.0.0.1:18091$SUB?limit=100"
+  rps sqlite-first-page      "$S$SUB?limit=100"
+  rps sqlite-deep-99pct-desc "$S$SUB?limit=100&cursor=$DEEP_DESC"
+  rps sqlite-deep-99pct-asc  "$S$SUB?limit=100&order=asc&cursor=$DEEP_ASC"
+  rps sqlite-window-desc     "$S$SUB?limit=100&$WINDOW"
+  rps sqlite-window-asc      "$S$SUB?limit=100&order=asc&$WINDOW"
+  rps sqlite-forms-list      "$S/v1/forms"
+)
+base=$(echo "$results" | awk '$1=="baseline-static" {print $2}')
+first=$(echo "$results" | awk '$1=="sqlite-first-page" {print $2}')
+echo
+echo "wrk -t$THREADS -c$CONN -d$DUR, 100-item pages ($(curl -s -H "Authorization: Bearer $KEY" "$S$SUB?limit=100" | wc -c) bytes)"
+printf '%-24s %10s %9s %9s %11s %13s\n' target req/s p50 p99 "x baseline" "x sqlite 1st"
+echo "$results" | while read -r name r p50 p99; do
+  printf '%-24s %10.0f %9s %9s %10.1f%% %12.1f%%\n' "$name" "$r" "$p50" "$p99" \
+    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $first" | awk '{print 100*$1/$2}')"
+done
+
+echo
+echo "single client (wrk -t1 -c1 -d5s):"
+for target in "baseline-static http://127.0.0.1:18090$SUB?limit=100" "sqlite-first-page $S$SUB?limit=100" "sqlite-deep-99pct-desc $S$SUB?limit=100&cursor=$DEEP_DESC"; do
+  set -- $target
+  printf '  %-24s p50 %s\n' "$1" "$(wrk -t1 -c1 -d5s --latency -H "Authorization: Bearer $KEY" "$2" | awk '$1=="50%" {print $2}')"
+done
+
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER/status"; }
+before=$(rss)
+wrk -t"$THREADS" -c"$CONN" -d"$DUR" -H "Authorization: Bearer $KEY" "$S$SUB?limit=100" >/dev/null
+after=$(rss)
+echo
+echo "example server memory: peak RSS $(awk '/^VmHWM/ {print $2}' /proc/$SERVER/status) KiB;" \
+  "RSS before one more run $before KiB, after $after KiB"
