@@ -74,9 +74,28 @@ type response struct {
 	body   []byte
 }
 
+// exchange is one request the suite made and the response it got.
+type exchange struct {
+	method, target string
+	res            response
+}
+
+// seen records every exchange of the handler tests, so that
+// TestMain can check each response against the OpenAPI document.
+var seen struct {
+	sync.Mutex
+	all []exchange
+}
+
+func record(method, target string, res response) {
+	seen.Lock()
+	seen.all = append(seen.all, exchange{method, target, res})
+	seen.Unlock()
+}
+
 // do sends one request to h. headers alternate names and values; a name may
 // repeat to send the header twice.
-func do(t *testing.T, h http.Handler, method, target string, headers ...string) response {
+func do(t testing.TB, h http.Handler, method, target string, headers ...string) response {
 	t.Helper()
 	r := httptest.NewRequest(method, target, nil)
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -84,7 +103,9 @@ func do(t *testing.T, h http.Handler, method, target string, headers ...string) 
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	return response{w.Code, w.Result().Header, w.Body.Bytes()}
+	res := response{w.Code, w.Result().Header, w.Body.Bytes()}
+	record(method, r.URL.RequestURI(), res)
+	return res
 }
 
 func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -554,7 +575,9 @@ func doHTTP(t *testing.T, method, u, key string) response {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	return response{res.StatusCode, res.Header, body}
+	out := response{res.StatusCode, res.Header, body}
+	record(method, req.URL.RequestURI(), out)
+	return out
 }
 
 // fakeStore answers with whatever its functions say.
