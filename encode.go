@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // The response bodies are appended to a pooled buffer by hand rather than
@@ -29,6 +31,12 @@ func putBuffer(b *[]byte) {
 }
 
 var errBadData = errors.New("submission data is not a JSON object")
+
+// Messages of the successful responses.
+const (
+	msgForms       = "forms retrieved"
+	msgSubmissions = "submissions retrieved"
+)
 
 func appendError(b []byte, msg string) []byte {
 	b = append(b, `{"success":false,"message":`...)
@@ -54,7 +62,7 @@ func appendNext(b []byte, next string) []byte {
 }
 
 func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
-	b = appendEnvelope(b, "forms retrieved", "forms")
+	b = appendEnvelope(b, msgForms, "forms")
 	var err error
 	for i, f := range forms {
 		if i > 0 {
@@ -78,40 +86,51 @@ func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
 }
 
 func appendSubmissions(b []byte, subs []Submission, next string) ([]byte, error) {
-	b = appendEnvelope(b, "submissions retrieved", "submissions")
+	b = appendEnvelope(b, msgSubmissions, "submissions")
 	var err error
 	for i, s := range subs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"formId":`...)
-		b = appendString(b, s.FormID)
-		b = append(b, `,"data":`...)
-		if b, err = appendObject(b, s.Data); err != nil {
+		if b, err = AppendSubmissionJSON(b, s); err != nil {
 			return b, err
 		}
-		b = append(b, `,"attachments":[`...)
-		for j, at := range s.Attachments {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"fieldName":`...)
-			b = appendString(b, at.FieldName)
-			b = append(b, `,"fileUrl":`...)
-			b = appendString(b, at.FileURL)
-			b = append(b, `,"fileSize":`...)
-			b = strconv.AppendInt(b, at.FileSize, 10)
-			b = append(b, `,"mimeType":`...)
-			b = appendString(b, at.MIMEType)
-			b = append(b, '}')
-		}
-		b = append(b, `],"createdAt":`...)
-		if b, err = appendTimestamp(b, s.CreatedAt); err != nil {
-			return b, err
-		}
-		b = append(b, '}')
 	}
 	return appendNext(b, next), nil
+}
+
+// AppendSubmissionJSON appends to b the JSON object the API sends for s:
+// exactly formId, data, attachments ([] when none) and createdAt in UTC.
+// It fails if s.Data is not one JSON object. The library's stores keep the
+// result with each submission, so that reads need not encode it again.
+func AppendSubmissionJSON(b []byte, s Submission) ([]byte, error) {
+	b = append(b, `{"formId":`...)
+	b = appendString(b, s.FormID)
+	b = append(b, `,"data":`...)
+	b, err := appendObject(b, s.Data)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, `,"attachments":[`...)
+	for j, at := range s.Attachments {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"fieldName":`...)
+		b = appendString(b, at.FieldName)
+		b = append(b, `,"fileUrl":`...)
+		b = appendString(b, at.FileURL)
+		b = append(b, `,"fileSize":`...)
+		b = strconv.AppendInt(b, at.FileSize, 10)
+		b = append(b, `,"mimeType":`...)
+		b = appendString(b, at.MIMEType)
+		b = append(b, '}')
+	}
+	b = append(b, `],"createdAt":`...)
+	if b, err = appendTimestamp(b, s.CreatedAt); err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
 }
 
 // appendObject copies a stored JSON object. Empty data becomes {}; data
@@ -122,7 +141,7 @@ func appendObject(b []byte, data []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return append(b, "{}"...), nil
 	}
-	valid, utf8OK := scanObject(data)
+	valid, utf8OK := wire.ScanObject(data)
 	if !valid {
 		return b, errBadData
 	}
@@ -153,7 +172,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if plain[c] && c != '<' && c != '>' && c != '&' {
+			if wire.Plain[c] && c != '<' && c != '>' && c != '&' {
 				i++
 				continue
 			}

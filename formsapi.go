@@ -28,6 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // Form is a form of an account, exactly as the API returns it.
@@ -143,7 +145,7 @@ func CheckSubmission(s Submission, m Metadata) error {
 	if !ValidFormID(s.FormID) {
 		return fmt.Errorf("%w: form ID %q is malformed", ErrInvalidInput, s.FormID)
 	}
-	if valid, utf8OK := scanObject(s.Data); !valid || !utf8OK {
+	if valid, utf8OK := wire.ScanObject(s.Data); !valid || !utf8OK {
 		return fmt.Errorf("%w: submission data must be a JSON object in UTF-8", ErrInvalidInput)
 	}
 	for i, a := range s.Attachments {
@@ -160,6 +162,6 @@ func CheckSubmission(s Submission, m Metadata) error {
 // IsJSONObject reports whether data is one valid JSON object, optionally
 // surrounded by white space.
 func IsJSONObject(data []byte) bool {
-	valid, _ := scanObject(data)
+	valid, _ := wire.ScanObject(data)
 	return valid
 }

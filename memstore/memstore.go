@@ -15,6 +15,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // Store is an in-memory store. The zero value is not usable; call New.
@@ -46,6 +47,7 @@ type form struct {
 type submission struct {
 	pos  keyset.Pos
 	sub  formsapi.Submission
+	json []byte            // the submission as the API sends it
 	meta formsapi.Metadata // kept, as the collection side would; never returned
 }
 
@@ -104,6 +106,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	}
 	sub = cloneSubmission(sub)
 	m.Geo = bytes.Clone(m.Geo)
+	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+	if err != nil {
+		return fmt.Errorf("memstore: add submission: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fm, ok := s.forms[sub.FormID]
@@ -111,7 +117,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		return fmt.Errorf("memstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
 	}
 	s.seq++
-	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, meta: m}
+	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, json: encoded, meta: m}
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
 	return nil
 }
@@ -176,29 +182,62 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 
 // ListForms implements formsapi.Store.
 func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	var p formsapi.Page[formsapi.Form]
 	if err := ctx.Err(); err != nil {
-		return formsapi.Page[formsapi.Form]{}, fmt.Errorf("memstore: list forms: %w", err)
+		return p, fmt.Errorf("memstore: list forms: %w", err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return page(s.accounts[accountID], q, func(f *form) keyset.Pos { return f.pos },
-		func(f *form) formsapi.Form { return f.form })
+	p.Items = make([]formsapi.Form, 0, min(q.Limit, prealloc))
+	next, err := walk(s.accounts[accountID], q, func(f *form) keyset.Pos { return f.pos }, func(f *form) {
+		p.Items = append(p.Items, f.form)
+	})
+	p.NextCursor = next
+	return p, err
 }
 
 // ListSubmissions implements formsapi.Store.
 func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	var p formsapi.Page[formsapi.Submission]
+	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
+	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
+		p.Items = append(p.Items, cloneSubmission(r.sub))
+	})
+	p.NextCursor = next
+	return p, err
+}
+
+// AppendSubmissions is ListSubmissions for the handler's fast path: it
+// appends each submission's JSON, made by formsapi.AppendSubmissionJSON
+// when it was added, to p.Body.
+func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	n := 0
+	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
+		if n++; n > 1 {
+			p.Body = append(p.Body, ',')
+		}
+		p.Body = append(p.Body, r.json...)
+	})
+	p.NextCursor = next
+	return err
+}
+
+// submissions visits one page of a form of accountID under the read lock.
+func (s *Store) submissions(ctx context.Context, accountID, formID string, q formsapi.Query, visit func(*submission)) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("memstore: list submissions: %w", err)
+		return "", fmt.Errorf("memstore: list submissions: %w", err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	fm, ok := s.forms[formID]
 	if !ok || fm.account != accountID {
-		return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("memstore: list submissions: %w", formsapi.ErrFormNotFound)
+		return "", fmt.Errorf("memstore: list submissions: %w", formsapi.ErrFormNotFound)
 	}
-	return page(fm.subs, q, func(r *submission) keyset.Pos { return r.pos },
-		func(r *submission) formsapi.Submission { return cloneSubmission(r.sub) })
+	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, visit)
 }
+
+// prealloc caps the capacity reserved for a page up front.
+const prealloc = 256
 
 // insert places item in the ascending list at its position. Sequences grow,
 // so an item never lands before one with the same time added earlier.
@@ -208,11 +247,12 @@ func insert[T any](list []T, item T, pos func(T) keyset.Pos) []T {
 	return slices.Insert(list, i, item)
 }
 
-// page cuts one page out of an ascending list with binary searches, so a
-// deep page costs what the first does.
-func page[T, R any](list []T, q formsapi.Query, pos func(T) keyset.Pos, out func(T) R) (formsapi.Page[R], error) {
+// walk visits one page of an ascending list and returns the cursor after
+// it. Binary searches find the page, so a deep page costs what the first
+// does.
+func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, visit func(T)) (string, error) {
 	if q.Limit < 1 {
-		return formsapi.Page[R]{}, fmt.Errorf("memstore: limit %d is not positive", q.Limit)
+		return "", fmt.Errorf("memstore: limit %d is not positive", q.Limit)
 	}
 	// [lo, hi) is the part of the list within Since and Until.
 	lo, hi := 0, len(list)
@@ -231,39 +271,36 @@ func page[T, R any](list []T, q formsapi.Query, pos func(T) keyset.Pos, out func
 	if q.Cursor != "" {
 		c, err := keyset.Parse(q.Cursor)
 		if err != nil {
-			return formsapi.Page[R]{}, fmt.Errorf("memstore: %w", err)
+			return "", fmt.Errorf("memstore: %w", err)
 		}
 		after = c
 	}
-	var res formsapi.Page[R]
 	if q.Order == formsapi.Oldest {
 		start := lo
 		if q.Cursor != "" {
 			start = max(lo, sort.Search(len(list), func(i int) bool { return after.Less(pos(list[i])) }))
 		}
 		end := min(hi, start+q.Limit)
-		res.Items = make([]R, 0, max(0, end-start))
 		for i := start; i < end; i++ {
-			res.Items = append(res.Items, out(list[i]))
+			visit(list[i])
 		}
 		if end < hi {
-			res.NextCursor = pos(list[end-1]).String()
+			return pos(list[end-1]).String(), nil
 		}
-		return res, nil
+		return "", nil
 	}
 	end := hi
 	if q.Cursor != "" {
 		end = min(hi, sort.Search(len(list), func(i int) bool { return !pos(list[i]).Less(after) }))
 	}
 	start := max(lo, end-q.Limit)
-	res.Items = make([]R, 0, max(0, end-start))
 	for i := end - 1; i >= start; i-- {
-		res.Items = append(res.Items, out(list[i]))
+		visit(list[i])
 	}
 	if start > lo {
-		res.NextCursor = pos(list[start]).String()
+		return pos(list[start]).String(), nil
 	}
-	return res, nil
+	return "", nil
 }
 
 func cloneSubmission(s formsapi.Submission) formsapi.Submission {

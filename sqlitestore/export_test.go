@@ -13,9 +13,14 @@ func ReadDB(s *Store) *sql.DB { return s.read }
 func WriteDB(s *Store) *sql.DB { return s.write }
 
 // ListSQL returns the statement the store runs for a page of forms
-// (table "forms") or submissions (table "submissions") in order o.
+// (table "forms"), submissions (table "submissions") or encoded
+// submissions (table "encoded", the handler's fast path) in order o.
 func ListSQL(table string, o formsapi.Order) string {
 	switch {
+	case table == "encoded" && o == formsapi.Oldest:
+		return sqlAppendSubmissionsAsc
+	case table == "encoded":
+		return sqlAppendSubmissionsDesc
 	case table == "forms" && o == formsapi.Oldest:
 		return sqlListFormsAsc
 	case table == "forms":

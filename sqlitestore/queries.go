@@ -39,6 +39,19 @@ WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC
 LIMIT ?`
 
+	// The handler's fast path: each submission as the API sends it.
+	sqlAppendSubmissionsDesc = `SELECT seq, created_at, json
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at DESC, seq DESC
+LIMIT ?`
+
+	sqlAppendSubmissionsAsc = `SELECT seq, created_at, json
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at ASC, seq ASC
+LIMIT ?`
+
 	// The ownership check: a form of another account is not found.
 	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
@@ -50,8 +63,8 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// One statement finds the form and inserts, so no transaction is
 	// needed; no row inserted means no such form.
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, created_at, data, attachments, client_ip, user_agent, geo, trace_id)
-SELECT seq, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+    (form_seq, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
+SELECT seq, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES (?, ?, ?)`
 

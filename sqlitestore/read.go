@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // ResolveKey returns the account that owns key, or an error wrapping
@@ -94,16 +95,23 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 	return p, nil
 }
 
+// formSeq returns the seq of formID if it is a form of accountID: the
+// ownership check before any submission is read.
+func (s *Store) formSeq(ctx context.Context, accountID, formID string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var seq int64
+	err := s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, formsapi.ErrFormNotFound
+	}
+	return seq, err
+}
+
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
-	if err := ctx.Err(); err != nil {
-		return p, err
-	}
-	var formSeq int64
-	err := s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&formSeq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, formsapi.ErrFormNotFound
-	}
+	formSeq, err := s.formSeq(ctx, accountID, formID)
 	if err != nil {
 		return p, err
 	}
@@ -141,6 +149,57 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
 	return p, nil
+}
+
+// AppendSubmissions is ListSubmissions for the handler's fast path: it
+// appends the stored JSON of each submission to p.Body, one column per
+// row, with nothing decoded.
+func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	if err := s.appendSubmissions(ctx, accountID, formID, q, p); err != nil {
+		return fmt.Errorf("sqlitestore: list submissions: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	formSeq, err := s.formSeq(ctx, accountID, formID)
+	if err != nil {
+		return err
+	}
+	args, err := listArgs(formSeq, q)
+	if err != nil {
+		return err
+	}
+	st := s.encodedDesc
+	if q.Order == formsapi.Oldest {
+		st = s.encodedAsc
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var last keyset.Pos
+	var encoded sql.RawBytes // valid until the next Next: copied at once
+	for n := 0; rows.Next(); n++ {
+		if n == q.Limit {
+			p.NextCursor = last.String()
+			break
+		}
+		if err := rows.Scan(&last.Seq, &last.At, &encoded); err != nil {
+			return err
+		}
+		// The file may have been damaged or edited: never send what is
+		// not the object AppendSubmissionJSON wrote.
+		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
+			return fmt.Errorf("submission %d: stored JSON is damaged", last.Seq)
+		}
+		if n > 0 {
+			p.Body = append(p.Body, ',')
+		}
+		p.Body = append(p.Body, encoded...)
+	}
+	return rows.Err()
 }
 
 // prealloc caps the capacity reserved for a page up front, so a huge

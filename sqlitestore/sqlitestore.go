@@ -39,6 +39,7 @@ type Store struct {
 	addForm, addSubmission, addKey, revokeKey *sql.Stmt // on write
 
 	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
+	encodedDesc, encodedAsc                *sql.Stmt // on read
 	formOf, resolveKey                     *sql.Stmt // on read
 }
 
@@ -178,6 +179,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.formsAsc, s.read, sqlListFormsAsc},
 		{&s.subsDesc, s.read, sqlListSubmissionsDesc},
 		{&s.subsAsc, s.read, sqlListSubmissionsAsc},
+		{&s.encodedDesc, s.read, sqlAppendSubmissionsDesc},
+		{&s.encodedAsc, s.read, sqlAppendSubmissionsAsc},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
 	} {

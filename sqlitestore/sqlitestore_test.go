@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -512,6 +514,7 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"forms", "formsapi_forms_account", storetest.AccountA},
 		{"submissions", "formsapi_submissions_form", int64(1)},
+		{"encoded", "formsapi_submissions_form", int64(1)},
 	} {
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			for _, c := range []string{"", cursor(o)} {
@@ -651,4 +654,28 @@ func TestOpenOddPaths(t *testing.T) {
 	p, err := s.ListForms(ctx, "acct", formsapi.Query{Limit: 10})
 	is.NoErr(err)             // list forms
 	is.Equal(len(p.Items), 1) // the form is there after reopening
+}
+
+// TestDamagedRowIsA500 damages one stored submission behind the store's
+// back: the handler answers a generic 500 rather than broken JSON.
+func TestDamagedRowIsA500(t *testing.T) {
+	is := is.New(t)
+	s := load(t, mustOpen(t, dbPath(t)), storetest.DefaultSeed())
+	h := formsapi.NewHandler(s, s, formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+	get := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormSmall+"/submissions", nil)
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	is.Equal(get().Code, 200) // intact
+	for _, damage := range []string{`{"formId":"signup-a","data":{"n":1`, "{\"a\":\"\xff\"}", `[]`, ``} {
+		_, err := sqlitestore.WriteDB(s).Exec(`UPDATE formsapi_submissions SET json = ? WHERE seq = (SELECT MAX(seq) FROM formsapi_submissions WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ?))`,
+			[]byte(damage), storetest.FormSmall)
+		is.NoErr(err) // damage a row
+		w := get()
+		is.Equal(w.Code, 500)                                                            // refused
+		is.Equal(w.Body.String(), `{"success":false,"message":"internal server error"}`) // generic, complete body
+	}
 }

@@ -64,13 +64,20 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		}
 		attachments = string(b)
 	}
+	// The JSON the API sends is made once here, from the compacted data,
+	// so that reads copy it out without decoding or encoding anything.
+	sub.Data = []byte(data)
+	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add submission: %w", err)
+	}
 	var geo any // NULL when absent
 	if len(m.Geo) > 0 {
 		if geo, err = compact(m.Geo); err != nil {
 			return fmt.Errorf("sqlitestore: add submission: %w", err)
 		}
 	}
-	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments,
+	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded,
 		m.ClientIP, m.UserAgent, geo, m.TraceID, sub.FormID)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)

@@ -26,6 +26,7 @@ CREATE TABLE formsapi_submissions (
     created_at  INTEGER NOT NULL,
     data        TEXT    NOT NULL,             -- the submitted JSON object, compacted
     attachments TEXT    NOT NULL DEFAULT '[]', -- JSON array of attachments
+    json        BLOB    NOT NULL,             -- the whole submission as the API sends it
     -- Metadata of the collection side: never selected by the read API.
     client_ip   TEXT    NOT NULL DEFAULT '',
     user_agent  TEXT    NOT NULL DEFAULT '',

@@ -1,13 +1,13 @@
-package formsapi
+package wire
 
 import "unicode/utf8"
 
-// scanObject reports whether data is exactly one JSON object, optionally
+// ScanObject reports whether data is exactly one JSON object, optionally
 // surrounded by white space, accepting what json.Valid accepts; and
 // whether all of data is valid UTF-8. One pass does both, several times
-// faster than json.Valid followed by utf8.Valid: the handler checks every
-// stored object it sends, since a store's output is not trusted.
-func scanObject(data []byte) (valid, utf8OK bool) {
+// faster than json.Valid followed by utf8.Valid: every stored object is
+// checked before it is sent, since storage is not trusted.
+func ScanObject(data []byte) (valid, utf8OK bool) {
 	s := scanner{b: data, utf8OK: true}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' || !s.value() {
@@ -106,10 +106,10 @@ func (s *scanner) container(end byte) bool {
 	}
 }
 
-// plain marks the bytes a JSON string holds as they are: printable ASCII
+// Plain marks the bytes a JSON string holds as they are: printable ASCII
 // other than '"' and '\\'. Both the scanner and the encoder skip runs of
 // them with one table lookup per byte.
-var plain = func() (t [256]bool) {
+var Plain = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
@@ -119,7 +119,7 @@ var plain = func() (t [256]bool) {
 func (s *scanner) str() bool {
 	s.i++ // opening quote
 	for s.i < len(s.b) {
-		for s.i < len(s.b) && plain[s.b[s.i]] {
+		for s.i < len(s.b) && Plain[s.b[s.i]] {
 			s.i++
 		}
 		if s.i >= len(s.b) {
