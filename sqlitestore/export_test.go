@@ -49,3 +49,13 @@ func MigrationCount() int {
 	}
 	return len(ms)
 }
+
+// CachedPages returns how many pages and bytes the store's cache holds.
+func CachedPages(s *Store) (pages, bytes int) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	return len(s.cache.pages), s.cache.bytes
+}
+
+// MaxCachedBytes bounds the cache.
+const MaxCachedBytes = maxCachedBytes

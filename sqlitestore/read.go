@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -23,6 +24,17 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
 	}
 	h := formsapi.HashKey(key)
+	var version int64
+	if s.cache != nil {
+		v, err := s.cache.sync(ctx)
+		if err != nil {
+			return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
+		}
+		if account, ok := s.cache.account(v, h); ok {
+			return account, nil
+		}
+		version = v
+	}
 	var account string
 	err := s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&account)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -30,6 +42,9 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 	}
 	if err != nil {
 		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
+	}
+	if s.cache != nil {
+		s.cache.putAccount(version, h, account)
 	}
 	return account, nil
 }
@@ -162,6 +177,33 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 }
 
 func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	if s.cache == nil {
+		return s.readEncoded(ctx, accountID, formID, q, p)
+	}
+	v, err := s.cache.sync(ctx)
+	if err != nil {
+		return err
+	}
+	lo, hi, err := pageBounds(q)
+	if err != nil {
+		return err
+	}
+	key := pageKey{account: accountID, formID: formID, order: q.Order, lo: lo, hi: hi, limit: q.Limit}
+	if cp, ok := s.cache.page(v, key); ok {
+		p.Body = append(p.Body, cp.body...)
+		p.NextCursor = cp.next
+		return nil
+	}
+	start := len(p.Body)
+	if err := s.readEncoded(ctx, accountID, formID, q, p); err != nil {
+		return err
+	}
+	s.cache.putPage(v, key, cachedPage{body: bytes.Clone(p.Body[start:]), next: p.NextCursor})
+	return nil
+}
+
+// readEncoded reads one page of encoded submissions from the database.
+func (s *Store) readEncoded(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
 	formSeq, err := s.formSeq(ctx, accountID, formID)
 	if err != nil {
 		return err

@@ -35,6 +35,7 @@ type Store struct {
 	read  *sql.DB // read-only pool; the same handle as write for New
 	owned bool    // Close closes the pools only when Open made them
 	stmts []*sql.Stmt
+	cache *cache // for a store from Open; nil for one from New
 
 	addForm, addSubmission, addKey, revokeKey *sql.Stmt // on write
 
@@ -51,6 +52,11 @@ var (
 // Open opens the SQLite database file at path, creating it if needed,
 // migrates it to the current schema and returns a store that owns it;
 // call Close when done.
+//
+// A store from Open keeps recently read pages and keys in memory (at most
+// 8 MiB) for as long as nothing at all is committed to the file; any
+// commit, from this store, the host or another process, empties it before
+// the next read (see PRAGMA data_version), so it never serves stale data.
 //
 // The database runs in WAL mode, so readers never wait for the writer. WAL
 // keeps an index in shared memory (the -shm file), so the file must be on a
@@ -102,12 +108,16 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.read.SetMaxOpenConns(readConns)
-	s.read.SetMaxIdleConns(readConns)
+	// One more connection than readConns: the cache keeps one to itself.
+	s.read.SetMaxOpenConns(readConns + 1)
+	s.read.SetMaxIdleConns(readConns + 1)
 	if err := s.read.PingContext(ctx); err != nil {
 		return fail(err)
 	}
 	if err := s.prepare(ctx); err != nil {
+		return fail(err)
+	}
+	if s.cache, err = newCache(ctx, s.read); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -147,6 +157,10 @@ func New(db *sql.DB) (*Store, error) {
 // host's handle open.
 func (s *Store) Close() error {
 	var errs []error
+	if s.cache != nil {
+		errs = append(errs, s.cache.close())
+		s.cache = nil
+	}
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}

@@ -365,7 +365,7 @@ func TestPoolPragmas(t *testing.T) {
 	}
 	_, err := s.ResolveKey(ctx, storetest.KeyA)
 	is.NoErr(err)                                // keys survive the refused writes
-	is.Equal(read.Stats().MaxOpenConnections, 4) // the read pool is bounded
+	is.Equal(read.Stats().MaxOpenConnections, 5) // the read pool is bounded: four for queries, one the cache keeps
 
 	write := sqlitestore.WriteDB(s)
 	is.Equal(write.Stats().MaxOpenConnections, 1) // one writer
@@ -459,7 +459,7 @@ func TestConcurrentReadsAndWrites(t *testing.T) {
 	var check string
 	is.NoErr(sqlitestore.WriteDB(s).QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check)) // integrity check
 	is.Equal(check, "ok")                                                                        // database intact after the load
-	is.True(sqlitestore.ReadDB(s).Stats().OpenConnections <= 4)                                  // the read pool stayed bounded
+	is.True(sqlitestore.ReadDB(s).Stats().OpenConnections <= 5)                                  // the read pool stayed bounded
 }
 
 // plan returns the EXPLAIN QUERY PLAN details of query with args.
@@ -678,4 +678,82 @@ func TestDamagedRowIsA500(t *testing.T) {
 		is.Equal(w.Code, 500)                                                            // refused
 		is.Equal(w.Body.String(), `{"success":false,"message":"internal server error"}`) // generic, complete body
 	}
+}
+
+// TestCacheIsNeverStale warms the read cache and then commits in every
+// way there is: through the store, and through another connection as a
+// second process would. The very next read must show each commit.
+func TestCacheIsNeverStale(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := load(t, mustOpen(t, path), storetest.DefaultSeed())
+	h := formsapi.NewHandler(s, s)
+	first := func() string { // the newest submission of FormSmall
+		r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormSmall+"/submissions?limit=1", nil)
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		is.Equal(w.Code, 200) // list
+		var page struct {
+			Submissions []struct{ Data json.RawMessage }
+		}
+		is.NoErr(json.Unmarshal(w.Body.Bytes(), &page))
+		is.Equal(len(page.Submissions), 1)
+		return string(page.Submissions[0].Data)
+	}
+	is.Equal(first(), `{"n":102,"plan":"pro"}`)
+	is.Equal(first(), `{"n":102,"plan":"pro"}`) // from the cache
+	pages, _ := sqlitestore.CachedPages(s)
+	is.True(pages > 0) // the cache is in use
+
+	// A commit through the store.
+	is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"via":"store"}`),
+		CreatedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{}))
+	is.Equal(first(), `{"via":"store"}`) // seen at once
+
+	// A commit through another connection, as another process would.
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	is.NoErr(err) // second connection
+	defer other.Close()
+	_, err = other.Exec(`INSERT INTO formsapi_submissions (form_seq, created_at, data, attachments, json)
+		SELECT seq, ?, '{"via":"other"}', '[]', ? FROM formsapi_forms WHERE id = ?`,
+		time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(),
+		[]byte(`{"formId":"signup-a","data":{"via":"other"},"attachments":[],"createdAt":"2031-01-01T00:00:00Z"}`), storetest.FormSmall)
+	is.NoErr(err)                        // insert elsewhere
+	is.Equal(first(), `{"via":"other"}`) // seen at once
+
+	// Keys: revoked through the store, and through the other connection.
+	account, err := s.ResolveKey(ctx, storetest.KeyA2)
+	is.NoErr(err) // warm
+	is.Equal(account, storetest.AccountA)
+	is.NoErr(s.RevokeKey(ctx, storetest.KeyA2))
+	_, err = s.ResolveKey(ctx, storetest.KeyA2)
+	is.True(errors.Is(err, formsapi.ErrInvalidKey)) // revoked at once
+	_, err = s.ResolveKey(ctx, storetest.KeyB)
+	is.NoErr(err) // warm
+	h32 := formsapi.HashKey(storetest.KeyB)
+	_, err = other.Exec(`UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h32[:])
+	is.NoErr(err) // revoke elsewhere
+	_, err = s.ResolveKey(ctx, storetest.KeyB)
+	is.True(errors.Is(err, formsapi.ErrInvalidKey)) // revoked at once
+}
+
+func TestCacheIsBounded(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t))
+	big := strings.Repeat("x", 200_000)
+	is.NoErr(s.AddForm(ctx, "a", formsapi.Form{ID: "big"}))
+	for i := 0; i < 60; i++ {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "big", Data: []byte(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, big))}, formsapi.Metadata{}))
+	}
+	h := formsapi.NewHandler(s, formsapi.KeyResolverFunc(func(context.Context, string) (string, error) { return "a", nil }))
+	for limit := 1; limit <= 60; limit++ { // distinct pages, 200 kB to 12 MB each
+		r := httptest.NewRequest("GET", fmt.Sprintf("/v1/forms/big/submissions?limit=%d", limit), nil)
+		r.Header.Set("Authorization", "Bearer k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		is.Equal(w.Code, 200) // list
+	}
+	_, bytes := sqlitestore.CachedPages(s)
+	is.True(bytes > 0 && bytes <= sqlitestore.MaxCachedBytes) // bounded
 }
