@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -789,4 +790,54 @@ func TestOpenAPIServedWithoutKey(t *testing.T) {
 	is.Equal(cs.resolves, 0)                                   // no key lookup
 	res = do(t, h, "POST", "/v1/openapi.json")
 	is.Equal(res.status, 405) // GET and HEAD only
+}
+
+// TestNoGoroutineLeftBehind sends 200 concurrent requests to a store that
+// blocks until its context ends, then has every client give up: each
+// store call must see the cancellation and every goroutine must end.
+func TestNoGoroutineLeftBehind(t *testing.T) {
+	const n = 200
+	before := runtime.NumGoroutine()
+	var started, canceled atomic.Int64
+	store := fakeStore{forms: func(ctx context.Context) (formsapi.Page[formsapi.Form], error) {
+		started.Add(1)
+		<-ctx.Done()
+		canceled.Add(1)
+		return formsapi.Page[formsapi.Form]{}, ctx.Err()
+	}}
+	srv := httptest.NewServer(formsapi.NewHandler(store, okKey, formsapi.WithLogger(slog.New(slog.DiscardHandler))))
+	transport := &http.Transport{MaxConnsPerHost: n}
+	client := &http.Client{Transport: transport}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/forms", nil)
+			req.Header.Set("Authorization", "Bearer k")
+			if res, err := client.Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); started.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d requests reached the store", started.Load(), n)
+		}
+	}
+	cancel()
+	wg.Wait()
+	srv.Close() // waits for every handler to return
+	transport.CloseIdleConnections()
+	if got := canceled.Load(); got != n {
+		t.Errorf("%d of %d store calls saw the cancellation", got, n)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines before, %d after", before, after)
+	}
 }
