@@ -89,6 +89,7 @@ var seen struct {
 }
 
 func record(method, target string, res response) {
+	res.header = res.header.Clone() // tests may change theirs afterwards
 	seen.Lock()
 	seen.all = append(seen.all, exchange{method, target, res})
 	seen.Unlock()

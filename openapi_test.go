@@ -1,0 +1,500 @@
+package formsapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/matryer/is"
+)
+
+// TestMain runs the tests, then holds every response they recorded (see
+// record in handler_test.go) to openapi.json, so the document and the
+// handler cannot drift apart. A filtered run (-run) checks fewer
+// responses; a fuzzing run checks none.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 && !fuzzing() {
+		seen.Lock()
+		all := slices.Clone(seen.all)
+		seen.Unlock()
+		if len(all) > 0 && !checkRecorded(os.Stdout, os.Stderr, all) {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fuzzing tells whether this process is a -fuzz run or one of its workers.
+func fuzzing() bool {
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil {
+			if v := f.Value.String(); v != "" && v != "false" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maxReported bounds the failures printed one by one.
+const maxReported = 100
+
+// checkRecorded validates every exchange, prints each failure to errs and
+// a summary line to out, and reports whether all passed.
+func checkRecorded(out, errs io.Writer, all []exchange) bool {
+	c, err := loadContract()
+	if err != nil {
+		fmt.Fprintf(errs, "openapi: %v\n", err)
+		return false
+	}
+	statuses, kinds := map[int]int{}, map[string]int{}
+	failed := 0
+	for _, ex := range all {
+		statuses[ex.res.status]++
+		kind, err := c.checkKind(ex)
+		kinds[kind]++
+		if err == nil {
+			continue
+		}
+		failed++
+		if failed <= maxReported {
+			fmt.Fprintf(errs, "openapi: %s %s -> %d: %v\n\tbody: %q\n", ex.method, ex.target, ex.res.status, err, prefix(ex.res.body, 300))
+		}
+	}
+	if failed > maxReported {
+		fmt.Fprintf(errs, "openapi: ... and %d more failures\n", failed-maxReported)
+	}
+	codes := make([]int, 0, len(statuses))
+	for s := range statuses {
+		codes = append(codes, s)
+	}
+	slices.Sort(codes)
+	counts := make([]string, len(codes))
+	for i, s := range codes {
+		counts[i] = fmt.Sprintf("%d×%d", s, statuses[s])
+	}
+	fmt.Fprintf(out, "openapi: validated %d responses (%d distinct status codes: %s; %d GET of a documented operation, %d HEAD, %d to an unknown path, %d with another method)\n",
+		len(all), len(codes), strings.Join(counts, " "), kinds["GET"], kinds["HEAD"], kinds["unknown path"], kinds["other method"])
+	if failed > 0 {
+		fmt.Fprintf(errs, "openapi: %d of %d responses do not match openapi.json\n", failed, len(all))
+		return false
+	}
+	return true
+}
+
+func prefix(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// contract is openapi.json, loaded for validating responses.
+type contract struct {
+	doc         *openapi3.T
+	router      routers.Router
+	errorSchema *openapi3.Schema
+	schemaOpts  []openapi3.SchemaValidationOption
+}
+
+// loadContract reads, loads and validates openapi.json once.
+var loadContract = sync.OnceValues(func() (*contract, error) {
+	data, err := os.ReadFile("openapi.json")
+	if err != nil {
+		return nil, err
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(data)
+	if err != nil {
+		return nil, fmt.Errorf("load openapi.json: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("openapi.json is not a valid OpenAPI document: %w", err)
+	}
+	// Match on the path alone: the handler may be mounted anywhere.
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("route openapi.json: %w", err)
+	}
+	errSchema := doc.Components.Schemas["Error"]
+	if errSchema == nil || errSchema.Value == nil {
+		return nil, errors.New("openapi.json has no #/components/schemas/Error")
+	}
+	// The schema options ValidateResponse uses for this document.
+	opts := []openapi3.SchemaValidationOption{openapi3.MultiErrors(), openapi3.VisitAsResponse()}
+	if doc.IsOpenAPI31OrLater() {
+		opts = append(opts, openapi3.EnableJSONSchema2020())
+	}
+	return &contract{doc: doc, router: router, errorSchema: errSchema.Value, schemaOpts: opts}, nil
+})
+
+const jsonContentType = "application/json; charset=utf-8"
+
+// mountPrefixes are the prefixes the suite mounts the handler under
+// (TestMountedUnderStripPrefix). The document's server says the paths are
+// then prefixed, so a path under one that the document does not know as
+// it is is looked up again without the prefix.
+var mountPrefixes = []string{"/api"}
+
+// check validates one exchange against the document and returns every
+// way it fails, or nil.
+func (c *contract) check(ex exchange) error {
+	_, err := c.checkKind(ex)
+	return err
+}
+
+// checkKind is check, and tells which way the exchange was checked.
+func (c *contract) checkKind(ex exchange) (kind string, _ error) {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	res := ex.res
+	ctx := context.Background()
+
+	// Every response, documented or not.
+	if got := res.header.Get("Content-Type"); got != jsonContentType {
+		fail("Content-Type %q, want %q", got, jsonContentType)
+	}
+	if got := res.header.Get("Cache-Control"); got != "no-store" {
+		fail("Cache-Control %q, want %q", got, "no-store")
+	}
+	if res.header.Get("X-Request-Id") == "" {
+		fail("no X-Request-Id")
+	}
+
+	req := newRequest(ex.method, ex.target)
+	sentPath, _, _ := strings.Cut(ex.target, "?")
+	route, params, found := c.route(req, sentPath)
+	switch {
+	case !found:
+		kind = "unknown path"
+		if res.status != http.StatusNotFound {
+			fail("path not in the document answered %d, want 404", res.status)
+		}
+		errs = append(errs, c.checkErrorBody(ex.method, res.body)...)
+
+	case ex.method == http.MethodGet:
+		kind = "GET"
+		err := openapi3filter.ValidateResponse(ctx, &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+			Status:                 res.status,
+			Header:                 res.header,
+			Body:                   io.NopCloser(bytes.NewReader(res.body)),
+			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+
+	case ex.method == http.MethodHead:
+		// ValidateResponse skips HEAD: it is answered like the GET, without a body.
+		kind = "HEAD"
+		if len(res.body) != 0 {
+			fail("HEAD answered with a %d-byte body", len(res.body))
+		}
+		if route.Operation.Responses.Status(res.status) == nil {
+			fail("HEAD answered %d, which GET %s does not document", res.status, route.Path)
+			break
+		}
+		get := req.Clone(ctx)
+		get.Method = http.MethodGet
+		err := openapi3filter.ValidateResponse(ctx, &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: get, PathParams: params, Route: route},
+			Status:                 res.status,
+			Header:                 res.header,
+			Body:                   io.NopCloser(bytes.NewReader(nil)),
+			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: true},
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("headers of HEAD as of GET: %w", err))
+		}
+
+	default: // a method the document does not have for this path
+		kind = "other method"
+		if res.status != http.StatusMethodNotAllowed {
+			fail("%s on a documented path answered %d, want 405", ex.method, res.status)
+		}
+		if got := res.header.Get("Allow"); got != "GET, HEAD" {
+			fail("Allow %q, want %q", got, "GET, HEAD")
+		}
+		if route.Operation.Responses.Status(http.StatusMethodNotAllowed) == nil {
+			fail("GET %s does not document 405", route.Path)
+		}
+		errs = append(errs, c.checkErrorBody(ex.method, res.body)...)
+	}
+	if len(errs) == 0 {
+		return kind, nil
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = shortReason(err)
+	}
+	return kind, errors.New(strings.Join(msgs, "; "))
+}
+
+// kinPathPrefix is the path kin puts before the JSON Schema validator's
+// own "at '/path'", which names the path again.
+var kinPathPrefix = regexp.MustCompile(`error at "[^"]*": (at ')`)
+
+// shortReason is err's message on one line, without the schema and value
+// dumps kin adds (the body is printed beside it) and without its
+// "validation failed due to:" chains.
+func shortReason(err error) string {
+	var kept []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		switch t := strings.TrimSpace(line); {
+		case t == "", t == "Schema:", t == "Value:", strings.HasPrefix(line, "  "):
+			// part of a dump
+		default:
+			kept = append(kept, t)
+		}
+	}
+	s := strings.Join(kept, " ")
+	s = strings.ReplaceAll(s, "validation failed due to: ", "")
+	return kinPathPrefix.ReplaceAllString(s, "$1")
+}
+
+// checkErrorBody holds the body of an answer the document has no operation
+// for to #/components/schemas/Error; a HEAD answer has no body.
+func (c *contract) checkErrorBody(method string, body []byte) []error {
+	if method == http.MethodHead {
+		if len(body) != 0 {
+			return []error{fmt.Errorf("HEAD answered with a %d-byte body", len(body))}
+		}
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return []error{fmt.Errorf("body is not JSON: %w", err)}
+	}
+	if err := c.errorSchema.VisitJSON(v, c.schemaOpts...); err != nil {
+		return []error{fmt.Errorf("body doesn't match #/components/schemas/Error: %w", err)}
+	}
+	return nil
+}
+
+// newRequest builds a request for a recorded method and target, which may
+// be deliberately odd (lower-case method, %00, %FF, "..", "//"); it never
+// panics.
+func newRequest(method, target string) *http.Request {
+	r, err := http.NewRequest(method, "http://example.test"+target, nil)
+	if err != nil {
+		r, err = http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		if err != nil {
+			panic(err) // a constant URL
+		}
+		r.Method = method
+		p, q, _ := strings.Cut(target, "?")
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = p, "", q
+	}
+	return r
+}
+
+// route finds the operation for a path as sent (the recorded target is
+// r.URL.RequestURI(), so still escaped) the way the handler's ServeMux
+// does: an escaped slash stays in its segment, and only an exact match
+// counts (the legacy router would forgive a trailing slash, which the
+// handler answers with 404). The method does not take part: the caller
+// decides what a method the document lacks must get.
+func (c *contract) route(r *http.Request, escaped string) (*routers.Route, map[string]string, bool) {
+	candidates := []string{escaped}
+	for _, p := range mountPrefixes {
+		if rest, ok := strings.CutPrefix(escaped, p); ok && strings.HasPrefix(rest, "/") {
+			candidates = append(candidates, rest)
+		}
+	}
+	for _, path := range candidates {
+		rr := r.Clone(context.Background())
+		rr.Method = http.MethodGet
+		rr.URL.Path, rr.URL.RawPath = path, ""
+		route, params, err := c.router.FindRoute(rr)
+		if err != nil {
+			continue
+		}
+		if expanded, ok := expandPath(route.Path, params); ok && expanded == path {
+			return route, params, true
+		}
+	}
+	return nil, nil, false
+}
+
+// expandPath fills a path template's {name} parts from params; every part
+// must be non-empty.
+func expandPath(template string, params map[string]string) (string, bool) {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(template, '{')
+		if i < 0 {
+			b.WriteString(template)
+			return b.String(), true
+		}
+		j := strings.IndexByte(template[i:], '}')
+		if j < 0 {
+			return "", false
+		}
+		v := params[template[i+1:i+j]]
+		if v == "" {
+			return "", false
+		}
+		b.WriteString(template[:i])
+		b.WriteString(v)
+		template = template[i+j+1:]
+	}
+}
+
+// TestOpenAPIValidatorCatchesDrift makes sure the check TestMain runs is
+// real: responses that stray from the document in a few typical ways fail
+// it, and correct ones pass.
+func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err) // openapi.json loads and is valid
+
+	headers := func(kv ...string) http.Header {
+		h := http.Header{}
+		h.Set("Content-Type", jsonContentType)
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Request-Id", "test-1")
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				h.Del(kv[i])
+			} else {
+				h.Set(kv[i], kv[i+1])
+			}
+		}
+		return h
+	}
+	ex := func(method, target string, status int, h http.Header, body string) exchange {
+		return exchange{method, target, response{status, h, []byte(body)}}
+	}
+	const (
+		form       = `{"formId":"f","title":"T","icon":"","notificationEmail":"","createdAt":"2024-03-01T10:00:00Z"}`
+		submission = `{"formId":"f","data":{"ip":"x"},"attachments":[{"fieldName":"cv","fileUrl":"u","fileSize":1,"mimeType":"application/pdf"}],"createdAt":"2024-03-01T10:00:00.5Z"}`
+		formsPage  = `{"success":true,"message":"forms retrieved","forms":[` + form + `],"nextCursor":"abc"}`
+		subsPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `]}`
+		noRoute    = `{"success":false,"message":"not found"}`
+		notAllowed = `{"success":false,"message":"method not allowed"}`
+	)
+	challenge := []string{"WWW-Authenticate", `Bearer realm="formsapi"`}
+
+	for _, good := range []struct {
+		name string
+		ex   exchange
+	}{
+		{"forms page", ex("GET", "/v1/forms?limit=1", 200, headers("Link", `<forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
+		{"submissions page", ex("GET", "/v1/forms/f/submissions", 200, headers(), subsPage)},
+		{"401", ex("GET", "/v1/forms", 401, headers(challenge...), `{"success":false,"message":"invalid API key"}`)},
+		{"HEAD", ex("HEAD", "/v1/forms", 401, headers(challenge...), "")},
+		{"unknown path", ex("GET", "/v1/nope", 404, headers(), noRoute)},
+		{"trailing slash", ex("GET", "/v1/forms/", 404, headers(), noRoute)},
+		{"mounted", ex("GET", "/api/v1/forms", 200, headers(), formsPage)},
+		{"POST", ex("POST", "/v1/forms", 405, headers("Allow", "GET, HEAD"), notAllowed)},
+		{"lower-case get", ex("get", "/v1/openapi.json", 405, headers("Allow", "GET, HEAD"), notAllowed)},
+		{"escaped slash in a form ID", ex("GET", "/v1/forms/a%2Fb/submissions", 404, headers(), `{"success":false,"message":"form not found"}`)},
+	} {
+		t.Run("passes/"+good.name, func(t *testing.T) {
+			is := is.New(t)
+			is.NoErr(c.check(good.ex)) // a correct response passes
+		})
+	}
+
+	// Each drifted response must fail, and for the reason named: a check
+	// that failed for an unrelated reason would prove nothing.
+	for _, bad := range []struct {
+		name, why string
+		ex        exchange
+	}{
+		{"extra property in a form", "additional properties 'accountId' not allowed",
+			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"f","accountId":"acct-a"`, 1))},
+		{"missing success", "missing property 'success'",
+			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"success":true,`, "", 1))},
+		{"text/plain 200", `response header Content-Type has unexpected value: "text/plain`,
+			ex("GET", "/v1/forms", 200, headers("Content-Type", "text/plain; charset=utf-8"), formsPage)},
+		{"undocumented status 418", "status is not supported",
+			ex("GET", "/v1/forms", 418, headers(), `{"success":false,"message":"I'm a teapot"}`)},
+		{"extra field in a submission", "additional properties 'clientIp' not allowed",
+			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"f","clientIp":"203.0.113.9"`, 1))},
+		{"extra field in an attachment", "additional properties 'path' not allowed",
+			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"fileSize":1`, `"fileSize":1,"path":"/srv/x"`, 1))},
+		{"createdAt not a date-time", "'yesterday' is not valid date-time",
+			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, "2024-03-01T10:00:00Z", "yesterday", 1))},
+		{"success true on an error", "at '/success': value must be false",
+			ex("GET", "/v1/forms", 400, headers(), `{"success":true,"message":"invalid limit"}`)},
+		{"extra key in an error body", "additional properties 'formId' not allowed",
+			ex("GET", "/v1/forms/f/submissions", 404, headers(), `{"success":false,"message":"form not found","formId":"f"}`)},
+		{"extra key in a no-route body", "additional properties 'path' not allowed",
+			ex("GET", "/v1/nope", 404, headers(), `{"success":false,"message":"not found","path":"/v1/nope"}`)},
+		{"Cache-Control against its const", `response header "Cache-Control" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, headers("Cache-Control", "private"), formsPage)},
+		{"404 on the forms list", "status is not supported",
+			ex("GET", "/v1/forms", 404, headers(), noRoute)},
+		{"unknown path answered 200", "path not in the document answered 200, want 404",
+			ex("GET", "/v1/nope", 200, headers(), formsPage)},
+		{"405 without Allow", `Allow "", want "GET, HEAD"`,
+			ex("DELETE", "/v1/forms", 405, headers(), notAllowed)},
+		{"POST answered 404", "POST on a documented path answered 404, want 405",
+			ex("POST", "/v1/forms", 404, headers("Allow", "GET, HEAD"), noRoute)},
+		{"HEAD with a body", "HEAD answered with a",
+			ex("HEAD", "/v1/forms", 200, headers(), formsPage)},
+		{"HEAD with an undocumented status", "HEAD answered 404, which GET /v1/forms does not document",
+			ex("HEAD", "/v1/forms", 404, headers(), "")},
+		{"no X-Request-Id", "no X-Request-Id",
+			ex("GET", "/v1/nope", 404, headers("X-Request-Id", ""), noRoute)},
+		{"cacheable", `Cache-Control "max-age=60", want "no-store"`,
+			ex("GET", "/v1/nope", 404, headers("Cache-Control", "max-age=60"), noRoute)},
+		{"not JSON", "body is not JSON",
+			ex("GET", "/v1/nope", 404, headers(), "404 page not found\n")},
+	} {
+		t.Run("fails/"+bad.name, func(t *testing.T) {
+			is := is.New(t)
+			err := c.check(bad.ex)
+			is.True(err != nil)                             // the drifted response fails validation
+			is.True(strings.Contains(err.Error(), bad.why)) // for the reason named
+		})
+	}
+
+	// A 401 without its challenge header drifts too.
+	err = c.check(ex("GET", "/v1/forms", 401, headers(), `{"success":false,"message":"invalid API key"}`))
+	is.True(err != nil) // a 401 without WWW-Authenticate fails
+}
+
+// TestOpenAPIDocumentIsServed checks the handler serves openapi.json as it
+// is in the repository, byte for byte.
+func TestOpenAPIDocumentIsServed(t *testing.T) {
+	is := is.New(t)
+	want, err := os.ReadFile("openapi.json")
+	is.NoErr(err) // read openapi.json
+	s := seeded(t)
+	res := do(t, formsapi.NewHandler(s, s), "GET", "/v1/openapi.json")
+	is.Equal(res.status, 200)            // the document is served
+	is.True(bytes.Equal(res.body, want)) // byte for byte openapi.json
+}
+
+// newRequest must cope with every target the suite records.
+func TestOpenAPINewRequestNeverPanics(t *testing.T) {
+	is := is.New(t)
+	for _, c := range []struct{ method, target string }{
+		{"get", "/v1/forms"}, {"GET", "/v1/forms/contact-a%00/submissions"}, {"GET", "/v1/forms/%FF/submissions"},
+		{"GET", "/v1/forms/x/../contact-a/submissions"}, {"GET", "/v1//forms"}, {"GET", "/v1/forms?limit=%zz"},
+		{"GET", "/v1/forms/%zz/submissions"}, {"BAD METHOD", "/v1/forms"}, {"OPTIONS", "*"}, {"GET", ""},
+	} {
+		r := newRequest(c.method, c.target)
+		is.Equal(r.Method, c.method) // the method is kept as recorded
+	}
+}
