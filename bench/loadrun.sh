@@ -19,7 +19,7 @@ KEY=bench-key
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 
 mkdir -p "$WORK/bin"
-go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/gendata
+go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/gendata ./internal/cmd/soak
 DB="$WORK/bench.db"
 if [ ! -f "$DB" ]; then
   "$WORK/bin/gendata" -db "$DB" -big 100000 -forms 10 -per-form 1000 -key "$KEY"
@@ -71,6 +71,11 @@ results=$(
   rps sqlite-window-desc     "$S$SUB?limit=100&$WINDOW"
   rps sqlite-window-asc      "$S$SUB?limit=100&order=asc&$WINDOW"
   rps sqlite-forms-list      "$S/v1/forms"
+  # A writer in another process commits every 2 ms, emptying the cache:
+  # this is the uncached figure.
+  "$WORK/bin/soak" -clients 0 -duration "$DUR" -db "$DB" -write-every 2ms >&2 &
+  rps sqlite-first-with-writer "$S$SUB?limit=100"
+  wait
 )
 base=$(echo "$results" | awk '$1=="baseline-static" {print $2}')
 first=$(echo "$results" | awk '$1=="sqlite-first-page" {print $2}')

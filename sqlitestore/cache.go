@@ -21,19 +21,17 @@ import (
 // was, and is served only while the version read is still the same, that
 // is, while nothing has been committed since the entry was read.
 type cache struct {
-	mu      sync.Mutex
-	watch   *sql.Conn // the read-only connection whose data_version is read
-	version int64
-	pages   map[pageKey]cachedPage
-	bytes   int
-	keys    map[[32]byte]string // key hash → account
+	mu       sync.Mutex
+	watch    *sql.Conn // the read-only connection whose data_version is read
+	version  int64
+	pages    map[pageKey]cachedPage
+	bytes    int
+	maxBytes int
+	keys     map[[32]byte]string // key hash → account
 }
 
-// Bounds on what the cache holds; past them new entries are not kept.
-const (
-	maxCachedBytes = 8 << 20
-	maxCachedKeys  = 10_000
-)
+// maxCachedKeys bounds the resolved keys kept.
+const maxCachedKeys = 10_000
 
 type pageKey struct {
 	account, formID string
@@ -47,12 +45,12 @@ type cachedPage struct {
 	next string
 }
 
-func newCache(ctx context.Context, read *sql.DB) (*cache, error) {
+func newCache(ctx context.Context, read *sql.DB, maxBytes int) (*cache, error) {
 	watch, err := read.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cache connection: %w", err)
 	}
-	return &cache{watch: watch, pages: map[pageKey]cachedPage{}, keys: map[[32]byte]string{}}, nil
+	return &cache{watch: watch, maxBytes: maxBytes, pages: map[pageKey]cachedPage{}, keys: map[[32]byte]string{}}, nil
 }
 
 // sync reads the current data_version and forgets everything if it moved.
@@ -83,8 +81,20 @@ func (c *cache) page(v int64, k pageKey) (cachedPage, bool) {
 func (c *cache) putPage(v int64, k pageKey, p cachedPage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.version != v || c.bytes+len(p.body) > maxCachedBytes {
+	if c.version != v || len(p.body) > c.maxBytes {
 		return
+	}
+	// Make room by dropping entries in map order, which Go randomises:
+	// random eviction, with no bookkeeping on the hit path.
+	for old, op := range c.pages {
+		if c.bytes+len(p.body) <= c.maxBytes {
+			break
+		}
+		delete(c.pages, old)
+		c.bytes -= len(op.body)
+	}
+	if prev, ok := c.pages[k]; ok {
+		c.bytes -= len(prev.body)
 	}
 	c.pages[k] = p
 	c.bytes += len(p.body)
@@ -100,9 +110,16 @@ func (c *cache) account(v int64, h [32]byte) (string, bool) {
 func (c *cache) putAccount(v int64, h [32]byte, account string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.version == v && len(c.keys) < maxCachedKeys {
-		c.keys[h] = account
+	if c.version != v {
+		return
 	}
+	for old := range c.keys {
+		if len(c.keys) < maxCachedKeys {
+			break
+		}
+		delete(c.keys, old)
+	}
+	c.keys[h] = account
 }
 
 func (c *cache) close() error {

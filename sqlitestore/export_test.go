@@ -56,6 +56,3 @@ func CachedPages(s *Store) (pages, bytes int) {
 	defer s.cache.mu.Unlock()
 	return len(s.cache.pages), s.cache.bytes
 }
-
-// MaxCachedBytes bounds the cache.
-const MaxCachedBytes = maxCachedBytes

@@ -28,6 +28,25 @@ import (
 // parallel requests, few enough that connections are reused and stay warm.
 const readConns = 4
 
+// DefaultCacheSize is the read cache of a store from Open unless
+// WithCacheSize says otherwise.
+const DefaultCacheSize = 8 << 20
+
+type config struct {
+	cacheBytes int
+}
+
+// Option configures a store from Open.
+type Option func(*config)
+
+// WithCacheSize bounds the read cache to about n bytes of encoded pages
+// (and 10,000 resolved keys); 0 turns the cache off, so every request
+// queries the file. The cache never serves data older than the last
+// commit, whoever made it.
+func WithCacheSize(n int) Option {
+	return func(c *config) { c.cacheBytes = max(n, 0) }
+}
+
 // Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
 // for concurrent use. Make one with Open or New.
 type Store struct {
@@ -53,10 +72,11 @@ var (
 // migrates it to the current schema and returns a store that owns it;
 // call Close when done.
 //
-// A store from Open keeps recently read pages and keys in memory (at most
-// 8 MiB) for as long as nothing at all is committed to the file; any
-// commit, from this store, the host or another process, empties it before
-// the next read (see PRAGMA data_version), so it never serves stale data.
+// A store from Open keeps recently read pages and keys in memory (see
+// [WithCacheSize]) for as long as nothing at all is committed to the file;
+// any commit, from this store, the host or another process, empties it
+// before the next read (see PRAGMA data_version), so it never serves stale
+// data.
 //
 // The database runs in WAL mode, so readers never wait for the writer. WAL
 // keeps an index in shared memory (the -shm file), so the file must be on a
@@ -66,9 +86,13 @@ var (
 //
 // Open returns an error wrapping [ErrSchemaTooNew] if a newer version of
 // this package has already migrated the file.
-func Open(path string) (*Store, error) {
+func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
+	}
+	cfg := config{cacheBytes: DefaultCacheSize}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	ctx := context.Background()
 	uri := "file:" + escapePath(path)
@@ -117,8 +141,10 @@ func Open(path string) (*Store, error) {
 	if err := s.prepare(ctx); err != nil {
 		return fail(err)
 	}
-	if s.cache, err = newCache(ctx, s.read); err != nil {
-		return fail(err)
+	if cfg.cacheBytes > 0 {
+		if s.cache, err = newCache(ctx, s.read, cfg.cacheBytes); err != nil {
+			return fail(err)
+		}
 	}
 	return s, nil
 }

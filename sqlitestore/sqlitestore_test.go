@@ -747,7 +747,11 @@ func TestCacheIsBounded(t *testing.T) {
 		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "big", Data: []byte(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, big))}, formsapi.Metadata{}))
 	}
 	h := formsapi.NewHandler(s, formsapi.KeyResolverFunc(func(context.Context, string) (string, error) { return "a", nil }))
+	limits := []int{}
 	for limit := 1; limit <= 60; limit++ { // distinct pages, 200 kB to 12 MB each
+		limits = append(limits, limit)
+	}
+	for _, limit := range append(limits, 1, 2, 3) { // then small ones again
 		r := httptest.NewRequest("GET", fmt.Sprintf("/v1/forms/big/submissions?limit=%d", limit), nil)
 		r.Header.Set("Authorization", "Bearer k")
 		w := httptest.NewRecorder()
@@ -755,5 +759,7 @@ func TestCacheIsBounded(t *testing.T) {
 		is.Equal(w.Code, 200) // list
 	}
 	_, bytes := sqlitestore.CachedPages(s)
-	is.True(bytes > 0 && bytes <= sqlitestore.MaxCachedBytes) // bounded
+	is.True(bytes > 0 && bytes <= sqlitestore.DefaultCacheSize) // bounded
+	pages, _ := sqlitestore.CachedPages(s)
+	is.True(pages > 1) // and still in use: old pages made room for new ones
 }

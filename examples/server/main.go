@@ -49,11 +49,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dbPath := fs.String("db", "forms.db", "SQLite database file, created and seeded if missing")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
+	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 
-	store, err := sqlitestore.Open(*dbPath)
+	store, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20))
 	if err != nil {
 		return err
 	}
