@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Loopback load run: the static-bytes baseline, the handler over memstore,
 # and the example server over SQLite (first page, 99%-deep pages in both
-# orders, since/until windows, the forms list), one after the other with
-# the same wrk settings, then single-client latency and the example
-# server's memory. Prints every figure with its ratio to the baseline.
+# orders, since/until windows, the forms list) with its read cache on and
+# with it off (-cache-mib 0), and once more with a writer committing every
+# 2 ms; one after the other with the same wrk settings, then
+# single-client latency and the example server's memory. Prints every
+# figure with its ratio to the baseline.
 #
 #   apt-get install wrk        # once; wrk is Debian's package
 #   bash bench/loadrun.sh      # DUR=10s CONN=32 THREADS=2 by default
@@ -31,7 +33,8 @@ trap cleanup EXIT
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18090 >/dev/null & pids+=($!)
 "$WORK/bin/benchserver" -mode mem -addr 127.0.0.1:18091 >/dev/null & pids+=($!)
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false >/dev/null & SERVER=$!; pids+=($SERVER)
-for port in 18090 18091 18092; do
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -cache-mib 0 >/dev/null & pids+=($!)
+for port in 18090 18091 18092 18094; do
   for _ in $(seq 1 300); do
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break || sleep 0.1
   done
@@ -49,9 +52,12 @@ deep() {
   done
   echo "$cursor"
 }
-S=http://127.0.0.1:18092
+S=http://127.0.0.1:18092 # the example server, read cache on (the default)
+U=http://127.0.0.1:18094 # the same, with -cache-mib 0: every request queries SQLite
 DEEP_DESC=$(deep desc $S)
 DEEP_ASC=$(deep asc $S)
+UDEEP_DESC=$(deep desc $U)
+UDEEP_ASC=$(deep asc $U)
 WINDOW="since=2024-01-01T12:00:00Z&until=2024-01-01T14:00:00Z"
 
 # rps NAME URL: a wrk run; prints "NAME rps p50 p99".
@@ -63,16 +69,21 @@ rps() {
     "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')"
 }
 results=$(
-  rps baseline-static        "http://127.0.0.1:18090$SUB?limit=100"
-  rps memstore-first-page    "http://127.0.0.1:18091$SUB?limit=100"
-  rps sqlite-first-page      "$S$SUB?limit=100"
-  rps sqlite-deep-99pct-desc "$S$SUB?limit=100&cursor=$DEEP_DESC"
-  rps sqlite-deep-99pct-asc  "$S$SUB?limit=100&order=asc&cursor=$DEEP_ASC"
-  rps sqlite-window-desc     "$S$SUB?limit=100&$WINDOW"
-  rps sqlite-window-asc      "$S$SUB?limit=100&order=asc&$WINDOW"
-  rps sqlite-forms-list      "$S/v1/forms"
-  # A writer in another process commits every 2 ms, emptying the cache:
-  # this is the uncached figure.
+  rps baseline-static          "http://127.0.0.1:18090$SUB?limit=100"
+  rps memstore-first-page      "http://127.0.0.1:18091$SUB?limit=100"
+  rps sqlite-first-page        "$S$SUB?limit=100"
+  rps sqlite-deep-99pct-desc   "$S$SUB?limit=100&cursor=$DEEP_DESC"
+  rps sqlite-deep-99pct-asc    "$S$SUB?limit=100&order=asc&cursor=$DEEP_ASC"
+  rps sqlite-window-desc       "$S$SUB?limit=100&$WINDOW"
+  rps sqlite-window-asc        "$S$SUB?limit=100&order=asc&$WINDOW"
+  rps sqlite-forms-list        "$S/v1/forms"
+  rps nocache-first-page       "$U$SUB?limit=100"
+  rps nocache-deep-99pct-desc  "$U$SUB?limit=100&cursor=$UDEEP_DESC"
+  rps nocache-deep-99pct-asc   "$U$SUB?limit=100&order=asc&cursor=$UDEEP_ASC"
+  rps nocache-window-desc      "$U$SUB?limit=100&$WINDOW"
+  rps nocache-window-asc       "$U$SUB?limit=100&order=asc&$WINDOW"
+  # A writer in another process commits every 2 ms, each commit emptying
+  # the cache of the server with the cache on.
   "$WORK/bin/soak" -clients 0 -duration "$DUR" -db "$DB" -write-every 2ms >&2 &
   rps sqlite-first-with-writer "$S$SUB?limit=100"
   wait
@@ -81,17 +92,19 @@ base=$(echo "$results" | awk '$1=="baseline-static" {print $2}')
 first=$(echo "$results" | awk '$1=="sqlite-first-page" {print $2}')
 echo
 echo "wrk -t$THREADS -c$CONN -d$DUR, 100-item pages ($(curl -s -H "Authorization: Bearer $KEY" "$S$SUB?limit=100" | wc -c) bytes)"
-printf '%-24s %10s %9s %9s %11s %13s\n' target req/s p50 p99 "x baseline" "x sqlite 1st"
+printf '%-26s %10s %9s %9s %11s %13s\n' target req/s p50 p99 "x baseline" "x sqlite 1st"
 echo "$results" | while read -r name r p50 p99; do
-  printf '%-24s %10.0f %9s %9s %10.1f%% %12.1f%%\n' "$name" "$r" "$p50" "$p99" \
+  printf '%-26s %10.0f %9s %9s %10.1f%% %12.1f%%\n' "$name" "$r" "$p50" "$p99" \
     "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $first" | awk '{print 100*$1/$2}')"
 done
 
 echo
 echo "single client (wrk -t1 -c1 -d5s):"
-for target in "baseline-static http://127.0.0.1:18090$SUB?limit=100" "sqlite-first-page $S$SUB?limit=100" "sqlite-deep-99pct-desc $S$SUB?limit=100&cursor=$DEEP_DESC"; do
+for target in "baseline-static http://127.0.0.1:18090$SUB?limit=100" "sqlite-first-page $S$SUB?limit=100" \
+  "sqlite-deep-99pct-desc $S$SUB?limit=100&cursor=$DEEP_DESC" "nocache-first-page $U$SUB?limit=100" \
+  "nocache-deep-99pct-desc $U$SUB?limit=100&cursor=$UDEEP_DESC"; do
   set -- $target
-  printf '  %-24s p50 %s\n' "$1" "$(wrk -t1 -c1 -d5s --latency -H "Authorization: Bearer $KEY" "$2" | awk '$1=="50%" {print $2}')"
+  printf '  %-26s p50 %s\n' "$1" "$(wrk -t1 -c1 -d5s --latency -H "Authorization: Bearer $KEY" "$2" | awk '$1=="50%" {print $2}')"
 done
 
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER/status"; }
