@@ -33,12 +33,10 @@ trap cleanup EXIT
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18090 >/dev/null & pids+=($!)
 "$WORK/bin/benchserver" -mode mem -addr 127.0.0.1:18091 >/dev/null & pids+=($!)
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false >/dev/null & SERVER=$!; pids+=($SERVER)
+up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
+up 18092 # seeded the demo account before the second server opens the file
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -cache-mib 0 >/dev/null & pids+=($!)
-for port in 18090 18091 18092 18094; do
-  for _ in $(seq 1 300); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && break || sleep 0.1
-  done
-done
+for port in 18090 18091 18094; do up $port; done
 
 SUB=/v1/forms/bench-form-000/submissions
 # deep ORDER BASE: the cursor that starts 99% into the big form, found by

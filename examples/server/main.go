@@ -153,19 +153,26 @@ const demoAccount = "demo"
 // key. The store keeps only the key's hash, so the demo key itself is kept
 // in keyFile (mode 0600) beside the database for later runs to print.
 func seedDemo(ctx context.Context, store *sqlitestore.Store, keyFile string) (string, error) {
-	forms, err := store.ListForms(ctx, demoAccount, formsapi.Query{Limit: 1})
-	if err != nil {
-		return "", err
-	}
-	if len(forms.Items) > 0 {
+	savedKey := func() (string, error) {
 		b, err := os.ReadFile(keyFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "(not kept: issue one with -new-key " + demoAccount + ")", nil
 		}
 		return strings.TrimSpace(string(b)), err
 	}
-	for _, f := range demoForms() {
-		if err := store.AddForm(ctx, demoAccount, f); err != nil {
+	forms, err := store.ListForms(ctx, demoAccount, formsapi.Query{Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(forms.Items) > 0 {
+		return savedKey()
+	}
+	for i, f := range demoForms() {
+		err := store.AddForm(ctx, demoAccount, f)
+		if i == 0 && errors.Is(err, formsapi.ErrFormExists) {
+			return savedKey() // another process is seeding the same file
+		}
+		if err != nil {
 			return "", err
 		}
 	}
