@@ -114,10 +114,12 @@ func isUnreserved(c byte) bool {
 		c == '-' || c == '_' || c == '.' || c == '~'
 }
 
-// CheckForm returns an error wrapping [ErrInvalidInput] if f cannot be
-// stored. Stores call it before writing so that every store refuses the
-// same input.
-func CheckForm(accountID string, f Form) error {
+// PrepareForm readies f for storage: a zero CreatedAt becomes the current
+// time, and times are kept in UTC. It returns an error wrapping
+// [ErrInvalidInput] if f cannot be stored. Stores call it before writing,
+// so that every store refuses the same input.
+func PrepareForm(accountID string, f *Form) error {
+	f.CreatedAt = storedTime(f.CreatedAt)
 	if accountID == "" {
 		return fmt.Errorf("%w: empty account ID", ErrInvalidInput)
 	}
@@ -125,6 +127,15 @@ func CheckForm(accountID string, f Form) error {
 		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, MaxFormIDLen)
 	}
 	return checkTime(f.CreatedAt)
+}
+
+// storedTime is t as stores keep it: the current time for a zero t, in
+// UTC and without a monotonic clock reading.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t.UTC().Round(0)
 }
 
 // checkTime refuses times that do not survive a round trip through Unix
@@ -137,11 +148,13 @@ func checkTime(t time.Time) error {
 	return nil
 }
 
-// CheckSubmission returns an error wrapping [ErrInvalidInput] if s cannot
-// be stored: its form ID is malformed, its Data is not a JSON object in
-// valid UTF-8, an attachment has a negative size, m.Geo is present but not
-// valid JSON, or its CreatedAt is out of range.
-func CheckSubmission(s Submission, m Metadata) error {
+// PrepareSubmission readies s for storage as PrepareForm does a form. It
+// returns an error wrapping [ErrInvalidInput] if s cannot be stored: its
+// form ID is malformed, its Data is not a JSON object in valid UTF-8, an
+// attachment has a negative size, m.Geo is present but not valid JSON, or
+// its CreatedAt is out of range.
+func PrepareSubmission(s *Submission, m Metadata) error {
+	s.CreatedAt = storedTime(s.CreatedAt)
 	if !ValidFormID(s.FormID) {
 		return fmt.Errorf("%w: form ID %q is malformed", ErrInvalidInput, s.FormID)
 	}

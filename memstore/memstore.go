@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
@@ -69,11 +68,7 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
 	}
-	if f.CreatedAt.IsZero() {
-		f.CreatedAt = time.Now()
-	}
-	f.CreatedAt = f.CreatedAt.UTC().Round(0)
-	if err := formsapi.CheckForm(accountID, f); err != nil {
+	if err := formsapi.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
 	}
 	s.mu.Lock()
@@ -97,11 +92,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = time.Now()
-	}
-	sub.CreatedAt = sub.CreatedAt.UTC().Round(0)
-	if err := formsapi.CheckSubmission(sub, m); err != nil {
+	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
 	sub = cloneSubmission(sub)

@@ -19,11 +19,7 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
 	}
-	if f.CreatedAt.IsZero() {
-		f.CreatedAt = time.Now()
-	}
-	f.CreatedAt = f.CreatedAt.UTC().Round(0)
-	if err := formsapi.CheckForm(accountID, f); err != nil {
+	if err := formsapi.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
 	}
 	_, err := s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
@@ -45,11 +41,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = time.Now()
-	}
-	sub.CreatedAt = sub.CreatedAt.UTC().Round(0)
-	if err := formsapi.CheckSubmission(sub, m); err != nil {
+	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
 	data, err := compact(sub.Data)
