@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -73,10 +74,11 @@ func WithStoreTimeout(d time.Duration) Option {
 }
 
 type api struct {
-	store  Store
-	keys   KeyResolver
-	cfg    config
-	cursor cursorCodec
+	store   Store
+	encoded encodedLister // store's fast path, if it has one
+	keys    KeyResolver
+	cfg     config
+	cursor  cursorCodec
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -100,6 +102,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
 	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
+	a.encoded, _ = store.(encodedLister)
 
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
 	// from ever reaching a client.
@@ -191,8 +194,8 @@ func (a *api) handleListSubmissions() http.Handler {
 			return
 		}
 		defer req.cancel()
-		if el, ok := a.store.(encodedLister); ok {
-			a.listEncoded(w, r, req, el, formID)
+		if a.encoded != nil {
+			a.listEncoded(w, r, req, formID)
 			return
 		}
 		page, err := a.store.ListSubmissions(req.ctx, req.account, formID, req.q)
@@ -219,11 +222,11 @@ type encodedLister interface {
 	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
 }
 
-func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, el encodedLister, formID string) {
+func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, formID string) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	p := wire.Page{Body: appendEnvelope((*buf)[:0], msgSubmissions, "submissions")}
-	err := el.AppendSubmissions(req.ctx, req.account, formID, req.q, &p)
+	err := a.encoded.AppendSubmissions(req.ctx, req.account, formID, req.q, &p)
 	*buf = p.Body[:0]
 	if err != nil {
 		a.fail(w, r, err)
@@ -237,21 +240,14 @@ func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, e
 // ownSubmissions drops any submission a faulty store returned for another
 // form: the store's output is not trusted to uphold isolation on its own.
 func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID string, items []Submission) []Submission {
-	for i := range items {
-		if items[i].FormID == formID {
-			continue
-		}
-		kept := make([]Submission, 0, len(items))
-		for _, s := range items {
-			if s.FormID == formID {
-				kept = append(kept, s)
-			}
-		}
-		a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
-			slog.Int("dropped", len(items)-len(kept)))
-		return kept
+	foreign := func(s Submission) bool { return s.FormID != formID }
+	if !slices.ContainsFunc(items, foreign) {
+		return items
 	}
-	return items
+	kept := slices.DeleteFunc(slices.Clone(items), foreign)
+	a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
+		slog.Int("dropped", len(items)-len(kept)))
+	return kept
 }
 
 // openAPI is the machine-readable contract, served without a key. It is
