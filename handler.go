@@ -410,7 +410,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 	if tok := vals.Get("cursor"); tok != "" {
 		st, ok := a.cursor.open(req.list, tok)
 		if !ok {
-			return "invalid cursor: use the nextCursor of a previous page of this same list"
+			return msgBadCursor
 		}
 		switch {
 		case orderSet && q.Order != st.order:
@@ -458,6 +458,7 @@ func (a *api) respond(w http.ResponseWriter, r *http.Request, body []byte, err e
 const (
 	msgInvalidKey       = "invalid API key"
 	msgFormNotFound     = "form not found"
+	msgBadCursor        = "invalid cursor: use the nextCursor of a previous page of this same list"
 	msgNoRoute          = "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"
 	msgMethodNotAllowed = "method not allowed: use GET or HEAD"
 	msgInternal         = "internal server error"
@@ -471,7 +472,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrFormNotFound):
 		writeError(w, http.StatusNotFound, msgFormNotFound)
 	case errors.Is(err, ErrInvalidCursor):
-		writeError(w, http.StatusBadRequest, "invalid cursor: use the nextCursor of a previous page of this same list")
+		writeError(w, http.StatusBadRequest, msgBadCursor)
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads this answer and it is no fault.
 		a.log(w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))

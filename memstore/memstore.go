@@ -248,11 +248,11 @@ func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, visit func(
 	// [lo, hi) is the part of the list within Since and Until.
 	lo, hi := 0, len(list)
 	if !q.Since.IsZero() {
-		since := q.Since.UnixNano()
+		since := keyset.Nanos(q.Since)
 		lo = sort.Search(len(list), func(i int) bool { return pos(list[i]).At >= since })
 	}
 	if !q.Until.IsZero() {
-		until := q.Until.UnixNano()
+		until := keyset.Nanos(q.Until)
 		hi = sort.Search(len(list), func(i int) bool { return pos(list[i]).At >= until })
 	}
 	if hi < lo {

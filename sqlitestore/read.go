@@ -275,20 +275,10 @@ func pageBounds(q formsapi.Query) (lo, hi keyset.Pos, err error) {
 	lo = keyset.Pos{At: math.MinInt64, Seq: math.MinInt64} // everything
 	hi = keyset.Pos{At: math.MaxInt64, Seq: math.MaxInt64} // everything
 	if !q.Since.IsZero() {
-		switch {
-		case q.Since.After(maxTime):
-			lo = hi // nothing
-		case !q.Since.Before(minTime):
-			lo = keyset.Pos{At: q.Since.UnixNano(), Seq: math.MinInt64}
-		}
+		lo = keyset.Pos{At: keyset.Nanos(q.Since), Seq: math.MinInt64}
 	}
 	if !q.Until.IsZero() {
-		switch {
-		case q.Until.Before(minTime):
-			hi = keyset.Pos{At: math.MinInt64, Seq: math.MinInt64} // nothing
-		case !q.Until.After(maxTime):
-			hi = keyset.Pos{At: q.Until.UnixNano(), Seq: math.MinInt64}
-		}
+		hi = keyset.Pos{At: keyset.Nanos(q.Until), Seq: math.MinInt64}
 	}
 	if q.Cursor != "" {
 		c, err := keyset.Parse(q.Cursor)
@@ -306,12 +296,6 @@ func pageBounds(q formsapi.Query) (lo, hi keyset.Pos, err error) {
 	}
 	return lo, hi, nil
 }
-
-// The range of times stored as int64 Unix nanoseconds.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
 
 func fromNanos(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()

@@ -540,6 +540,10 @@ func (x *expect) ranges() []timeRange {
 		{"until before everything", time.Time{}, base.Add(-365 * 24 * time.Hour)},
 		{"since an hour", base.Add(time.Hour), time.Time{}},
 		{"until an hour", time.Time{}, base.Add(time.Hour)},
+		{"since before 1678", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Time{}},
+		{"until after 2262", time.Time{}, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)},
+		{"since after 2262", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Time{}},
+		{"until before 1678", time.Time{}, time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"bounds in another zone", base.Add(time.Minute).In(time.FixedZone("X", -7*3600)), base.Add(3 * time.Minute).In(time.FixedZone("Y", 5*3600))},
 	}
 }

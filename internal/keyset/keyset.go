@@ -5,8 +5,10 @@ package keyset
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/formsapi/formsapi"
 )
@@ -39,4 +41,24 @@ func Parse(s string) (Pos, error) {
 // Less reports whether p comes before q in ascending order.
 func (p Pos) Less(q Pos) bool {
 	return p.At < q.At || p.At == q.At && p.Seq < q.Seq
+}
+
+// The range of times that Unix nanoseconds can hold.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// Nanos returns t in Unix nanoseconds, clamped to the int64 range: a
+// filter bound outside the years 1678 to 2262 (which time.Time.UnixNano
+// leaves undefined) then still compares correctly with stored times,
+// which are always inside them.
+func Nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
