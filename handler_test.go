@@ -175,7 +175,7 @@ func TestRequestID(t *testing.T) {
 func TestListForms(t *testing.T) {
 	is := is.New(t)
 	h := formsapi.NewHandler(seeded(t), seeded(t))
-	res := do(t, formsapi.NewHandler(seeded(t), seeded(t)), "GET", "/v1/forms", bearer(storetest.KeyA)...)
+	res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200) // list forms
 	checkStandardHeaders(t, res)
 	want := map[string]any{
