@@ -7,20 +7,60 @@ import (
 
 // Store is where the handler reads forms and submissions. Every method is
 // scoped to one account: there is deliberately no way to look a form up
-// without saying whose it must be.
+// without saying whose it must be. Package storetest checks each clause
+// below, one subtest per clause; a host's own store runs it too.
 //
-// Implementations must be safe for concurrent use and return results the
-// caller may modify. Package storetest checks an implementation against
-// this whole contract.
+// The contract:
+//
+//   - Isolation. ListForms returns only forms of accountID. ListSubmissions
+//     returns an error wrapping [ErrFormNotFound] when formID is not a form
+//     of accountID, the same whether the form does not exist or belongs to
+//     another account, and nothing else about it.
+//   - Fields. Items carry exactly what was stored: the form's or the
+//     submission's public fields, Data byte for byte as one JSON object, and
+//     CreatedAt at the same instant (in any location: the handler answers
+//     in UTC). Nil and empty Attachments are the same. Internal [Metadata]
+//     is never part of a result.
+//   - Order. Items come in q.Order by CreatedAt. Items created at the same
+//     instant are ordered by a tie-breaker of the store's choosing that
+//     never changes for an item.
+//   - Range. A page holds only items with q.Since <= CreatedAt < q.Until; a
+//     zero bound is no bound. An account without forms, or a form without
+//     submissions in the range, gives an empty page, not an error.
+//   - Pages. A page holds at most q.Limit items. NextCursor is "" when no
+//     item of the range follows the page; otherwise it is a non-empty string
+//     that, passed back as q.Cursor with the same Order, Since and Until,
+//     yields the items right after this page's last one. A page that
+//     carries a NextCursor holds exactly q.Limit items. Walking the pages
+//     returns every item of the range exactly once, even when items are
+//     added between two requests: an added item that sorts after the
+//     cursor is returned later, one that sorts before it is not.
+//   - Limit. The handler always sends 1 <= q.Limit <= its maximum page
+//     size. A store returns an error for a Limit below 1 rather than guess.
+//   - Cursors. q.Cursor is "" for the first page or a NextCursor this store
+//     returned; the handler seals cursors, so a store sees only its own,
+//     for the same list. A cursor it cannot read yields an error wrapping
+//     [ErrInvalidCursor].
+//   - Context. When ctx is canceled or its deadline passes, a method
+//     returns an error wrapping ctx.Err().
+//   - Errors. The handler answers an error wrapping ErrFormNotFound with
+//     404, ErrInvalidCursor with 400, context.DeadlineExceeded with 503, and
+//     any other error with 500 and a log line carrying the error's text: the
+//     client never sees it, the host's logs do, so it may name the store and
+//     the operation but never keys or submission data.
+//   - Concurrency. Methods are safe for concurrent use, and results are the
+//     caller's to modify: no slice in them is shared with the store or
+//     with another result.
+//   - Damaged data. A stored submission whose Data is not one JSON object
+//     (a file edited by hand, say) is left out of its page and logged by
+//     the handler with its position, never its content; invalid UTF-8 in
+//     its strings is sent as U+FFFD, as encoding/json would. The rest of
+//     the page and the pages after it are served as usual.
 type Store interface {
-	// ListForms returns one page of the forms of accountID in the order and
-	// range q asks for. An account with no forms gets an empty page, not an
-	// error. A q.Cursor this store did not issue yields ErrInvalidCursor.
+	// ListForms returns one page of the forms of accountID, as q asks.
 	ListForms(ctx context.Context, accountID string, q Query) (Page[Form], error)
-	// ListSubmissions returns ErrFormNotFound when formID is not a form of accountID.
-	// Otherwise it returns one page of the form's submissions in the order
-	// and range q asks for, and ErrInvalidCursor for a cursor it did not
-	// issue. Metadata is never part of the result.
+	// ListSubmissions returns one page of the submissions of formID, as q
+	// asks, or ErrFormNotFound when formID is not a form of accountID.
 	ListSubmissions(ctx context.Context, accountID, formID string, q Query) (Page[Submission], error)
 }
 
@@ -46,15 +86,10 @@ func (o Order) String() string {
 
 // Query selects one page of a list.
 type Query struct {
-	Limit        int       // page size, already validated by the handler
+	Limit        int       // page size: 1 to the handler's maximum
 	Cursor       string    // opaque; "" for the first page
 	Order        Order     // Newest (the zero value, default) or Oldest
 	Since, Until time.Time // createdAt >= Since and < Until; zero means unbounded
-}
-
-// Contains reports whether t lies within q's Since and Until bounds.
-func (q Query) Contains(t time.Time) bool {
-	return (q.Since.IsZero() || !t.Before(q.Since)) && (q.Until.IsZero() || t.Before(q.Until))
 }
 
 // Page is one page of a list.

@@ -239,57 +239,35 @@ func insert[T any](list []T, item T, pos func(T) keyset.Pos) []T {
 }
 
 // walk visits one page of an ascending list and returns the cursor after
-// it. Binary searches find the page, so a deep page costs what the first
-// does.
+// it. Binary searches find keyset.Bounds in the list, so a deep page costs
+// what the first does.
 func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, visit func(T)) (string, error) {
-	if q.Limit < 1 {
-		return "", fmt.Errorf("memstore: limit %d is not positive", q.Limit)
+	if _, err := keyset.Fetch(q); err != nil {
+		return "", fmt.Errorf("memstore: %w", err)
 	}
-	// [lo, hi) is the part of the list within Since and Until.
-	lo, hi := 0, len(list)
-	if !q.Since.IsZero() {
-		since := keyset.Nanos(q.Since)
-		lo = sort.Search(len(list), func(i int) bool { return pos(list[i]).At >= since })
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return "", fmt.Errorf("memstore: %w", err)
 	}
-	if !q.Until.IsZero() {
-		until := keyset.Nanos(q.Until)
-		hi = sort.Search(len(list), func(i int) bool { return pos(list[i]).At >= until })
-	}
-	if hi < lo {
-		hi = lo
-	}
-	var after keyset.Pos
-	if q.Cursor != "" {
-		c, err := keyset.Parse(q.Cursor)
-		if err != nil {
-			return "", fmt.Errorf("memstore: %w", err)
-		}
-		after = c
-	}
+	// list[start:end] is the part of the list strictly between lo and hi.
+	start := sort.Search(len(list), func(i int) bool { return lo.Less(pos(list[i])) })
+	end := max(start, sort.Search(len(list), func(i int) bool { return !pos(list[i]).Less(hi) }))
 	if q.Order == formsapi.Oldest {
-		start := lo
-		if q.Cursor != "" {
-			start = max(lo, sort.Search(len(list), func(i int) bool { return after.Less(pos(list[i])) }))
-		}
-		end := min(hi, start+q.Limit)
-		for i := start; i < end; i++ {
+		stop := start + min(q.Limit, end-start)
+		for i := start; i < stop; i++ {
 			visit(list[i])
 		}
-		if end < hi {
-			return pos(list[end-1]).String(), nil
+		if stop < end {
+			return pos(list[stop-1]).String(), nil
 		}
 		return "", nil
 	}
-	end := hi
-	if q.Cursor != "" {
-		end = min(hi, sort.Search(len(list), func(i int) bool { return !pos(list[i]).Less(after) }))
-	}
-	start := max(lo, end-q.Limit)
-	for i := end - 1; i >= start; i-- {
+	stop := end - min(q.Limit, end-start)
+	for i := end - 1; i >= stop; i-- {
 		visit(list[i])
 	}
-	if start > lo {
-		return pos(list[start]).String(), nil
+	if stop > start {
+		return pos(list[stop]).String(), nil
 	}
 	return "", nil
 }

@@ -5,7 +5,7 @@ package sqlitestore
 //
 // A list page is bounded by two keyset positions, both exclusive:
 // (created_at, seq) > lower and (created_at, seq) < upper. Since, Until
-// and the cursor are all folded into those two bounds (see pageBounds), so
+// and the cursor are all folded into those two bounds (see keyset.Bounds), so
 // each list has one statement per order and SQLite seeks the index
 // straight to the page. With separate created_at terms beside the cursor,
 // the planner may take the filter as the range bound and step over every

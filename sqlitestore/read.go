@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/formsapi/formsapi"
@@ -184,7 +183,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if err != nil {
 		return err
 	}
-	lo, hi, err := pageBounds(q)
+	lo, hi, err := keyset.Bounds(q)
 	if err != nil {
 		return err
 	}
@@ -249,52 +248,18 @@ func (s *Store) readEncoded(ctx context.Context, accountID, formID string, q for
 const prealloc = 256
 
 // listArgs returns the arguments of a list statement for the list owner
-// (the account ID or the form's seq) and q. It fetches one row more than
-// the limit to learn whether a next page exists.
+// (the account ID or the form's seq) and q: the page's keyset bounds and
+// one row more than the limit, to learn whether a next page exists.
 func listArgs(owner any, q formsapi.Query) ([]any, error) {
-	if q.Limit < 1 {
-		return nil, fmt.Errorf("limit %d is not positive", q.Limit)
-	}
-	lo, hi, err := pageBounds(q)
+	fetch, err := keyset.Fetch(q)
 	if err != nil {
 		return nil, err
 	}
-	fetch := q.Limit + 1
-	if fetch < q.Limit { // overflow: no list is that long anyway
-		fetch = q.Limit
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return nil, err
 	}
 	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq, fetch}, nil
-}
-
-// pageBounds folds q's Since, Until and cursor into the exclusive keyset
-// bounds lo < (created_at, seq) < hi. Stored seqs are positive, so with
-// seq bound MinInt64, (t, MinInt64) < (created_at, seq) means
-// created_at >= t, and (created_at, seq) < (t, MinInt64) means
-// created_at < t.
-func pageBounds(q formsapi.Query) (lo, hi keyset.Pos, err error) {
-	lo = keyset.Pos{At: math.MinInt64, Seq: math.MinInt64} // everything
-	hi = keyset.Pos{At: math.MaxInt64, Seq: math.MaxInt64} // everything
-	if !q.Since.IsZero() {
-		lo = keyset.Pos{At: keyset.Nanos(q.Since), Seq: math.MinInt64}
-	}
-	if !q.Until.IsZero() {
-		hi = keyset.Pos{At: keyset.Nanos(q.Until), Seq: math.MinInt64}
-	}
-	if q.Cursor != "" {
-		c, err := keyset.Parse(q.Cursor)
-		if err != nil {
-			return lo, hi, err
-		}
-		// The rest of the list lies past the last item returned.
-		if q.Order == formsapi.Oldest {
-			if lo.Less(c) {
-				lo = c
-			}
-		} else if c.Less(hi) {
-			hi = c
-		}
-	}
-	return lo, hi, nil
 }
 
 func fromNanos(ns int64) time.Time {

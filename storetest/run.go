@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
 )
 
 // Open makes a fresh store loaded with seed for one subtest. Cleanup
@@ -221,8 +222,7 @@ func Run(t *testing.T, open Open) {
 			AddSubmission(context.Context, formsapi.Submission, formsapi.Metadata) error
 		})
 		if !ok {
-			t.Log("the store has no AddSubmission method; writes between pages cannot be checked")
-			return
+			t.Skip("the store has no AddSubmission method; writes between pages cannot be checked")
 		}
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			checkAddedBetweenPages(t, s, w, o)
@@ -348,8 +348,7 @@ func RunKeys(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolv
 			RevokeKey(context.Context, string) error
 		})
 		if !ok {
-			t.Log("the resolver has no RevokeKey method; revocation cannot be checked")
-			return
+			t.Skip("the resolver has no RevokeKey method; revocation cannot be checked")
 		}
 		resolves(t, r, KeyA2, AccountA)
 		if err := rv.RevokeKey(ctx, KeyA2); err != nil {
@@ -503,7 +502,7 @@ func (x *expect) formIDs(account string) []string {
 func (x *expect) formIDsIn(account string, q formsapi.Query) []string {
 	ids := []string{}
 	for _, f := range x.seed.Forms {
-		if f.AccountID == account && q.Contains(f.Form.CreatedAt) {
+		if f.AccountID == account && keyset.Contains(q, f.Form.CreatedAt) {
 			ids = append(ids, f.Form.ID)
 		}
 	}
@@ -514,7 +513,7 @@ func (x *expect) formIDsIn(account string, q formsapi.Query) []string {
 func (x *expect) submissionKeysIn(form string, q formsapi.Query) []string {
 	keys := []string{}
 	for _, s := range x.subs[form] {
-		if q.Contains(s.Submission.CreatedAt) {
+		if keyset.Contains(q, s.Submission.CreatedAt) {
 			keys = append(keys, canonical(s.Submission.Data))
 		}
 	}

@@ -53,17 +53,8 @@ type SeedKey struct {
 	Revoked        bool
 }
 
-// Writer is the write side shared by memstore and sqlitestore. A store
-// that has it can be loaded with Load.
-type Writer interface {
-	AddForm(ctx context.Context, accountID string, f formsapi.Form) error
-	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
-	AddKey(ctx context.Context, key, accountID string) error
-	RevokeKey(ctx context.Context, key string) error
-}
-
 // Load writes seed into w: forms, then submissions, then keys.
-func Load(ctx context.Context, w Writer, seed Seed) error {
+func Load(ctx context.Context, w formsapi.Writer, seed Seed) error {
 	for _, f := range seed.Forms {
 		if err := w.AddForm(ctx, f.AccountID, f.Form); err != nil {
 			return fmt.Errorf("storetest: load form %q: %w", f.Form.ID, err)

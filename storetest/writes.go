@@ -16,7 +16,7 @@ import (
 type WriteStore interface {
 	formsapi.Store
 	formsapi.KeyResolver
-	Writer
+	formsapi.Writer
 }
 
 // RunWrites checks the write side: each malformed or conflicting write is

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/storetest"
 )
 
 // Account owns every generated form.
@@ -54,7 +53,7 @@ func Submission(formID string, i int) (formsapi.Submission, formsapi.Metadata) {
 // Load adds one form per entry of counts to w, form f with counts[f]
 // submissions, and key for Account when key is not empty. progress, if not
 // nil, is called every 10,000 submissions.
-func Load(ctx context.Context, w storetest.Writer, counts []int, key string, progress func(done int)) error {
+func Load(ctx context.Context, w formsapi.Writer, counts []int, key string, progress func(done int)) error {
 	done := 0
 	for f, perForm := range counts {
 		id := FormID(f)

@@ -1,6 +1,13 @@
-// Package keyset is the position format of the library's own stores: a
-// list ordered by creation time, ties broken by an insertion sequence, is
-// resumed after the (time, sequence) pair of the last item returned.
+// Package keyset is the one home of the paging rules of the library's own
+// stores. A list is ordered by creation time, ties broken by an insertion
+// sequence; a page is every item strictly between two positions, lo and
+// hi, that Bounds folds Since, Until and the cursor into, and the next page
+// resumes after the (time, sequence) pair of the last item returned.
+//
+// memstore searches its slices with these bounds, sqlitestore and pgstore
+// bind them to one row-value comparison per side, and storetest's oracle
+// uses Contains: every store pages by the same rules because there is
+// only one copy of them.
 package keyset
 
 import (
@@ -14,7 +21,8 @@ import (
 )
 
 // Pos is the place of one item in a list: its creation time in Unix
-// nanoseconds and its unique insertion sequence.
+// nanoseconds and its insertion sequence, unique within the list and
+// always positive in stored items.
 type Pos struct {
 	At, Seq int64
 }
@@ -41,6 +49,60 @@ func Parse(s string) (Pos, error) {
 // Less reports whether p comes before q in ascending order.
 func (p Pos) Less(q Pos) bool {
 	return p.At < q.At || p.At == q.At && p.Seq < q.Seq
+}
+
+// Bounds folds q's Since, Until and Cursor into the exclusive bounds of
+// its page: the page holds the items with lo < pos < hi, the first
+// q.Limit of them in q.Order. Stored sequences are positive, so with the
+// sequence bound math.MinInt64, lo < pos means createdAt >= Since and
+// pos < hi means createdAt < Until. A cursor narrows the side the page
+// walks away from: after it for Oldest, before it for Newest. A cursor
+// that Parse refuses is an error wrapping formsapi.ErrInvalidCursor.
+func Bounds(q formsapi.Query) (lo, hi Pos, err error) {
+	lo = Pos{At: math.MinInt64, Seq: math.MinInt64}
+	hi = Pos{At: math.MaxInt64, Seq: math.MaxInt64}
+	if !q.Since.IsZero() {
+		lo = Pos{At: Nanos(q.Since), Seq: math.MinInt64}
+	}
+	if !q.Until.IsZero() {
+		hi = Pos{At: Nanos(q.Until), Seq: math.MinInt64}
+	}
+	if q.Cursor != "" {
+		c, err := Parse(q.Cursor)
+		if err != nil {
+			return lo, hi, err
+		}
+		if q.Order == formsapi.Oldest {
+			if lo.Less(c) {
+				lo = c
+			}
+		} else if c.Less(hi) {
+			hi = c
+		}
+	}
+	return lo, hi, nil
+}
+
+// Contains reports whether an item created at t lies within q's Since and
+// Until, by the same bounds a page uses; q's cursor is ignored.
+func Contains(q formsapi.Query, t time.Time) bool {
+	lo, hi, _ := Bounds(formsapi.Query{Since: q.Since, Until: q.Until})
+	p := Pos{At: Nanos(t), Seq: 1}
+	return lo.Less(p) && p.Less(hi)
+}
+
+// Fetch returns how many rows a store should read for q: one more than
+// q.Limit, so that the extra row tells whether a next page exists. A
+// Limit below 1 is an error: the handler never sends one, so a store that
+// gets it is being misused and says so rather than guessing.
+func Fetch(q formsapi.Query) (int, error) {
+	if q.Limit < 1 {
+		return 0, fmt.Errorf("limit %d is not positive", q.Limit)
+	}
+	if q.Limit == math.MaxInt {
+		return q.Limit, nil // no list is that long anyway
+	}
+	return q.Limit + 1, nil
 }
 
 // The range of times that Unix nanoseconds can hold.
