@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Multi-tenant load run (issue 11): 20 accounts × 10 forms × 500
+# submissions, each account with its own key. Three rows in one run, with
+# the same wrk settings:
+#
+#   baseline        benchserver -mode static: a precomputed 100-item page
+#   mixed           examples/server over the database (default 8 MiB read
+#                   cache), requests from bench/mixed.lua: a random key, one
+#                   of its forms, limit 10/25/50/100, random order, and 1 in
+#                   20 lists the key's forms
+#   mixed+writer    the same while `tenants write`, a second process, adds
+#                   a submission to a random form every 2 ms through
+#                   sqlitestore, as the collection side would
+#
+# Each row prints req/s, p50, p99, the ratio to the baseline and the
+# example server's peak RSS so far (VmHWM). A 2 s warm-up of the mixed
+# requests comes before the mixed row.
+#
+#   bash bench/mixed.sh      # DUR=8s CONN=32 THREADS=2 by default
+#
+# The dataset is generated once into $WORK/mixed-pristine.db and copied for
+# each run, so the writer's additions never accumulate. Everything runs on
+# 127.0.0.1 and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-8s}
+CONN=${CONN:-32}
+THREADS=${THREADS:-2}
+WRITE_EVERY=${WRITE_EVERY:-2ms}
+WORK=${WORK:-/tmp/formsapi-mixed}
+SERVER_FLAGS=${SERVER_FLAGS:-}
+if ! command -v wrk >/dev/null; then
+  apt-get install -y wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
+fi
+
+mkdir -p "$WORK/bin"
+go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/tenants
+PRISTINE="$WORK/mixed-pristine.db"
+KEYS="$WORK/mixed.keys"
+if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
+  rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
+  "$WORK/bin/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500
+fi
+DB="$WORK/mixed.db"
+rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.demo-key"
+cp "$PRISTINE" "$DB"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+"$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & pids+=($!)
+# shellcheck disable=SC2086
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
+up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
+up 18190
+up 18192
+hwm() { awk '/^VmHWM/ {print $2}' "/proc/$SERVER/status"; }
+
+# rps NAME wrk-args...: one wrk run; prints "NAME rps p50 p99 hwm-KiB".
+rps() {
+  local name=$1 out
+  shift
+  out=$(wrk -t"$THREADS" -c"$CONN" -d"$DUR" --latency "$@")
+  if echo "$out" | grep -qE "Non-2xx|Socket errors"; then echo "$name: errors" >&2; echo "$out" >&2; exit 1; fi
+  printf '%s %s %s %s %s\n' "$name" "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')" "$(hwm)"
+}
+MIXED=(-s bench/mixed.lua http://127.0.0.1:18192 -- "$KEYS")
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+results=$(
+  rps baseline -H "Authorization: Bearer bench-key" "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100"
+  wrk -t"$THREADS" -c"$CONN" -d2s "${MIXED[@]}" >/dev/null # warm-up
+  rps mixed "${MIXED[@]}"
+  "$WORK/bin/tenants" write -db "$DB" -keys "$KEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
+  rps mixed+writer "${MIXED[@]}"
+  wait
+)
+base=$(echo "$results" | awk '$1=="baseline" {print $2}')
+mixed=$(echo "$results" | awk '$1=="mixed" {print $2}')
+echo
+echo "wrk -t$THREADS -c$CONN -d$DUR; load average before the run: $load; server flags: ${SERVER_FLAGS:-(none)}"
+printf '%-14s %10s %9s %9s %11s %10s %14s\n' target req/s p50 p99 "x baseline" "x mixed" "peak RSS MiB"
+echo "$results" | while read -r name r p50 p99 kib; do
+  rss=$(echo "$kib" | awk '{printf "%.1f", $1/1024}')
+  [ "$name" = baseline ] && rss="(server $rss)"
+  printf '%-14s %10.0f %9s %9s %10.1f%% %9.1f%% %14s\n' "$name" "$r" "$p50" "$p99" \
+    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $mixed" | awk '{print 100*$1/$2}')" "$rss"
+done

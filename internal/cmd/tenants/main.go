@@ -1,0 +1,186 @@
+// Command tenants makes and drives the multi-tenant load run of
+// bench/mixed.sh.
+//
+//	tenants gen -db mixed.db -keys mixed.keys   # 20 accounts × 10 forms × 500 submissions
+//	tenants write -db mixed.db -keys mixed.keys -every 2ms -duration 8s
+//
+// gen creates the database: each account with its own API key and forms,
+// each form with realistic submissions (internal/benchdata), and writes
+// the keys file that bench/mixed.lua reads, one line per account: the key,
+// then the IDs of its forms, separated by spaces. The file holds live keys,
+// so it is written with mode 0600.
+//
+// write is the collection side in a second process: it opens the same file
+// through sqlitestore (with no read cache) and adds one submission to a
+// random form of the keys file on every tick, until the duration is over.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/benchdata"
+	"github.com/formsapi/formsapi/sqlitestore"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "tenants:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: tenants gen|write [flags]")
+	}
+	switch args[0] {
+	case "gen":
+		return gen(args[1:])
+	case "write":
+		return write(args[1:])
+	}
+	return fmt.Errorf("unknown command %q: want gen or write", args[0])
+}
+
+// AccountID and FormID name the generated accounts and forms.
+func accountID(a int) string { return fmt.Sprintf("tenant-%02d", a) }
+func formID(a, f int) string { return fmt.Sprintf("t%02d-form-%02d", a, f) }
+
+func gen(args []string) error {
+	fs := flag.NewFlagSet("tenants gen", flag.ContinueOnError)
+	db := fs.String("db", "mixed.db", "database file to create (must not exist)")
+	keysPath := fs.String("keys", "mixed.keys", "keys file to write (mode 0600)")
+	accounts := fs.Int("accounts", 20, "accounts, each with its own key")
+	forms := fs.Int("forms", 10, "forms per account")
+	perForm := fs.Int("per-form", 500, "submissions per form")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *accounts < 1 || *forms < 1 || *perForm < 0 {
+		return errors.New("-accounts and -forms must be at least 1, -per-form at least 0")
+	}
+	if _, err := os.Stat(*db); err == nil {
+		return fmt.Errorf("%s exists; remove it first", *db)
+	}
+	store, err := sqlitestore.Open(*db, sqlitestore.WithCacheSize(0))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx := context.Background()
+	var lines strings.Builder
+	start := time.Now()
+	total := 0
+	for a := range *accounts {
+		key, err := formsapi.NewKey()
+		if err != nil {
+			return err
+		}
+		if err := store.AddKey(ctx, key, accountID(a)); err != nil {
+			return err
+		}
+		lines.WriteString(key)
+		for f := range *forms {
+			id := formID(a, f)
+			if err := store.AddForm(ctx, accountID(a), formsapi.Form{ID: id, Title: "Form " + id, CreatedAt: benchdata.At(f)}); err != nil {
+				return err
+			}
+			lines.WriteString(" " + id)
+			for i := range *perForm {
+				s, m := benchdata.Submission(id, i)
+				if err := store.AddSubmission(ctx, s, m); err != nil {
+					return err
+				}
+				total++
+			}
+			fmt.Fprintf(os.Stderr, "\r%d submissions", total)
+		}
+		lines.WriteString("\n")
+	}
+	if err := os.WriteFile(*keysPath, []byte(lines.String()), 0o600); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Fprintf(os.Stderr, "\r")
+	fmt.Printf("wrote %d accounts, %d forms, %d submissions in %s; keys in %s\n",
+		*accounts, *accounts**forms, total, d.Round(time.Millisecond), *keysPath)
+	return nil
+}
+
+// readForms returns every form ID of the keys file.
+func readForms(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var forms []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 1 {
+			forms = append(forms, fields[1:]...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(forms) == 0 {
+		return nil, fmt.Errorf("%s lists no forms", path)
+	}
+	return forms, nil
+}
+
+func write(args []string) error {
+	fs := flag.NewFlagSet("tenants write", flag.ContinueOnError)
+	db := fs.String("db", "mixed.db", "database file to add submissions to")
+	keysPath := fs.String("keys", "mixed.keys", "keys file naming the forms")
+	every := fs.Duration("every", 2*time.Millisecond, "one submission per tick of this period")
+	duration := fs.Duration("duration", 8*time.Second, "how long to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *every <= 0 {
+		return errors.New("-every must be positive")
+	}
+	forms, err := readForms(*keysPath)
+	if err != nil {
+		return err
+	}
+	store, err := sqlitestore.Open(*db, sqlitestore.WithCacheSize(0))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *duration)
+	defer cancel()
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	start := time.Now()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			d := time.Since(start)
+			fmt.Printf("writer: %d submissions in %s (%.0f/s) to %d forms\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds(), len(forms))
+			return nil
+		case <-tick.C:
+		}
+		s, m := benchdata.Submission(forms[r.IntN(len(forms))], 1_000_000+n)
+		s.CreatedAt = time.Time{} // now: the newest end of the form
+		if err := store.AddSubmission(context.Background(), s, m); err != nil {
+			return err
+		}
+		n++
+	}
+}
