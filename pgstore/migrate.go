@@ -1,0 +1,133 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrSchemaTooNew means the schema was migrated by a newer version of this
+// package than the one running. The store refuses it rather than write to
+// tables whose shape it does not know; upgrade the program.
+var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this version of the package")
+
+// The schema, one file per version: NNNN_name.sql, applied in order with
+// search_path set to the store's schema, so the files name tables without
+// one. Published files never change; a schema change is a new file.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names { // fs.Glob sorts by name
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("migration %s: the name must start with a version number and _", base)
+		}
+		if v != len(ms)+1 {
+			return nil, fmt.Errorf("migration %s: version %d, want %d: versions count up from 1", base, v, len(ms)+1)
+		}
+		b, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	return ms, nil
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema:
+// nodes migrating other schemas of the same database do not wait.
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("formsapi migrate\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// migrate brings the formsapi_ tables in schema to the current version,
+// creating the schema if needed. Everything happens in one transaction
+// that first takes a transaction-level advisory lock on the schema: nodes
+// starting together queue on it, the first migrates, and the others then
+// find nothing left to do. PostgreSQL's DDL is transactional, so a failed
+// migration leaves the schema as it was, and no other connection ever
+// sees half of one.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		// CREATE SCHEMA IF NOT EXISTS would need the CREATE privilege on
+		// the database even when the schema exists: look first.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+			return fmt.Errorf("look up schema: %w", err)
+		}
+		quoted := pgx.Identifier{schema}.Sanitize()
+		if !exists {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+quoted); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		// SET LOCAL ends with the transaction: a host's pooled connection
+		// keeps its own search_path.
+		if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+quoted); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS formsapi_migrations (
+    version    integer PRIMARY KEY,
+    name       text    NOT NULL,
+    applied_at bigint  NOT NULL -- Unix nanoseconds, UTC
+)`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM formsapi_migrations").Scan(&current); err != nil {
+			return err
+		}
+		if latest := len(ms); current > latest {
+			return fmt.Errorf("schema %s has version %d, this package knows up to %d: %w", schema, current, latest, ErrSchemaTooNew)
+		}
+		for _, m := range ms[current:] {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("apply %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO formsapi_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+				m.version, m.name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate schema %s: %w", schema, err)
+	}
+	return nil
+}

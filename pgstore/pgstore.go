@@ -1,0 +1,176 @@
+// Package pgstore keeps forms, submissions and API keys in PostgreSQL
+// through github.com/jackc/pgx/v5. It implements formsapi.Store,
+// formsapi.KeyResolver and formsapi.Writer, exactly as sqlitestore does:
+// the same data gives the same API responses, byte for byte.
+//
+// [Open] makes a pool the store owns; [New] uses a *pgxpool.Pool the host
+// already has. Every table is named formsapi_ and lives in one schema
+// ([WithSchema]; by default the connection's current schema). The schema
+// version is kept in the table formsapi_migrations, and migrations run
+// at open in one transaction under an advisory lock, so several nodes
+// starting at once migrate exactly once and none sees half a schema.
+//
+// The store keeps no cache: every read goes to the database, so several
+// API nodes over one database all see every write at once, and a revoked
+// key is refused by each of them on the very next request.
+//
+// Only the SHA-256 of each API key is stored, never the key itself.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/formsapi/formsapi"
+)
+
+type config struct {
+	schema string
+}
+
+// Option configures a store from Open or New.
+type Option func(*config)
+
+// WithSchema keeps the store's tables in the PostgreSQL schema name, which
+// the store creates if it does not exist (that needs the CREATE privilege
+// on the database; an existing schema needs only CREATE on itself). The
+// tables are prefixed formsapi_ either way. Without it, the store uses
+// the current schema of the pool's connections (the first existing schema
+// on their search_path, usually public), determined once at open.
+func WithSchema(name string) Option {
+	return func(c *config) { c.schema = name }
+}
+
+// Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
+// PostgreSQL. It is safe for concurrent use. Make one with Open or New.
+type Store struct {
+	pool   *pgxpool.Pool
+	owned  bool   // Close closes the pool only when Open made it
+	schema string // the schema the tables are in
+	sql    queries
+}
+
+var (
+	_ formsapi.Store       = (*Store)(nil)
+	_ formsapi.KeyResolver = (*Store)(nil)
+	_ formsapi.Writer      = (*Store)(nil)
+)
+
+// Open connects to the database at dsn (a URL or key=value string, as
+// pgxpool.ParseConfig reads it; pool_max_conns and the other pool_
+// parameters size the pool), migrates the store's tables to the current
+// schema and returns a store that owns the pool; call Close when done.
+//
+// The pool defaults to pgxpool's: at most 4 connections or one per CPU,
+// whichever is more. Each API request holds a connection for one query
+// at a time, so that is also how many queries one node runs at once.
+//
+// Open returns an error wrapping [ErrSchemaTooNew] if a newer version of
+// this package has already migrated the schema.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The parse error may quote the DSN, password and all: say only
+		// that it is malformed.
+		return nil, errors.New("pgstore: open: the DSN cannot be parsed")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s, err := newStore(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a store on pool, which the host made and still owns: Close
+// on the store leaves the pool open, and the host closes it. New migrates
+// the store's tables to the current schema; the host's own tables are
+// left alone. The store's queries run in the pool's query exec mode; the
+// default, which caches prepared statements per connection, is fastest.
+//
+// New returns an error wrapping [ErrSchemaTooNew] if a newer version of
+// this package has already migrated the schema. It panics if pool is nil.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		panic("pgstore: New with a nil *pgxpool.Pool")
+	}
+	s, err := newStore(ctx, pool, opts)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: new: %w", err)
+	}
+	return s, nil
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	schema := cfg.schema
+	if schema == "" {
+		err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema)
+		if err != nil {
+			return nil, fmt.Errorf("find the current schema: %w", err)
+		}
+		if schema == "" {
+			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
+		}
+	}
+	if err := migrate(ctx, pool, schema); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, schema: schema, sql: newQueries(schema)}, nil
+}
+
+// Schema returns the schema the store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// Close closes the pool of a store from Open. A store from New leaves the
+// host's pool open. Close waits for queries in progress to finish.
+func (s *Store) Close() {
+	if s.owned {
+		s.pool.Close()
+	}
+}
+
+// qualify returns the schema-qualified, quoted name of one of the store's
+// tables.
+func qualify(schema, table string) string {
+	return pgx.Identifier{schema, table}.Sanitize()
+}
+
+// isUniqueViolation reports whether err is PostgreSQL refusing a
+// duplicate key. It goes by the SQLSTATE, never the message text.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// withCtx makes err wrap ctx's error when ctx ended while the database
+// was working: pgx does not always say so itself when the connection was
+// closed under it, and the handler answers 503 only for an expired ctx.
+func withCtx(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}

@@ -1,0 +1,257 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+var ctx = context.Background()
+
+// mustOpen opens a store on a fresh schema and closes it when the test
+// ends, before the schema is dropped.
+func mustOpen(t *testing.T) *pgstore.Store {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// hostPool opens a pool the way a host would, with search_path set to a
+// fresh schema, closed when the test ends.
+func hostPool(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	pool, err := pgxpool.New(ctx, withParam(dsn, "search_path", schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, schema
+}
+
+// withParam adds a query parameter to a URL DSN.
+func withParam(dsn, key, value string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + key + "=" + value
+}
+
+func load(t *testing.T, s *pgstore.Store, seed storetest.Seed) *pgstore.Store {
+	t.Helper()
+	if err := storetest.Load(ctx, s, seed); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// factories make a seeded store both ways: from Open with WithSchema, and
+// from New on a host's pool, in the pool's current schema.
+var factories = []struct {
+	name string
+	open func(t *testing.T, seed storetest.Seed) *pgstore.Store
+}{
+	{"Open", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
+		return load(t, mustOpen(t), seed)
+	}},
+	{"New", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
+		pool, schema := hostPool(t)
+		s, err := pgstore.New(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Schema() != schema {
+			t.Fatalf("store in schema %q, want the pool's current schema %q", s.Schema(), schema)
+		}
+		return load(t, s, seed)
+	}},
+}
+
+func TestStoreContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) })
+		})
+	}
+}
+
+func TestKeyContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunKeys(t, func(t *testing.T, seed storetest.Seed) formsapi.KeyResolver { return f.open(t, seed) })
+		})
+	}
+}
+
+func TestWriteContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunWrites(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore { return f.open(t, seed) })
+		})
+	}
+}
+
+// TestConcurrentFirstOpen starts ten stores at once on a schema that does
+// not exist yet, as ten nodes deploying together would: all succeed, the
+// schema is migrated exactly once, and every store works.
+func TestConcurrentFirstOpen(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Name(t)
+	const nodes = 10
+	stores := make([]*pgstore.Store, nodes)
+	errs := make([]error, nodes)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			stores[i], errs[i] = pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		is.NoErr(err) // every node opens
+		t.Cleanup(stores[i].Close)
+	}
+	is.Equal(migrationVersions(t, stores[0]), allVersions()) // each migration recorded once
+	is.NoErr(stores[3].AddForm(ctx, "acct", formsapi.Form{ID: "f"}))
+	p, err := stores[7].ListForms(ctx, "acct", formsapi.Query{Limit: 10})
+	is.NoErr(err)
+	is.Equal(len(p.Items), 1) // a write through one node is seen by another
+}
+
+func allVersions() []int {
+	var vs []int
+	for v := 1; v <= pgstore.MigrationCount(); v++ {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func migrationVersions(t *testing.T, s *pgstore.Store) []int {
+	t.Helper()
+	rows, err := pgstore.Pool(s).Query(ctx, fmt.Sprintf("SELECT version FROM %s.formsapi_migrations ORDER BY version", quote(s.Schema())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var vs []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+func TestReopenMigratesNothingAndKeepsData(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	is.NoErr(err)
+	is.NoErr(storetest.Load(ctx, s, storetest.DefaultSeed()))
+	is.NoErr(s.RevokeKey(ctx, storetest.KeyA2))
+	s.Close()
+
+	s, err = pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	is.NoErr(err)
+	defer s.Close()
+	is.Equal(migrationVersions(t, s), allVersions()) // nothing applied twice
+	_, err = s.ResolveKey(ctx, storetest.KeyA2)
+	is.True(errors.Is(err, formsapi.ErrInvalidKey)) // revoked before reopening
+	account, err := s.ResolveKey(ctx, storetest.KeyA)
+	is.NoErr(err)
+	is.Equal(account, storetest.AccountA)
+	err = s.AddForm(ctx, storetest.AccountB, formsapi.Form{ID: storetest.FormBusy})
+	is.True(errors.Is(err, formsapi.ErrFormExists)) // form IDs stay taken
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t)
+	_, err := pgstore.Pool(s).Exec(ctx, fmt.Sprintf("INSERT INTO %s.formsapi_migrations (version, name, applied_at) VALUES ($1, 'future.sql', 0)", quote(s.Schema())), pgstore.MigrationCount()+1)
+	is.NoErr(err)
+	_, err = pgstore.New(ctx, pgstore.Pool(s), pgstore.WithSchema(s.Schema()))
+	is.True(errors.Is(err, pgstore.ErrSchemaTooNew)) // a newer schema is refused
+}
+
+// TestNewLeavesHostPoolOpen: Close on a store from New must not close
+// the host's pool, and the store's migration leaves the host's session
+// settings alone.
+func TestNewLeavesHostPoolOpen(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	pool, schema := hostPool(t)
+	other := schema + "_lib"
+	t.Cleanup(func() { pgtest.Exec(t, pgtest.DSN(t), "DROP SCHEMA IF EXISTS "+quote(other)+" CASCADE") })
+	s, err := pgstore.New(ctx, pool, pgstore.WithSchema(other))
+	is.NoErr(err)
+	is.Equal(s.Schema(), other) // WithSchema creates and uses its schema
+	s.Close()
+	var path string
+	is.NoErr(pool.QueryRow(ctx, "SELECT current_schema()").Scan(&path))
+	is.Equal(path, schema) // the host's search_path is untouched
+	var n int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = $1", schema).Scan(&n))
+	is.Equal(n, 0) // nothing created in the host's schema
+}
+
+// TestOddSchemaName: a schema name that needs quoting works.
+func TestOddSchemaName(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, base := pgtest.Name(t)
+	name := base + `"; DROP TABLE x; --`
+	t.Cleanup(func() { pgtest.Exec(t, dsn, "DROP SCHEMA IF EXISTS "+quote(name)+" CASCADE") })
+	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(name))
+	is.NoErr(err)
+	defer s.Close()
+	load(t, s, storetest.DefaultSeed())
+	p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormBusy, formsapi.Query{Limit: 5})
+	is.NoErr(err)
+	is.Equal(len(p.Items), 5)
+}
+
+func TestOpenBadDSN(t *testing.T) {
+	t.Parallel()
+	_, err := pgstore.Open(ctx, "postgres://user:s3cret@[bad")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open with a malformed DSN: %v (want an error without the password)", err)
+	}
+}

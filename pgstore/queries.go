@@ -1,0 +1,121 @@
+package pgstore
+
+import "strings"
+
+// Every statement the store runs. They are made once per store, with the
+// schema's quoted name in place of "formsapi_" table prefixes, and every
+// value is a bound parameter; pgx prepares each once per connection.
+//
+// A list page is bounded by two keyset positions, both exclusive:
+// (created_at, seq) > lower and (created_at, seq) < upper. Since, Until
+// and the cursor are all folded into those two bounds by keyset.Bounds,
+// so each list has one statement per order, and PostgreSQL turns the two
+// row comparisons into the start and the end of one index range scan: no
+// OFFSET, no sort, however deep the page (TestExplain checks the plans).
+const (
+	sqlListFormsDesc = `SELECT seq, created_at, id, title, icon, notification_email
+FROM formsapi_forms
+WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+ORDER BY created_at DESC, seq DESC
+LIMIT $6`
+
+	sqlListFormsAsc = `SELECT seq, created_at, id, title, icon, notification_email
+FROM formsapi_forms
+WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+ORDER BY created_at ASC, seq ASC
+LIMIT $6`
+
+	// The form is looked up by ID and owner inside the statement, so a
+	// page takes one round trip; an empty page asks sqlFormOf whether the
+	// form exists at all. Only public columns: metadata is never selected.
+	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+ORDER BY created_at DESC, seq DESC
+LIMIT $7`
+
+	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+ORDER BY created_at ASC, seq ASC
+LIMIT $7`
+
+	// The handler's fast path: each submission as the API sends it.
+	sqlAppendSubmissionsDesc = `SELECT seq, created_at, json
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+ORDER BY created_at DESC, seq DESC
+LIMIT $7`
+
+	sqlAppendSubmissionsAsc = `SELECT seq, created_at, json
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+ORDER BY created_at ASC, seq ASC
+LIMIT $7`
+
+	// The ownership check: a form of another account is not found.
+	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2`
+
+	sqlResolveKey = `SELECT account_id FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
+
+	sqlAddForm = `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+	// One statement takes the form's next feed position and inserts, so
+	// no transaction is needed. The UPDATE locks the form's row until the
+	// insert commits, so the positions of one form commit in order; no
+	// row means no such form.
+	sqlAddSubmission = `WITH f AS (
+    UPDATE formsapi_forms SET feed_last = feed_last + 1 WHERE id = $1 RETURNING seq, feed_last
+)
+INSERT INTO formsapi_submissions
+    (form_seq, feed_pos, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $6::bytea, $7::bytea, $8::bytea, $9::bytea FROM f`
+
+	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES ($1, $2, $3)`
+
+	// Revocation keeps the row, so the key can never be added again.
+	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL`
+)
+
+// queries are the statements of one store, tables qualified by its schema.
+type queries struct {
+	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
+	formOf, resolveKey                                              string
+	addForm, addSubmission, addKey, revokeKey                       string
+}
+
+func newQueries(schema string) queries {
+	// Every table name starts with formsapi_, and nothing else in the
+	// statements does.
+	q := func(s string) string {
+		var b strings.Builder
+		for {
+			i := strings.Index(s, "formsapi_")
+			if i < 0 {
+				b.WriteString(s)
+				return b.String()
+			}
+			b.WriteString(s[:i])
+			s = s[i+len("formsapi_"):]
+			end := strings.IndexFunc(s, func(r rune) bool { return !(r == '_' || 'a' <= r && r <= 'z') })
+			if end < 0 {
+				end = len(s)
+			}
+			b.WriteString(qualify(schema, "formsapi_"+s[:end]))
+			s = s[end:]
+		}
+	}
+	return queries{
+		formsDesc: q(sqlListFormsDesc), formsAsc: q(sqlListFormsAsc),
+		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
+		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
+		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey),
+		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
+		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
+	}
+}

@@ -1,0 +1,283 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// ResolveKey returns the account that owns key, or an error wrapping
+// formsapi.ErrInvalidKey if the key is unknown or revoked. It looks the
+// key's hash up in the database on every call, so a revocation through
+// any store over the same schema holds for the very next request.
+func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("pgstore: resolve key: %w", err)
+	}
+	h := formsapi.HashKey(key)
+	var account string
+	err := s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&account)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("pgstore: resolve key: %w", formsapi.ErrInvalidKey)
+	}
+	if err != nil {
+		return "", fmt.Errorf("pgstore: resolve key: %w", withCtx(ctx, err))
+	}
+	return account, nil
+}
+
+// ListForms implements formsapi.Store. It returns an error if q.Limit is
+// below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
+// package did not make.
+func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	p, err := s.listForms(ctx, accountID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Form]{}, fmt.Errorf("pgstore: list forms: %w", withCtx(ctx, err))
+	}
+	return p, nil
+}
+
+func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	var p formsapi.Page[formsapi.Form]
+	if err := ctx.Err(); err != nil {
+		return p, err
+	}
+	b, err := bounds(q)
+	if err != nil {
+		return p, err
+	}
+	if !storableText(accountID) {
+		return p, nil // no form of such an account can be stored
+	}
+	st := s.sql.formsDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.formsAsc
+	}
+	rows, err := s.pool.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	p.Items = make([]formsapi.Form, 0, min(q.Limit, prealloc))
+	var last keyset.Pos
+	for rows.Next() {
+		if len(p.Items) == q.Limit { // the extra row: there is a next page
+			p.NextCursor = last.String()
+			break
+		}
+		var f formsapi.Form
+		if err := rows.Scan(&last.Seq, &last.At, &f.ID, &f.Title, &f.Icon, &f.NotificationEmail); err != nil {
+			return formsapi.Page[formsapi.Form]{}, err
+		}
+		f.CreatedAt = fromNanos(last.At)
+		p.Items = append(p.Items, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Form]{}, err
+	}
+	return p, nil
+}
+
+// ListSubmissions implements formsapi.Store. It returns an error wrapping
+// formsapi.ErrFormNotFound when formID is not a form of accountID, an error
+// if q.Limit is below 1, and one wrapping formsapi.ErrInvalidCursor for a
+// cursor this package did not make. Metadata is never read.
+func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	p, err := s.listSubmissions(ctx, accountID, formID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("pgstore: list submissions: %w", withCtx(ctx, err))
+	}
+	return p, nil
+}
+
+func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	var p formsapi.Page[formsapi.Submission]
+	b, err := s.submissionBounds(ctx, accountID, formID, q)
+	if err != nil {
+		return p, err
+	}
+	st := s.sql.subsDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.subsAsc
+	}
+	rows, err := s.pool.Query(ctx, st, formID, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
+	var last keyset.Pos
+	for rows.Next() {
+		if len(p.Items) == q.Limit {
+			p.NextCursor = last.String()
+			break
+		}
+		var data, attachments []byte
+		if err := rows.Scan(&last.Seq, &last.At, &data, &attachments); err != nil {
+			return formsapi.Page[formsapi.Submission]{}, err
+		}
+		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
+		if sub.Attachments, err = decodeAttachments(attachments); err != nil {
+			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
+		}
+		p.Items = append(p.Items, sub)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	if len(p.Items) == 0 {
+		// The statement returns no row for a form that is not accountID's
+		// as for one without submissions in range: tell them apart.
+		if err := s.checkForm(ctx, accountID, formID); err != nil {
+			return formsapi.Page[formsapi.Submission]{}, err
+		}
+	}
+	return p, nil
+}
+
+// AppendSubmissions is ListSubmissions for the handler's fast path: it
+// appends the stored JSON of each submission to p.Body, one column per
+// row, with nothing decoded.
+func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	if err := s.appendSubmissions(ctx, accountID, formID, q, p); err != nil {
+		return fmt.Errorf("pgstore: list submissions: %w", withCtx(ctx, err))
+	}
+	return nil
+}
+
+func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	b, err := s.submissionBounds(ctx, accountID, formID, q)
+	if err != nil {
+		return err
+	}
+	st := s.sql.encodedDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.encodedAsc
+	}
+	rows, err := s.pool.Query(ctx, st, formID, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	start := len(p.Body)
+	var last keyset.Pos
+	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
+	n := 0
+	for ; rows.Next(); n++ {
+		if n == q.Limit {
+			p.NextCursor = last.String()
+			break
+		}
+		if err := rows.Scan(&last.Seq, &last.At, &encoded); err != nil {
+			p.Body = p.Body[:start]
+			return err
+		}
+		// The database may have been edited by hand: never send what is
+		// not the object AppendSubmissionJSON wrote.
+		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
+			p.Body = p.Body[:start]
+			return fmt.Errorf("submission %d: stored JSON is damaged", last.Seq)
+		}
+		if n > 0 {
+			p.Body = append(p.Body, ',')
+		}
+		p.Body = append(p.Body, encoded...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		p.Body = p.Body[:start]
+		p.NextCursor = ""
+		return err
+	}
+	if n == 0 {
+		return s.checkForm(ctx, accountID, formID)
+	}
+	return nil
+}
+
+// pageBounds are the arguments of a list statement: the page's keyset
+// bounds and one row more than the limit, to learn whether a next page
+// exists.
+type pageBounds struct {
+	lo, hi keyset.Pos
+	fetch  int
+}
+
+func bounds(q formsapi.Query) (pageBounds, error) {
+	fetch, err := keyset.Fetch(q)
+	if err != nil {
+		return pageBounds{}, err
+	}
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return pageBounds{}, err
+	}
+	return pageBounds{lo: lo, hi: hi, fetch: fetch}, nil
+}
+
+// submissionBounds returns q's bounds for a list of formID. Like
+// sqlitestore, it answers ErrFormNotFound before looking at the cursor or
+// the limit, so a bad query on a form that is not accountID's says
+// nothing about the form.
+func (s *Store) submissionBounds(ctx context.Context, accountID, formID string, q formsapi.Query) (pageBounds, error) {
+	if err := ctx.Err(); err != nil {
+		return pageBounds{}, err
+	}
+	if !storableText(accountID) || !storableText(formID) {
+		return pageBounds{}, formsapi.ErrFormNotFound // no such form can be stored
+	}
+	b, err := bounds(q)
+	if err != nil {
+		if ferr := s.checkForm(ctx, accountID, formID); ferr != nil {
+			return pageBounds{}, ferr
+		}
+		return pageBounds{}, err
+	}
+	return b, nil
+}
+
+// checkForm returns an error wrapping ErrFormNotFound unless formID is a
+// form of accountID: the ownership check.
+func (s *Store) checkForm(ctx context.Context, accountID, formID string) error {
+	var seq int64
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return formsapi.ErrFormNotFound
+	}
+	return err
+}
+
+// prealloc caps the capacity reserved for a page up front, so a huge
+// limit on a short list costs nothing.
+const prealloc = 256
+
+func fromNanos(ns int64) time.Time {
+	return time.Unix(0, ns).UTC()
+}
+
+// decodeAttachments decodes the attachments column; none is an empty,
+// non-nil slice, since the API answers [] rather than null.
+func decodeAttachments(b []byte) ([]formsapi.Attachment, error) {
+	att := []formsapi.Attachment{}
+	if string(b) == "[]" {
+		return att, nil
+	}
+	if err := json.Unmarshal(b, &att); err != nil {
+		return nil, fmt.Errorf("decode attachments: %w", err)
+	}
+	if att == nil { // a stored JSON null
+		att = []formsapi.Attachment{}
+	}
+	return att, nil
+}

@@ -1,0 +1,168 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/formsapi/formsapi"
+)
+
+// AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
+// current time. It returns an error wrapping formsapi.ErrFormExists if any
+// account already has a form with f.ID, and one wrapping
+// formsapi.ErrInvalidInput if f or accountID is malformed, including text
+// that PostgreSQL cannot store (a NUL byte or invalid UTF-8); either way
+// nothing changes.
+func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: add form: %w", err)
+	}
+	if err := formsapi.PrepareForm(accountID, &f); err != nil {
+		return fmt.Errorf("pgstore: add form: %w", err)
+	}
+	for _, field := range []struct{ name, value string }{
+		{"account ID", accountID}, {"title", f.Title}, {"icon", f.Icon}, {"notification email", f.NotificationEmail},
+	} {
+		if !storableText(field.value) {
+			return fmt.Errorf("pgstore: add form: %w: %s holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput, field.name)
+		}
+	}
+	_, err := s.pool.Exec(ctx, s.sql.addForm, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	if isUniqueViolation(err) {
+		return fmt.Errorf("pgstore: add form %q: %w", f.ID, formsapi.ErrFormExists)
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: add form %q: %w", f.ID, withCtx(ctx, err))
+	}
+	return nil
+}
+
+// AddSubmission stores sub with its internal metadata m, which the read
+// side never returns. A zero sub.CreatedAt becomes the current time. It
+// returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
+// stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
+// malformed; either way nothing changes. Metadata is kept as bytes, so
+// request headers that are not UTF-8 never make a submission fail.
+//
+// Each submission also takes the next position in its form's feed, an
+// insertion sequence in commit order: submissions to one form are written
+// one at a time, which bounds one form's write rate by the database's
+// commit latency, while different forms do not wait for each other.
+func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: add submission: %w", err)
+	}
+	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
+		return fmt.Errorf("pgstore: add submission: %w", err)
+	}
+	data, err := compact(sub.Data)
+	if err != nil {
+		return fmt.Errorf("pgstore: add submission: %w", err)
+	}
+	attachments := []byte("[]")
+	if len(sub.Attachments) > 0 {
+		if attachments, err = json.Marshal(sub.Attachments); err != nil {
+			return fmt.Errorf("pgstore: add submission: %w", err)
+		}
+	}
+	// The JSON the API sends is made once here, from the compacted data,
+	// so that reads copy it out without decoding or encoding anything.
+	sub.Data = data
+	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+	if err != nil {
+		return fmt.Errorf("pgstore: add submission: %w", err)
+	}
+	var geo []byte // NULL when absent
+	if len(m.Geo) > 0 {
+		if geo, err = compact(m.Geo); err != nil {
+			return fmt.Errorf("pgstore: add submission: %w", err)
+		}
+	}
+	// data and attachments go to text columns: PrepareSubmission checked
+	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
+	// writes valid UTF-8.
+	tag, err := s.pool.Exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
+		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID))
+	if err != nil {
+		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
+	}
+	return nil
+}
+
+// compact returns JSON without insignificant space: the column holds
+// exactly what the read side returns, without decoding it again.
+func compact(v []byte) ([]byte, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// AddKey registers key as an API key of accountID. Only its SHA-256 is
+// stored: the key never reaches the database or a log. A fast hash is
+// enough because keys from formsapi.NewKey carry 190 random bits, which no
+// one can guess or brute-force from the hash; slow password hashes exist
+// for guessable secrets and would only add latency to every request.
+//
+// It returns an error wrapping formsapi.ErrKeyExists if the key is already
+// registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
+// if the key could never authenticate (see formsapi.CheckKey) or accountID
+// is empty or not storable text (a NUL byte or invalid UTF-8).
+func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: add key: %w", err)
+	}
+	if err := formsapi.CheckKey(key); err != nil {
+		return fmt.Errorf("pgstore: add key: %w", err)
+	}
+	if accountID == "" {
+		return fmt.Errorf("pgstore: add key: %w: empty account ID", formsapi.ErrInvalidInput)
+	}
+	if !storableText(accountID) {
+		return fmt.Errorf("pgstore: add key: %w: account ID holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput)
+	}
+	h := formsapi.HashKey(key)
+	_, err := s.pool.Exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano())
+	if isUniqueViolation(err) {
+		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: add key: %w", withCtx(ctx, err))
+	}
+	return nil
+}
+
+// RevokeKey revokes key; the next request that presents it gets 401, on
+// every store over the same schema. The key's hash stays stored as
+// revoked, so the key can never be added again. It returns an error
+// wrapping formsapi.ErrInvalidKey if the key is not registered or already
+// revoked.
+func (s *Store) RevokeKey(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: revoke key: %w", err)
+	}
+	h := formsapi.HashKey(key)
+	tag, err := s.pool.Exec(ctx, s.sql.revokeKey, time.Now().UnixNano(), h[:])
+	if err != nil {
+		return fmt.Errorf("pgstore: revoke key: %w", withCtx(ctx, err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: revoke key: %w", formsapi.ErrInvalidKey)
+	}
+	return nil
+}
+
+// storableText reports whether a PostgreSQL text column can hold s
+// exactly: valid UTF-8 without NUL bytes.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.Contains(s, "\x00")
+}
