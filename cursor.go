@@ -75,7 +75,9 @@ func (c cursorCodec) open(l listID, tok string) (pageState, bool) {
 	if len(tok) > maxCursorLength {
 		return pageState{}, false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	// Strict: the unused bits of the last character must be zero, so each
+	// cursor has exactly one spelling.
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(tok)
 	if err != nil || len(raw) < c.aead.NonceSize() {
 		return pageState{}, false
 	}
