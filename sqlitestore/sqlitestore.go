@@ -16,6 +16,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"modernc.org/sqlite"
@@ -70,7 +73,10 @@ var (
 
 // Open opens the SQLite database file at path, creating it if needed,
 // migrates it to the current schema and returns a store that owns it;
-// call Close when done.
+// call Close when done. A file Open creates is readable and writable by
+// its owner only (mode 0600, whatever the umask), and so are its -wal and
+// -shm files; an existing file keeps its mode, and Open narrows the side
+// files to it.
 //
 // A store from Open keeps recently read pages and keys in memory (see
 // [WithCacheSize]) for as long as nothing at all is committed to the file;
@@ -93,6 +99,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	cfg := config{cacheBytes: DefaultCacheSize}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	ctx := context.Background()
 	uri := "file:" + escapePath(path)
@@ -139,6 +148,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return fail(err)
 	}
 	if err := s.prepare(ctx); err != nil {
+		return fail(err)
+	}
+	if err := sideFilesLikeMain(path); err != nil {
 		return fail(err)
 	}
 	if cfg.cacheBytes > 0 {
@@ -230,6 +242,51 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		*p.dst = st
 		s.stmts = append(s.stmts, st)
+	}
+	return nil
+}
+
+// createPrivate creates the database file readable and writable by its
+// owner only (0600, whatever the umask) if it does not exist yet: it holds
+// respondents' IP addresses, user agents and geo data. A file that exists
+// keeps the mode its owner gave it.
+func createPrivate(path string) error {
+	if path == ":memory:" {
+		return nil // no file; Open refuses it later for want of WAL
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create file: %w", err)
+	}
+	err = f.Chmod(0o600) // a umask can only have narrowed it; make it exact
+	return errors.Join(err, f.Close())
+}
+
+// sideFilesLikeMain narrows the -wal and -shm files to the database file's
+// mode if they are more open: SQLite gives them the main file's mode when
+// it creates them, but one left behind by another program may differ.
+func sideFilesLikeMain(path string) error {
+	main, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("stat database file: %w", err)
+	}
+	want := main.Mode().Perm()
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", filepath.Base(p), err)
+		}
+		if fi.Mode().Perm()&^want != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&want); err != nil {
+				return fmt.Errorf("narrow the mode of %s: %w", filepath.Base(p), err)
+			}
+		}
 	}
 	return nil
 }
