@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -17,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/storetest"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -148,10 +152,11 @@ var loadContract = sync.OnceValues(func() (*contract, error) {
 const jsonContentType = "application/json; charset=utf-8"
 
 // mountPrefixes are the prefixes the suite mounts the handler under
-// (TestMountedUnderStripPrefix). The document's server says the paths are
-// then prefixed, so a path under one that the document does not know as
-// it is is looked up again without the prefix.
-var mountPrefixes = []string{"/api"}
+// (TestMountedUnderStripPrefix, TestOpenAPIServersResolveUnderAPrefix).
+// The document's server is relative to where the document is served, so
+// a path under one that the document does not know as it is is looked up
+// again without the prefix.
+var mountPrefixes = []string{"/api", "/tenants/x/forms-api"}
 
 // check validates one exchange against the document and returns every
 // way it fails, or nil.
@@ -203,26 +208,34 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		}
 
 	case ex.method == http.MethodHead:
-		// ValidateResponse skips HEAD: it is answered like the GET, without a body.
 		kind = "HEAD"
 		if len(res.body) != 0 {
 			fail("HEAD answered with a %d-byte body", len(res.body))
 		}
-		if route.Operation.Responses.Status(res.status) == nil {
-			fail("HEAD answered %d, which GET %s does not document", res.status, route.Path)
+		head := route.PathItem.Head
+		if head == nil {
+			fail("the document has no HEAD %s", route.Path)
 			break
 		}
+		if head.Responses.Status(res.status) == nil {
+			fail("HEAD answered %d, which HEAD %s does not document", res.status, route.Path)
+			break
+		}
+		// ValidateResponse skips a HEAD request, so the HEAD operation's
+		// headers are checked through a GET request.
+		headRoute := *route
+		headRoute.Method, headRoute.Operation = http.MethodHead, head
 		get := req.Clone(ctx)
 		get.Method = http.MethodGet
 		err := openapi3filter.ValidateResponse(ctx, &openapi3filter.ResponseValidationInput{
-			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: get, PathParams: params, Route: route},
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: get, PathParams: params, Route: &headRoute},
 			Status:                 res.status,
 			Header:                 res.header,
 			Body:                   io.NopCloser(bytes.NewReader(nil)),
 			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: true},
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("headers of HEAD as of GET: %w", err))
+			errs = append(errs, fmt.Errorf("headers of HEAD: %w", err))
 		}
 
 	default: // a method the document does not have for this path
@@ -371,6 +384,7 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		h.Set("Content-Type", jsonContentType)
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Request-Id", "test-1")
+		h.Set("X-Content-Type-Options", "nosniff")
 		for i := 0; i+1 < len(kv); i += 2 {
 			if kv[i+1] == "" {
 				h.Del(kv[i])
@@ -452,8 +466,24 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 			ex("POST", "/v1/forms", 404, headers("Allow", "GET, HEAD"), noRoute)},
 		{"HEAD with a body", "HEAD answered with a",
 			ex("HEAD", "/v1/forms", 200, headers(), formsPage)},
-		{"HEAD with an undocumented status", "HEAD answered 404, which GET /v1/forms does not document",
+		{"HEAD with an undocumented status", "HEAD answered 404, which HEAD /v1/forms does not document",
 			ex("HEAD", "/v1/forms", 404, headers(), "")},
+		{"HEAD without nosniff", `headers of HEAD: response header "X-Content-Type-Options" missing`,
+			ex("HEAD", "/v1/forms", 200, headers("X-Content-Type-Options", ""), "")},
+		{"no nosniff", `response header "X-Content-Type-Options" missing`,
+			ex("GET", "/v1/forms", 200, headers("X-Content-Type-Options", ""), formsPage)},
+		{"X-Request-Id out of shape", `response header "X-Request-Id" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, headers("X-Request-Id", "a b"), formsPage)},
+		{"form ID . in a form", "at '/forms/0/formId': '.' does not match pattern",
+			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"."`, 1))},
+		{"form ID with a slash in a submission", "at '/submissions/0/formId': 'a/b' does not match pattern",
+			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"a/b"`, 1))},
+		{"Link not a next link", `response header "Link" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, headers("Link", `<forms?cursor=abc>; rel="prev"`), formsPage)},
+		{"document without openapi", "missing property 'openapi'",
+			ex("GET", "/v1/openapi.json", 200, headers(), `{"info":{"title":"t","version":"1"},"paths":{}}`)},
+		{"document with an unknown field", "additional properties 'secret' not allowed",
+			ex("GET", "/v1/openapi.json", 200, headers(), `{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{},"secret":1}`)},
 		{"no X-Request-Id", "no X-Request-Id",
 			ex("GET", "/v1/nope", 404, headers("X-Request-Id", ""), noRoute)},
 		{"cacheable", `Cache-Control "max-age=60", want "no-store"`,
@@ -496,5 +526,207 @@ func TestOpenAPINewRequestNeverPanics(t *testing.T) {
 	} {
 		r := newRequest(c.method, c.target)
 		is.Equal(r.Method, c.method) // the method is kept as recorded
+	}
+}
+
+// TestOpenAPIFormIDPattern holds the document's FormId schema to
+// formsapi.ValidFormID: the same strings pass, over every string of up to
+// three characters from an alphabet of allowed and refused ones, and at
+// the length limit.
+func TestOpenAPIFormIDPattern(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err) // openapi.json loads
+	ref := c.doc.Components.Schemas["FormId"]
+	is.True(ref != nil && ref.Value != nil) // #/components/schemas/FormId exists
+	s := ref.Value
+	is.Equal(s.MinLength, uint64(1))                                     // minLength 1
+	is.True(s.MaxLength != nil && *s.MaxLength == formsapi.MaxFormIDLen) // maxLength is MaxFormIDLen
+	re, err := regexp.Compile(s.Pattern)
+	is.NoErr(err) // the pattern is valid in Go's syntax too (no lookaround)
+
+	matches := func(id string) bool {
+		return re.MatchString(id) && len(id) >= 1 && len(id) <= formsapi.MaxFormIDLen
+	}
+	alphabet := []string{"a", "Z", "0", "-", "_", ".", "~", "/", "%", " ", "é", "+"}
+	var ids []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		ids = append(ids, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(prefix+c, n-1)
+		}
+	}
+	gen("", 3)
+	for _, n := range []int{formsapi.MaxFormIDLen - 1, formsapi.MaxFormIDLen, formsapi.MaxFormIDLen + 1} {
+		ids = append(ids, strings.Repeat("x", n), ".."+strings.Repeat(".", n-2), "."+strings.Repeat("x", n-1))
+	}
+	agree := 0
+	for _, id := range ids {
+		if matches(id) != formsapi.ValidFormID(id) {
+			t.Errorf("form ID %q: schema says %v, ValidFormID says %v", id, matches(id), formsapi.ValidFormID(id))
+			continue
+		}
+		agree++
+	}
+	is.Equal(agree, len(ids)) // the schema and ValidFormID agree on every ID
+
+	// The example sent by generated clients must be a valid ID.
+	p := c.doc.Components.Parameters["formId"]
+	is.True(p != nil && p.Value != nil) // #/components/parameters/formId exists
+	example, _ := p.Value.Example.(string)
+	is.True(formsapi.ValidFormID(example)) // the parameter's example is a valid form ID
+	for _, e := range s.Examples {
+		id, _ := e.(string)
+		is.True(formsapi.ValidFormID(id)) // every schema example is a valid form ID
+	}
+}
+
+// TestOpenAPILimitBounds: the document's limit says what a handler with
+// the default WithPageSize accepts.
+func TestOpenAPILimitBounds(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err)
+	p := c.doc.Components.Parameters["limit"]
+	is.True(p != nil && p.Value != nil) // #/components/parameters/limit exists
+	s := p.Value.Schema.Value
+	is.True(s.Min != nil && *s.Min == 1)                             // minimum 1
+	is.True(s.Max != nil && *s.Max == float64(formsapi.MaxPageSize)) // maximum is MaxPageSize
+	is.Equal(s.Default, float64(formsapi.DefaultPageSize))           // default is DefaultPageSize
+	h := formsapi.NewHandler(seeded(t), seeded(t))
+	for limit, want := range map[string]int{"1": 200, fmt.Sprint(formsapi.MaxPageSize): 200, "0": 400, fmt.Sprint(formsapi.MaxPageSize + 1): 400} {
+		res := do(t, h, "GET", "/v1/forms?limit="+limit, bearer(storetest.KeyA)...)
+		is.Equal(res.status, want) // the handler honours the documented bounds
+	}
+}
+
+// TestOpenAPIHeadTwinsGet: every GET operation has a HEAD operation with
+// the same parameters, documenting the same statuses (but 405, which
+// answers other methods) with the same headers and no content.
+func TestOpenAPIHeadTwinsGet(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err)
+	for path, item := range c.doc.Paths.Map() {
+		get, head := item.Get, item.Head
+		is.True(get != nil)  // every path has GET
+		is.True(head != nil) // and HEAD
+		if get == nil || head == nil {
+			continue
+		}
+		is.Equal(len(head.Parameters), len(get.Parameters)) // same number of parameters
+		for i := range get.Parameters {
+			is.Equal(head.Parameters[i].Value.Name, get.Parameters[i].Value.Name) // same parameters
+		}
+		is.Equal(head.Security == nil, get.Security == nil) // same security
+		for code, g := range get.Responses.Map() {
+			if code == "405" {
+				is.True(head.Responses.Value(code) == nil) // HEAD is allowed: no 405
+				continue
+			}
+			hr := head.Responses.Value(code)
+			if hr == nil || hr.Value == nil {
+				t.Errorf("%s: HEAD does not document %s", path, code)
+				continue
+			}
+			is.Equal(len(hr.Value.Content), 0) // a HEAD response has no content
+			var gh, hh []string
+			for name := range g.Value.Headers {
+				gh = append(gh, name)
+			}
+			for name := range hr.Value.Headers {
+				hh = append(hh, name)
+			}
+			slices.Sort(gh)
+			slices.Sort(hh)
+			is.Equal(hh, gh) // HEAD declares the headers GET declares
+		}
+		for code := range head.Responses.Map() {
+			is.True(get.Responses.Value(code) != nil) // HEAD documents nothing GET does not
+		}
+	}
+}
+
+// TestOpenAPIEveryResponseDeclaresStandardHeaders: the headers every
+// answer carries are declared, required, on every documented response.
+func TestOpenAPIEveryResponseDeclaresStandardHeaders(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err)
+	n := 0
+	for path, item := range c.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for code, r := range op.Responses.Map() {
+				n++
+				for _, name := range []string{"X-Request-Id", "X-Content-Type-Options", "Cache-Control"} {
+					h := r.Value.Headers[name]
+					if h == nil || h.Value == nil || !h.Value.Required {
+						t.Errorf("%s %s %s: %s not declared as required", method, path, code, name)
+					}
+				}
+				if code == "401" && r.Value.Headers["WWW-Authenticate"] == nil {
+					t.Errorf("%s %s 401: no WWW-Authenticate", method, path)
+				}
+			}
+		}
+	}
+	is.True(n > 20) // the walk saw the responses
+}
+
+// TestOpenAPIServersResolveUnderAPrefix does what a tool does with the
+// served document: resolves its server URL against the URL it fetched the
+// document from, drops a trailing slash, appends each path, and calls it.
+// At the root and under a prefix, every operation must answer 200.
+func TestOpenAPIServersResolveUnderAPrefix(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	ctx := context.Background()
+	if err := s.AddForm(ctx, "acct", formsapi.Form{ID: "contact", Title: "Contact"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddKey(ctx, "test-key", "acct"); err != nil {
+		t.Fatal(err)
+	}
+	api := formsapi.NewHandler(s, s)
+	for _, prefix := range []string{"", "/api", "/tenants/x/forms-api"} {
+		t.Run("prefix="+prefix, func(t *testing.T) {
+			is := is.New(t)
+			mux := http.NewServeMux()
+			if prefix == "" {
+				mux.Handle("/", api)
+			} else {
+				mux.Handle(prefix+"/", http.StripPrefix(prefix, api))
+			}
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+
+			docURL := srv.URL + prefix + "/v1/openapi.json"
+			res := doHTTP(t, "GET", docURL, "")
+			is.Equal(res.status, 200) // the document is served under the prefix
+			doc, err := openapi3.NewLoader().LoadFromData(res.body)
+			is.NoErr(err)
+			is.True(len(doc.Servers) > 0) // the document names a server
+			base, err := url.Parse(docURL)
+			is.NoErr(err)
+			ref, err := url.Parse(doc.Servers[0].URL)
+			is.NoErr(err)
+			server := strings.TrimSuffix(base.ResolveReference(ref).String(), "/")
+			is.Equal(server, srv.URL+prefix) // the server resolves to where the API is mounted
+
+			for path, item := range doc.Paths.Map() {
+				is.True(item.Get != nil)
+				target := server + strings.ReplaceAll(path, "{formId}", "contact")
+				res := doHTTP(t, "GET", target, "test-key")
+				is.Equal(res.status, 200) // every documented path answers at the resolved server
+			}
+		})
 	}
 }
