@@ -81,7 +81,9 @@ var (
 // Errors of the write side shared by memstore and sqlitestore.
 var (
 	// ErrFormExists means a form with that ID is already stored, in any
-	// account: form IDs are unique across accounts.
+	// account: form IDs are unique across accounts. Never pass it on to a
+	// customer who chose the ID: it would tell them another tenant's form
+	// exists. Make IDs with [NewFormID] instead.
 	ErrFormExists = errors.New("formsapi: form already exists")
 	// ErrKeyExists means the API key is already registered.
 	ErrKeyExists = errors.New("formsapi: API key already exists")

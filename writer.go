@@ -17,8 +17,9 @@ type Writer interface {
 	// AddForm stores f as a form of accountID, after [PrepareForm]: a zero
 	// f.CreatedAt becomes the current time. It returns an error wrapping
 	// ErrFormExists if any account already has a form with f.ID (form IDs
-	// are unique across accounts), and one wrapping ErrInvalidInput if
-	// accountID is empty or f is malformed.
+	// are unique across accounts, so give forms IDs from [NewFormID], not
+	// IDs a customer chose), and one wrapping ErrInvalidInput if accountID
+	// is empty or f is malformed.
 	AddForm(ctx context.Context, accountID string, f Form) error
 
 	// AddSubmission stores s with its internal metadata m, which the read
