@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -119,7 +121,7 @@ func canonicalJSON(raw []byte) string {
 // exactly the key's account's items, every object has exactly the
 // documented fields, no metadata canary ever appears, and a foreign or
 // garbage form ID gets the same 404 as an unknown one. The same worlds go
-// into memstore and sqlitestore.
+// into memstore, sqlitestore and pgstore.
 func TestPropertyIsolationAndAllowList(t *testing.T) {
 	stores := []struct {
 		name  string
@@ -133,6 +135,15 @@ func TestPropertyIsolationAndAllowList(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+		{"pgstore", 12, func(t *testing.T) storetest.WriteStore {
+			dsn, schema := pgtest.Schema(t)
+			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
 			return s
 		}},
 	}
