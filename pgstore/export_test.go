@@ -1,6 +1,10 @@
 package pgstore
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/formsapi/formsapi"
+)
 
 // Pool returns the pool the store works through.
 func Pool(s *Store) *pgxpool.Pool { return s.pool }
@@ -12,4 +16,50 @@ func MigrationCount() int {
 		panic(err)
 	}
 	return len(ms)
+}
+
+// ListSQL returns the statement the store runs for a page of forms
+// (table "forms"), submissions ("submissions") or encoded submissions
+// ("encoded", the handler's fast path) in order o.
+func ListSQL(s *Store, table string, o formsapi.Order) string {
+	asc := o == formsapi.Oldest
+	switch {
+	case table == "forms" && asc:
+		return s.sql.formsAsc
+	case table == "forms":
+		return s.sql.formsDesc
+	case table == "encoded" && asc:
+		return s.sql.encodedAsc
+	case table == "encoded":
+		return s.sql.encodedDesc
+	case asc:
+		return s.sql.subsAsc
+	default:
+		return s.sql.subsDesc
+	}
+}
+
+// ListArgs returns the arguments the store binds to ListSQL for q, after
+// the owner's: the keyset bounds and the row count to fetch.
+func ListArgs(q formsapi.Query) ([]any, error) {
+	b, err := bounds(q)
+	if err != nil {
+		return nil, err
+	}
+	return []any{b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch}, nil
+}
+
+// AllSQL returns every statement the store runs.
+func AllSQL(s *Store) []string {
+	q := s.sql
+	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
+		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey}
+}
+
+// LookupSQL returns the store's single-row lookups with example arguments.
+func LookupSQL(s *Store) map[string][]any {
+	return map[string][]any{
+		s.sql.formOf:     {"form-id", "account-id"},
+		s.sql.resolveKey: {make([]byte, 32)},
+	}
 }

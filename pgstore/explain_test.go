@@ -1,0 +1,239 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/pgstore"
+)
+
+// TestExplain checks the plan of every list statement on tables big
+// enough (50,000 forms, 100,000 submissions, analyzed) that the planner
+// would sort or scan the whole table if the statement let it: each must
+// be one index range scan bounded at both ends by the keyset, under a
+// Limit, with no Sort node and no sequential scan, for the first page, a
+// page 99% deep, a since/until window, both orders, and both the custom
+// plans PostgreSQL makes for the first executions of a prepared statement
+// and the generic plan it may switch to later. With ANALYZE, the scan
+// reads no more rows than the page needs, however deep it is.
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t)
+	pool := pgstore.Pool(s)
+	schema := quote(s.Schema())
+	const t0 = int64(1_700_000_000_000_000_000)
+	for _, q := range []string{
+		// 20,000 forms of one account, the rest over 1,000 others; many
+		// share a creation time.
+		fmt.Sprintf(`INSERT INTO %s.formsapi_forms (id, account_id, title, icon, notification_email, created_at)
+SELECT 'form-' || g, CASE WHEN g <= 20000 THEN 'big' ELSE 'acct-' || (g %% 1000) END, 't', 'i', 'e', %d + (g / 4)::bigint * 1000000000
+FROM generate_series(1, 50000) g`, schema, t0),
+		// 50,000 submissions of form-1, 50,000 over the other forms.
+		fmt.Sprintf(`INSERT INTO %[1]s.formsapi_submissions (form_seq, feed_pos, created_at, data, json)
+SELECT CASE WHEN g <= 50000 THEN (SELECT seq FROM %[1]s.formsapi_forms WHERE id = 'form-1') ELSE 1 + g %% 50000 END,
+       g, %[2]d + (g / 3)::bigint * 1000000000, '{}', '\x7b7d'::bytea
+FROM generate_series(1, 100000) g`, schema, t0),
+		fmt.Sprintf(`ANALYZE %[1]s.formsapi_forms, %[1]s.formsapi_submissions`, schema),
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", firstLine(q), err)
+		}
+	}
+	for _, sql := range pgstore.AllSQL(s) {
+		if strings.Contains(strings.ToUpper(sql), "OFFSET") {
+			t.Errorf("statement uses OFFSET: %s", sql)
+		}
+	}
+
+	at := func(sec int64) time.Time { return time.Unix(0, t0+sec*1e9) }
+	deep := func(rows int64, perSecond int64) string { // a cursor 99% into the list
+		return keyset.Pos{At: t0 + rows*99/100/perSecond*1e9, Seq: rows * 99 / 100}.String()
+	}
+	queries := []struct {
+		name string
+		q    formsapi.Query
+	}{
+		{"FirstPage", formsapi.Query{Limit: 50}},
+		{"MaxLimit", formsapi.Query{Limit: formsapi.MaxPageSize}},
+		{"Window", formsapi.Query{Limit: 50, Since: at(4000), Until: at(9000)}},
+	}
+	lists := []struct {
+		table, owner, index string
+		rows, perSecond     int64
+	}{
+		{"forms", "'big'", "formsapi_forms_account", 20000, 4},
+		{"submissions", "'form-1', 'big'", "formsapi_submissions_form", 50000, 3},
+		{"encoded", "'form-1', 'big'", "formsapi_submissions_form", 50000, 3},
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, l := range lists {
+		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+			cases := append(queries[:len(queries):len(queries)], struct {
+				name string
+				q    formsapi.Query
+			}{"DeepPage", formsapi.Query{Limit: 50, Order: o, Cursor: deep(l.rows, l.perSecond)}})
+			for _, c := range cases {
+				c.q.Order = o
+				args, err := pgstore.ListArgs(c.q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				literals := l.owner
+				for _, a := range args {
+					literals += ", " + strconv.FormatInt(toInt64(a), 10)
+				}
+				fetch := toInt64(args[len(args)-1])
+				name := fmt.Sprintf("%s/%s/%s", l.table, o, c.name)
+				sql := pgstore.ListSQL(s, l.table, o)
+				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+					plan := explain(t, conn.Conn(), sql, literals, mode, mode == "force_custom_plan")
+					checkListPlan(t, name+"/"+mode, plan, l.index, fetch)
+				}
+			}
+		}
+	}
+	for sql, args := range pgstore.LookupSQL(s) {
+		var literals []string
+		for _, a := range args {
+			switch v := a.(type) {
+			case string:
+				literals = append(literals, "'"+v+"'")
+			case []byte:
+				literals = append(literals, fmt.Sprintf(`'\x%x'::bytea`, v))
+			}
+		}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			plan := explain(t, conn.Conn(), sql, strings.Join(literals, ", "), mode, false)
+			for _, n := range nodes(plan) {
+				if n.NodeType == "Seq Scan" {
+					t.Errorf("%s (%s): sequential scan of %s", firstLine(sql), mode, n.Relation)
+				}
+			}
+		}
+	}
+}
+
+func toInt64(a any) int64 {
+	switch v := a.(type) {
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	}
+	panic(fmt.Sprintf("unexpected argument %T", a))
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the test looks at.
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	Relation     string     `json:"Relation Name"`
+	Index        string     `json:"Index Name"`
+	IndexCond    string     `json:"Index Cond"`
+	Filter       string     `json:"Filter"`
+	ActualRows   *int64     `json:"Actual Rows"`
+	RowsFiltered int64      `json:"Rows Removed by Filter"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func nodes(n planNode) []planNode {
+	all := []planNode{n}
+	for _, c := range n.Plans {
+		all = append(all, nodes(c)...)
+	}
+	return all
+}
+
+// explain prepares sql, and explains executing it with literal arguments
+// under plan_cache_mode mode, with ANALYZE if analyze is set.
+func explain(t *testing.T, conn *pgx.Conn, sql, literals, mode string, analyze bool) planNode {
+	t.Helper()
+	opts := "FORMAT JSON"
+	if analyze {
+		opts += ", ANALYZE, TIMING OFF"
+	}
+	for _, q := range []string{
+		"DEALLOCATE ALL",
+		"SET plan_cache_mode = " + mode,
+		"PREPARE explained AS " + sql,
+	} {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", firstLine(q), err)
+		}
+	}
+	defer conn.Exec(ctx, "DEALLOCATE explained; RESET plan_cache_mode", pgx.QueryExecModeSimpleProtocol)
+	var out string
+	q := fmt.Sprintf("EXPLAIN (%s) EXECUTE explained(%s)", opts, literals)
+	if err := conn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output: %v\n%s", err, out)
+	}
+	return plans[0].Plan
+}
+
+var (
+	lowerBound = regexp.MustCompile(`ROW\(created_at, seq\) > ROW\(`)
+	upperBound = regexp.MustCompile(`ROW\(created_at, seq\) < ROW\(`)
+)
+
+// checkListPlan checks that a list plan is a Limit over one range scan of
+// index, bounded below and above by the keyset, with nothing sorted or
+// scanned whole; with ANALYZE figures, that the scan read at most fetch
+// rows and filtered none away.
+func checkListPlan(t *testing.T, name string, plan planNode, index string, fetch int64) {
+	t.Helper()
+	if plan.NodeType != "Limit" {
+		t.Errorf("%s: the plan starts with %s, want Limit", name, plan.NodeType)
+	}
+	var scans int
+	for _, n := range nodes(plan) {
+		switch n.NodeType {
+		case "Sort", "Incremental Sort", "Seq Scan", "Bitmap Heap Scan", "Materialize", "Hash":
+			t.Errorf("%s: %s node (on %q)", name, n.NodeType, n.Relation)
+		}
+		if n.Index != index {
+			continue
+		}
+		scans++
+		if n.NodeType != "Index Scan" && n.NodeType != "Index Only Scan" {
+			t.Errorf("%s: %s on %s, want an index scan", name, n.NodeType, index)
+		}
+		if !lowerBound.MatchString(n.IndexCond) || !upperBound.MatchString(n.IndexCond) {
+			t.Errorf("%s: index condition %q is not bounded at both ends by the keyset", name, n.IndexCond)
+		}
+		if n.Filter != "" {
+			t.Errorf("%s: rows filtered after the index scan: %s", name, n.Filter)
+		}
+		if n.ActualRows != nil && (*n.ActualRows > fetch || n.RowsFiltered > 0) {
+			t.Errorf("%s: the scan read %d rows and filtered %d for a page of %d", name, *n.ActualRows, n.RowsFiltered, fetch)
+		}
+	}
+	if scans != 1 {
+		t.Errorf("%s: %d scans of %s, want 1", name, scans, index)
+	}
+	if t.Failed() {
+		b, _ := json.MarshalIndent(plan, "", "  ")
+		t.Logf("%s plan:\n%s", name, b)
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
