@@ -1,16 +1,20 @@
 // Package memstore keeps forms, submissions and API keys in memory. It
-// implements formsapi.Store and formsapi.KeyResolver, is safe for
+// implements formsapi.Store and formsapi.KeyManager (scoped, expiring keys
+// and when each was last used), is safe for
 // concurrent use, and has the same write side as sqlitestore, so tests and
 // small hosts can use it in place of a database.
 package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
@@ -23,17 +27,27 @@ type Store struct {
 	seq      int64
 	forms    map[string]*form   // by form ID, across accounts
 	accounts map[string][]*form // each sorted by keyset position
-	keys     map[[32]byte]keyRec
+	keys     map[[32]byte]*keyRec
 }
 
+// keyRec is one API key. Only lastUsed changes after it is added (and
+// revoked, under the write lock), so readers under the read lock may
+// note a use without taking the write lock.
 type keyRec struct {
-	account string
-	revoked bool // kept so that a revoked key can never be added again
+	seq       int64
+	account   string
+	forms     []string // nil: every form
+	createdAt time.Time
+	expiresAt time.Time // zero: never
+	revokedAt time.Time // zero: live; kept so that a revoked key can never be added again
+	lastUsed  atomic.Int64
 }
 
 var (
 	_ formsapi.Store       = (*Store)(nil)
 	_ formsapi.KeyResolver = (*Store)(nil)
+	_ formsapi.KeyManager  = (*Store)(nil)
+	_ formsapi.Writer      = (*Store)(nil)
 )
 
 type form struct {
@@ -55,7 +69,7 @@ func New() *Store {
 	return &Store{
 		forms:    make(map[string]*form),
 		accounts: make(map[string][]*form),
-		keys:     make(map[[32]byte]keyRec),
+		keys:     make(map[[32]byte]*keyRec),
 	}
 }
 
@@ -118,14 +132,21 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 // registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the key could
 // never authenticate (see formsapi.CheckKey) or accountID is empty.
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
+	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
+}
+
+// AddKeyWith registers key as an API key of accountID restricted to
+// o.Forms and o.ExpiresAt. It returns an error wrapping
+// formsapi.ErrKeyExists if the key is already registered or was ever
+// revoked, and one wrapping formsapi.ErrInvalidInput if the key,
+// accountID or o is malformed (see formsapi.PrepareKeyOptions); either
+// way nothing changes.
+func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
 	}
-	if err := formsapi.CheckKey(key); err != nil {
+	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
-	}
-	if accountID == "" {
-		return fmt.Errorf("memstore: add key: %w: empty account ID", formsapi.ErrInvalidInput)
 	}
 	h := formsapi.HashKey(key)
 	s.mu.Lock()
@@ -133,7 +154,8 @@ func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	if _, ok := s.keys[h]; ok {
 		return fmt.Errorf("memstore: add key: %w", formsapi.ErrKeyExists)
 	}
-	s.keys[h] = keyRec{account: accountID}
+	s.seq++
+	s.keys[h] = &keyRec{seq: s.seq, account: accountID, forms: slices.Clone(o.Forms), createdAt: time.Now().UTC(), expiresAt: o.ExpiresAt}
 	return nil
 }
 
@@ -148,27 +170,84 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.keys[h]
-	if !ok || k.revoked {
+	if !ok || !k.revokedAt.IsZero() {
 		return fmt.Errorf("memstore: revoke key: %w", formsapi.ErrInvalidKey)
 	}
-	s.keys[h] = keyRec{account: k.account, revoked: true}
+	k.revokedAt = time.Now().UTC()
 	return nil
 }
 
 // ResolveKey returns the account that owns key, or an error wrapping
-// formsapi.ErrInvalidKey if the key is unknown or revoked.
+// formsapi.ErrInvalidKey if the key is unknown, revoked or expired.
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	if err := ctx.Err(); err != nil {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
 		return "", fmt.Errorf("memstore: resolve key: %w", err)
 	}
-	h := formsapi.HashKey(key)
-	s.mu.RLock()
-	k, ok := s.keys[h]
-	s.mu.RUnlock()
-	if !ok || k.revoked {
-		return "", fmt.Errorf("memstore: resolve key: %w", formsapi.ErrInvalidKey)
+	return g.AccountID, nil
+}
+
+// Authorize implements formsapi.KeyAuthorizer: it returns what key may
+// read, or an error wrapping formsapi.ErrInvalidKey if the key is
+// unknown, revoked or expired. It notes the key's use for ListKeys.
+func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
+		return formsapi.Grant{}, fmt.Errorf("memstore: authorize: %w", err)
 	}
-	return k.account, nil
+	return g, nil
+}
+
+func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return formsapi.Grant{}, err
+	}
+	h := formsapi.HashKey(key)
+	now := time.Now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.keys[h]
+	if !ok || !k.revokedAt.IsZero() || !k.expiresAt.IsZero() && !now.Before(k.expiresAt) {
+		return formsapi.Grant{}, formsapi.ErrInvalidKey
+	}
+	// Noted at most once per interval, so that a busy key does not make
+	// every request write the same cache line.
+	if last := k.lastUsed.Load(); now.UnixNano()-last >= int64(formsapi.LastUsedInterval) {
+		k.lastUsed.CompareAndSwap(last, now.UnixNano())
+	}
+	return formsapi.Grant{AccountID: k.account, Forms: slices.Clone(k.forms), ExpiresAt: k.expiresAt}, nil
+}
+
+// ListKeys implements formsapi.KeyManager: every key of accountID,
+// revoked and expired ones included, oldest first.
+func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: list keys: %w", err)
+	}
+	type rec struct {
+		seq  int64
+		info formsapi.KeyInfo
+	}
+	var recs []rec
+	s.mu.RLock()
+	for h, k := range s.keys {
+		if k.account != accountID {
+			continue
+		}
+		info := formsapi.KeyInfo{ID: fmt.Sprintf("%x", h), AccountID: k.account, Forms: slices.Clone(k.forms),
+			CreatedAt: k.createdAt, ExpiresAt: k.expiresAt, RevokedAt: k.revokedAt}
+		if ns := k.lastUsed.Load(); ns != 0 {
+			info.LastUsedAt = time.Unix(0, ns).UTC()
+		}
+		recs = append(recs, rec{k.seq, info})
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]formsapi.KeyInfo, len(recs))
+	for i, r := range recs {
+		out[i] = r.info
+	}
+	return out, nil
 }
 
 // ListForms implements formsapi.Store.

@@ -28,3 +28,7 @@ func TestKeyContract(t *testing.T) {
 func TestWriteContract(t *testing.T) {
 	storetest.RunWrites(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore { return open(t, seed) })
 }
+
+func TestGrantContract(t *testing.T) {
+	storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore { return open(t, seed) })
+}

@@ -27,7 +27,7 @@ type cache struct {
 	pages    map[pageKey]cachedPage
 	bytes    int
 	maxBytes int
-	keys     map[[32]byte]string // key hash → account
+	keys     map[[32]byte]grant // key hash → live key
 }
 
 // maxCachedKeys bounds the resolved keys kept.
@@ -50,7 +50,7 @@ func newCache(ctx context.Context, read *sql.DB, maxBytes int) (*cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache connection: %w", err)
 	}
-	return &cache{watch: watch, maxBytes: maxBytes, pages: map[pageKey]cachedPage{}, keys: map[[32]byte]string{}}, nil
+	return &cache{watch: watch, maxBytes: maxBytes, pages: map[pageKey]cachedPage{}, keys: map[[32]byte]grant{}}, nil
 }
 
 // sync reads the current data_version and forgets everything if it moved.
@@ -100,14 +100,14 @@ func (c *cache) putPage(v int64, k pageKey, p cachedPage) {
 	c.bytes += len(p.body)
 }
 
-func (c *cache) account(v int64, h [32]byte) (string, bool) {
+func (c *cache) grant(v int64, h [32]byte) (grant, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a, ok := c.keys[h]
-	return a, ok && c.version == v
+	g, ok := c.keys[h]
+	return g, ok && c.version == v
 }
 
-func (c *cache) putAccount(v int64, h [32]byte, account string) {
+func (c *cache) putGrant(v int64, h [32]byte, g grant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.version != v {
@@ -119,7 +119,7 @@ func (c *cache) putAccount(v int64, h [32]byte, account string) {
 		}
 		delete(c.keys, old)
 	}
-	c.keys[h] = account
+	c.keys[h] = g
 }
 
 func (c *cache) close() error {

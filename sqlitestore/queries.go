@@ -55,7 +55,17 @@ LIMIT ?`
 	// The ownership check: a form of another account is not found.
 	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
-	sqlResolveKey = `SELECT account_id FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
+	// Expiry is checked by the caller against the current time, so that
+	// a cached grant expires on time too.
+	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
+
+	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
+FROM formsapi_keys WHERE account_id = ? ORDER BY created_at, key_hash`
+
+	// A batch of noted uses; an older time never overwrites a newer one
+	// (two stores over one file may flush in any order).
+	sqlTouchKey = `UPDATE formsapi_keys SET last_used_at = ?1
+WHERE key_hash = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`
 
 	sqlAddForm = `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at)
 VALUES (?, ?, ?, ?, ?, ?)`
@@ -66,7 +76,7 @@ VALUES (?, ?, ?, ?, ?, ?)`
     (form_seq, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
 SELECT seq, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
 
-	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES (?, ?, ?)`
+	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES (?, ?, ?, ?, ?)`
 
 	// Revocation keeps the row, so the key can never be added again.
 	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = ? WHERE key_hash = ? AND revoked_at IS NULL`

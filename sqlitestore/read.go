@@ -14,40 +14,6 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// ResolveKey returns the account that owns key, or an error wrapping
-// formsapi.ErrInvalidKey if the key is unknown or revoked. It looks the
-// key's hash up in the database on every call, so a revocation holds for
-// the very next request.
-func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
-	}
-	h := formsapi.HashKey(key)
-	var version int64
-	if s.cache != nil {
-		v, err := s.cache.sync(ctx)
-		if err != nil {
-			return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
-		}
-		if account, ok := s.cache.account(v, h); ok {
-			return account, nil
-		}
-		version = v
-	}
-	var account string
-	err := s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&account)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("sqlitestore: resolve key: %w", formsapi.ErrInvalidKey)
-	}
-	if err != nil {
-		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
-	}
-	if s.cache != nil {
-		s.cache.putAccount(version, h, account)
-	}
-	return account, nil
-}
-
 // ListForms implements formsapi.Store. It returns an error if q.Limit is
 // below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
 // package did not make.

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -36,10 +37,11 @@ const readConns = 4
 const DefaultCacheSize = 8 << 20
 
 type config struct {
-	cacheBytes int
+	cacheBytes   int
+	usedInterval time.Duration
 }
 
-// Option configures a store from Open.
+// Option configures a store from Open or New.
 type Option func(*config)
 
 // WithCacheSize bounds the read cache to about n bytes of encoded pages
@@ -50,6 +52,16 @@ func WithCacheSize(n int) Option {
 	return func(c *config) { c.cacheBytes = max(n, 0) }
 }
 
+// WithLastUsedInterval sets how often the store notes each key's use and
+// writes the noted uses, in one transaction: formsapi.LastUsedInterval (a
+// minute) unless set. It panics if d is not positive.
+func WithLastUsedInterval(d time.Duration) Option {
+	if d <= 0 {
+		panic("sqlitestore: WithLastUsedInterval needs a positive interval")
+	}
+	return func(c *config) { c.usedInterval = d }
+}
+
 // Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
 // for concurrent use. Make one with Open or New.
 type Store struct {
@@ -58,17 +70,20 @@ type Store struct {
 	owned bool    // Close closes the pools only when Open made them
 	stmts []*sql.Stmt
 	cache *cache // for a store from Open; nil for one from New
+	used  *usage // when keys were last used, noted in memory
 
-	addForm, addSubmission, addKey, revokeKey *sql.Stmt // on write
+	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
 	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
 	encodedDesc, encodedAsc                *sql.Stmt // on read
-	formOf, resolveKey                     *sql.Stmt // on read
+	formOf, resolveKey, listKeys           *sql.Stmt // on read
 }
 
 var (
 	_ formsapi.Store       = (*Store)(nil)
 	_ formsapi.KeyResolver = (*Store)(nil)
+	_ formsapi.KeyManager  = (*Store)(nil)
+	_ formsapi.Writer      = (*Store)(nil)
 )
 
 // Open opens the SQLite database file at path, creating it if needed,
@@ -96,7 +111,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
-	cfg := config{cacheBytes: DefaultCacheSize}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: formsapi.LastUsedInterval}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -115,7 +130,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true}
+	s := &Store{write: write, owned: true, used: newUsage(cfg.usedInterval)}
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
@@ -158,6 +173,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 			return fail(err)
 		}
 	}
+	s.runUsage()
 	return s, nil
 }
 
@@ -170,7 +186,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 //
 // New returns an error wrapping [ErrSchemaTooNew] if a newer version of
 // this package has already migrated the database. It panics if db is nil.
-func New(db *sql.DB) (*Store, error) {
+func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		panic("sqlitestore: New with a nil *sql.DB")
 	}
@@ -178,23 +194,30 @@ func New(db *sql.DB) (*Store, error) {
 	if _, ok := db.Driver().(*sqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
 	}
+	cfg := config{usedInterval: formsapi.LastUsedInterval}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx := context.Background()
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db}
+	s := &Store{write: db, read: db, used: newUsage(cfg.usedInterval)}
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
+	s.runUsage()
 	return s, nil
 }
 
-// Close releases the store's prepared statements and, for a store from
-// Open, closes its database connections. A store from New leaves the
+// Close writes the key uses noted since the last batch (see
+// [Store.Authorize]), releases the store's prepared statements and, for
+// a store from Open, closes its database connections. A store from New leaves the
 // host's handle open.
 func (s *Store) Close() error {
 	var errs []error
+	errs = append(errs, s.stopUsage())
 	if s.cache != nil {
 		errs = append(errs, s.cache.close())
 		s.cache = nil
@@ -227,6 +250,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.addSubmission, s.write, sqlAddSubmission},
 		{&s.addKey, s.write, sqlAddKey},
 		{&s.revokeKey, s.write, sqlRevokeKey},
+		{&s.touchKey, s.write, sqlTouchKey},
 		{&s.formsDesc, s.read, sqlListFormsDesc},
 		{&s.formsAsc, s.read, sqlListFormsAsc},
 		{&s.subsDesc, s.read, sqlListSubmissionsDesc},
@@ -235,6 +259,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.encodedAsc, s.read, sqlAppendSubmissionsAsc},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
+		{&s.listKeys, s.read, sqlListKeys},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {

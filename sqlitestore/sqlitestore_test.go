@@ -109,6 +109,14 @@ func TestWriteContract(t *testing.T) {
 	}
 }
 
+func TestGrantContract(t *testing.T) {
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore { return f.open(t, seed) })
+		})
+	}
+}
+
 // view is everything the seed accounts can see.
 type view struct {
 	Forms       map[string][]formsapi.Form
@@ -762,4 +770,73 @@ func TestCacheIsBounded(t *testing.T) {
 	is.True(bytes > 0 && bytes <= sqlitestore.DefaultCacheSize) // bounded
 	pages, _ := sqlitestore.CachedPages(s)
 	is.True(pages > 1) // and still in use: old pages made room for new ones
+}
+
+// dataVersion reads PRAGMA data_version on its own connection: it changes
+// whenever anyone else commits to the file.
+func dataVersion(t *testing.T, c *sql.Conn) int64 {
+	t.Helper()
+	var v int64
+	if err := c.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestLastUsedWithoutAWritePerRequest(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	path := dbPath(t)
+	s, err := sqlitestore.Open(path)
+	is.NoErr(err) // open store
+	load(t, s, storetest.DefaultSeed())
+	watch := hostDB(t, path)
+	conn, err := watch.Conn(ctx)
+	is.NoErr(err) // watching connection
+	defer conn.Close()
+	v := dataVersion(t, conn)
+	for i := 0; i < 200; i++ {
+		for _, k := range []string{storetest.KeyA, storetest.KeyA2, storetest.KeyB} {
+			_, err := s.Authorize(ctx, k)
+			is.NoErr(err) // authorize
+		}
+	}
+	is.Equal(dataVersion(t, conn), v) // 600 requests committed nothing
+	is.NoErr(s.Close())               // close store, writing the noted uses
+
+	s2 := mustOpen(t, path)
+	keys, err := s2.ListKeys(ctx, storetest.AccountA)
+	is.NoErr(err) // list keys after reopening
+	used := 0
+	for _, k := range keys {
+		if !k.LastUsedAt.IsZero() {
+			used++
+		}
+	}
+	is.Equal(used, 2) // KeyA and KeyA2 were used, and Close wrote it
+}
+
+func TestLastUsedWrittenInBatches(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	path := dbPath(t)
+	s, err := sqlitestore.Open(path, sqlitestore.WithLastUsedInterval(50*time.Millisecond))
+	is.NoErr(err) // open store
+	t.Cleanup(func() { s.Close() })
+	load(t, s, storetest.DefaultSeed())
+	other := mustOpen(t, path) // a second node: sees only what is written
+	_, err = s.Authorize(ctx, storetest.KeyB)
+	is.NoErr(err) // authorize
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		keys, err := other.ListKeys(ctx, storetest.AccountB)
+		is.NoErr(err) // list keys on the other store
+		if !keys[0].LastUsedAt.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the use was never written without Close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -103,24 +103,7 @@ func compact(v []byte) (string, error) {
 // if the key could never authenticate (see formsapi.CheckKey) or accountID
 // is empty.
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: add key: %w", err)
-	}
-	if err := formsapi.CheckKey(key); err != nil {
-		return fmt.Errorf("sqlitestore: add key: %w", err)
-	}
-	if accountID == "" {
-		return fmt.Errorf("sqlitestore: add key: %w: empty account ID", formsapi.ErrInvalidInput)
-	}
-	h := formsapi.HashKey(key)
-	_, err := s.addKey.ExecContext(ctx, h[:], accountID, time.Now().UnixNano())
-	if isUniqueViolation(err) {
-		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlitestore: add key: %w", err)
-	}
-	return nil
+	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
 }
 
 // RevokeKey revokes key; the next request that presents it gets 401. The

@@ -1,0 +1,308 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/formsapi/formsapi"
+)
+
+// grant is a live key's row as the cache keeps it: expiry is checked on
+// every use, so a cached grant stops working on time.
+type grant struct {
+	account   string
+	forms     []string // nil: every form
+	expiresAt int64    // Unix ns; 0: never
+}
+
+// AddKeyWith registers key as an API key of accountID restricted to
+// o.Forms and o.ExpiresAt. Only its SHA-256 is stored. It returns an
+// error wrapping formsapi.ErrKeyExists if the key is already registered
+// or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the
+// key, accountID or o is malformed (see formsapi.PrepareKeyOptions);
+// either way nothing changes.
+func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	var forms, expires any // NULL unless restricted
+	if o.Forms != nil {
+		b, err := json.Marshal(o.Forms)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: add key: %w", err)
+		}
+		forms = string(b)
+	}
+	if !o.ExpiresAt.IsZero() {
+		expires = o.ExpiresAt.UnixNano()
+	}
+	h := formsapi.HashKey(key)
+	_, err := s.addKey.ExecContext(ctx, h[:], accountID, time.Now().UnixNano(), forms, expires)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	return nil
+}
+
+// ResolveKey returns the account that owns key, or an error wrapping
+// formsapi.ErrInvalidKey if the key is unknown, revoked or expired. A
+// revocation holds for the very next request: the cache of a store from
+// Open is emptied by every commit.
+func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
+	}
+	return g.AccountID, nil
+}
+
+// Authorize implements formsapi.KeyAuthorizer: it returns what key may
+// read, or an error wrapping formsapi.ErrInvalidKey if the key is
+// unknown, revoked or expired. It notes the key's use in memory; the
+// store writes noted uses in one transaction per LastUsedInterval, and on
+// Close.
+func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
+		return formsapi.Grant{}, fmt.Errorf("sqlitestore: authorize: %w", err)
+	}
+	return g, nil
+}
+
+func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return formsapi.Grant{}, err
+	}
+	h := formsapi.HashKey(key)
+	g, err := s.lookupKey(ctx, h)
+	if err != nil {
+		return formsapi.Grant{}, err
+	}
+	now := time.Now()
+	if g.expiresAt != 0 && now.UnixNano() >= g.expiresAt {
+		return formsapi.Grant{}, formsapi.ErrInvalidKey
+	}
+	s.used.note(h, now)
+	out := formsapi.Grant{AccountID: g.account}
+	if g.forms != nil {
+		out.Forms = append([]string{}, g.forms...)
+	}
+	if g.expiresAt != 0 {
+		out.ExpiresAt = time.Unix(0, g.expiresAt).UTC()
+	}
+	return out, nil
+}
+
+// lookupKey returns the row of a live key, from the cache if it has one.
+func (s *Store) lookupKey(ctx context.Context, h [32]byte) (grant, error) {
+	var version int64
+	if s.cache != nil {
+		v, err := s.cache.sync(ctx)
+		if err != nil {
+			return grant{}, err
+		}
+		if g, ok := s.cache.grant(v, h); ok {
+			return g, nil
+		}
+		version = v
+	}
+	var (
+		g       grant
+		forms   sql.NullString
+		expires sql.NullInt64
+	)
+	err := s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&g.account, &forms, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return grant{}, formsapi.ErrInvalidKey
+	}
+	if err != nil {
+		return grant{}, err
+	}
+	if forms.Valid {
+		if err := json.Unmarshal([]byte(forms.String), &g.forms); err != nil || g.forms == nil {
+			return grant{}, fmt.Errorf("the forms of key %x… are damaged", h[:4])
+		}
+	}
+	g.expiresAt = expires.Int64
+	if s.cache != nil {
+		s.cache.putGrant(version, h, g)
+	}
+	return g, nil
+}
+
+// ListKeys implements formsapi.KeyManager: every key of accountID,
+// revoked and expired ones included, oldest first. LastUsedAt includes
+// uses noted but not yet written.
+func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
+	rows, err := s.listKeys.QueryContext(ctx, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list keys: %w", err)
+	}
+	defer rows.Close()
+	out := []formsapi.KeyInfo{}
+	for rows.Next() {
+		var (
+			hash                       []byte
+			forms                      sql.NullString
+			created                    int64
+			expires, revoked, lastUsed sql.NullInt64
+		)
+		if err := rows.Scan(&hash, &forms, &created, &expires, &revoked, &lastUsed); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list keys: %w", err)
+		}
+		info := formsapi.KeyInfo{ID: hex.EncodeToString(hash), AccountID: accountID, CreatedAt: time.Unix(0, created).UTC()}
+		if forms.Valid {
+			if err := json.Unmarshal([]byte(forms.String), &info.Forms); err != nil {
+				return nil, fmt.Errorf("sqlitestore: list keys: the forms of key %.8s… are damaged", info.ID)
+			}
+		}
+		info.ExpiresAt = unixTime(expires)
+		info.RevokedAt = unixTime(revoked)
+		info.LastUsedAt = unixTime(lastUsed)
+		var h [32]byte
+		copy(h[:], hash)
+		if t, ok := s.used.pendingAt(h); ok && t.After(info.LastUsedAt) {
+			info.LastUsedAt = t
+		}
+		out = append(out, info)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: list keys: %w", err)
+	}
+	return out, nil
+}
+
+func unixTime(ns sql.NullInt64) time.Time {
+	if !ns.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, ns.Int64).UTC()
+}
+
+// usage notes when keys were used, in memory, so that a request never
+// waits for a write: a key's use is noted at most once per interval, and
+// the noted uses are written in one transaction per interval by a
+// goroutine the store starts, and on Close.
+type usage struct {
+	interval time.Duration
+	mu       sync.Mutex
+	noted    map[[32]byte]int64 // when each key's use was last noted, Unix ns
+	pending  map[[32]byte]int64 // noted, not yet written
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newUsage(interval time.Duration) *usage {
+	return &usage{interval: interval, noted: map[[32]byte]int64{}, pending: map[[32]byte]int64{}}
+}
+
+func (u *usage) note(h [32]byte, now time.Time) {
+	ns := now.UnixNano()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if last, ok := u.noted[h]; ok && ns-last < int64(u.interval) {
+		return
+	}
+	u.noted[h] = ns
+	u.pending[h] = ns
+}
+
+func (u *usage) pendingAt(h [32]byte) (time.Time, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ns, ok := u.pending[h]
+	return time.Unix(0, ns).UTC(), ok
+}
+
+// take returns the pending uses and forgets them, and forgets the noted
+// times that no longer hold back a note.
+func (u *usage) take(now time.Time) map[[32]byte]int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p := u.pending
+	u.pending = map[[32]byte]int64{}
+	for h, ns := range u.noted {
+		if now.UnixNano()-ns >= int64(u.interval) {
+			delete(u.noted, h)
+		}
+	}
+	return p
+}
+
+// flushUsage writes the pending uses in one transaction. On failure they
+// are noted again, to be written next time.
+func (s *Store) flushUsage(ctx context.Context) error {
+	p := s.used.take(time.Now())
+	if len(p) == 0 {
+		return nil
+	}
+	err := func() error {
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op after Commit
+		st := tx.StmtContext(ctx, s.touchKey)
+		for h, ns := range p {
+			if _, err := st.ExecContext(ctx, ns, h[:]); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
+		s.used.mu.Lock()
+		for h, ns := range p {
+			if ns > s.used.pending[h] {
+				s.used.pending[h] = ns
+			}
+		}
+		s.used.mu.Unlock()
+		return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)
+	}
+	return nil
+}
+
+// runUsage flushes noted uses every interval until Close.
+func (s *Store) runUsage() {
+	u := s.used
+	u.stop, u.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(u.done)
+		t := time.NewTicker(u.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-u.stop:
+				return
+			case <-t.C:
+				// A failure keeps the uses pending for the next tick; the
+				// last attempt, in Close, reports its error.
+				s.flushUsage(context.Background())
+			}
+		}
+	}()
+}
+
+// stopUsage ends the flushing goroutine and writes what is pending.
+func (s *Store) stopUsage() error {
+	if s.used == nil || s.used.stop == nil {
+		return nil
+	}
+	close(s.used.stop)
+	<-s.used.done
+	s.used.stop = nil
+	return s.flushUsage(context.Background())
+}
