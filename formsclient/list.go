@@ -1,0 +1,264 @@
+package formsclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/formsapi/formsapi"
+)
+
+// ListOption narrows or orders a list: [Since], [Until], [Oldest],
+// [Newest], [PageSize].
+type ListOption func(*listQuery)
+
+// listQuery is what the options of one list asked for.
+type listQuery struct {
+	order        formsapi.Order
+	since, until time.Time
+	limit        int // 0: the server's default
+	err          error
+}
+
+// Since keeps the items created at t or later. A zero t is no bound.
+func Since(t time.Time) ListOption { return func(q *listQuery) { q.since = t } }
+
+// Until keeps the items created before t. A zero t is no bound. With
+// [Since], t must be later than the since time, or the server answers 400.
+func Until(t time.Time) ListOption { return func(q *listQuery) { q.until = t } }
+
+// Oldest lists the earliest created items first.
+func Oldest() ListOption { return func(q *listQuery) { q.order = formsapi.Oldest } }
+
+// Newest lists the most recently created items first, which is the default.
+func Newest() ListOption { return func(q *listQuery) { q.order = formsapi.Newest } }
+
+// PageSize sets how many items each request asks for (the server's default,
+// 100 unless its host changed it, otherwise). It changes only how many
+// requests a walk takes, never which items it yields. n must be at least 1
+// and at most the server's maximum (1000 unless its host changed it):
+// below 1 the list yields an error without a request, above the maximum
+// the server answers 400.
+func PageSize(n int) ListOption {
+	return func(q *listQuery) {
+		if n < 1 {
+			q.err = fmt.Errorf("formsclient: PageSize(%d): must be at least 1", n)
+			return
+		}
+		q.limit = n
+	}
+}
+
+// Forms yields the forms of the key's account, newest first unless
+// [Oldest] is given, fetching pages as the loop goes. On an error it
+// yields the error with a zero Form and stops.
+func (c *Client) Forms(ctx context.Context, opts ...ListOption) iter.Seq2[formsapi.Form, error] {
+	l := list[formsapi.Form]{
+		op:        "list forms",
+		path:      "/v1/forms",
+		field:     "forms",
+		createdAt: func(f formsapi.Form) time.Time { return f.CreatedAt },
+	}
+	return walk(ctx, c, l, opts)
+}
+
+// Submissions yields the submissions of the form formID, newest first
+// unless [Oldest] is given, fetching pages as the loop goes. On an error
+// it yields the error with a zero Submission and stops; a form that does
+// not exist or belongs to another account is an [*Error] matching
+// [formsapi.ErrFormNotFound]. formID is sent percent-escaped.
+func (c *Client) Submissions(ctx context.Context, formID string, opts ...ListOption) iter.Seq2[formsapi.Submission, error] {
+	l := list[formsapi.Submission]{
+		op:        fmt.Sprintf("list submissions of form %q", formID),
+		path:      "/v1/forms/" + url.PathEscape(formID) + "/submissions",
+		field:     "submissions",
+		createdAt: func(s formsapi.Submission) time.Time { return s.CreatedAt },
+		form:      true,
+	}
+	if formID == "" || formID == "." || formID == ".." {
+		// Not a path segment at all: no server could have such a form.
+		l.err = fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
+	}
+	return walk(ctx, c, l, opts)
+}
+
+// A Sync (or Follow) call for the server's feed in commit order will sit
+// beside these lists once the server defines that feed's wire: it will
+// reuse fetchPage and the paging checks with its own path and items field,
+// and return the token to resume from instead of hiding it.
+
+// list describes one of the API's lists to walk.
+type list[T any] struct {
+	op        string // for error messages
+	path      string // below the base URL, segments escaped
+	field     string // the envelope field that holds the items
+	createdAt func(T) time.Time
+	form      bool  // a form's list: its 404 is ErrFormNotFound
+	err       error // a problem found before any request
+}
+
+// Bounds on pages that make no progress. The API never sends an empty
+// page with a nextCursor (such a page is full), nor the same items on two
+// pages in a row, unless distinct submissions are identical to the
+// nanosecond; a server that does either forever (one behind a proxy that
+// drops the query string, say, answers the first page again and again,
+// each time with a freshly sealed cursor) must not keep the client busy
+// forever.
+const (
+	maxEmptyPages    = 5
+	maxRepeatedPages = 10
+)
+
+// walk yields the items of l page by page. The first request carries the
+// options; later ones carry only the cursor and the same limit, since the
+// cursor carries the order and the range.
+func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) iter.Seq2[T, error] {
+	var q listQuery
+	for _, o := range opts {
+		o(&q)
+	}
+	return func(yield func(T, error) bool) {
+		var zero T
+		fail := func(err error) { yield(zero, err) }
+		for _, err := range []error{c.err, l.err, q.err} {
+			if err != nil {
+				fail(err)
+				return
+			}
+		}
+		params := url.Values{"order": {q.order.String()}}
+		if q.limit > 0 {
+			params.Set("limit", strconv.Itoa(q.limit))
+		}
+		if !q.since.IsZero() {
+			params.Set("since", q.since.UTC().Format(time.RFC3339Nano))
+		}
+		if !q.until.IsZero() {
+			params.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+		}
+		var (
+			seen    = map[[sha256.Size]byte]bool{} // cursors already followed
+			last    time.Time                      // createdAt of the last item yielded
+			yielded bool
+			empty   int               // consecutive empty pages with a next cursor
+			repeats int               // consecutive pages with the same items as the one before
+			prev    [sha256.Size]byte // hash of the previous page's items
+		)
+		for page := 1; ; page++ {
+			items, next, sum, err := fetchPage[T](ctx, c, l, params)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if page > 1 && len(items) > 0 && sum == prev {
+				repeats++
+			} else {
+				repeats = 0
+			}
+			prev = sum
+			if repeats >= maxRepeatedPages {
+				fail(fmt.Errorf("%w: %s: %d pages in a row repeat the items of the page before; stopping so as not to loop", ErrPaging, l.op, repeats+1))
+				return
+			}
+			for _, it := range items {
+				if err := ctx.Err(); err != nil {
+					fail(fmt.Errorf("formsclient: %s: %w", l.op, err))
+					return
+				}
+				t := l.createdAt(it)
+				if err := q.check(t, last, yielded); err != nil {
+					fail(fmt.Errorf("%w: %s: page %d: %s", ErrPaging, l.op, page, err))
+					return
+				}
+				last, yielded = t, true
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if next == "" {
+				return
+			}
+			h := sha256.Sum256([]byte(next))
+			if seen[h] {
+				fail(fmt.Errorf("%w: %s: page %d: the server returned a nextCursor it had returned before; stopping so as not to loop", ErrPaging, l.op, page))
+				return
+			}
+			seen[h] = true
+			if len(items) == 0 {
+				empty++
+			} else {
+				empty = 0
+			}
+			if empty >= maxEmptyPages {
+				fail(fmt.Errorf("%w: %s: %d empty pages in a row each point to a next page; stopping so as not to loop", ErrPaging, l.op, empty))
+				return
+			}
+			params = url.Values{"cursor": {next}}
+			if q.limit > 0 {
+				params.Set("limit", strconv.Itoa(q.limit))
+			}
+		}
+	}
+}
+
+// check says what is wrong, if anything, with an item created at t that
+// follows one created at last (if yielded): the API returns a range in
+// order, so an item out of order or out of range means the pages skip or
+// repeat items.
+func (q *listQuery) check(t, last time.Time, yielded bool) error {
+	switch {
+	case !q.since.IsZero() && t.Before(q.since):
+		return fmt.Errorf("an item created at %s is before since %s", t.Format(time.RFC3339Nano), q.since.Format(time.RFC3339Nano))
+	case !q.until.IsZero() && !t.Before(q.until):
+		return fmt.Errorf("an item created at %s is not before until %s", t.Format(time.RFC3339Nano), q.until.Format(time.RFC3339Nano))
+	case yielded && q.order == formsapi.Oldest && t.Before(last):
+		return fmt.Errorf("an item created at %s follows one created at %s in oldest-first order", t.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+	case yielded && q.order == formsapi.Newest && t.After(last):
+		return fmt.Errorf("an item created at %s follows one created at %s in newest-first order", t.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// fetchPage gets one page of l and decodes its items and nextCursor; sum
+// is a hash of the items as sent.
+func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values) (items []T, next string, sum [sha256.Size]byte, err error) {
+	res, err := c.get(ctx, c.endpoint(l.path, params), l.form)
+	if e, ok := err.(*Error); ok {
+		e.op = l.op
+		return nil, "", sum, e
+	}
+	if err != nil {
+		return nil, "", sum, fmt.Errorf("formsclient: %s: %w", l.op, err)
+	}
+	bad := func(what string) ([]T, string, [sha256.Size]byte, error) {
+		return nil, "", sum, &Error{StatusCode: res.status, Message: "the response is not a page of the API: " + what, RequestID: res.requestID, op: l.op}
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(res.body, &env); err != nil {
+		return bad("its body is not a JSON object")
+	}
+	var ok bool
+	if json.Unmarshal(env["success"], &ok) != nil || !ok {
+		var msg string
+		if json.Unmarshal(env["message"], &msg) == nil && msg != "" {
+			return nil, "", sum, &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
+		}
+		return bad(`"success" is not true`)
+	}
+	raw, present := env[l.field]
+	if !present || len(raw) == 0 || raw[0] != '[' {
+		return bad(fmt.Sprintf("%q is not an array", l.field))
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return bad(fmt.Sprintf("%q does not hold the API's items: %v", l.field, err))
+	}
+	if rawNext, present := env["nextCursor"]; present && json.Unmarshal(rawNext, &next) != nil {
+		return bad(`"nextCursor" is not a string`)
+	}
+	return items, next, sha256.Sum256(raw), nil
+}
