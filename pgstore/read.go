@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
@@ -25,7 +29,7 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 	}
 	h := formsapi.HashKey(key)
 	var account string
-	err := s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&account)
+	err := retry(ctx, func() error { return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&account) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("pgstore: resolve key: %w", formsapi.ErrInvalidKey)
 	}
@@ -39,7 +43,11 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
 // package did not make.
 func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
-	p, err := s.listForms(ctx, accountID, q)
+	var p formsapi.Page[formsapi.Form]
+	err := retry(ctx, func() (err error) {
+		p, err = s.listForms(ctx, accountID, q)
+		return err
+	})
 	if err != nil {
 		return formsapi.Page[formsapi.Form]{}, fmt.Errorf("pgstore: list forms: %w", withCtx(ctx, err))
 	}
@@ -93,7 +101,11 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 // if q.Limit is below 1, and one wrapping formsapi.ErrInvalidCursor for a
 // cursor this package did not make. Metadata is never read.
 func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	p, err := s.listSubmissions(ctx, accountID, formID, q)
+	var p formsapi.Page[formsapi.Submission]
+	err := retry(ctx, func() (err error) {
+		p, err = s.listSubmissions(ctx, accountID, formID, q)
+		return err
+	})
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("pgstore: list submissions: %w", withCtx(ctx, err))
 	}
@@ -150,13 +162,14 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 // appends the stored JSON of each submission to p.Body, one column per
 // row, with nothing decoded.
 func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	if err := s.appendSubmissions(ctx, accountID, formID, q, p); err != nil {
+	// appendSubmissions leaves p as it was when it fails.
+	if err := retry(ctx, func() error { return s.appendSubmissions(ctx, accountID, formID, q, p) }); err != nil {
 		return fmt.Errorf("pgstore: list submissions: %w", withCtx(ctx, err))
 	}
 	return nil
 }
 
-func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) (err error) {
 	b, err := s.submissionBounds(ctx, accountID, formID, q)
 	if err != nil {
 		return err
@@ -171,6 +184,11 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	defer rows.Close()
 	start := len(p.Body)
+	defer func() {
+		if err != nil {
+			p.Body, p.NextCursor = p.Body[:start], ""
+		}
+	}()
 	var last keyset.Pos
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
 	n := 0
@@ -180,13 +198,11 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 			break
 		}
 		if err := rows.Scan(&last.Seq, &last.At, &encoded); err != nil {
-			p.Body = p.Body[:start]
 			return err
 		}
 		// The database may have been edited by hand: never send what is
 		// not the object AppendSubmissionJSON wrote.
 		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
-			p.Body = p.Body[:start]
 			return fmt.Errorf("submission %d: stored JSON is damaged", last.Seq)
 		}
 		if n > 0 {
@@ -196,14 +212,41 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		p.Body = p.Body[:start]
-		p.NextCursor = ""
 		return err
 	}
 	if n == 0 {
 		return s.checkForm(ctx, accountID, formID)
 	}
 	return nil
+}
+
+// retry runs the read f, and runs it once more if it failed because its
+// connection broke: the database restarted, or an operator or a proxy
+// killed the session. The pool replaces a broken connection, and reads
+// change nothing, so a retry on a fresh connection answers the client
+// instead of failing it for a connection that was dead before it asked.
+func retry(ctx context.Context, f func() error) error {
+	err := f()
+	if err != nil && brokenConn(ctx, err) {
+		err = f()
+	}
+	return err
+}
+
+// brokenConn reports whether err means the connection failed, not the
+// statement, while ctx is still live.
+func brokenConn(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08 is connection exception; 57P01 to 57P03 are the
+		// server shutting down or killing the session.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ne net.Error
+	return pgconn.SafeToRetry(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // pageBounds are the arguments of a list statement: the page's keyset
