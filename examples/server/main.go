@@ -1,9 +1,16 @@
-// Command server runs the forms API on its embedded SQLite default. On
-// first run it creates the database, seeds a demo account with forms and
-// realistic submissions, and prints a demo API key with curl lines to try.
+// Command server runs the forms API on its embedded SQLite default, or on
+// PostgreSQL. On first run it creates the tables, seeds a demo account
+// with forms and realistic submissions, and prints a demo API key with
+// curl lines to try.
 //
 //	go run ./examples/server                  # serve ./forms.db on 127.0.0.1:8080
 //	go run ./examples/server -new-key demo    # issue another key for an account
+//	FORMSAPI_POSTGRES=postgres://... go run ./examples/server   # serve PostgreSQL
+//
+// Several servers over one PostgreSQL database share a cursor secret,
+// read from the file named by -cursor-secret-file or from the
+// FORMSAPI_CURSOR_SECRET environment variable, never from the command
+// line, which lands in shell history and process lists.
 package main
 
 import (
@@ -11,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -22,7 +30,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -47,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	dbPath := fs.String("db", "forms.db", "SQLite database file, created and seeded if missing")
+	dsn := fs.String("postgres", os.Getenv("FORMSAPI_POSTGRES"), "serve PostgreSQL at this DSN instead of SQLite (default $FORMSAPI_POSTGRES); pool_max_conns in the DSN sizes the pool")
+	schema := fs.String("schema", "", "PostgreSQL schema for the tables (default: the connection's current schema)")
+	keyFile := fs.String("demo-key-file", "", "where the demo key is kept for later runs (default: the -db path + .demo-key, or postgres.demo-key)")
+	secretFile := fs.String("cursor-secret-file", "", "file holding the cursor secret that all nodes share (default $FORMSAPI_CURSOR_SECRET, else a random one per process)")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
@@ -54,11 +69,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	store, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20))
+	secret, err := cursorSecret(*secretFile)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	var (
+		store       backend
+		where       string
+		lockSeeding func(context.Context) (unlock func(), err error)
+	)
+	if *dsn != "" {
+		var opts []pgstore.Option
+		if *schema != "" {
+			opts = append(opts, pgstore.WithSchema(*schema))
+		}
+		pg, err := pgstore.Open(ctx, *dsn, opts...)
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		store, where = pg, "PostgreSQL schema "+pg.Schema()
+		lockSeeding = func(ctx context.Context) (func(), error) { return seedLock(ctx, *dsn, pg.Schema()) }
+		if *keyFile == "" {
+			*keyFile = "postgres.demo-key"
+		}
+	} else {
+		lite, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20))
+		if err != nil {
+			return err
+		}
+		defer lite.Close()
+		store, where = lite, *dbPath
+		if *keyFile == "" {
+			*keyFile = *dbPath + ".demo-key"
+		}
+	}
 
 	if *newKey != "" {
 		key, err := formsapi.NewKey()
@@ -72,13 +117,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
-	demoKey, err := seedDemo(ctx, store, *dbPath+".demo-key")
+	var unlock func()
+	if lockSeeding != nil {
+		if unlock, err = lockSeeding(ctx); err != nil {
+			return err
+		}
+	}
+	demoKey, err := seedDemo(ctx, store, *keyFile)
+	if unlock != nil {
+		unlock()
+	}
 	if err != nil {
 		return err
 	}
 
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
-	api := formsapi.NewHandler(store, store, formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout))
+	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout)}
+	if secret != nil {
+		opts = append(opts, formsapi.WithCursorSecret(secret))
+	}
+	api := formsapi.NewHandler(store, store, opts...)
 	handler := api
 	if *accessLog {
 		handler = logRequests(logger, api)
@@ -97,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "forms API on %s over %s\ndemo API key: %s\n\ntry:\n", base, *dbPath, demoKey)
+	fmt.Fprintf(stdout, "forms API on %s over %s\ndemo API key: %s\n\ntry:\n", base, where, demoKey)
 	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc"} {
 		fmt.Fprintf(stdout, "  curl -H 'Authorization: Bearer %s' '%s%s'\n", demoKey, base, p)
 	}
@@ -149,10 +207,64 @@ func (w *statusWriter) WriteHeader(code int) {
 
 const demoAccount = "demo"
 
+// backend is what the server needs of a store: sqlitestore and pgstore
+// both are one.
+type backend interface {
+	formsapi.Store
+	formsapi.KeyResolver
+	formsapi.Writer
+}
+
+// minSecret is the shortest cursor secret the server accepts.
+const minSecret = 32
+
+// cursorSecret reads the shared cursor secret from path, or else from
+// $FORMSAPI_CURSOR_SECRET; nil when neither is set, for a random secret
+// per process. Surrounding white space is not part of it.
+func cursorSecret(path string) ([]byte, error) {
+	var secret string
+	switch {
+	case path != "":
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read cursor secret: %w", err)
+		}
+		secret = string(b)
+	case os.Getenv("FORMSAPI_CURSOR_SECRET") != "":
+		secret = os.Getenv("FORMSAPI_CURSOR_SECRET")
+	default:
+		return nil, nil
+	}
+	secret = strings.TrimSpace(secret)
+	if len(secret) < minSecret {
+		return nil, fmt.Errorf("the cursor secret has %d characters, want at least %d (try: openssl rand -base64 32)", len(secret), minSecret)
+	}
+	return []byte(secret), nil
+}
+
+// seedLock takes a PostgreSQL advisory lock for seeding schema, held by a
+// connection of its own until unlock: servers starting together on an
+// empty database seed one after another, so the first seeds and the
+// others find the demo data there. A server that dies while holding it
+// releases it with its connection.
+func seedLock(ctx context.Context, dsn, schema string) (unlock func(), err error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("seed lock: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("formsapi demo seed\x00" + schema))
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(h.Sum64())); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("seed lock: %w", err)
+	}
+	return func() { conn.Close(context.Background()) }, nil // closing the session releases the lock
+}
+
 // seedDemo fills an empty database with the demo account and returns its
 // key. The store keeps only the key's hash, so the demo key itself is kept
 // in keyFile (mode 0600) beside the database for later runs to print.
-func seedDemo(ctx context.Context, store *sqlitestore.Store, keyFile string) (string, error) {
+func seedDemo(ctx context.Context, store backend, keyFile string) (string, error) {
 	savedKey := func() (string, error) {
 		b, err := os.ReadFile(keyFile)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi/internal/pgtest"
+)
+
+// startArgs is start with the server's arguments given whole.
+func startArgs(t *testing.T, args ...string) server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, io.Discard) }()
+	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key: (\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			stop := func() error {
+				cancel()
+				select {
+				case err := <-done:
+					return err
+				case <-time.After(20 * time.Second):
+					t.Fatal("run did not return after cancel")
+					return nil
+				}
+			}
+			return server{base: m[1], key: m[2], out: out, stop: stop}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run ended early: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not start:\n%s", out.String())
+		}
+	}
+}
+
+// TestPostgresTwoServersSeedOnce starts two servers together on a
+// PostgreSQL schema that does not exist yet, as two nodes deploying at
+// once: the demo data is seeded exactly once, both serve it with the same
+// demo key, and with one shared cursor secret a cursor from one server
+// works on the other.
+func TestPostgresTwoServersSeedOnce(t *testing.T) {
+	is := is.New(t)
+	dsn, schema := pgtest.Name(t)
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "cursor-secret")
+	is.NoErr(os.WriteFile(secretFile, []byte("0123456789abcdefghijklmnopqrstuvwxyz\n"), 0o600))
+	args := []string{"-postgres", dsn, "-schema", schema, "-demo-key-file", filepath.Join(dir, "demo-key"), "-cursor-secret-file", secretFile, "-access-log=false"}
+
+	servers := make([]server, 2)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			servers[i] = startArgs(t, args...)
+		}()
+	}
+	wg.Wait()
+	a, b := servers[0], servers[1]
+	is.True(strings.HasPrefix(a.key, "fapi_")) // a demo key, not a hint to issue one
+	is.Equal(a.key, b.key)                     // both servers know the one demo key
+	is.True(strings.Contains(a.out.String(), "over PostgreSQL schema "+schema))
+	is.True(!strings.Contains(a.out.String(), dsn)) // the DSN is not printed
+
+	for _, s := range servers {
+		code, body := s.get(t, "/v1/forms", a.key)
+		is.Equal(code, 200)
+		var forms struct{ Forms []struct{ FormID string } }
+		is.NoErr(json.Unmarshal(body, &forms))
+		is.Equal(len(forms.Forms), 3) // the demo forms, once
+		code, body = s.get(t, "/v1/forms/contact/submissions?limit=1000", a.key)
+		is.Equal(code, 200)
+		is.Equal(bytes.Count(body, []byte(`"formId":"contact"`)), 6) // six contact submissions, once each
+	}
+
+	code, body := a.get(t, "/v1/forms/contact/submissions?limit=2", a.key)
+	is.Equal(code, 200)
+	var page struct{ NextCursor string }
+	is.NoErr(json.Unmarshal(body, &page))
+	is.True(page.NextCursor != "")
+	code, _ = b.get(t, "/v1/forms/contact/submissions?limit=2&cursor="+url.QueryEscape(page.NextCursor), a.key)
+	is.Equal(code, 200) // the other server accepts the cursor
+
+	is.NoErr(a.stop())
+	is.NoErr(b.stop())
+}
+
+func TestCursorSecretSources(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	is.NoErr(os.WriteFile(short, []byte("too short\n"), 0o600))
+	_, err := cursorSecret(short)
+	is.True(err != nil) // a short secret is refused
+	_, err = cursorSecret(filepath.Join(dir, "missing"))
+	is.True(err != nil) // a missing file is an error, not a random secret
+	t.Setenv("FORMSAPI_CURSOR_SECRET", "  "+strings.Repeat("s", 40)+"\n")
+	secret, err := cursorSecret("")
+	is.NoErr(err)
+	is.Equal(string(secret), strings.Repeat("s", 40)) // from the environment, trimmed
+	t.Setenv("FORMSAPI_CURSOR_SECRET", "")
+	secret, err = cursorSecret("")
+	is.NoErr(err)
+	is.Equal(secret, nil) // neither: a random secret per process
+}
