@@ -53,7 +53,8 @@ func ListArgs(q formsapi.Query) ([]any, error) {
 func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
-		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey}
+		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
+		q.listKeys, q.touchKeys, q.rateLimit, q.rateRefund, q.ratePrune}
 }
 
 // LookupSQL returns the store's single-row lookups with example arguments.

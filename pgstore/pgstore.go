@@ -22,16 +22,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyuse"
 )
 
 type config struct {
-	schema string
+	schema       string
+	usedInterval time.Duration
 }
 
 // Option configures a store from Open or New.
@@ -47,6 +50,16 @@ func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
 }
 
+// WithLastUsedInterval sets how often the store notes each key's use and
+// writes the noted uses, in one statement: formsapi.LastUsedInterval (a
+// minute) unless set. It panics if d is not positive.
+func WithLastUsedInterval(d time.Duration) Option {
+	if d <= 0 {
+		panic("pgstore: WithLastUsedInterval needs a positive interval")
+	}
+	return func(c *config) { c.usedInterval = d }
+}
+
 // Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
 // PostgreSQL. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
@@ -54,12 +67,14 @@ type Store struct {
 	owned  bool   // Close closes the pool only when Open made it
 	schema string // the schema the tables are in
 	sql    queries
+	used   *keyuse.Tracker // when keys were last used, noted in memory
 }
 
 var (
 	_ formsapi.Store       = (*Store)(nil)
 	_ formsapi.KeyResolver = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
+	_ formsapi.KeyManager  = (*Store)(nil)
 )
 
 // Open connects to the database at dsn (a URL or key=value string, as
@@ -113,7 +128,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	var cfg config
+	cfg := config{usedInterval: formsapi.LastUsedInterval}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -130,15 +145,27 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, schema: schema, sql: newQueries(schema)}, nil
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema)}
+	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
+	s.used.Start()
+	return s, nil
 }
+
+// closeFlushTimeout bounds the last write of key uses in Close.
+const closeFlushTimeout = 5 * time.Second
 
 // Schema returns the schema the store's tables are in.
 func (s *Store) Schema() string { return s.schema }
 
-// Close closes the pool of a store from Open. A store from New leaves the
-// host's pool open. Close waits for queries in progress to finish.
+// Close writes the key uses noted since the last batch (see
+// [Store.Authorize]; a failure is dropped, so call [Store.FlushKeyUses]
+// first to see it), then closes the pool of a store from Open. A store
+// from New leaves the host's pool open. Close waits for queries in
+// progress to finish.
 func (s *Store) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+	defer cancel()
+	s.used.Stop(ctx)
 	if s.owned {
 		s.pool.Close()
 	}

@@ -60,7 +60,37 @@ LIMIT $7`
 	// The ownership check: a form of another account is not found.
 	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
-	sqlResolveKey = `SELECT account_id FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
+	// Expiry is checked by the caller against the current time.
+	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
+
+	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
+FROM formsapi_keys WHERE account_id = $1 ORDER BY created_at, key_hash`
+
+	// A batch of noted key uses in one statement; an older time never
+	// overwrites a newer one (nodes flush in any order).
+	sqlTouchKeys = `UPDATE formsapi_keys AS k SET last_used_at = u.at
+FROM unnest($1::bytea[], $2::bigint[]) AS u (h, at)
+WHERE k.key_hash = u.h AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
+
+	// GCRA in one statement: the row of (policy, key) is created or
+	// updated under its row lock, so concurrent requests on any node are
+	// decided one after another. $3 is the interval and $4 the burst
+	// tolerance, in microseconds; a refusal leaves tat as it was.
+	sqlRateLimit = `INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
+SELECT $1, $2, now.us + $3, true, now.us
+FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS now
+ON CONFLICT (policy, key) DO UPDATE SET
+    at = EXCLUDED.at,
+    allowed = GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4,
+    tat = CASE WHEN GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4
+               THEN GREATEST(r.tat, EXCLUDED.at) + $3 ELSE r.tat END
+RETURNING tat, allowed, at`
+
+	sqlRateRefund = `UPDATE formsapi_rate_limits SET tat = tat - $3 WHERE policy = $1 AND key = $2`
+
+	// Rows whose quota is full again carry nothing.
+	sqlRatePrune = `DELETE FROM formsapi_rate_limits
+WHERE tat < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
 	sqlAddForm = `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)`
@@ -76,7 +106,7 @@ INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
 SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $6::bytea, $7::bytea, $8::bytea, $9::bytea FROM f`
 
-	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES ($1, $2, $3)`
+	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES ($1, $2, $3, $4, $5)`
 
 	// Revocation keeps the row, so the key can never be added again.
 	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL`
@@ -85,8 +115,9 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $6::bytea,
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
-	formOf, resolveKey                                              string
+	formOf, resolveKey, listKeys, touchKeys                         string
 	addForm, addSubmission, addKey, revokeKey                       string
+	rateLimit, rateRefund, ratePrune                                string
 }
 
 func newQueries(schema string) queries {
@@ -114,7 +145,8 @@ func newQueries(schema string) queries {
 		formsDesc: q(sqlListFormsDesc), formsAsc: q(sqlListFormsAsc),
 		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
 		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
-		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey),
+		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
+		rateLimit: q(sqlRateLimit), rateRefund: q(sqlRateRefund), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 	}

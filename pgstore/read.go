@@ -19,26 +19,6 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// ResolveKey returns the account that owns key, or an error wrapping
-// formsapi.ErrInvalidKey if the key is unknown or revoked. It looks the
-// key's hash up in the database on every call, so a revocation through
-// any store over the same schema holds for the very next request.
-func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("pgstore: resolve key: %w", err)
-	}
-	h := formsapi.HashKey(key)
-	var account string
-	err := retry(ctx, func() error { return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&account) })
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("pgstore: resolve key: %w", formsapi.ErrInvalidKey)
-	}
-	if err != nil {
-		return "", fmt.Errorf("pgstore: resolve key: %w", withCtx(ctx, err))
-	}
-	return account, nil
-}
-
 // ListForms implements formsapi.Store. It returns an error if q.Limit is
 // below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
 // package did not make.

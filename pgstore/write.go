@@ -118,27 +118,7 @@ func compact(v []byte) ([]byte, error) {
 // if the key could never authenticate (see formsapi.CheckKey) or accountID
 // is empty or not storable text (a NUL byte or invalid UTF-8).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgstore: add key: %w", err)
-	}
-	if err := formsapi.CheckKey(key); err != nil {
-		return fmt.Errorf("pgstore: add key: %w", err)
-	}
-	if accountID == "" {
-		return fmt.Errorf("pgstore: add key: %w: empty account ID", formsapi.ErrInvalidInput)
-	}
-	if !storableText(accountID) {
-		return fmt.Errorf("pgstore: add key: %w: account ID holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput)
-	}
-	h := formsapi.HashKey(key)
-	_, err := s.pool.Exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano())
-	if isUniqueViolation(err) {
-		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
-	}
-	if err != nil {
-		return fmt.Errorf("pgstore: add key: %w", withCtx(ctx, err))
-	}
-	return nil
+	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
 }
 
 // RevokeKey revokes key; the next request that presents it gets 401, on

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/formsapi/formsapi"
@@ -94,7 +93,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if g.expiresAt != 0 && now.UnixNano() >= g.expiresAt {
 		return formsapi.Grant{}, formsapi.ErrInvalidKey
 	}
-	s.used.note(h, now)
+	s.used.Note(h, now)
 	out := formsapi.Grant{AccountID: g.account}
 	if g.forms != nil {
 		out.Forms = append([]string{}, g.forms...)
@@ -173,7 +172,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyI
 		info.LastUsedAt = unixTime(lastUsed)
 		var h [32]byte
 		copy(h[:], hash)
-		if t, ok := s.used.pendingAt(h); ok && t.After(info.LastUsedAt) {
+		if t, ok := s.used.Pending(h); ok && t.After(info.LastUsedAt) {
 			info.LastUsedAt = t
 		}
 		out = append(out, info)
@@ -191,118 +190,21 @@ func unixTime(ns sql.NullInt64) time.Time {
 	return time.Unix(0, ns.Int64).UTC()
 }
 
-// usage notes when keys were used, in memory, so that a request never
-// waits for a write: a key's use is noted at most once per interval, and
-// the noted uses are written in one transaction per interval by a
-// goroutine the store starts, and on Close.
-type usage struct {
-	interval time.Duration
-	mu       sync.Mutex
-	noted    map[[32]byte]int64 // when each key's use was last noted, Unix ns
-	pending  map[[32]byte]int64 // noted, not yet written
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-func newUsage(interval time.Duration) *usage {
-	return &usage{interval: interval, noted: map[[32]byte]int64{}, pending: map[[32]byte]int64{}}
-}
-
-func (u *usage) note(h [32]byte, now time.Time) {
-	ns := now.UnixNano()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if last, ok := u.noted[h]; ok && ns-last < int64(u.interval) {
-		return
-	}
-	u.noted[h] = ns
-	u.pending[h] = ns
-}
-
-func (u *usage) pendingAt(h [32]byte) (time.Time, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	ns, ok := u.pending[h]
-	return time.Unix(0, ns).UTC(), ok
-}
-
-// take returns the pending uses and forgets them, and forgets the noted
-// times that no longer hold back a note.
-func (u *usage) take(now time.Time) map[[32]byte]int64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	p := u.pending
-	u.pending = map[[32]byte]int64{}
-	for h, ns := range u.noted {
-		if now.UnixNano()-ns >= int64(u.interval) {
-			delete(u.noted, h)
-		}
-	}
-	return p
-}
-
-// flushUsage writes the pending uses in one transaction. On failure they
-// are noted again, to be written next time.
-func (s *Store) flushUsage(ctx context.Context) error {
-	p := s.used.take(time.Now())
-	if len(p) == 0 {
-		return nil
-	}
-	err := func() error {
-		tx, err := s.write.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() // a no-op after Commit
-		st := tx.StmtContext(ctx, s.touchKey)
-		for h, ns := range p {
-			if _, err := st.ExecContext(ctx, ns, h[:]); err != nil {
-				return err
-			}
-		}
-		return tx.Commit()
-	}()
+// writeUses writes a batch of noted key uses in one transaction.
+func (s *Store) writeUses(ctx context.Context, uses map[[32]byte]int64) error {
+	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		s.used.mu.Lock()
-		for h, ns := range p {
-			if ns > s.used.pending[h] {
-				s.used.pending[h] = ns
-			}
+		return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	st := tx.StmtContext(ctx, s.touchKey)
+	for h, ns := range uses {
+		if _, err := st.ExecContext(ctx, ns, h[:]); err != nil {
+			return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)
 		}
-		s.used.mu.Unlock()
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)
 	}
 	return nil
-}
-
-// runUsage flushes noted uses every interval until Close.
-func (s *Store) runUsage() {
-	u := s.used
-	u.stop, u.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(u.done)
-		t := time.NewTicker(u.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-u.stop:
-				return
-			case <-t.C:
-				// A failure keeps the uses pending for the next tick; the
-				// last attempt, in Close, reports its error.
-				s.flushUsage(context.Background())
-			}
-		}
-	}()
-}
-
-// stopUsage ends the flushing goroutine and writes what is pending.
-func (s *Store) stopUsage() error {
-	if s.used == nil || s.used.stop == nil {
-		return nil
-	}
-	close(s.used.stop)
-	<-s.used.done
-	s.used.stop = nil
-	return s.flushUsage(context.Background())
 }

@@ -26,6 +26,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyuse"
 )
 
 // readConns bounds the read-only pool of a store from Open: enough for
@@ -69,8 +70,8 @@ type Store struct {
 	read  *sql.DB // read-only pool; the same handle as write for New
 	owned bool    // Close closes the pools only when Open made them
 	stmts []*sql.Stmt
-	cache *cache // for a store from Open; nil for one from New
-	used  *usage // when keys were last used, noted in memory
+	cache *cache          // for a store from Open; nil for one from New
+	used  *keyuse.Tracker // when keys were last used, noted in memory
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -130,7 +131,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true, used: newUsage(cfg.usedInterval)}
+	s := &Store{write: write, owned: true}
+	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
@@ -173,7 +175,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 			return fail(err)
 		}
 	}
-	s.runUsage()
+	s.used.Start()
 	return s, nil
 }
 
@@ -202,12 +204,13 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, used: newUsage(cfg.usedInterval)}
+	s := &Store{write: db, read: db}
+	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s.runUsage()
+	s.used.Start()
 	return s, nil
 }
 
@@ -217,7 +220,9 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 // host's handle open.
 func (s *Store) Close() error {
 	var errs []error
-	errs = append(errs, s.stopUsage())
+	if s.used != nil {
+		errs = append(errs, s.used.Stop(context.Background()))
+	}
 	if s.cache != nil {
 		errs = append(errs, s.cache.close())
 		s.cache = nil

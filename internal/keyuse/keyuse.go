@@ -1,0 +1,118 @@
+// Package keyuse notes when API keys were used, in memory, for the stores
+// that keep a last-used time: a request never waits for a write. A key's
+// use is noted at most once per interval, and a goroutine hands the noted
+// uses to the store in one batch per interval, and once more at Stop.
+package keyuse
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Tracker holds noted uses until the store writes them. Make one with New.
+type Tracker struct {
+	interval time.Duration
+	write    func(ctx context.Context, uses map[[32]byte]int64) error
+
+	mu      sync.Mutex
+	noted   map[[32]byte]int64 // when each key's use was last noted, Unix ns
+	pending map[[32]byte]int64 // noted, not yet written
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New returns a tracker that notes a key's use at most once per interval
+// and hands batches to write, which stores them in one transaction
+// (keeping a newer stored time over an older one). Call Start to write
+// batches every interval, and Stop to end and write the last batch.
+func New(interval time.Duration, write func(ctx context.Context, uses map[[32]byte]int64) error) *Tracker {
+	return &Tracker{interval: interval, write: write, noted: map[[32]byte]int64{}, pending: map[[32]byte]int64{}}
+}
+
+// Note records that the key whose hash is h was used at now, unless a use
+// was noted less than an interval ago.
+func (t *Tracker) Note(h [32]byte, now time.Time) {
+	ns := now.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last, ok := t.noted[h]; ok && ns-last < int64(t.interval) {
+		return
+	}
+	t.noted[h] = ns
+	t.pending[h] = ns
+}
+
+// Pending returns the use of h noted but not yet written, if any.
+func (t *Tracker) Pending(h [32]byte) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ns, ok := t.pending[h]
+	return time.Unix(0, ns).UTC(), ok
+}
+
+// Flush writes the pending uses as one batch. On failure they stay
+// pending, to be written with the next batch.
+func (t *Tracker) Flush(ctx context.Context) error {
+	t.mu.Lock()
+	p := t.pending
+	t.pending = map[[32]byte]int64{}
+	now := time.Now().UnixNano()
+	for h, ns := range t.noted { // past the interval, a note holds nothing back
+		if now-ns >= int64(t.interval) {
+			delete(t.noted, h)
+		}
+	}
+	t.mu.Unlock()
+	if len(p) == 0 {
+		return nil
+	}
+	if err := t.write(ctx, p); err != nil {
+		t.mu.Lock()
+		for h, ns := range p {
+			if ns > t.pending[h] {
+				t.pending[h] = ns
+			}
+		}
+		t.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Start writes a batch every interval until Stop. A failed batch stays
+// pending for the next; Stop reports the last attempt's error.
+func (t *Tracker) Start() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	t.mu.Lock()
+	t.stop, t.done = stop, done
+	t.mu.Unlock()
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(t.interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				t.Flush(context.Background())
+			}
+		}
+	}()
+}
+
+// Stop ends the goroutine Start began and writes what is pending. It is
+// safe to call more than once, and without Start.
+func (t *Tracker) Stop(ctx context.Context) error {
+	t.mu.Lock()
+	stop, done := t.stop, t.done
+	t.stop = nil
+	t.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	close(stop)
+	<-done
+	return t.Flush(ctx)
+}

@@ -1,0 +1,164 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
+)
+
+// AddKeyWith registers key as an API key of accountID restricted to
+// o.Forms and o.ExpiresAt. Only its SHA-256 is stored. It returns an
+// error wrapping formsapi.ErrKeyExists if the key is already registered
+// or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the
+// key, accountID or o is malformed (see formsapi.PrepareKeyOptions) or
+// accountID is not storable text (a NUL byte or invalid UTF-8); either
+// way nothing changes.
+func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: add key: %w", err)
+	}
+	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
+		return fmt.Errorf("pgstore: add key: %w", err)
+	}
+	if !storableText(accountID) {
+		return fmt.Errorf("pgstore: add key: %w: account ID holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput)
+	}
+	var expires *int64 // NULL: never
+	if !o.ExpiresAt.IsZero() {
+		ns := o.ExpiresAt.UnixNano()
+		expires = &ns
+	}
+	h := formsapi.HashKey(key)
+	_, err := s.pool.Exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano(), o.Forms, expires)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: add key: %w", withCtx(ctx, err))
+	}
+	return nil
+}
+
+// ResolveKey returns the account that owns key, or an error wrapping
+// formsapi.ErrInvalidKey if the key is unknown, revoked or expired. It
+// looks the key's hash up in the database on every call, so a revocation
+// through any store over the same schema holds for the very next request.
+func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("pgstore: resolve key: %w", err)
+	}
+	return g.AccountID, nil
+}
+
+// Authorize implements formsapi.KeyAuthorizer: it returns what key may
+// read, or an error wrapping formsapi.ErrInvalidKey if the key is
+// unknown, revoked or expired. It notes the key's use in memory; the
+// store writes noted uses in one statement per LastUsedInterval, and on
+// Close.
+func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	g, err := s.authorize(ctx, key)
+	if err != nil {
+		return formsapi.Grant{}, fmt.Errorf("pgstore: authorize: %w", err)
+	}
+	return g, nil
+}
+
+func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return formsapi.Grant{}, err
+	}
+	h := formsapi.HashKey(key)
+	var (
+		g       formsapi.Grant
+		expires *int64
+	)
+	err := retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&g.AccountID, &g.Forms, &expires)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return formsapi.Grant{}, formsapi.ErrInvalidKey
+	}
+	if err != nil {
+		return formsapi.Grant{}, withCtx(ctx, err)
+	}
+	now := time.Now()
+	if expires != nil {
+		if now.UnixNano() >= *expires {
+			return formsapi.Grant{}, formsapi.ErrInvalidKey
+		}
+		g.ExpiresAt = fromNanos(*expires)
+	}
+	s.used.Note(h, now)
+	return g, nil
+}
+
+// ListKeys implements formsapi.KeyManager: every key of accountID,
+// revoked and expired ones included, oldest first. LastUsedAt includes
+// uses this store noted but has not written yet; another node's are seen
+// once that node writes them (within LastUsedInterval).
+func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listKeys, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list keys: %w", withCtx(ctx, err))
+	}
+	defer rows.Close()
+	out := []formsapi.KeyInfo{}
+	for rows.Next() {
+		var (
+			hash                       []byte
+			info                       formsapi.KeyInfo
+			created                    int64
+			expires, revoked, lastUsed *int64
+		)
+		if err := rows.Scan(&hash, &info.Forms, &created, &expires, &revoked, &lastUsed); err != nil {
+			return nil, fmt.Errorf("pgstore: list keys: %w", err)
+		}
+		info.ID, info.AccountID, info.CreatedAt = hex.EncodeToString(hash), accountID, fromNanos(created)
+		info.ExpiresAt, info.RevokedAt, info.LastUsedAt = optNanos(expires), optNanos(revoked), optNanos(lastUsed)
+		var h [32]byte
+		copy(h[:], hash)
+		if t, ok := s.used.Pending(h); ok && t.After(info.LastUsedAt) {
+			info.LastUsedAt = t
+		}
+		out = append(out, info)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list keys: %w", withCtx(ctx, err))
+	}
+	return out, nil
+}
+
+func optNanos(ns *int64) time.Time {
+	if ns == nil {
+		return time.Time{}
+	}
+	return fromNanos(*ns)
+}
+
+// FlushKeyUses writes the key uses noted since the last batch now, in one
+// statement, instead of waiting for the next batch or Close. A failed
+// batch stays noted for the next attempt.
+func (s *Store) FlushKeyUses(ctx context.Context) error {
+	return s.used.Flush(ctx)
+}
+
+// writeUses writes a batch of noted key uses in one statement.
+func (s *Store) writeUses(ctx context.Context, uses map[[32]byte]int64) error {
+	hashes := make([][]byte, 0, len(uses))
+	times := make([]int64, 0, len(uses))
+	for h, ns := range uses {
+		hashes = append(hashes, h[:])
+		times = append(times, ns)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.touchKeys, hashes, times); err != nil {
+		return fmt.Errorf("pgstore: write when keys were last used: %w", withCtx(ctx, err))
+	}
+	return nil
+}
