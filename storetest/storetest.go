@@ -1,6 +1,6 @@
 // Package storetest checks a formsapi.Store or formsapi.KeyResolver
 // against the whole contract the handler relies on, the way testing/fstest
-// checks an fs.FS. memstore and sqlitestore pass it; a host that writes its
+// checks an fs.FS. memstore, sqlitestore and pgstore pass it; a host that writes its
 // own store runs it too:
 //
 //	func TestMyStore(t *testing.T) {
