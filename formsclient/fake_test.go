@@ -357,7 +357,7 @@ func TestAnswersThatAreNotTheAPIs(t *testing.T) {
 		{"server error", func(w http.ResponseWriter) { writeJSON(w, 500, `{"success":false,"message":"internal server error"}`) }, 500, "internal server error"},
 		{"JSON that is not the envelope", func(w http.ResponseWriter) { writeJSON(w, 500, `{"error":"boom"}`) }, 500, "not the API's JSON"},
 		{"captive portal 200", func(w http.ResponseWriter) { w.Header().Set("Content-Type", "text/html"); io.WriteString(w, "<html>") }, 200, "the answer is text/html"},
-		{"truncated", func(w http.ResponseWriter) { writeJSON(w, 200, page("", 1)[:40]) }, 200, "its body is not a JSON object"},
+		{"truncated", func(w http.ResponseWriter) { writeJSON(w, 200, page("", 1)[:40]) }, 200, "its body is not JSON"},
 		{"array", func(w http.ResponseWriter) { writeJSON(w, 200, `[]`) }, 200, "its body is not a JSON object"},
 		{"no items", func(w http.ResponseWriter) { writeJSON(w, 200, `{"success":true,"message":"ok"}`) }, 200, `"submissions" is not an array`},
 		{"null items", func(w http.ResponseWriter) { writeJSON(w, 200, `{"success":true,"message":"ok","submissions":null}`) }, 200, `"submissions" is not an array`},
@@ -365,10 +365,15 @@ func TestAnswersThatAreNotTheAPIs(t *testing.T) {
 		{"no success", func(w http.ResponseWriter) { writeJSON(w, 200, `{"submissions":[]}`) }, 200, `"success" is not true`},
 		{"bad item", func(w http.ResponseWriter) {
 			writeJSON(w, 200, `{"success":true,"message":"ok","submissions":[{"createdAt":"yesterday"}]}`)
-		}, 200, `"submissions" does not hold the API's items`},
+		}, 200, `the response is not a page of the API: parsing time "yesterday"`},
+		{"wrong item type", func(w http.ResponseWriter) {
+			writeJSON(w, 200, `{"success":true,"message":"ok","submissions":[{"attachments":"none"}]}`)
+		}, 200, `"submissions.attachments" is a JSON string where the API sends an array`},
+		{"wrong items type", func(w http.ResponseWriter) { writeJSON(w, 200, `{"success":true,"message":"ok","submissions":{}}`) }, 200,
+			`"submissions" is a JSON object where the API sends an array`},
 		{"bad cursor", func(w http.ResponseWriter) {
 			writeJSON(w, 200, `{"success":true,"message":"ok","submissions":[],"nextCursor":7}`)
-		}, 200, `"nextCursor" is not a string`},
+		}, 200, `"nextCursor" is a JSON number where the API sends a string`},
 		{"too large", func(w http.ResponseWriter) { writeJSON(w, 200, page("", 1, 2, 3, 4, 5, 6, 7, 8)) }, 200, "larger than 500 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,8 @@
 package formsclient_test
 
-// Tests against the real handler over real HTTP, on memstore and
-// sqlitestore, mounted at the root and under a prefix.
+// Tests against the real handler over real HTTP, on memstore, sqlitestore
+// and (with FORMSAPI_TEST_POSTGRES set) pgstore, mounted at the root and
+// under a prefix.
 
 import (
 	"bytes"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsclient"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -49,6 +52,18 @@ var backends = []backend{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
+		if err := storetest.Load(context.Background(), s, storetest.DefaultSeed()); err != nil {
+			t.Fatal(err)
+		}
+		return s, s
+	}},
+	{"pgstore", func(t *testing.T) (formsapi.Store, formsapi.KeyResolver) {
+		dsn, schema := pgtest.Schema(t) // skips without FORMSAPI_TEST_POSTGRES
+		s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
 		if err := storetest.Load(context.Background(), s, storetest.DefaultSeed()); err != nil {
 			t.Fatal(err)
 		}

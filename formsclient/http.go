@@ -1,6 +1,7 @@
 package formsclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,7 +69,12 @@ func (c *Client) send(ctx context.Context, u string, form bool) (*response, erro
 	if ok {
 		limit = c.maxBody
 	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	var buf bytes.Buffer
+	if res.ContentLength > 0 && res.ContentLength <= limit {
+		buf.Grow(int(res.ContentLength) + bytes.MinRead) // one read, no regrowth
+	}
+	_, err = buf.ReadFrom(io.LimitReader(res.Body, limit+1))
+	body := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("reading the %d response: %w", res.StatusCode, err)
 	}

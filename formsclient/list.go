@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/url"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -145,22 +147,23 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 			seen    = map[[sha256.Size]byte]bool{} // cursors already followed
 			last    time.Time                      // createdAt of the last item yielded
 			yielded bool
-			empty   int               // consecutive empty pages with a next cursor
-			repeats int               // consecutive pages with the same items as the one before
-			prev    [sha256.Size]byte // hash of the previous page's items
+			empty   int // consecutive empty pages with a next cursor
+			repeats int // consecutive pages with the same items as the one before
+			prev    []T // the previous page's items
 		)
 		for page := 1; ; page++ {
-			items, next, sum, err := fetchPage[T](ctx, c, l, params)
+			items, next, err := fetchPage[T](ctx, c, l, params)
 			if err != nil {
 				fail(err)
 				return
 			}
-			if page > 1 && len(items) > 0 && sum == prev {
+			// Usually the first items differ and the comparison stops there.
+			if len(items) > 0 && reflect.DeepEqual(items, prev) {
 				repeats++
 			} else {
 				repeats = 0
 			}
-			prev = sum
+			prev = items
 			if repeats >= maxRepeatedPages {
 				fail(fmt.Errorf("%w: %s: %d pages in a row repeat the items of the page before; stopping so as not to loop", ErrPaging, l.op, repeats+1))
 				return
@@ -224,41 +227,79 @@ func (q *listQuery) check(t, last time.Time, yielded bool) error {
 	return nil
 }
 
-// fetchPage gets one page of l and decodes its items and nextCursor; sum
-// is a hash of the items as sent.
-func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values) (items []T, next string, sum [sha256.Size]byte, err error) {
+// envelope is a list page as the API sends it. Only the field of the
+// list being walked is used.
+type envelope[T any] struct {
+	Success     *bool   `json:"success"`
+	Message     *string `json:"message"`
+	NextCursor  *string `json:"nextCursor"`
+	Forms       *[]T    `json:"forms"`
+	Submissions *[]T    `json:"submissions"`
+}
+
+// fetchPage gets one page of l and decodes its items and nextCursor.
+func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values) ([]T, string, error) {
 	res, err := c.get(ctx, c.endpoint(l.path, params), l.form)
 	if e, ok := err.(*Error); ok {
 		e.op = l.op
-		return nil, "", sum, e
+		return nil, "", e
 	}
 	if err != nil {
-		return nil, "", sum, fmt.Errorf("formsclient: %s: %w", l.op, err)
+		return nil, "", fmt.Errorf("formsclient: %s: %w", l.op, err)
 	}
-	bad := func(what string) ([]T, string, [sha256.Size]byte, error) {
-		return nil, "", sum, &Error{StatusCode: res.status, Message: "the response is not a page of the API: " + what, RequestID: res.requestID, op: l.op}
+	fail := func(msg string) ([]T, string, error) {
+		return nil, "", &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
 	}
-	var env map[string]json.RawMessage
+	var env envelope[T]
 	if err := json.Unmarshal(res.body, &env); err != nil {
-		return bad("its body is not a JSON object")
-	}
-	var ok bool
-	if json.Unmarshal(env["success"], &ok) != nil || !ok {
-		var msg string
-		if json.Unmarshal(env["message"], &msg) == nil && msg != "" {
-			return nil, "", sum, &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
+		var syntaxErr *json.SyntaxError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syntaxErr):
+			return fail("the response is not a page of the API: its body is not JSON")
+		case errors.As(err, &typeErr) && typeErr.Field == "":
+			return fail("the response is not a page of the API: its body is not a JSON object")
+		case errors.As(err, &typeErr):
+			return fail(fmt.Sprintf("the response is not a page of the API: %q is a JSON %s where the API sends %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type)))
 		}
-		return bad(`"success" is not true`)
+		return fail("the response is not a page of the API: " + err.Error())
 	}
-	raw, present := env[l.field]
-	if !present || len(raw) == 0 || raw[0] != '[' {
-		return bad(fmt.Sprintf("%q is not an array", l.field))
+	if env.Success == nil || !*env.Success {
+		if env.Success != nil && env.Message != nil && *env.Message != "" {
+			return fail(*env.Message)
+		}
+		return fail(`the response is not a page of the API: "success" is not true`)
 	}
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return bad(fmt.Sprintf("%q does not hold the API's items: %v", l.field, err))
+	items := env.Submissions
+	if l.field == "forms" {
+		items = env.Forms
 	}
-	if rawNext, present := env["nextCursor"]; present && json.Unmarshal(rawNext, &next) != nil {
-		return bad(`"nextCursor" is not a string`)
+	if items == nil {
+		return fail(fmt.Sprintf("the response is not a page of the API: %q is not an array", l.field))
 	}
-	return items, next, sha256.Sum256(raw), nil
+	var next string
+	if env.NextCursor != nil {
+		next = *env.NextCursor
+	}
+	return *items, next, nil
+}
+
+// jsonKind names the JSON type that decodes into t, for error messages.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch k := t.Kind(); {
+	case k == reflect.String:
+		return "a string"
+	case k == reflect.Bool:
+		return "a boolean"
+	case k == reflect.Slice || k == reflect.Array:
+		return "an array"
+	case k == reflect.Struct || k == reflect.Map:
+		return "an object"
+	case reflect.Int <= k && k <= reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }
