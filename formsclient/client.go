@@ -21,8 +21,8 @@
 // errors.Is matches with [formsapi.ErrInvalidKey] for 401 and
 // [formsapi.ErrFormNotFound] for the 404 of a form's submissions. An
 // answer that breaks the paging rules (a cursor returned twice, items out
-// of order or outside the requested range) ends the iteration with an
-// error wrapping [ErrPaging] rather than loop.
+// of order or outside the requested range, the same page over and over)
+// ends the iteration with an error wrapping [ErrPaging] rather than loop.
 //
 // The package imports only the standard library and formsapi's types.
 package formsclient
@@ -246,5 +246,7 @@ func (e *Error) Is(target error) bool {
 // server's pages break the API's paging rules, so that the client stops
 // instead of looping or returning items twice: a nextCursor returned for a
 // second time, items out of the requested order or outside since/until,
-// or many empty pages in a row that each point to a next one.
+// 5 empty pages in a row that each point to a next one, or 10 pages in a
+// row with the same items as the page before (what a proxy that drops the
+// query string produces).
 var ErrPaging = errors.New("formsclient: the server's pages break the paging rules")
