@@ -3,8 +3,16 @@ package sqlitestore_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
 
 	"github.com/formsapi/formsapi/internal/benchdata"
 	"github.com/formsapi/formsapi/sqlitestore"
@@ -68,5 +76,122 @@ func BenchmarkAddSubmission(b *testing.B) {
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkMixed is the multi-tenant workload of bench/mixed.sh without
+// the network: 20 accounts × 10 forms × 500 submissions, each request a
+// random key, one of its forms, a random limit and order, 1 in 20 a forms
+// list (benchdata.MixedRequest), with the default read cache, with it
+// while another store on the same file adds a submission to a random form
+// every 2 ms, and with the cache off. Eight goroutines per CPU ask at
+// once, like the load run's connections.
+//
+//	go test -run '^$' -bench Mixed -cpu 1,2,4 -mutexprofile mutex.out ./sqlitestore/
+func BenchmarkMixed(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "mixed.db")
+	s, err := sqlitestore.Open(path, sqlitestore.WithCacheSize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts, err := benchdata.LoadTenants(context.Background(), s, 20, 10, 500, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	var forms []string
+	for _, t := range ts {
+		forms = append(forms, t.Forms...)
+	}
+	for _, c := range []struct {
+		name   string
+		cache  int
+		writer bool
+	}{
+		{"Cached", sqlitestore.DefaultCacheSize, false},
+		{"CachedWriter", sqlitestore.DefaultCacheSize, true},
+		{"Uncached", 0, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := sqlitestore.Open(path, sqlitestore.WithCacheSize(c.cache))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			h := formsapi.NewHandler(s, s, formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+			if c.writer {
+				stop := writeEvery(b, path, forms, 2*time.Millisecond)
+				defer stop()
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			for range 2000 { // warm the cache
+				serveMixed(b, h, r, ts)
+			}
+			var seed atomic.Uint64
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				r := rand.New(rand.NewPCG(seed.Add(1), 3))
+				for pb.Next() {
+					serveMixed(b, h, r, ts)
+				}
+			})
+		})
+	}
+}
+
+type nullWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *nullWriter) Header() http.Header         { return w.h }
+func (w *nullWriter) WriteHeader(code int)        { w.status = code }
+func (w *nullWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func serveMixed(b *testing.B, h http.Handler, r *rand.Rand, ts []benchdata.Tenant) {
+	target, key := benchdata.MixedRequest(r, ts)
+	req := httptest.NewRequest("GET", target, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	w := &nullWriter{h: http.Header{}, status: 200}
+	h.ServeHTTP(w, req)
+	if w.status != 200 {
+		b.Errorf("GET %s: status %d", target, w.status)
+	}
+}
+
+// writeEvery adds a submission to a random form of the file at path on
+// every tick, through a store of its own, until stop is called.
+func writeEvery(b *testing.B, path string, forms []string, every time.Duration) (stop func()) {
+	w, err := sqlitestore.Open(path, sqlitestore.WithCacheSize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		r := rand.New(rand.NewPCG(5, 6))
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			sub, m := benchdata.Submission(forms[r.IntN(len(forms))], 1_000_000+i)
+			sub.CreatedAt = time.Time{}
+			if err := w.AddSubmission(context.Background(), sub, m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		w.Close()
 	}
 }

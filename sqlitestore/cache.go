@@ -1,127 +1,178 @@
 package sqlitestore
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
 )
 
-// cache keeps encoded pages and resolved keys until anyone commits to the
-// database file: this store's writer, a host's connection, another process.
+// cache keeps encoded pages of submissions, each tagged with the version
+// of its form when it was read.
 //
-// Why it is never stale: PRAGMA data_version on one connection changes
-// whenever another connection commits (sqlite.org/pragma.html#pragma_data_version).
-// The cache owns a read-only connection that never writes, so every commit
-// anywhere changes its data_version. Each lookup first reads the current
-// version; an entry is stored with the version read before the database
-// was, and is served only while the version read is still the same, that
-// is, while nothing has been committed since the entry was read.
+// Why it is never stale: the triggers of migration 0003 give a form a new
+// version, never used before in the file, in the same transaction as any
+// change to its submissions, whoever commits it: this store, a host's
+// connection, another process. Before a page is served, the form's
+// current version is read from the database (the ownership check, one
+// indexed lookup that every request needs anyway); the page is served
+// only if it carries that version. The version is read before the page,
+// so a page always holds data at least as new as its tag: a commit in
+// between makes the page newer than its tag, never older, and the tag then
+// no longer matches.
+//
+// A write therefore forgets only its own form's pages, and lazily: the
+// next request for them misses and replaces them.
+//
+// A page is stored under its list (form, order and keyset bounds) without
+// its limit, holding the items read and whether more follow, so a page of
+// 100 answers any limit up to 100 and a shorter list any limit at all.
+//
+// The cache is split in shards, each with its own lock, so concurrent
+// requests rarely meet on one lock; hits take it only for reading. The
+// byte budget is the whole cache's, so one big page can use all of it.
 type cache struct {
-	mu       sync.Mutex
-	watch    *sql.Conn // the read-only connection whose data_version is read
-	version  int64
-	pages    map[pageKey]cachedPage
-	bytes    int
-	maxBytes int
-	keys     map[[32]byte]grant // key hash → live key
+	seed     maphash.Seed
+	shards   [cacheShards]shard
+	bytes    atomic.Int64 // held by all shards together
+	maxBytes int64
 }
 
-// maxCachedKeys bounds the resolved keys kept.
-const maxCachedKeys = 10_000
+// cacheShards is well above the number of cores a server has, so two
+// requests rarely want the same shard at once.
+const cacheShards = 32
+
+type shard struct {
+	mu    sync.RWMutex
+	pages map[pageKey]*entry
+	_     [64]byte // keeps shards' locks off each other's cache lines
+}
 
 type pageKey struct {
-	account, formID string
-	order           formsapi.Order
-	lo, hi          keyset.Pos
-	limit           int
+	formSeq int64
+	order   formsapi.Order
+	lo, hi  keyset.Pos
 }
 
-type cachedPage struct {
-	body []byte // the page's objects, separated by commas
-	next string
+// entry is the start of one list: its first len(ends) items. It never
+// changes once stored.
+type entry struct {
+	version int64
+	body    []byte       // the items' JSON objects, separated by commas
+	ends    []int        // ends[i]: the end of item i in body
+	pos     []keyset.Pos // pos[i]: the keyset position of item i
+	more    bool         // an item follows the last one held
 }
 
-func newCache(ctx context.Context, read *sql.DB, maxBytes int) (*cache, error) {
-	watch, err := read.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cache connection: %w", err)
+// entryOverhead approximates an entry's bytes beyond its slices.
+const entryOverhead = 128
+
+func (e *entry) size() int64 {
+	return int64(len(e.body) + len(e.ends)*8 + len(e.pos)*16 + entryOverhead)
+}
+
+func newCache(maxBytes int) *cache {
+	c := &cache{seed: maphash.MakeSeed(), maxBytes: int64(maxBytes)}
+	for i := range c.shards {
+		c.shards[i].pages = map[pageKey]*entry{}
 	}
-	return &cache{watch: watch, maxBytes: maxBytes, pages: map[pageKey]cachedPage{}, keys: map[[32]byte]grant{}}, nil
+	return c
 }
 
-// sync reads the current data_version and forgets everything if it moved.
-// It returns the version the caller's entries must carry.
-func (c *cache) sync(ctx context.Context) (int64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var v int64
-	if err := c.watch.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
-		return 0, fmt.Errorf("data_version: %w", err)
+func (c *cache) shard(k pageKey) int {
+	return int(maphash.Comparable(c.seed, k) % cacheShards)
+}
+
+// page appends the first limit items of list k to body if the cache holds
+// them at version v, and returns body and the page's next cursor.
+func (c *cache) page(v int64, k pageKey, limit int, body []byte) ([]byte, string, bool) {
+	sh := &c.shards[c.shard(k)]
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	e, ok := sh.pages[k]
+	if !ok || e.version != v {
+		return body, "", false
 	}
-	if v != c.version {
-		c.version = v
-		clear(c.pages)
-		clear(c.keys)
-		c.bytes = 0
+	n := len(e.ends)
+	if limit > n && e.more {
+		return body, "", false // the page needs items not held
 	}
-	return v, nil
+	m := min(limit, n)
+	if m == 0 {
+		return body, "", true
+	}
+	body = append(body, e.body[:e.ends[m-1]]...)
+	if m < n || e.more {
+		return body, e.pos[m-1].String(), true
+	}
+	return body, "", true
 }
 
-func (c *cache) page(v int64, k pageKey) (cachedPage, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.pages[k]
-	return p, ok && c.version == v
-}
-
-func (c *cache) putPage(v int64, k pageKey, p cachedPage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version != v || len(p.body) > c.maxBytes {
+// put stores e for list k unless the cache holds a newer version or as
+// many items of the same version. It makes room by dropping entries at
+// random, from k's shard first and then from the next ones.
+func (c *cache) put(k pageKey, e *entry) {
+	size := e.size()
+	if size > c.maxBytes {
 		return
 	}
-	// Make room by dropping entries in map order, which Go randomises:
-	// random eviction, with no bookkeeping on the hit path.
-	for old, op := range c.pages {
-		if c.bytes+len(p.body) <= c.maxBytes {
-			break
-		}
-		delete(c.pages, old)
-		c.bytes -= len(op.body)
-	}
-	if prev, ok := c.pages[k]; ok {
-		c.bytes -= len(prev.body)
-	}
-	c.pages[k] = p
-	c.bytes += len(p.body)
-}
-
-func (c *cache) grant(v int64, h [32]byte) (grant, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, ok := c.keys[h]
-	return g, ok && c.version == v
-}
-
-func (c *cache) putGrant(v int64, h [32]byte, g grant) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version != v {
+	home := c.shard(k)
+	sh := &c.shards[home]
+	sh.mu.Lock()
+	ok := c.replace(sh, k, e)
+	sh.mu.Unlock()
+	if !ok {
 		return
 	}
-	for old := range c.keys {
-		if len(c.keys) < maxCachedKeys {
-			break
-		}
-		delete(c.keys, old)
+	for i := 0; i < cacheShards && c.bytes.Load()+size > c.maxBytes; i++ {
+		c.evict(&c.shards[(home+i)%cacheShards], size)
 	}
-	c.keys[h] = g
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.replace(sh, k, e) { // again: another request may have stored k meanwhile
+		sh.pages[k] = e
+		c.bytes.Add(size)
+	}
 }
 
-func (c *cache) close() error {
-	return c.watch.Close()
+// replace reports whether e should take the place of what sh holds for k,
+// and if so drops that. The caller holds sh's lock.
+func (c *cache) replace(sh *shard, k pageKey, e *entry) bool {
+	old, ok := sh.pages[k]
+	if !ok {
+		return true
+	}
+	if old.version > e.version || old.version == e.version && (len(old.ends) >= len(e.ends) || !old.more) {
+		return false
+	}
+	delete(sh.pages, k)
+	c.bytes.Add(-old.size())
+	return true
+}
+
+// evict drops entries of sh in map order, which Go randomises, until size
+// more bytes fit: random eviction, with no bookkeeping on the hit path.
+func (c *cache) evict(sh *shard, size int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for k, e := range sh.pages {
+		if c.bytes.Load()+size <= c.maxBytes {
+			return
+		}
+		delete(sh.pages, k)
+		c.bytes.Add(-e.size())
+	}
+}
+
+// stats returns how many entries and bytes the cache holds.
+func (c *cache) stats() (entries, bytes int) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		entries += len(sh.pages)
+		sh.mu.RUnlock()
+	}
+	return entries, int(c.bytes.Load())
 }

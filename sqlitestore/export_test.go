@@ -50,9 +50,23 @@ func MigrationCount() int {
 	return len(ms)
 }
 
-// CachedPages returns how many pages and bytes the store's cache holds.
-func CachedPages(s *Store) (pages, bytes int) {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	return len(s.cache.pages), s.cache.bytes
+// CachedPages returns how many lists and bytes the store's cache holds.
+func CachedPages(s *Store) (pages, bytes int) { return s.cache.stats() }
+
+// ReadConns is the size of the read pool of a store from Open.
+var ReadConns = readConns
+
+// CachedVersions returns, for each form with pages in the store's cache,
+// the versions those pages carry.
+func CachedVersions(s *Store) map[int64][]int64 {
+	m := map[int64][]int64{}
+	for i := range s.cache.shards {
+		sh := &s.cache.shards[i]
+		sh.mu.RLock()
+		for k, e := range sh.pages {
+			m[k.formSeq] = append(m[k.formSeq], e.version)
+		}
+		sh.mu.RUnlock()
+	}
+	return m
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// grant is a live key's row as the cache keeps it: expiry is checked on
-// every use, so a cached grant stops working on time.
+// grant is a live key's row; expiry is checked against the current time
+// on every use.
 type grant struct {
 	account   string
 	forms     []string // nil: every form
@@ -57,8 +57,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 
 // ResolveKey returns the account that owns key, or an error wrapping
 // formsapi.ErrInvalidKey if the key is unknown, revoked or expired. A
-// revocation holds for the very next request: the cache of a store from
-// Open is emptied by every commit.
+// revocation holds for the very next request: keys are never cached.
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 	g, err := s.authorize(ctx, key)
 	if err != nil {
@@ -104,19 +103,10 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	return out, nil
 }
 
-// lookupKey returns the row of a live key, from the cache if it has one.
+// lookupKey returns the row of a live key. It reads the row on every
+// call (one primary-key lookup), never from a cache, so a revocation holds
+// for the very next request, whoever made it.
 func (s *Store) lookupKey(ctx context.Context, h [32]byte) (grant, error) {
-	var version int64
-	if s.cache != nil {
-		v, err := s.cache.sync(ctx)
-		if err != nil {
-			return grant{}, err
-		}
-		if g, ok := s.cache.grant(v, h); ok {
-			return g, nil
-		}
-		version = v
-	}
 	var (
 		g       grant
 		forms   sql.NullString
@@ -135,9 +125,6 @@ func (s *Store) lookupKey(ctx context.Context, h [32]byte) (grant, error) {
 		}
 	}
 	g.expiresAt = expires.Int64
-	if s.cache != nil {
-		s.cache.putGrant(version, h, g)
-	}
 	return g, nil
 }
 

@@ -52,11 +52,11 @@ WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC
 LIMIT ?`
 
-	// The ownership check: a form of another account is not found.
-	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?`
+	// The ownership check: a form of another account is not found. The
+	// version (migration 0003) is what the read cache checks its pages by.
+	sqlFormOf = `SELECT seq, version FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
-	// Expiry is checked by the caller against the current time, so that
-	// a cached grant expires on time too.
+	// Expiry is checked by the caller against the current time.
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
 
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at

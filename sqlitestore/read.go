@@ -75,23 +75,23 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 	return p, nil
 }
 
-// formSeq returns the seq of formID if it is a form of accountID: the
-// ownership check before any submission is read.
-func (s *Store) formSeq(ctx context.Context, accountID, formID string) (int64, error) {
+// formVersion returns the seq and version of formID if it is a form of
+// accountID: the ownership check before any submission is read, and what
+// the read cache checks its pages against.
+func (s *Store) formVersion(ctx context.Context, accountID, formID string) (seq, version int64, err error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var seq int64
-	err := s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&seq)
+	err = s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&seq, &version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, formsapi.ErrFormNotFound
+		return 0, 0, formsapi.ErrFormNotFound
 	}
-	return seq, err
+	return seq, version, err
 }
 
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
-	formSeq, err := s.formSeq(ctx, accountID, formID)
+	formSeq, _, err := s.formVersion(ctx, accountID, formID)
 	if err != nil {
 		return p, err
 	}
@@ -142,37 +142,41 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 }
 
 func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	if s.cache == nil {
-		return s.readEncoded(ctx, accountID, formID, q, p)
-	}
-	v, err := s.cache.sync(ctx)
+	formSeq, version, err := s.formVersion(ctx, accountID, formID)
 	if err != nil {
+		return err
+	}
+	if s.cache == nil {
+		return s.readEncoded(ctx, formSeq, q, p, nil)
+	}
+	if _, err := keyset.Fetch(q); err != nil { // before the cache could answer it
 		return err
 	}
 	lo, hi, err := keyset.Bounds(q)
 	if err != nil {
 		return err
 	}
-	key := pageKey{account: accountID, formID: formID, order: q.Order, lo: lo, hi: hi, limit: q.Limit}
-	if cp, ok := s.cache.page(v, key); ok {
-		p.Body = append(p.Body, cp.body...)
-		p.NextCursor = cp.next
+	key := pageKey{formSeq: formSeq, order: q.Order, lo: lo, hi: hi}
+	if body, next, ok := s.cache.page(version, key, q.Limit, p.Body); ok {
+		p.Body, p.NextCursor = body, next
 		return nil
 	}
+	// Read after the version: the page is at least as new as its tag.
+	e := &entry{version: version}
 	start := len(p.Body)
-	if err := s.readEncoded(ctx, accountID, formID, q, p); err != nil {
+	if err := s.readEncoded(ctx, formSeq, q, p, e); err != nil {
 		return err
 	}
-	s.cache.putPage(v, key, cachedPage{body: bytes.Clone(p.Body[start:]), next: p.NextCursor})
+	e.body = bytes.Clone(p.Body[start:])
+	e.more = p.NextCursor != ""
+	s.cache.put(key, e)
 	return nil
 }
 
-// readEncoded reads one page of encoded submissions from the database.
-func (s *Store) readEncoded(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	formSeq, err := s.formSeq(ctx, accountID, formID)
-	if err != nil {
-		return err
-	}
+// readEncoded reads one page of the encoded submissions of the form with
+// seq formSeq from the database. If e is not nil, it records where each
+// item ends in the page and its keyset position.
+func (s *Store) readEncoded(ctx context.Context, formSeq int64, q formsapi.Query, p *wire.Page, e *entry) error {
 	args, err := listArgs(formSeq, q)
 	if err != nil {
 		return err
@@ -186,6 +190,7 @@ func (s *Store) readEncoded(ctx context.Context, accountID, formID string, q for
 		return err
 	}
 	defer rows.Close()
+	start := len(p.Body)
 	var last keyset.Pos
 	var encoded sql.RawBytes // valid until the next Next: copied at once
 	for n := 0; rows.Next(); n++ {
@@ -205,6 +210,10 @@ func (s *Store) readEncoded(ctx context.Context, accountID, formID string, q for
 			p.Body = append(p.Body, ',')
 		}
 		p.Body = append(p.Body, encoded...)
+		if e != nil {
+			e.ends = append(e.ends, len(p.Body)-start)
+			e.pos = append(e.pos, last)
+		}
 	}
 	return rows.Err()
 }

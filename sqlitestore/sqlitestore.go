@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -30,8 +31,9 @@ import (
 )
 
 // readConns bounds the read-only pool of a store from Open: enough for
-// parallel requests, few enough that connections are reused and stay warm.
-const readConns = 4
+// parallel requests on every core, few enough that connections are reused
+// and stay warm (each keeps its own page cache).
+var readConns = max(4, 2*runtime.GOMAXPROCS(0))
 
 // DefaultCacheSize is the read cache of a store from Open unless
 // WithCacheSize says otherwise.
@@ -46,9 +48,9 @@ type config struct {
 type Option func(*config)
 
 // WithCacheSize bounds the read cache to about n bytes of encoded pages
-// (and 10,000 resolved keys); 0 turns the cache off, so every request
-// queries the file. The cache never serves data older than the last
-// commit, whoever made it.
+// of submissions; 0 turns the cache off, so every page is read from the
+// file. The cache never serves a page older than the last commit to its
+// form, whoever made it.
 func WithCacheSize(n int) Option {
 	return func(c *config) { c.cacheBytes = max(n, 0) }
 }
@@ -94,11 +96,14 @@ var (
 // -shm files; an existing file keeps its mode, and Open narrows the side
 // files to it.
 //
-// A store from Open keeps recently read pages and keys in memory (see
-// [WithCacheSize]) for as long as nothing at all is committed to the file;
-// any commit, from this store, the host or another process, empties it
-// before the next read (see PRAGMA data_version), so it never serves stale
-// data.
+// A store from Open keeps recently read pages of submissions in memory
+// (see [WithCacheSize]). Each page is served only while its form has not
+// changed: triggers in the file give a form a new version with every
+// change to its submissions, whoever commits it (this store, the host,
+// another process), and every request reads that version first, with the
+// ownership check it needs anyway. A write forgets only its own form's
+// pages. Keys are never cached: each request looks its key up, so a
+// revocation holds for the very next one.
 //
 // The database runs in WAL mode, so readers never wait for the writer. WAL
 // keeps an index in shared memory (the -shm file), so the file must be on a
@@ -158,9 +163,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// One more connection than readConns: the cache keeps one to itself.
-	s.read.SetMaxOpenConns(readConns + 1)
-	s.read.SetMaxIdleConns(readConns + 1)
+	s.read.SetMaxOpenConns(readConns)
+	s.read.SetMaxIdleConns(readConns)
 	if err := s.read.PingContext(ctx); err != nil {
 		return fail(err)
 	}
@@ -171,9 +175,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return fail(err)
 	}
 	if cfg.cacheBytes > 0 {
-		if s.cache, err = newCache(ctx, s.read, cfg.cacheBytes); err != nil {
-			return fail(err)
-		}
+		s.cache = newCache(cfg.cacheBytes)
 	}
 	s.used.Start()
 	return s, nil
@@ -223,10 +225,7 @@ func (s *Store) Close() error {
 	if s.used != nil {
 		errs = append(errs, s.used.Stop(context.Background()))
 	}
-	if s.cache != nil {
-		errs = append(errs, s.cache.close())
-		s.cache = nil
-	}
+	s.cache = nil
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}

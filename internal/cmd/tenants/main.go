@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/benchdata"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
@@ -51,10 +50,6 @@ func run(args []string) error {
 	return fmt.Errorf("unknown command %q: want gen or write", args[0])
 }
 
-// AccountID and FormID name the generated accounts and forms.
-func accountID(a int) string { return fmt.Sprintf("tenant-%02d", a) }
-func formID(a, f int) string { return fmt.Sprintf("t%02d-form-%02d", a, f) }
-
 func gen(args []string) error {
 	fs := flag.NewFlagSet("tenants gen", flag.ContinueOnError)
 	db := fs.String("db", "mixed.db", "database file to create (must not exist)")
@@ -76,35 +71,16 @@ func gen(args []string) error {
 		return err
 	}
 	defer store.Close()
-	ctx := context.Background()
-	var lines strings.Builder
 	start := time.Now()
-	total := 0
-	for a := range *accounts {
-		key, err := formsapi.NewKey()
-		if err != nil {
-			return err
-		}
-		if err := store.AddKey(ctx, key, accountID(a)); err != nil {
-			return err
-		}
-		lines.WriteString(key)
-		for f := range *forms {
-			id := formID(a, f)
-			if err := store.AddForm(ctx, accountID(a), formsapi.Form{ID: id, Title: "Form " + id, CreatedAt: benchdata.At(f)}); err != nil {
-				return err
-			}
-			lines.WriteString(" " + id)
-			for i := range *perForm {
-				s, m := benchdata.Submission(id, i)
-				if err := store.AddSubmission(ctx, s, m); err != nil {
-					return err
-				}
-				total++
-			}
-			fmt.Fprintf(os.Stderr, "\r%d submissions", total)
-		}
-		lines.WriteString("\n")
+	ts, err := benchdata.LoadTenants(context.Background(), store, *accounts, *forms, *perForm, func(done int) {
+		fmt.Fprintf(os.Stderr, "\r%d submissions", done)
+	})
+	if err != nil {
+		return err
+	}
+	var lines strings.Builder
+	for _, t := range ts {
+		lines.WriteString(t.Key + " " + strings.Join(t.Forms, " ") + "\n")
 	}
 	if err := os.WriteFile(*keysPath, []byte(lines.String()), 0o600); err != nil {
 		return err
@@ -112,7 +88,7 @@ func gen(args []string) error {
 	d := time.Since(start)
 	fmt.Fprintf(os.Stderr, "\r")
 	fmt.Printf("wrote %d accounts, %d forms, %d submissions in %s; keys in %s\n",
-		*accounts, *accounts**forms, total, d.Round(time.Millisecond), *keysPath)
+		*accounts, *accounts**forms, *accounts**forms**perForm, d.Round(time.Millisecond), *keysPath)
 	return nil
 }
 
