@@ -209,7 +209,7 @@ type Error struct {
 	RetryAfter time.Duration
 
 	op           string // what the client was doing, for Error
-	formNotFound bool   // a 404 in the API's JSON answering a form's submissions
+	formNotFound bool   // the API's 404 for a form's submissions
 }
 
 // Error returns what the client was doing, the status, the message and the
@@ -230,8 +230,9 @@ func (e *Error) Error() string {
 // Is reports whether e is the formsapi sentinel target:
 // [formsapi.ErrInvalidKey] for any 401, and [formsapi.ErrFormNotFound] for
 // a 404 in the API's JSON answering a form's submissions (the API does not
-// tell a missing form from another account's). A 404 of the forms list
-// means the base URL is wrong and matches neither.
+// tell a missing form from another account's). A 404 of the forms list,
+// a 404 that is not the API's JSON, and the API's 404 for a path it does
+// not serve all mean the base URL is wrong, and match neither.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case formsapi.ErrInvalidKey:

@@ -99,12 +99,18 @@ func (c *Client) send(ctx context.Context, u string, form bool) (*response, erro
 	}
 	if isJSON && json.Unmarshal(body, &env) == nil && env.Success != nil && !*env.Success && env.Message != nil {
 		e.Message = *env.Message
-		e.formNotFound = form && res.StatusCode == http.StatusNotFound
+		// The API's 404 for a path it does not serve (a wrong base URL)
+		// says so; any other 404 of a form's list is the form's.
+		e.formNotFound = form && res.StatusCode == http.StatusNotFound && !strings.HasPrefix(e.Message, msgNoRoutePrefix)
 	} else {
 		e.Message = notJSON(res)
 	}
 	return nil, e
 }
+
+// msgNoRoutePrefix begins the message of the API's 404 for a path it
+// does not serve.
+const msgNoRoutePrefix = "not found: the API serves"
 
 // notJSON describes an answer that is not the API's JSON, without its
 // body: a proxy's error page says nothing the status does not.
