@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -195,9 +194,4 @@ func withCtx(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	return err
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
 }
