@@ -3,12 +3,20 @@
 # and the example server over SQLite (first page, 99%-deep pages in both
 # orders, since/until windows, the forms list) with its read cache on and
 # with it off (-cache-mib 0), and once more with a writer committing every
-# 2 ms; one after the other with the same wrk settings, then
-# single-client latency and the example server's memory. Prints every
-# figure with its ratio to the baseline.
+# 2 ms; then the example server over PostgreSQL (pgstore, no cache) on the
+# same data and the same targets; one after the other with the same wrk
+# settings, then single-client latency, the example servers' memory, and
+# how the CPU was shared between PostgreSQL, the API server and the rest
+# (wrk, and whatever else runs on the machine) during the first-page runs.
+# Prints every figure with its ratio to the baseline.
 #
 #   apt-get install wrk        # once; wrk is Debian's package
 #   bash bench/loadrun.sh      # DUR=10s CONN=32 THREADS=2 by default
+#
+# PostgreSQL: FORMSAPI_BENCH_POSTGRES (else FORMSAPI_TEST_POSTGRES, else
+# postgres://postgres@127.0.0.1:5432/test?sslmode=disable) names the
+# server; the data goes to schema formsapi_bench, loaded once with
+# synchronous_commit=off for that session only (drop the schema to reload).
 #
 # Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail
@@ -26,7 +34,15 @@ DB="$WORK/bench.db"
 if [ ! -f "$DB" ]; then
   "$WORK/bin/gendata" -db "$DB" -big 100000 -forms 10 -per-form 1000 -key "$KEY"
 fi
+PG=${FORMSAPI_BENCH_POSTGRES:-${FORMSAPI_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}}
+PGSCHEMA=formsapi_bench
+case "$PG" in *\?*) PGLOAD="$PG&synchronous_commit=off" ;; *) PGLOAD="$PG?synchronous_commit=off" ;; esac
+if [ "$(psql "$PG" -Atc "SELECT count(*) FROM pg_namespace WHERE nspname = '$PGSCHEMA'")" = 0 ]; then
+  "$WORK/bin/gendata" -postgres "$PGLOAD" -schema "$PGSCHEMA" -big 100000 -forms 10 -per-form 1000 -key "$KEY"
+  psql "$PG" -qc "ANALYZE $PGSCHEMA.formsapi_forms, $PGSCHEMA.formsapi_submissions"
+fi
 
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -36,7 +52,9 @@ trap cleanup EXIT
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
 up 18092 # seeded the demo account before the second server opens the file
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -cache-mib 0 >/dev/null & pids+=($!)
-for port in 18090 18091 18094; do up $port; done
+FORMSAPI_POSTGRES="$PG" "$WORK/bin/server" -schema "$PGSCHEMA" -demo-key-file "$WORK/pg.demo-key" \
+  -addr 127.0.0.1:18096 -access-log=false >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
+for port in 18090 18091 18094 18096; do up $port; done
 
 SUB=/v1/forms/bench-form-000/submissions
 # deep ORDER BASE: the cursor that starts 99% into the big form, found by
@@ -56,6 +74,26 @@ DEEP_DESC=$(deep desc $S)
 DEEP_ASC=$(deep asc $S)
 UDEEP_DESC=$(deep desc $U)
 UDEEP_ASC=$(deep asc $U)
+P=http://127.0.0.1:18096 # the example server over PostgreSQL: every request queries it
+PDEEP_DESC=$(deep desc $P)
+PDEEP_ASC=$(deep asc $P)
+
+# CPU accounting, in clock ticks: the whole machine (busy and all), every
+# postgres process, and one process.
+ticks_machine() { awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat; }
+ticks_pid() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+ticks_postgres() { local t=0; for p in $(pgrep -x postgres); do t=$((t + $(ticks_pid "$p"))); done; echo $t; }
+# cpu NAME PID CMD...: runs CMD and appends to $WORK/cpu.txt the shares of
+# the machine's two cores that PostgreSQL, process PID and everything else
+# used meanwhile, and how much stayed idle.
+cpu() {
+  local name=$1 pid=$2; shift 2
+  read -r b0 a0 < <(ticks_machine); local g0 s0; g0=$(ticks_postgres); s0=$(ticks_pid "$pid")
+  "$@"
+  read -r b1 a1 < <(ticks_machine); local g1 s1; g1=$(ticks_postgres); s1=$(ticks_pid "$pid")
+  echo "$name $(( a1 - a0 )) $(( b1 - b0 )) $(( g1 - g0 )) $(( s1 - s0 ))" >>"$WORK/cpu.txt"
+}
+: >"$WORK/cpu.txt"
 WINDOW="since=2024-01-01T12:00:00Z&until=2024-01-01T14:00:00Z"
 
 # rps NAME URL: a wrk run; prints "NAME rps p50 p99".
@@ -69,7 +107,7 @@ rps() {
 results=$(
   rps baseline-static          "http://127.0.0.1:18090$SUB?limit=100"
   rps memstore-first-page      "http://127.0.0.1:18091$SUB?limit=100"
-  rps sqlite-first-page        "$S$SUB?limit=100"
+  cpu sqlite-first-page "$SERVER" rps sqlite-first-page "$S$SUB?limit=100"
   rps sqlite-deep-99pct-desc   "$S$SUB?limit=100&cursor=$DEEP_DESC"
   rps sqlite-deep-99pct-asc    "$S$SUB?limit=100&order=asc&cursor=$DEEP_ASC"
   rps sqlite-window-desc       "$S$SUB?limit=100&$WINDOW"
@@ -80,6 +118,12 @@ results=$(
   rps nocache-deep-99pct-asc   "$U$SUB?limit=100&order=asc&cursor=$UDEEP_ASC"
   rps nocache-window-desc      "$U$SUB?limit=100&$WINDOW"
   rps nocache-window-asc       "$U$SUB?limit=100&order=asc&$WINDOW"
+  cpu pg-first-page "$PGSERVER" rps pg-first-page "$P$SUB?limit=100"
+  rps pg-deep-99pct-desc       "$P$SUB?limit=100&cursor=$PDEEP_DESC"
+  rps pg-deep-99pct-asc        "$P$SUB?limit=100&order=asc&cursor=$PDEEP_ASC"
+  rps pg-window-desc           "$P$SUB?limit=100&$WINDOW"
+  rps pg-window-asc            "$P$SUB?limit=100&order=asc&$WINDOW"
+  rps pg-forms-list            "$P/v1/forms"
   # A writer in another process commits every 2 ms, each commit emptying
   # the cache of the server with the cache on.
   "$WORK/bin/soak" -clients 0 -duration "$DUR" -db "$DB" -write-every 2ms >&2 &
@@ -87,20 +131,22 @@ results=$(
   wait
 )
 base=$(echo "$results" | awk '$1=="baseline-static" {print $2}')
-first=$(echo "$results" | awk '$1=="sqlite-first-page" {print $2}')
 echo
 echo "wrk -t$THREADS -c$CONN -d$DUR, 100-item pages ($(curl -s -H "Authorization: Bearer $KEY" "$S$SUB?limit=100" | wc -c) bytes)"
-printf '%-26s %10s %9s %9s %11s %13s\n' target req/s p50 p99 "x baseline" "x sqlite 1st"
+printf '%-26s %10s %9s %9s %11s %16s\n' target req/s p50 p99 "x baseline" "x own 1st page"
 echo "$results" | while read -r name r p50 p99; do
-  printf '%-26s %10.0f %9s %9s %10.1f%% %12.1f%%\n' "$name" "$r" "$p50" "$p99" \
-    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $first" | awk '{print 100*$1/$2}')"
+  # Each store's rows against its own first page: sqlite-*, nocache-*, pg-*.
+  first=$(echo "$results" | awk -v p="${name%%-*}-first-page" '$1==p {print $2}')
+  printf '%-26s %10.0f %9s %9s %10.1f%% %15s\n' "$name" "$r" "$p50" "$p99" \
+    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(if [ -n "$first" ]; then echo "$r $first" | awk '{printf "%.1f%%", 100*$1/$2}'; else echo -; fi)"
 done
 
 echo
 echo "single client (wrk -t1 -c1 -d5s):"
 for target in "baseline-static http://127.0.0.1:18090$SUB?limit=100" "sqlite-first-page $S$SUB?limit=100" \
   "sqlite-deep-99pct-desc $S$SUB?limit=100&cursor=$DEEP_DESC" "nocache-first-page $U$SUB?limit=100" \
-  "nocache-deep-99pct-desc $U$SUB?limit=100&cursor=$UDEEP_DESC"; do
+  "nocache-deep-99pct-desc $U$SUB?limit=100&cursor=$UDEEP_DESC" "pg-first-page $P$SUB?limit=100" \
+  "pg-deep-99pct-desc $P$SUB?limit=100&cursor=$PDEEP_DESC" "pg-forms-list $P/v1/forms"; do
   set -- $target
   printf '  %-26s p50 %s\n' "$1" "$(wrk -t1 -c1 -d5s --latency -H "Authorization: Bearer $KEY" "$2" | awk '$1=="50%" {print $2}')"
 done
@@ -112,3 +158,14 @@ after=$(rss)
 echo
 echo "example server memory: peak RSS $(awk '/^VmHWM/ {print $2}' /proc/$SERVER/status) KiB;" \
   "RSS before one more run $before KiB, after $after KiB"
+echo "PostgreSQL example server memory: peak RSS $(awk '/^VmHWM/ {print $2}' /proc/$PGSERVER/status) KiB"
+
+echo
+echo "CPU during the c$CONN first-page runs, as shares of all $(nproc) cores (100% = every core busy):"
+printf '  %-20s %11s %11s %11s %11s\n' run postgres "API server" "the rest" idle
+while read -r name all busy pg srv; do
+  printf '  %-20s %10.1f%% %10.1f%% %10.1f%% %10.1f%%\n' "$name" \
+    "$(echo "$pg $all" | awk '{print 100*$1/$2}')" "$(echo "$srv $all" | awk '{print 100*$1/$2}')" \
+    "$(echo "$busy $pg $srv $all" | awk '{print 100*($1-$2-$3)/$4}')" "$(echo "$busy $all" | awk '{print 100*($2-$1)/$2}')"
+done <"$WORK/cpu.txt"
+echo "load average before the run: $LOAD0; after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,8 +1,10 @@
-// Command gendata fills a SQLite database with benchmark data: one big
-// form and some small ones, realistic submissions with metadata, and an
-// API key. It reports the write throughput of sqlitestore.AddSubmission.
+// Command gendata fills a SQLite database, or a PostgreSQL schema, with
+// benchmark data: one big form and some small ones, realistic submissions
+// with metadata, and an API key. It reports the write throughput of the
+// store's AddSubmission.
 //
 //	go run ./internal/cmd/gendata -db /tmp/bench.db -big 100000 -forms 10 -per-form 1000 -key bench-key
+//	go run ./internal/cmd/gendata -postgres "$DSN" -schema formsapi_bench -big 100000 -forms 10 -per-form 1000 -key bench-key
 package main
 
 import (
@@ -12,7 +14,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/benchdata"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -30,24 +34,43 @@ func run(args []string) error {
 	forms := fs.Int("forms", 10, "number of small forms besides the big one")
 	perForm := fs.Int("per-form", 1000, "submissions of each small form")
 	key := fs.String("key", benchdata.Key, "API key to register for account "+benchdata.Account)
+	dsn := fs.String("postgres", "", "fill this PostgreSQL database instead of -db")
+	schema := fs.String("schema", "formsapi_bench", "PostgreSQL schema to fill (must hold no formsapi data yet)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*db); err == nil {
-		return fmt.Errorf("%s exists; remove it first", *db)
+	ctx := context.Background()
+	var store formsapi.Writer
+	if *dsn != "" {
+		pg, err := pgstore.Open(ctx, *dsn, pgstore.WithSchema(*schema))
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		if p, err := pg.ListForms(ctx, benchdata.Account, formsapi.Query{Limit: 1}); err != nil {
+			return err
+		} else if len(p.Items) > 0 {
+			return fmt.Errorf("schema %s already holds benchmark data; drop it first", *schema)
+		}
+		store = pg
+	} else {
+		if _, err := os.Stat(*db); err == nil {
+			return fmt.Errorf("%s exists; remove it first", *db)
+		}
+		lite, err := sqlitestore.Open(*db)
+		if err != nil {
+			return err
+		}
+		defer lite.Close()
+		store = lite
 	}
-	store, err := sqlitestore.Open(*db)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 
 	counts := []int{*big}
 	for i := 0; i < *forms; i++ {
 		counts = append(counts, *perForm)
 	}
 	start := time.Now()
-	err = benchdata.Load(context.Background(), store, counts, *key, func(done int) {
+	err := benchdata.Load(ctx, store, counts, *key, func(done int) {
 		fmt.Fprintf(os.Stderr, "\r%d submissions", done)
 	})
 	if err != nil {
