@@ -36,7 +36,9 @@ if [ ! -f "$DB" ]; then
 fi
 PG=${FORMSAPI_BENCH_POSTGRES:-${FORMSAPI_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}}
 PGSCHEMA=formsapi_bench
-case "$PG" in *\?*) PGLOAD="$PG&synchronous_commit=off" ;; *) PGLOAD="$PG?synchronous_commit=off" ;; esac
+case "$PG" in *\?*) PGQ="$PG&" ;; *) PGQ="$PG?" ;; esac
+PGLOAD="${PGQ}synchronous_commit=off"
+PGAPP=formsapi_loadrun # the application_name of the PostgreSQL server's sessions
 if [ "$(psql "$PG" -Atc "SELECT count(*) FROM pg_namespace WHERE nspname = '$PGSCHEMA'")" = 0 ]; then
   "$WORK/bin/gendata" -postgres "$PGLOAD" -schema "$PGSCHEMA" -big 100000 -forms 10 -per-form 1000 -key "$KEY"
   psql "$PG" -qc "ANALYZE $PGSCHEMA.formsapi_forms, $PGSCHEMA.formsapi_submissions"
@@ -52,7 +54,7 @@ trap cleanup EXIT
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
 up 18092 # seeded the demo account before the second server opens the file
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -cache-mib 0 >/dev/null & pids+=($!)
-FORMSAPI_POSTGRES="$PG" "$WORK/bin/server" -schema "$PGSCHEMA" -demo-key-file "$WORK/pg.demo-key" \
+FORMSAPI_POSTGRES="${PGQ}application_name=$PGAPP" "$WORK/bin/server" -schema "$PGSCHEMA" -demo-key-file "$WORK/pg.demo-key" \
   -addr 127.0.0.1:18096 -access-log=false >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
 for port in 18090 18091 18094 18096; do up $port; done
 
@@ -82,10 +84,20 @@ PDEEP_ASC=$(deep asc $P)
 # postgres process, and one process.
 ticks_machine() { awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat; }
 ticks_pid() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-ticks_postgres() { local t=0; for p in $(pgrep -x postgres); do t=$((t + $(ticks_pid "$p"))); done; echo $t; }
+# The backends serving the example server: other clients of the same
+# PostgreSQL (tests running meanwhile, say) are not counted.
+ticks_postgres() {
+  local t=0
+  for p in $(psql "$PG" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = '$PGAPP'"); do
+    t=$((t + $(ticks_pid "$p")))
+  done
+  echo $t
+}
 # cpu NAME PID CMD...: runs CMD and appends to $WORK/cpu.txt the shares of
-# the machine's two cores that PostgreSQL, process PID and everything else
-# used meanwhile, and how much stayed idle.
+# the machine's cores that the example server's PostgreSQL backends,
+# process PID and everything else used meanwhile, and how much stayed
+# idle. The pool keeps its connections through a run, so the same
+# backends are measured before and after.
 cpu() {
   local name=$1 pid=$2; shift 2
   read -r b0 a0 < <(ticks_machine); local g0 s0; g0=$(ticks_postgres); s0=$(ticks_pid "$pid")
@@ -162,7 +174,7 @@ echo "PostgreSQL example server memory: peak RSS $(awk '/^VmHWM/ {print $2}' /pr
 
 echo
 echo "CPU during the c$CONN first-page runs, as shares of all $(nproc) cores (100% = every core busy):"
-printf '  %-20s %11s %11s %11s %11s\n' run postgres "API server" "the rest" idle
+printf '  %-20s %11s %11s %11s %11s\n' run "PG backends" "API server" "the rest" idle
 while read -r name all busy pg srv; do
   printf '  %-20s %10.1f%% %10.1f%% %10.1f%% %10.1f%%\n' "$name" \
     "$(echo "$pg $all" | awk '{print 100*$1/$2}')" "$(echo "$srv $all" | awk '{print 100*$1/$2}')" \

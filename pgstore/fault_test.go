@@ -196,3 +196,27 @@ func TestBlockedDatabase(t *testing.T) {
 	}
 	recovered(t, h)
 }
+
+// TestDamagedRowIsA500 damages one stored submission behind the store's
+// back, as sqlitestore's test does: the handler answers a generic 500
+// rather than broken JSON.
+func TestDamagedRowIsA500(t *testing.T) {
+	t.Parallel()
+	s := load(t, mustOpen(t), storetest.DefaultSeed())
+	h := formsapi.NewHandler(s, s, formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+	target := "/v1/forms/" + storetest.FormSmall + "/submissions"
+	if res := get(h, target, storetest.KeyA); res.status != http.StatusOK {
+		t.Fatalf("intact: %d %s", res.status, res.body)
+	}
+	update := "UPDATE " + quote(s.Schema()) + ".formsapi_submissions SET json = $1 WHERE seq = (SELECT MAX(seq) FROM " +
+		quote(s.Schema()) + ".formsapi_submissions WHERE form_seq = (SELECT seq FROM " + quote(s.Schema()) + ".formsapi_forms WHERE id = $2))"
+	for _, damage := range []string{`{"formId":"signup-a","data":{"n":1`, "{\"a\":\"\xff\"}", `[]`, ``} {
+		if _, err := pgstore.Pool(s).Exec(ctx, update, []byte(damage), storetest.FormSmall); err != nil {
+			t.Fatal(err)
+		}
+		res := get(h, target, storetest.KeyA)
+		if res.status != http.StatusInternalServerError || string(res.body) != `{"success":false,"message":"internal server error"}` {
+			t.Errorf("damaged row %q: %d %s, want the generic 500", damage, res.status, res.body)
+		}
+	}
+}
