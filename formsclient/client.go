@@ -75,7 +75,9 @@ type Option func(*Client)
 
 // WithHTTPClient makes the client send its requests through hc (for its
 // Transport, proxy settings, TLS configuration or Timeout) instead of
-// [http.DefaultClient]. A nil hc is ignored.
+// [http.DefaultClient], which has no timeout: without a Timeout here or a
+// deadline on the context, a server that never answers is waited for. A
+// nil hc is ignored.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {

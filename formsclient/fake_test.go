@@ -577,3 +577,24 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 		t.Error("no jitter on top of Retry-After")
 	}
 }
+
+// A connection cut in the middle of a body is a transport error, reported
+// with what the client was doing, not a panic or a short page.
+func TestBodyCutShort(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		body := page("", 2, 1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		io.WriteString(w, body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	items, err := collect(t, formsclient.New(f.URL, key, formsclient.WithRetries(1, 0, 0)).Submissions(context.Background(), "contact"))
+	if len(items) != 0 || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), `list submissions of form "contact": reading the 200 response`) {
+		t.Errorf("%d items, %v", len(items), err)
+	}
+}
