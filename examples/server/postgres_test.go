@@ -101,6 +101,13 @@ func TestPostgresTwoServersSeedOnce(t *testing.T) {
 	code, _ = b.get(t, "/v1/forms/contact/submissions?limit=2&cursor="+url.QueryEscape(page.NextCursor), a.key)
 	is.Equal(code, 200) // the other server accepts the cursor
 
+	var out bytes.Buffer
+	is.NoErr(run(context.Background(), []string{"-postgres", dsn, "-schema", schema, "-new-key", "demo"}, &out, io.Discard)) // issue a key
+	newKey := regexp.MustCompile(`fapi_\w+`).FindString(out.String())
+	is.True(newKey != "" && newKey != a.key) // a fresh key
+	code, _ = b.get(t, "/v1/forms", newKey)
+	is.Equal(code, 200) // works at once on a running server
+
 	is.NoErr(a.stop())
 	is.NoErr(b.stop())
 }
