@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -185,4 +186,33 @@ func hammer(t *testing.T, nodes []func() (bool, error), d time.Duration, p forms
 	elapsed := time.Since(start)
 	bound = p.Quota + int((elapsed+p.Interval()-1)/p.Interval())
 	return allowed, refused, bound
+}
+
+// go test -run '^$' -bench RateLimiter ./pgstore/ (with FORMSAPI_TEST_POSTGRES)
+func BenchmarkRateLimiterAllow(b *testing.B) {
+	dsn, schema := pgtest.Schema(b)
+	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.RateLimiter(formsapi.RateLimitPolicy{Name: "default", Quota: 1 << 30, Window: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("account:%d", i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			if _, err := l.Allow(ctx, keys[i%len(keys)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
