@@ -150,28 +150,21 @@ func checkTime(t time.Time) error {
 	return nil
 }
 
-// PrepareSubmission readies s for storage as PrepareForm does a form. It
-// returns an error wrapping [ErrInvalidInput] if s cannot be stored: its
-// form ID is malformed, its Data is not a JSON object in valid UTF-8, an
-// attachment has a negative size, m.Geo is present but not valid JSON, or
-// its CreatedAt is out of range.
+// PrepareSubmission readies s for storage as PrepareForm does a form,
+// under [DefaultLimits]; stores with other limits call
+// [Limits.PrepareSubmission]. It returns an error wrapping
+// [ErrInvalidInput] that says which field and, for a limit, which one, if
+// s cannot be stored: its form ID is malformed; its Data is not one JSON
+// object in valid UTF-8, is longer, deeper or has longer numbers than
+// the limits allow, has a number beyond the range of a 64-bit float or a
+// \u escape of an unpaired UTF-16 surrogate; it has more attachments
+// than allowed, or an attachment whose strings are too long, not valid
+// UTF-8 or hold control characters, whose fileUrl is not an absolute http
+// or https URL, whose size is negative or whose mimeType is not
+// type/subtype; m.Geo is present but not valid JSON; or its CreatedAt is
+// out of range.
 func PrepareSubmission(s *Submission, m Metadata) error {
-	s.CreatedAt = storedTime(s.CreatedAt)
-	if !ValidFormID(s.FormID) {
-		return fmt.Errorf("%w: form ID %q is malformed", ErrInvalidInput, s.FormID)
-	}
-	if valid, utf8OK := wire.ScanObject(s.Data); !valid || !utf8OK {
-		return fmt.Errorf("%w: submission data must be a JSON object in UTF-8", ErrInvalidInput)
-	}
-	for i, a := range s.Attachments {
-		if a.FileSize < 0 {
-			return fmt.Errorf("%w: attachment %d has negative size %d", ErrInvalidInput, i, a.FileSize)
-		}
-	}
-	if len(m.Geo) > 0 && !json.Valid(m.Geo) {
-		return fmt.Errorf("%w: metadata geo is not valid JSON", ErrInvalidInput)
-	}
-	return checkTime(s.CreatedAt)
+	return DefaultLimits.PrepareSubmission(s, m)
 }
 
 // IsJSONObject reports whether data is one valid JSON object, optionally

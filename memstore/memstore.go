@@ -28,6 +28,7 @@ type Store struct {
 	forms    map[string]*form   // by form ID, across accounts
 	accounts map[string][]*form // each sorted by keyset position
 	keys     map[[32]byte]*keyRec
+	limits   formsapi.Limits
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and
@@ -64,13 +65,27 @@ type submission struct {
 	meta formsapi.Metadata // kept, as the collection side would; never returned
 }
 
+// Option configures a store made by New.
+type Option func(*Store)
+
+// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
+// without it); a zero field keeps its default.
+func WithLimits(l formsapi.Limits) Option {
+	return func(s *Store) { s.limits = l }
+}
+
 // New returns an empty store.
-func New() *Store {
-	return &Store{
+func New(opts ...Option) *Store {
+	s := &Store{
 		forms:    make(map[string]*form),
 		accounts: make(map[string][]*form),
 		keys:     make(map[[32]byte]*keyRec),
+		limits:   formsapi.DefaultLimits,
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
@@ -101,12 +116,13 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 // side never returns. A zero sub.CreatedAt becomes the current time. It
 // returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
 // stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed; either way nothing changes.
+// malformed or beyond the store's limits (see WithLimits); either way
+// nothing changes.
 func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
-	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
 	sub = cloneSubmission(sub)

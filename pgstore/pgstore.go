@@ -34,6 +34,7 @@ import (
 type config struct {
 	schema       string
 	usedInterval time.Duration
+	limits       formsapi.Limits
 }
 
 // Option configures a store from Open or New.
@@ -59,6 +60,12 @@ func WithLastUsedInterval(d time.Duration) Option {
 	return func(c *config) { c.usedInterval = d }
 }
 
+// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
+// without it); a zero field keeps its default.
+func WithLimits(l formsapi.Limits) Option {
+	return func(c *config) { c.limits = l }
+}
+
 // Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
 // PostgreSQL. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
@@ -67,6 +74,7 @@ type Store struct {
 	schema string // the schema the tables are in
 	sql    queries
 	used   *keyuse.Tracker // when keys were last used, noted in memory
+	limits formsapi.Limits
 }
 
 var (
@@ -127,7 +135,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{usedInterval: formsapi.LastUsedInterval}
+	cfg := config{usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -144,7 +152,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema)}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits}
 	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	s.used.Start()
 	return s, nil

@@ -57,7 +57,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
-	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
 	data, err := compact(sub.Data)

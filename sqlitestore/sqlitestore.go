@@ -42,10 +42,17 @@ const DefaultCacheSize = 8 << 20
 type config struct {
 	cacheBytes   int
 	usedInterval time.Duration
+	limits       formsapi.Limits
 }
 
 // Option configures a store from Open or New.
 type Option func(*config)
+
+// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
+// without it); a zero field keeps its default.
+func WithLimits(l formsapi.Limits) Option {
+	return func(c *config) { c.limits = l }
+}
 
 // WithCacheSize bounds the read cache to about n bytes of encoded pages
 // of submissions; 0 turns the cache off, so every page is read from the
@@ -68,12 +75,13 @@ func WithLastUsedInterval(d time.Duration) Option {
 // Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
 // for concurrent use. Make one with Open or New.
 type Store struct {
-	write *sql.DB // one connection: SQLite has one writer at a time anyway
-	read  *sql.DB // read-only pool; the same handle as write for New
-	owned bool    // Close closes the pools only when Open made them
-	stmts []*sql.Stmt
-	cache *cache          // for a store from Open; nil for one from New
-	used  *keyuse.Tracker // when keys were last used, noted in memory
+	write  *sql.DB // one connection: SQLite has one writer at a time anyway
+	read   *sql.DB // read-only pool; the same handle as write for New
+	owned  bool    // Close closes the pools only when Open made them
+	stmts  []*sql.Stmt
+	cache  *cache          // for a store from Open; nil for one from New
+	used   *keyuse.Tracker // when keys were last used, noted in memory
+	limits formsapi.Limits
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -117,7 +125,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
-	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: formsapi.LastUsedInterval}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -136,7 +144,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true}
+	s := &Store{write: write, owned: true, limits: cfg.limits}
 	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
@@ -198,7 +206,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if _, ok := db.Driver().(*sqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
 	}
-	cfg := config{usedInterval: formsapi.LastUsedInterval}
+	cfg := config{usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -206,7 +214,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db}
+	s := &Store{write: db, read: db, limits: cfg.limits}
 	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
 		s.Close()

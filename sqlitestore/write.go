@@ -36,12 +36,13 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 // side never returns. A zero sub.CreatedAt becomes the current time. It
 // returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
 // stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed; either way nothing changes.
+// malformed or beyond the store's limits (see WithLimits); either way
+// nothing changes.
 func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
-	if err := formsapi.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
 	data, err := compact(sub.Data)

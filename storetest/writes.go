@@ -20,91 +20,93 @@ type WriteStore interface {
 }
 
 // RunWrites checks the write side: each malformed or conflicting write is
-// refused with the documented error and changes nothing, and good writes
-// are visible at once.
+// refused with the documented error and changes nothing, each write beyond
+// formsapi.DefaultLimits (which the store must enforce) is refused with
+// ErrInvalidInput and a message naming the limit, good writes are visible
+// at once, and everything accepted, right up to each limit, comes back
+// from a handler over the store as a 200 that encoding/json decodes, on
+// both of the handler's read paths.
 func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 	seed := DefaultSeed()
 	ctx := context.Background()
 	ok := []byte(`{"ok":true}`)
 	future := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
-	refused := []struct {
-		name  string
-		want  error
-		write func(WriteStore) error
-	}{
-		{"DuplicateFormSameAccount", formsapi.ErrFormExists, func(s WriteStore) error {
+	refused := []refusal{
+		{"DuplicateFormSameAccount", formsapi.ErrFormExists, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: FormBusy, Title: "again"})
 		}},
-		{"DuplicateFormOtherAccount", formsapi.ErrFormExists, func(s WriteStore) error {
+		{"DuplicateFormOtherAccount", formsapi.ErrFormExists, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountB, formsapi.Form{ID: FormBusy, Title: "again"})
 		}},
-		{"FormWithoutAccount", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"FormWithoutAccount", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddForm(ctx, "", formsapi.Form{ID: "new-form"})
 		}},
-		{"FormIDWithSlash", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"FormIDWithSlash", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "a/b"})
 		}},
-		{"FormIDDotDot", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"FormIDDotDot", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: ".."})
 		}},
-		{"FormIDEmpty", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"FormIDEmpty", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{})
 		}},
-		{"FormOutOfTimeRange", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"FormOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "future", CreatedAt: future})
 		}},
-		{"SubmissionToUnknownForm", formsapi.ErrFormNotFound, func(s WriteStore) error {
+		{"SubmissionToUnknownForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormNone, Data: ok}, formsapi.Metadata{})
 		}},
-		{"DataNotAnObject", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"DataNotAnObject", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`[1,2]`)}, formsapi.Metadata{})
 		}},
-		{"DataBrokenJSON", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"DataBrokenJSON", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{"a":`)}, formsapi.Metadata{})
 		}},
-		{"DataTwoObjects", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"DataTwoObjects", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{}{}`)}, formsapi.Metadata{})
 		}},
-		{"DataMissing", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"DataMissing", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy}, formsapi.Metadata{})
 		}},
-		{"DataInvalidUTF8", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"DataInvalidUTF8", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte("{\"a\":\"\xff\"}")}, formsapi.Metadata{})
 		}},
-		{"NegativeFileSize", formsapi.ErrInvalidInput, func(s WriteStore) error {
-			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok, Attachments: []formsapi.Attachment{{FieldName: "f", FileSize: -1}}}, formsapi.Metadata{})
-		}},
-		{"BrokenGeo", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"BrokenGeo", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok}, formsapi.Metadata{Geo: []byte(`{`)})
 		}},
-		{"SubmissionOutOfTimeRange", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"SubmissionOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok, CreatedAt: future}, formsapi.Metadata{})
 		}},
-		{"EmptyKey", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"EmptyKey", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddKey(ctx, "", AccountA)
 		}},
-		{"KeyWithSpace", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"KeyWithSpace", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddKey(ctx, "a b", AccountA)
 		}},
-		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddKey(ctx, formsapi.KeyPrefix+"00000000000000000000000000000000000000", AccountA)
 		}},
-		{"KeyWithoutAccount", formsapi.ErrInvalidInput, func(s WriteStore) error {
+		{"KeyWithoutAccount", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
 			return s.AddKey(ctx, "a-fine-key", "")
 		}},
-		{"DuplicateKey", formsapi.ErrKeyExists, func(s WriteStore) error {
+		{"DuplicateKey", formsapi.ErrKeyExists, "", func(s WriteStore) error {
 			return s.AddKey(ctx, KeyA, AccountB)
 		}},
-		{"RevokeUnknownKey", formsapi.ErrInvalidKey, func(s WriteStore) error {
+		{"RevokeUnknownKey", formsapi.ErrInvalidKey, "", func(s WriteStore) error {
 			return s.RevokeKey(ctx, KeyNotAdded)
 		}},
 	}
+	refused = append(refused, limitRefusals(ctx)...)
 	for _, c := range refused {
 		t.Run("Refused/"+c.name, func(t *testing.T) {
 			s := open(t, seed)
 			before := snapshot(t, s)
-			if err := c.write(s); !errors.Is(err, c.want) {
-				t.Errorf("got error %v, want %v", err, c.want)
+			err := c.write(s)
+			if !errors.Is(err, c.want) {
+				t.Errorf("got error %.300v, want %v", err, c.want)
+			}
+			if c.says != "" && !errorSays(err, c.says) {
+				t.Errorf("the error %.300q does not say %q", err, c.says)
 			}
 			if after := snapshot(t, s); !bytes.Equal(after, before) {
 				t.Errorf("a refused write changed the store:\nbefore %s\nafter  %s", before, after)
@@ -112,6 +114,9 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		})
 	}
 
+	t.Run("AcceptedIsReadable", func(t *testing.T) {
+		checkReadable(t, open(t, seed))
+	})
 	t.Run("ZeroTimeMeansNow", func(t *testing.T) {
 		s := open(t, seed)
 		start := time.Now().Add(-time.Second)
@@ -165,6 +170,15 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 			t.Errorf("the revoked key resolves to %q (error %v)", account, err)
 		}
 	})
+}
+
+// refusal is a write that must fail with want, in a message that says
+// says ("" for any message).
+type refusal struct {
+	name  string
+	want  error
+	says  string
+	write func(WriteStore) error
 }
 
 // snapshot renders everything a store shows: every list of every seed

@@ -1,6 +1,9 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // ScanObject reports whether data is exactly one JSON object, optionally
 // surrounded by white space, accepting what json.Valid accepts; and
@@ -8,23 +11,80 @@ import "unicode/utf8"
 // faster than json.Valid followed by utf8.Valid: every stored object is
 // checked before it is sent, since storage is not trusted.
 func ScanObject(data []byte) (valid, utf8OK bool) {
-	s := scanner{b: data, utf8OK: true}
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' || !s.value() {
-		return false, false
-	}
-	s.ws()
-	return s.i == len(s.b), s.utf8OK
+	s := scanner{b: data, utf8OK: true, maxDepth: MaxDepth}
+	return s.object(), s.utf8OK
 }
 
-// maxDepth matches encoding/json's nesting limit.
-const maxDepth = 10000
+// MaxDepth is encoding/json's nesting limit, which ScanObject keeps too.
+const MaxDepth = 10000
+
+// Problem is why CheckObject refused an object.
+type Problem int
+
+// The problems CheckObject finds; OK is none.
+const (
+	OK               Problem = iota
+	Malformed                // not exactly one JSON object
+	BadUTF8                  // invalid UTF-8 inside a string
+	TooDeep                  // nested deeper than the bound
+	NumberTooLong            // a number longer than the bound
+	NumberOutOfRange         // a number beyond the range of a 64-bit float
+	LoneSurrogate            // a \u escape of half a UTF-16 surrogate pair
+)
+
+// CheckObject is the write side's stricter ScanObject, in the same one
+// pass: data must be exactly one JSON object in valid UTF-8, nested at
+// most maxDepth levels (the object itself is level 1), with no number
+// longer than maxNumberLen characters or outside the range of a 64-bit
+// float (which encoding/json refuses to decode into a float64), and no
+// \u escape of an unpaired UTF-16 surrogate (which I-JSON, RFC 7493,
+// forbids and some parsers refuse). Bounds of zero or less mean none
+// beyond MaxDepth.
+func CheckObject(data []byte, maxDepth, maxNumberLen int) Problem {
+	if maxDepth <= 0 || maxDepth > MaxDepth {
+		maxDepth = MaxDepth
+	}
+	s := scanner{b: data, utf8OK: true, strict: true, maxDepth: maxDepth, maxNumberLen: maxNumberLen}
+	if !s.object() {
+		return s.problem
+	}
+	if !s.utf8OK {
+		return BadUTF8
+	}
+	return OK
+}
 
 type scanner struct {
-	b      []byte
-	i      int
-	depth  int
-	utf8OK bool
+	b        []byte
+	i        int
+	depth    int
+	utf8OK   bool
+	maxDepth int
+
+	// Only CheckObject sets these: the read side accepts what
+	// encoding/json accepts, the write side promises more.
+	strict       bool
+	maxNumberLen int
+	problem      Problem // why the scan failed, when strict
+}
+
+// object scans all of s.b as one object.
+func (s *scanner) object() bool {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' || !s.value() {
+		return s.fail(Malformed)
+	}
+	s.ws()
+	return s.i == len(s.b) || s.fail(Malformed)
+}
+
+// fail records p as the reason for a failed scan, unless a more precise
+// reason was recorded first, and returns false.
+func (s *scanner) fail(p Problem) bool {
+	if s.problem == OK {
+		s.problem = p
+	}
+	return false
 }
 
 func (s *scanner) ws() {
@@ -64,8 +124,8 @@ func (s *scanner) value() bool {
 
 // container scans an object (end '}') or array (end ']') at s.i.
 func (s *scanner) container(end byte) bool {
-	if s.depth++; s.depth > maxDepth {
-		return false
+	if s.depth++; s.depth > s.maxDepth {
+		return s.fail(TooDeep)
 	}
 	s.i++
 	s.ws()
@@ -141,12 +201,14 @@ func (s *scanner) str() bool {
 				if s.i+6 > len(s.b) {
 					return false
 				}
-				for _, h := range s.b[s.i+2 : s.i+6] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return false
-					}
+				r, ok := hex4(s.b[s.i+2 : s.i+6])
+				if !ok {
+					return false
 				}
 				s.i += 6
+				if s.strict && 0xD800 <= r && r <= 0xDFFF && !s.lowSurrogateAfter(r) {
+					return s.fail(LoneSurrogate)
+				}
 			default:
 				return false
 			}
@@ -163,6 +225,39 @@ func (s *scanner) str() bool {
 		}
 	}
 	return false
+}
+
+// hex4 decodes the four hex digits of a \u escape.
+func hex4(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// lowSurrogateAfter reports whether r, a surrogate just read, is a high
+// one followed by a \u escape of a low one, which it then consumes.
+func (s *scanner) lowSurrogateAfter(r rune) bool {
+	if r >= 0xDC00 || s.i+6 > len(s.b) || s.b[s.i] != '\\' || s.b[s.i+1] != 'u' {
+		return false
+	}
+	lo, ok := hex4(s.b[s.i+2 : s.i+6])
+	if !ok || lo < 0xDC00 || lo > 0xDFFF {
+		return false
+	}
+	s.i += 6
+	return true
 }
 
 func (s *scanner) lit(word string) bool {
@@ -182,6 +277,25 @@ func (s *scanner) digits() bool {
 }
 
 func (s *scanner) number() bool {
+	start := s.i
+	if !s.numberSyntax() {
+		return false
+	}
+	if !s.strict {
+		return true
+	}
+	if s.maxNumberLen > 0 && s.i-start > s.maxNumberLen {
+		return s.fail(NumberTooLong)
+	}
+	// Out of range is what ParseFloat reports as ErrRange: beyond the
+	// largest float64, never a mere underflow to zero.
+	if _, err := strconv.ParseFloat(string(s.b[start:s.i]), 64); err != nil {
+		return s.fail(NumberOutOfRange)
+	}
+	return true
+}
+
+func (s *scanner) numberSyntax() bool {
 	if s.b[s.i] == '-' {
 		s.i++
 	}
