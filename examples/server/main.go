@@ -1,7 +1,9 @@
 // Command server runs the forms API on its embedded SQLite default, or on
 // PostgreSQL. On first run it creates the tables, seeds a demo account
 // with forms and realistic submissions, and prints a demo API key with
-// curl lines to try.
+// curl lines to try, once, to the terminal (stderr): stdout carries only
+// the JSON log, which log collectors keep. Later runs point to the key
+// file instead.
 //
 //	go run ./examples/server                  # serve ./forms.db on 127.0.0.1:8080
 //	go run ./examples/server -new-key demo    # issue another key for an account
@@ -29,6 +31,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -123,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	demoKey, err := seedDemo(ctx, store, *keyFile)
+	demoKey, created, err := seedDemo(ctx, store, *keyFile)
 	if unlock != nil {
 		unlock()
 	}
@@ -155,11 +158,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "forms API on %s over %s\ndemo API key: %s\n\ntry:\n", base, where, demoKey)
-	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc"} {
-		fmt.Fprintf(stdout, "  curl -H 'Authorization: Bearer %s' '%s%s'\n", demoKey, base, p)
-	}
-	fmt.Fprintln(stdout)
+	logger.Info("listening", slog.String("url", base), slog.String("store", where))
+	printBanner(stderr, base, where, *keyFile, demoKey, created)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -180,19 +180,69 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// printBanner tells the person at the terminal where the API is and how
+// to call it. The demo key itself appears only on the run that created it;
+// later runs read it from keyFile in the curl lines.
+func printBanner(w io.Writer, base, where, keyFile, key string, created bool) {
+	fmt.Fprintf(w, "forms API on %s over %s\n", base, where)
+	auth := "'Authorization: Bearer " + key + "'"
+	switch {
+	case created:
+		fmt.Fprintf(w, "demo API key (shown this once; kept in %s, mode 0600): %s\n", keyFile, key)
+	case key != "":
+		fmt.Fprintf(w, "demo API key: in %s (not printed again)\n", keyFile)
+		auth = `"Authorization: Bearer $(cat ` + shellQuote(keyFile) + `)"`
+	default:
+		fmt.Fprintf(w, "demo API key: not kept; issue one with -new-key %s\n", demoAccount)
+		auth = "'Authorization: Bearer YOUR_KEY'"
+	}
+	fmt.Fprintf(w, "\ntry:\n")
+	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc"} {
+		fmt.Fprintf(w, "  curl -H %s '%s%s'\n", auth, base, p)
+	}
+	fmt.Fprintln(w)
+}
+
+// shellQuote quotes s for a POSIX shell, inside double quotes' $(...).
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// maxLoggedPath bounds the path in an access-log line: a client can send a
+// path of any length, and the log should not keep it whole.
+const maxLoggedPath = 256
+
 // logRequests writes one structured line per request, with the
-// X-Request-Id the handler gave the response. It logs the path but never
-// headers, so the API key cannot reach the log.
+// X-Request-Id the handler gave the response. It logs the path (cut to
+// maxLoggedPath bytes, with path_bytes giving the whole length) but never
+// headers or the query, so neither the API key nor a cursor reaches the
+// log.
 func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", truncatePath(r.URL.Path)),
 			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
-			slog.String("request_id", w.Header().Get("X-Request-Id")))
+			slog.String("request_id", w.Header().Get("X-Request-Id"))}
+		if len(r.URL.Path) > maxLoggedPath {
+			attrs = append(attrs, slog.Int("path_bytes", len(r.URL.Path)))
+		}
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
+}
+
+// truncatePath cuts p to at most maxLoggedPath bytes, at a character
+// boundary, and marks the cut with "…[truncated]".
+func truncatePath(p string) string {
+	if len(p) <= maxLoggedPath {
+		return p
+	}
+	cut := maxLoggedPath
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return p[:cut] + "…[truncated]"
 }
 
 type statusWriter struct {
@@ -262,19 +312,21 @@ func seedLock(ctx context.Context, dsn, schema string) (unlock func(), err error
 }
 
 // seedDemo fills an empty database with the demo account and returns its
-// key. The store keeps only the key's hash, so the demo key itself is kept
-// in keyFile (mode 0600) beside the database for later runs to print.
-func seedDemo(ctx context.Context, store backend, keyFile string) (string, error) {
-	savedKey := func() (string, error) {
+// key, and whether this call created it. The store keeps only the key's
+// hash, so the demo key itself is kept in keyFile (mode 0600) beside the
+// database, for later runs to point to. The key is "" if the database
+// was seeded without the file (it was deleted, say).
+func seedDemo(ctx context.Context, store backend, keyFile string) (key string, created bool, err error) {
+	savedKey := func() (string, bool, error) {
 		b, err := os.ReadFile(keyFile)
 		if errors.Is(err, fs.ErrNotExist) {
-			return "(not kept: issue one with -new-key " + demoAccount + ")", nil
+			return "", false, nil
 		}
-		return strings.TrimSpace(string(b)), err
+		return strings.TrimSpace(string(b)), false, err
 	}
 	forms, err := store.ListForms(ctx, demoAccount, formsapi.Query{Limit: 1})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if len(forms.Items) > 0 {
 		return savedKey()
@@ -285,23 +337,23 @@ func seedDemo(ctx context.Context, store backend, keyFile string) (string, error
 			return savedKey() // another process is seeding the same file
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	for _, s := range demoSubmissions() {
 		if err := store.AddSubmission(ctx, s.sub, s.meta); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	key, err := formsapi.NewKey()
+	key, err = formsapi.NewKey()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := store.AddKey(ctx, key, demoAccount); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("save demo key: %w", err)
+		return "", false, fmt.Errorf("save demo key: %w", err)
 	}
-	return key, nil
+	return key, true, nil
 }

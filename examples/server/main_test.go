@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"unicode/utf8"
 
 	"github.com/matryer/is"
 )
@@ -37,41 +38,14 @@ func (s *syncBuffer) String() string {
 // server is one run of the example server on a free port.
 type server struct {
 	base, key string
-	out       *syncBuffer
+	out, term *syncBuffer // stdout (the JSON log) and stderr (the terminal)
 	stop      func() error
 }
 
+// start runs the server on db.
 func start(t *testing.T, db string) server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", db}, out, io.Discard) }()
-	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key: (\S+)`)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			stop := func() error {
-				cancel()
-				select {
-				case err := <-done:
-					return err
-				case <-time.After(20 * time.Second):
-					t.Fatal("run did not return after cancel")
-					return nil
-				}
-			}
-			return server{base: m[1], key: m[2], out: out, stop: stop}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("run ended early: %v\n%s", err, out.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", out.String())
-		}
-	}
+	return startArgs(t, "-db", db)
 }
 
 func (s server) get(t *testing.T, path, key string) (int, []byte) {
@@ -94,7 +68,8 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "forms.db")
 
 	first := start(t, db)
-	is.True(strings.Contains(first.out.String(), "curl -H 'Authorization: Bearer "+first.key+"' '"+first.base+"/v1/forms'")) // ready curl line
+	is.True(strings.Contains(first.term.String(), "curl -H 'Authorization: Bearer "+first.key+"' '"+first.base+"/v1/forms'")) // ready curl line
+	is.Equal(strings.Count(first.term.String(), first.key), 4)                                                                // the key and three curl lines, once
 	code, body := first.get(t, "/v1/forms", first.key)
 	is.Equal(code, 200) // list forms
 	var forms struct{ Forms []struct{ FormID string } }
@@ -112,6 +87,12 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 	is.NoErr(first.stop()) // graceful shutdown
 
 	logs := first.out.String()
+	is.True(!strings.Contains(logs, first.key)) // the key never reaches stdout, the log stream
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var v map[string]any
+		is.NoErr(json.Unmarshal([]byte(line), &v)) // stdout is JSON lines only
+	}
+	is.True(strings.Contains(logs, `"msg":"listening","url":"`+first.base+`"`))                       // where it listens, as a log line
 	is.True(strings.Contains(logs, `"msg":"request","method":"GET","path":"/v1/forms","status":200`)) // one line per request
 	is.True(strings.Contains(logs, `"status":401`))
 	is.True(strings.Count(logs, `"msg":"request"`) == 3) // exactly one per request
@@ -124,7 +105,11 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 	is.True(strings.Contains(logs, `"request_id":"`)) // each line carries its request ID
 
 	second := start(t, db)
-	is.Equal(second.key, first.key) // the same demo key
+	is.Equal(second.key, first.key)                                       // the same demo key, in the file
+	is.True(!strings.Contains(second.term.String(), first.key))           // not printed again
+	is.True(!strings.Contains(second.out.String(), first.key))            // anywhere
+	is.True(strings.Contains(second.term.String(), "in "+db+".demo-key")) // the banner points to the file
+	is.True(strings.Contains(second.term.String(), `curl -H "Authorization: Bearer $(cat '`+db+`.demo-key')" '`+second.base+`/v1/forms'`))
 	code, body = second.get(t, "/v1/forms", first.key)
 	is.Equal(code, 200) // still works
 	is.NoErr(json.Unmarshal(body, &forms))
@@ -142,6 +127,54 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 	code, _ = third.get(t, "/v1/forms", newKey)
 	is.Equal(code, 200) // the new key works
 	is.NoErr(third.stop())
+}
+
+// TestCurlLineFromKeyFileWorks runs the curl line a later run prints,
+// through a shell, when curl and sh are installed.
+func TestCurlLineFromKeyFileWorks(t *testing.T) {
+	is := is.New(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed; the later runs' curl line cannot be run")
+	}
+	db := filepath.Join(t.TempDir(), "it's forms.db") // a quote, to check the quoting
+	first := start(t, db)
+	is.NoErr(first.stop())
+	second := start(t, db)
+	defer second.stop()
+	line := regexp.MustCompile(`curl -H .*/v1/forms'`).FindString(second.term.String())
+	is.True(line != "") // a curl line
+	out, err := exec.Command("sh", "-c", line+" -s").Output()
+	is.NoErr(err)                                                // it runs
+	is.True(strings.Contains(string(out), `"formId":"contact"`)) // and lists the demo forms
+}
+
+func TestAccessLogTruncatesLongPaths(t *testing.T) {
+	is := is.New(t)
+	s := start(t, filepath.Join(t.TempDir(), "forms.db"))
+	long := "/v1/forms/" + strings.Repeat("é", 5000) + "/submissions"
+	code, _ := s.get(t, long, s.key)
+	is.Equal(code, 404) // a malformed form ID
+	code, _ = s.get(t, "/v1/forms", s.key)
+	is.Equal(code, 200)
+	is.NoErr(s.stop())
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.out.String()), "\n") {
+		var v map[string]any
+		is.NoErr(json.Unmarshal([]byte(line), &v))
+		if v["msg"] == "request" {
+			lines = append(lines, v)
+		}
+	}
+	is.Equal(len(lines), 2) // one line per request
+	path := lines[0]["path"].(string)
+	is.True(len(path) <= maxLoggedPath+len("…[truncated]"))                                // cut
+	is.True(strings.HasSuffix(path, "…[truncated]"))                                       // and marked
+	is.True(utf8.ValidString(path))                                                        // at a character boundary
+	is.True(strings.HasPrefix(path, "/v1/forms/éé"))                                       // keeping the start
+	is.Equal(lines[0]["path_bytes"], float64(len("/v1/forms/")+10000+len("/submissions"))) // with the whole length
+	is.Equal(lines[1]["path"], "/v1/forms")                                                // short paths whole
+	_, has := lines[1]["path_bytes"]
+	is.True(!has) // and without a length
 }
 
 func TestStoreBudgetBelowWriteTimeout(t *testing.T) {

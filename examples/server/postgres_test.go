@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,17 +18,19 @@ import (
 	"github.com/formsapi/formsapi/internal/pgtest"
 )
 
-// startArgs is start with the server's arguments given whole.
+// startArgs runs the server with args on a free port. The demo key is
+// read from the banner on the run that creates it, and from the key file
+// the banner names on later runs.
 func startArgs(t *testing.T, args ...string) server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out, term := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, io.Discard) }()
-	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key: (\S+)`)
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, term) }()
+	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key(?: \(shown this once[^)]*\): (\S+)|: in (.*) \(not printed again\))\n`)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
+		if m := re.FindStringSubmatch(term.String()); m != nil {
 			stop := func() error {
 				cancel()
 				select {
@@ -40,15 +41,23 @@ func startArgs(t *testing.T, args ...string) server {
 					return nil
 				}
 			}
-			return server{base: m[1], key: m[2], out: out, stop: stop}
+			key := m[2]
+			if key == "" {
+				b, err := os.ReadFile(m[3])
+				if err != nil {
+					t.Fatal(err)
+				}
+				key = strings.TrimSpace(string(b))
+			}
+			return server{base: m[1], key: key, out: out, term: term, stop: stop}
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("run ended early: %v\n%s", err, out.String())
+			t.Fatalf("run ended early: %v\n%s%s", err, out.String(), term.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", out.String())
+			t.Fatalf("the server did not start:\n%s%s", out.String(), term.String())
 		}
 	}
 }
@@ -79,8 +88,12 @@ func TestPostgresTwoServersSeedOnce(t *testing.T) {
 	a, b := servers[0], servers[1]
 	is.True(strings.HasPrefix(a.key, "fapi_")) // a demo key, not a hint to issue one
 	is.Equal(a.key, b.key)                     // both servers know the one demo key
-	is.True(strings.Contains(a.out.String(), "over PostgreSQL schema "+schema))
-	is.True(!strings.Contains(a.out.String(), dsn)) // the DSN is not printed
+	is.True(strings.Contains(a.term.String(), "over PostgreSQL schema "+schema))
+	for _, s := range servers {
+		is.True(!strings.Contains(s.out.String()+s.term.String(), dsn)) // the DSN is not printed
+		is.True(!strings.Contains(s.out.String(), a.key))               // nor the key logged
+	}
+	is.Equal(strings.Count(a.term.String()+b.term.String(), "shown this once"), 1) // the key printed by the one server that made it
 
 	for _, s := range servers {
 		code, body := s.get(t, "/v1/forms", a.key)
