@@ -93,8 +93,10 @@ var (
 // whichever is more. Each API request holds a connection for one query
 // at a time, so that is also how many queries one node runs at once.
 //
-// Open returns an error wrapping [ErrSchemaTooNew] if a newer version of
-// this package has already migrated the schema.
+// Open fails if the database cannot be reached, since it migrates first;
+// an open store rides out later outages, and its pool reconnects. It
+// returns an error wrapping [ErrSchemaTooNew] if a newer version of this
+// package has already migrated the schema.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
