@@ -18,8 +18,8 @@
 #
 #   bash bench/mixed.sh      # DUR=8s CONN=32 THREADS=2 by default
 #
-# The dataset is generated once into $WORK/mixed-pristine.db and copied for
-# each run, so the writer's additions never accumulate. Everything runs on
+# The dataset is generated once into $WORK/mixed-pristine-SCHEMA.db and
+# copied for each run, so the writer's additions never accumulate. Everything runs on
 # 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,8 @@ fi
 
 mkdir -p "$WORK/bin"
 go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/tenants
-PRISTINE="$WORK/mixed-pristine.db"
+# Named after the schema, so a new migration makes a new dataset.
+PRISTINE="$WORK/mixed-pristine-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
 KEYS="$WORK/mixed.keys"
 if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
   rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"

@@ -84,7 +84,8 @@ func BenchmarkAddSubmission(b *testing.B) {
 // random key, one of its forms, a random limit and order, 1 in 20 a forms
 // list (benchdata.MixedRequest), with the default read cache, with it
 // while another store on the same file adds a submission to a random form
-// every 2 ms, and with the cache off. Eight goroutines per CPU ask at
+// every 2 ms, with a cache big enough for every list (the hit path), and
+// with the cache off. Eight goroutines per CPU ask at
 // once, like the load run's connections.
 //
 //	go test -run '^$' -bench Mixed -cpu 1,2,4 -mutexprofile mutex.out ./sqlitestore/
@@ -109,6 +110,7 @@ func BenchmarkMixed(b *testing.B) {
 		writer bool
 	}{
 		{"Cached", sqlitestore.DefaultCacheSize, false},
+		{"Cached64MiB", 64 << 20, false}, // every list fits: the hit path
 		{"CachedWriter", sqlitestore.DefaultCacheSize, true},
 		{"Uncached", 0, false},
 	} {

@@ -13,44 +13,47 @@ package sqlitestore
 // page deep into 200,000 rows). Because seq is the rowid, SQLite seeks on
 // created_at and checks seq row by row, so only items sharing the cursor's
 // exact timestamp are stepped over.
+//
+// The list statements have no LIMIT: the caller steps one row more than
+// the page (keyset.Fetch) and stops, which costs SQLite nothing more, since
+// rows come straight off the index in order. With a bound LIMIT ?, the
+// SQLite in modernc.org/sqlite v1.59 may plan by the bound value
+// (sqlite3ExprIsInteger with a Parse), so it marks the statement expired
+// whenever that parameter is bound and prepares it again on every
+// execution: a CPU profile put sqlite3Reprepare at a fifth of an uncached
+// page read and most of a forms list.
 const (
 	sqlListFormsDesc = `SELECT seq, created_at, id, title, icon, notification_email
 FROM formsapi_forms
 WHERE account_id = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at DESC, seq DESC
-LIMIT ?`
+ORDER BY created_at DESC, seq DESC`
 
 	sqlListFormsAsc = `SELECT seq, created_at, id, title, icon, notification_email
 FROM formsapi_forms
 WHERE account_id = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at ASC, seq ASC
-LIMIT ?`
+ORDER BY created_at ASC, seq ASC`
 
 	// Only public columns: the metadata columns are never selected.
 	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at DESC, seq DESC
-LIMIT ?`
+ORDER BY created_at DESC, seq DESC`
 
 	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at ASC, seq ASC
-LIMIT ?`
+ORDER BY created_at ASC, seq ASC`
 
 	// The handler's fast path: each submission as the API sends it.
 	sqlAppendSubmissionsDesc = `SELECT seq, created_at, json
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at DESC, seq DESC
-LIMIT ?`
+ORDER BY created_at DESC, seq DESC`
 
 	sqlAppendSubmissionsAsc = `SELECT seq, created_at, json
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at ASC, seq ASC
-LIMIT ?`
+ORDER BY created_at ASC, seq ASC`
 
 	// The ownership check: a form of another account is not found. The
 	// version (migration 0003) is what the read cache checks its pages by.

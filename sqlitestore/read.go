@@ -223,18 +223,19 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, q formsapi.Query
 const prealloc = 256
 
 // listArgs returns the arguments of a list statement for the list owner
-// (the account ID or the form's seq) and q: the page's keyset bounds and
-// one row more than the limit, to learn whether a next page exists.
+// (the account ID or the form's seq) and q: the page's keyset bounds. The
+// caller reads at most keyset.Fetch(q) rows: one more than the limit, to
+// learn whether a next page exists. It returns an error for a limit below
+// 1.
 func listArgs(owner any, q formsapi.Query) ([]any, error) {
-	fetch, err := keyset.Fetch(q)
-	if err != nil {
+	if _, err := keyset.Fetch(q); err != nil {
 		return nil, err
 	}
 	lo, hi, err := keyset.Bounds(q)
 	if err != nil {
 		return nil, err
 	}
-	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq, fetch}, nil
+	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq}, nil
 }
 
 func fromNanos(ns int64) time.Time {

@@ -366,6 +366,9 @@ func TestPoolPragmas(t *testing.T) {
 		is.Equal(timeout, 5000)                                                // busy_timeout on every reader
 		is.NoErr(c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))    // read journal_mode
 		is.Equal(mode, "wal")                                                  // WAL on every reader
+		var pages int
+		is.NoErr(c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&pages)) // read cache_size
+		is.Equal(pages, -512)                                              // 512 KiB of pages per reader
 		_, err := c.ExecContext(ctx, "INSERT INTO formsapi_keys (key_hash, account_id, created_at) VALUES (zeroblob(32), 'x', 0)")
 		is.True(err != nil) // the read pool cannot write
 		_, err = c.ExecContext(ctx, "DELETE FROM formsapi_keys")
