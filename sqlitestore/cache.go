@@ -85,14 +85,31 @@ func (c *cache) shard(k pageKey) int {
 	return int(maphash.Comparable(c.seed, k) % cacheShards)
 }
 
-// page appends the first limit items of list k to body if the cache holds
-// them at version v, and returns body and the page's next cursor.
-func (c *cache) page(v int64, k pageKey, limit int, body []byte) ([]byte, string, bool) {
+// get returns what the cache holds for list k at version v, or nil.
+func (c *cache) get(v int64, k pageKey) *entry {
 	sh := &c.shards[c.shard(k)]
 	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	e, ok := sh.pages[k]
-	if !ok || e.version != v {
+	e := sh.pages[k]
+	sh.mu.RUnlock()
+	if e == nil || e.version != v {
+		return nil
+	}
+	return e
+}
+
+// items returns the positions of the items e holds; none for a nil e.
+func (e *entry) items() []keyset.Pos {
+	if e == nil {
+		return nil
+	}
+	return e.pos
+}
+
+// serve appends the first limit items of e's list to body and returns
+// body and the page's next cursor, if e holds them all (a nil e holds
+// none).
+func (e *entry) serve(limit int, body []byte) ([]byte, string, bool) {
+	if e == nil {
 		return body, "", false
 	}
 	n := len(e.ends)

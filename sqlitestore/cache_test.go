@@ -344,3 +344,35 @@ func TestChildWriter(t *testing.T) {
 		t.Fatalf("unknown child command %q", args[0])
 	}
 }
+
+// TestCacheExtendsAShortPage caches a short page and then asks for longer
+// ones: the store reads only the rest after the items it holds, and the
+// pages and cursors are those of a store without the cache.
+func TestCacheExtendsAShortPage(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	_, s, key := newTenant(t)
+	var desc, asc []string
+	for i := 29; i >= 0; i-- {
+		desc = append(desc, strconv.Itoa(i))
+		asc = append(asc, strconv.Itoa(29-i))
+	}
+	for _, c := range []struct {
+		order string
+		want  []string
+	}{{"desc", desc}, {"asc", asc}} {
+		for _, limit := range []int{3, 10, 11, 29, 30, 31, 3} {
+			target := fmt.Sprintf("/v1/forms/f2/submissions?order=%s&limit=%d", c.order, limit)
+			code, items, next := get(t, s, key, target)
+			is.Equal(code, 200) // page
+			n := min(limit, 30)
+			is.Equal(items, c.want[:n])      // the first items, in order
+			is.Equal(next != "", limit < 30) // a cursor while items follow
+			if next == "" {
+				continue
+			}
+			_, rest, _ := get(t, s, key, target+"&cursor="+url.QueryEscape(next))
+			is.Equal(rest, c.want[n:min(30, 2*n)]) // the cursor resumes after the page
+		}
+	}
+}

@@ -146,9 +146,6 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if err != nil {
 		return err
 	}
-	if s.cache == nil {
-		return s.readEncoded(ctx, formSeq, q, p, nil)
-	}
 	if _, err := keyset.Fetch(q); err != nil { // before the cache could answer it
 		return err
 	}
@@ -156,15 +153,33 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if err != nil {
 		return err
 	}
+	start := len(p.Body)
+	if s.cache == nil {
+		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, p, start, nil)
+	}
 	key := pageKey{formSeq: formSeq, order: q.Order, lo: lo, hi: hi}
-	if body, next, ok := s.cache.page(version, key, q.Limit, p.Body); ok {
+	held := s.cache.get(version, key)
+	if body, next, ok := held.serve(q.Limit, p.Body); ok {
 		p.Body, p.NextCursor = body, next
 		return nil
 	}
 	// Read after the version: the page is at least as new as its tag.
 	e := &entry{version: version}
-	start := len(p.Body)
-	if err := s.readEncoded(ctx, formSeq, q, p, e); err != nil {
+	if n := len(held.items()); n > 0 {
+		// The cache holds the start of the page at this version: read only
+		// the rest, after its last item.
+		p.Body = append(p.Body, held.body...)
+		e.ends = append(make([]int, 0, q.Limit), held.ends...)
+		e.pos = append(make([]keyset.Pos, 0, q.Limit), held.pos...)
+		if q.Order == formsapi.Oldest {
+			lo = held.pos[n-1]
+		} else {
+			hi = held.pos[n-1]
+		}
+		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit-n, p, start, e); err != nil {
+			return err
+		}
+	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, p, start, e); err != nil {
 		return err
 	}
 	e.body = bytes.Clone(p.Body[start:])
@@ -173,28 +188,25 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	return nil
 }
 
-// readEncoded reads one page of the encoded submissions of the form with
-// seq formSeq from the database. If e is not nil, it records where each
-// item ends in the page and its keyset position.
-func (s *Store) readEncoded(ctx context.Context, formSeq int64, q formsapi.Query, p *wire.Page, e *entry) error {
-	args, err := listArgs(formSeq, q)
-	if err != nil {
-		return err
-	}
+// readEncoded appends to p.Body at most limit encoded submissions of the
+// form with seq formSeq whose positions lie strictly between lo and hi, in
+// order, and sets p.NextCursor if more follow. What p.Body holds after
+// start is earlier items of the same page. If e is not nil, it records
+// where each item ends after start, and its keyset position.
+func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi keyset.Pos, limit int, p *wire.Page, start int, e *entry) error {
 	st := s.encodedDesc
-	if q.Order == formsapi.Oldest {
+	if order == formsapi.Oldest {
 		st = s.encodedAsc
 	}
-	rows, err := st.QueryContext(ctx, args...)
+	rows, err := st.QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	start := len(p.Body)
 	var last keyset.Pos
 	var encoded sql.RawBytes // valid until the next Next: copied at once
 	for n := 0; rows.Next(); n++ {
-		if n == q.Limit {
+		if n == limit {
 			p.NextCursor = last.String()
 			break
 		}
@@ -206,7 +218,7 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, q formsapi.Query
 		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
 			return fmt.Errorf("submission %d: stored JSON is damaged", last.Seq)
 		}
-		if n > 0 {
+		if len(p.Body) > start {
 			p.Body = append(p.Body, ',')
 		}
 		p.Body = append(p.Body, encoded...)
