@@ -85,18 +85,27 @@ func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
 	return appendNext(b, next), nil
 }
 
-func appendSubmissions(b []byte, subs []Submission, next string) ([]byte, error) {
+// appendSubmissions encodes a page from the checked path. A submission
+// that cannot be encoded (data that is not one JSON object, a time outside
+// the years 0 to 9999) is left out, as the Store contract's damaged-data
+// clause says, and named in skipped by its index in subs.
+func appendSubmissions(b []byte, subs []Submission, next string) (out []byte, skipped []wire.Skipped) {
 	b = appendEnvelope(b, msgSubmissions, "submissions")
-	var err error
+	n := 0
 	for i, s := range subs {
-		if i > 0 {
+		mark := len(b)
+		if n > 0 {
 			b = append(b, ',')
 		}
+		var err error
 		if b, err = AppendSubmissionJSON(b, s); err != nil {
-			return b, err
+			b = b[:mark]
+			skipped = append(skipped, wire.Skipped{Seq: int64(i), Reason: err.Error()})
+			continue
 		}
+		n++
 	}
-	return appendNext(b, next), nil
+	return appendNext(b, next), skipped
 }
 
 // AppendSubmissionJSON appends to b the JSON object the API sends for s:

@@ -206,9 +206,10 @@ func (a *api) handleListSubmissions() http.Handler {
 		items := a.ownSubmissions(w, r, formID, page.Items)
 		buf := getBuffer()
 		defer putBuffer(buf)
-		body, err := appendSubmissions((*buf)[:0], items, a.next(w, req, "submissions", page.NextCursor))
+		body, skipped := appendSubmissions((*buf)[:0], items, a.next(w, req, "submissions", page.NextCursor))
 		*buf = body[:0]
-		a.respond(w, r, body, err)
+		a.logSkipped(w, r, skipped, "item of the page")
+		a.respond(w, r, body, nil)
 	})
 }
 
@@ -232,9 +233,20 @@ func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, f
 		a.fail(w, r, err)
 		return
 	}
+	a.logSkipped(w, r, p.Skipped, "stored submission")
 	body := appendNext(p.Body, a.next(w, req, "submissions", p.NextCursor))
 	*buf = body[:0]
 	a.respond(w, r, body, nil)
+}
+
+// logSkipped logs each damaged submission a page left out, by position
+// and reason, never by content: the host's operators can repair the row,
+// and clients still get the rest of the page and the pages after it.
+func (a *api) logSkipped(w http.ResponseWriter, r *http.Request, skipped []wire.Skipped, what string) {
+	for _, s := range skipped {
+		a.log(w, r, slog.LevelError, "formsapi: left a damaged submission out of the page",
+			slog.String("which", what), slog.Int64("position", s.Seq), slog.String("reason", s.Reason))
+	}
 }
 
 // ownSubmissions drops any submission a faulty store returned for another

@@ -297,12 +297,8 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 // appends each submission's JSON, made by formsapi.AppendSubmissionJSON
 // when it was added, to p.Body.
 func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	n := 0
 	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
-		if n++; n > 1 {
-			p.Body = append(p.Body, ',')
-		}
-		p.Body = append(p.Body, r.json...)
+		p.AddTrusted(r.json) // made in this process, never out of its hands
 	})
 	p.NextCursor = next
 	return err

@@ -4,11 +4,83 @@
 // host's store always goes through the checked formsapi.Store path.
 package wire
 
+import "unicode/utf8"
+
 // Page is a page of submissions being appended to a response body.
 type Page struct {
 	// Body is the response being built. A store appends each submission's
-	// JSON object to it, separated by commas, after what is already there.
+	// JSON object to it with Add or AddTrusted, after what is already there.
 	Body []byte
 	// NextCursor is the store's cursor after this page, "" at the end.
 	NextCursor string
+	// Skipped lists the stored submissions Add left out as damaged, for
+	// the handler to log; the rest of the page is served as usual.
+	Skipped []Skipped
+
+	items int // objects appended so far, for the separating commas
+}
+
+// Skipped names a stored submission left out of a page, by the store's
+// own sequence number (never its content), and why.
+type Skipped struct {
+	Seq    int64
+	Reason string
+}
+
+// Add appends obj, a submission object as read back from storage, unless
+// it is damaged: an obj that is not one JSON object is left out and
+// recorded in p.Skipped, and invalid UTF-8 inside its strings is sent as
+// U+FFFD, as encoding/json would. It reports whether obj was appended.
+// This is the store side of the Store contract's damaged-data clause.
+func (p *Page) Add(seq int64, obj []byte) bool {
+	valid, utf8OK := ScanObject(obj)
+	if !valid {
+		p.Skipped = append(p.Skipped, Skipped{Seq: seq, Reason: "stored JSON is not one object"})
+		return false
+	}
+	p.comma()
+	if utf8OK {
+		p.Body = append(p.Body, obj...)
+	} else {
+		p.Body = appendValidUTF8(p.Body, obj)
+	}
+	return true
+}
+
+// AddTrusted appends obj without checking it: for objects the store made
+// in this process and never let out of its hands.
+func (p *Page) AddTrusted(obj []byte) {
+	p.comma()
+	p.Body = append(p.Body, obj...)
+}
+
+// AddedAny reports whether any object was appended to p.
+func (p *Page) AddedAny() bool { return p.items > 0 }
+
+func (p *Page) comma() {
+	if p.items > 0 {
+		p.Body = append(p.Body, ',')
+	}
+	p.items++
+}
+
+// appendValidUTF8 appends s with each run of invalid UTF-8 replaced by
+// U+FFFD; inside a valid JSON object such bytes can only be in strings.
+func appendValidUTF8(b, s []byte) []byte {
+	for len(s) > 0 {
+		r, size := utf8.DecodeRune(s)
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+			for len(s) > 0 {
+				if r, size = utf8.DecodeRune(s); r != utf8.RuneError || size != 1 {
+					break
+				}
+				s = s[1:]
+			}
+			continue
+		}
+		b = append(b, s[:size]...)
+		s = s[size:]
+	}
+	return b
 }
