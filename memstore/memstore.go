@@ -49,6 +49,7 @@ var (
 	_ formsapi.KeyResolver = (*Store)(nil)
 	_ formsapi.KeyManager  = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
+	_ formsapi.FeedStore   = (*Store)(nil)
 )
 
 type form struct {
@@ -56,6 +57,10 @@ type form struct {
 	pos     keyset.Pos
 	form    formsapi.Form
 	subs    []*submission // sorted by keyset position
+	// feed is the form's submissions in commit order: the one at index i
+	// has feed position i+1. Appended under the write lock, so a reader
+	// under the read lock sees a prefix of it, never a gap.
+	feed []*submission
 }
 
 type submission struct {
@@ -140,6 +145,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	s.seq++
 	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, json: encoded, meta: m}
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
+	fm.feed = append(fm.feed, rec)
 	return nil
 }
 

@@ -32,3 +32,7 @@ func TestWriteContract(t *testing.T) {
 func TestGrantContract(t *testing.T) {
 	storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore { return open(t, seed) })
 }
+
+func TestFeedContract(t *testing.T) {
+	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return open(t, seed) })
+}

@@ -54,7 +54,7 @@ func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
 		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
-		q.listKeys, q.touchKeys, q.rateLimit, q.rateRefund, q.ratePrune}
+		q.listKeys, q.touchKeys, q.rateLimit, q.rateRefund, q.ratePrune, q.feed, q.feedEncoded}
 }
 
 // LookupSQL returns the store's single-row lookups with example arguments.
@@ -64,3 +64,12 @@ func LookupSQL(s *Store) map[string][]any {
 		s.sql.resolveKey: {make([]byte, 32)},
 	}
 }
+
+// AddSubmissionSQL returns the statement AddSubmission runs, with its
+// arguments: form ID, createdAt, data, attachments, json, client IP, user
+// agent, geo and trace ID.
+func AddSubmissionSQL(s *Store) string { return s.sql.addSubmission }
+
+// FeedSQL returns the statements of the sync feed and its fast path,
+// whose arguments are form ID, account ID, after and the rows to fetch.
+func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded} }

@@ -1,12 +1,20 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -77,4 +85,186 @@ FROM %[1]s.formsapi_submissions WHERE form_seq = (SELECT seq FROM %[1]s.formsapi
 		}
 	}
 	t.Logf("%d snapshots, none with a gap", snapshots)
+}
+
+// TestFeedCommitOrder drives the interleaving a sequence gets wrong, with
+// transactions held open by hand around the statement AddSubmission runs:
+//
+//   - tx A inserts into form f and stays open;
+//   - tx C inserts into form g, takes a higher seq than A, and commits
+//     first: other forms never wait for f;
+//   - tx B inserts into form f: it waits on f's row until A ends;
+//   - tx D inserts into f after A and B, then rolls back;
+//   - A commits, then B commits.
+//
+// A poller that stores its position between reads gets A at position 1,
+// B at 2 and the next submission at 3: nothing visible before a lower
+// position, no gap left by the rollback, none missed, none repeated.
+func TestFeedCommitOrder(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t)
+	pool := pgstore.Pool(s)
+	for _, id := range []string{"f", "g"} {
+		is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: id})) // add form
+	}
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	insert := func(tx pgx.Tx, form, name string, at time.Time) error {
+		sub := formsapi.Submission{FormID: form, Data: []byte(fmt.Sprintf(`{"tx":%q}`, name)), CreatedAt: at}
+		encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, pgstore.AddSubmissionSQL(s), form, at.UnixNano(), string(sub.Data), "[]", encoded,
+			[]byte{}, []byte{}, nil, []byte{})
+		return err
+	}
+	begin := func() pgx.Tx {
+		tx, err := pool.Begin(ctx)
+		is.NoErr(err) // begin
+		t.Cleanup(func() { tx.Rollback(context.Background()) })
+		return tx
+	}
+	var after int64
+	poll := func(form string) []string {
+		p, err := s.SyncSubmissions(ctx, "acct", form, after, 10)
+		is.NoErr(err) // poll
+		var got []string
+		for _, sub := range p.Items {
+			got = append(got, string(sub.Data))
+		}
+		after = p.Next
+		return got
+	}
+
+	a := begin()
+	is.NoErr(insert(a, "f", "A", t0))  // A inserts and stays open
+	is.Equal(poll("f"), []string(nil)) // nothing committed yet
+
+	c := begin()
+	is.NoErr(insert(c, "g", "C", t0.Add(time.Hour))) // another form does not wait for A
+	is.NoErr(c.Commit(ctx))
+	p, err := s.SyncSubmissions(ctx, "acct", "g", 0, 10)
+	is.NoErr(err)
+	is.Equal(len(p.Items), 1) // C is visible while A, with a lower seq, is not
+	is.Equal(p.Next, int64(1))
+
+	b := begin()
+	bDone := make(chan error, 1)
+	go func() { bDone <- insert(b, "f", "B", t0.Add(-time.Hour)) }() // created earlier than A
+	waitForLock(t, b.Conn().PgConn().PID())
+	select {
+	case err := <-bDone:
+		t.Fatalf("B inserted into f while A held it open (err %v)", err)
+	default:
+	}
+	is.Equal(poll("f"), []string(nil)) // still nothing
+
+	is.NoErr(a.Commit(ctx))
+	select {
+	case err := <-bDone:
+		is.NoErr(err) // B goes on once A has committed
+	case <-time.After(30 * time.Second):
+		t.Fatal("B still waits after A committed")
+	}
+	is.Equal(poll("f"), []string{`{"tx":"A"}`}) // A, not yet B
+	is.Equal(after, int64(1))
+
+	is.NoErr(b.Commit(ctx))
+	is.Equal(poll("f"), []string{`{"tx":"B"}`}) // B next, from the stored position
+	is.Equal(after, int64(2))
+
+	d := begin()
+	is.NoErr(insert(d, "f", "D", t0))
+	is.NoErr(d.Rollback(ctx)) // a rolled-back insert leaves no gap and no trace
+	is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: []byte(`{"tx":"E"}`), CreatedAt: t0.Add(-48 * time.Hour)}, formsapi.Metadata{}))
+	is.Equal(poll("f"), []string{`{"tx":"E"}`})
+	is.Equal(after, int64(3))
+	is.Equal(poll("f"), []string(nil)) // and nothing twice
+	is.Equal(after, int64(3))
+}
+
+// waitForLock waits until the backend pid waits on a lock.
+func waitForLock(t *testing.T, pid uint32) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var wait *string
+		if err := conn.QueryRow(ctx, `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&wait); err != nil {
+			t.Fatalf("pg_stat_activity: %v", err)
+		}
+		if wait != nil && *wait == "Lock" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d never waited on a lock", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExplainFeed checks the plan of the feed statements on a table big
+// enough (40,000 submissions, half of them one form's, analyzed) that the
+// planner would sort or scan if it could: a Limit over one scan of the
+// feed index starting at the position, reading no more rows than the
+// page, from the start and 99% deep, custom and generic plans alike.
+func TestExplainFeed(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t)
+	pool := pgstore.Pool(s)
+	schema := quote(s.Schema())
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %s.formsapi_forms (id, account_id, title, icon, notification_email, created_at)
+SELECT 'form-' || g, 'big', 't', 'i', 'e', 0 FROM generate_series(1, 1000) g`, schema),
+		fmt.Sprintf(`INSERT INTO %[1]s.formsapi_submissions (form_seq, feed_pos, created_at, data, json)
+SELECT CASE WHEN g <= 20000 THEN (SELECT seq FROM %[1]s.formsapi_forms WHERE id = 'form-1') ELSE 2 + g %% 999 END,
+       g, g, '{}', '\x7b7d'::bytea
+FROM generate_series(1, 40000) g`, schema),
+		fmt.Sprintf(`ANALYZE %[1]s.formsapi_forms, %[1]s.formsapi_submissions`, schema),
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", firstLine(q), err)
+		}
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	const fetch = 51
+	for i, sql := range pgstore.FeedSQL(s) {
+		for _, after := range []int64{0, 19_800} {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				name := fmt.Sprintf("feed %d/after %d/%s", i, after, mode)
+				plan := explain(t, conn.Conn(), sql, fmt.Sprintf("'form-1', 'big', %d, %d", after, fetch), mode, mode == "force_custom_plan")
+				if plan.NodeType != "Limit" {
+					t.Errorf("%s: the plan starts with %s, want Limit", name, plan.NodeType)
+				}
+				scans := 0
+				for _, n := range nodes(plan) {
+					if slices.Contains([]string{"Sort", "Incremental Sort", "Seq Scan", "Bitmap Heap Scan"}, n.NodeType) {
+						t.Errorf("%s: %s node (on %q)", name, n.NodeType, n.Relation)
+					}
+					if n.Index != "formsapi_submissions_feed" {
+						continue
+					}
+					scans++
+					if !strings.Contains(n.IndexCond, "feed_pos >") {
+						t.Errorf("%s: index condition %q does not start at the position", name, n.IndexCond)
+					}
+					if n.ActualRows != nil && (*n.ActualRows > fetch || n.RowsFiltered > 0) {
+						t.Errorf("%s: the scan read %d rows and filtered %d for a page of %d", name, *n.ActualRows, n.RowsFiltered, fetch)
+					}
+				}
+				if scans != 1 {
+					t.Errorf("%s: %d scans of formsapi_submissions_feed, want 1", name, scans)
+				}
+			}
+		}
+	}
 }

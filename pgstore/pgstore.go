@@ -82,6 +82,7 @@ var (
 	_ formsapi.KeyResolver = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
 	_ formsapi.KeyManager  = (*Store)(nil)
+	_ formsapi.FeedStore   = (*Store)(nil)
 )
 
 // Open connects to the database at dsn (a URL or key=value string, as

@@ -114,6 +114,16 @@ func TestWriteContract(t *testing.T) {
 	}
 }
 
+func TestFeedContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return f.open(t, seed) })
+		})
+	}
+}
+
 // TestConcurrentFirstOpen starts ten stores at once on a schema that does
 // not exist yet, as ten nodes deploying together would: all succeed, the
 // schema is migrated exactly once, and every store works.

@@ -57,6 +57,24 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = 
 ORDER BY created_at ASC, seq ASC
 LIMIT $7`
 
+	// The sync feed, and its fast path: one range of the index on
+	// (form_seq, feed_pos), one row more than the limit, to learn whether
+	// more follow. The form is looked up inside the statement, as for
+	// pages; an empty page asks sqlFormOf whether the form exists at all.
+	sqlFeed = `SELECT feed_pos, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND feed_pos > $3
+ORDER BY feed_pos
+LIMIT $4`
+
+	sqlFeedEncoded = `SELECT feed_pos, json
+FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+  AND feed_pos > $3
+ORDER BY feed_pos
+LIMIT $4`
+
 	// The ownership check: a form of another account is not found.
 	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
@@ -118,6 +136,7 @@ type queries struct {
 	formOf, resolveKey, listKeys, touchKeys                         string
 	addForm, addSubmission, addKey, revokeKey                       string
 	rateLimit, rateRefund, ratePrune                                string
+	feed, feedEncoded                                               string
 }
 
 func newQueries(schema string) queries {
@@ -149,5 +168,6 @@ func newQueries(schema string) queries {
 		rateLimit: q(sqlRateLimit), rateRefund: q(sqlRateRefund), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
+		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),
 	}
 }

@@ -1,7 +1,10 @@
 package sqlitestore
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
+	"strings"
 
 	"github.com/formsapi/formsapi"
 )
@@ -70,3 +73,21 @@ func CachedVersions(s *Store) map[int64][]int64 {
 	}
 	return m
 }
+
+// MigrateBefore brings db to the schema just before the migration whose
+// file is named NNNN_<name>.sql, as an older version of the package left it.
+func MigrateBefore(ctx context.Context, db *sql.DB, name string) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	for i, m := range ms {
+		if strings.HasSuffix(m.name, "_"+name+".sql") {
+			return migrateThrough(ctx, db, ms[:i])
+		}
+	}
+	return fmt.Errorf("no migration named %s", name)
+}
+
+// FeedSQL are the statements of the sync feed and its fast path.
+var FeedSQL = []string{sqlFeed, sqlFeedEncoded}

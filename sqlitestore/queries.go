@@ -73,11 +73,26 @@ WHERE key_hash = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`
 	sqlAddForm = `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at)
 VALUES (?, ?, ?, ?, ?, ?)`
 
-	// One statement finds the form and inserts, so no transaction is
-	// needed; no row inserted means no such form.
+	// One statement finds the form, takes its next feed position and
+	// inserts, so no transaction is needed; no row inserted means no such
+	// form. A trigger moves the form's counter to the position taken
+	// (see migrations/0004_feed.sql).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
-SELECT seq, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+    (form_seq, feed_pos, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+
+	// The sync feed, and its fast path: one range of the index on
+	// (form_seq, feed_pos). Like the lists, no LIMIT ?: the caller steps
+	// one row more than the page, to learn whether more follow, and stops.
+	sqlFeed = `SELECT feed_pos, created_at, data, attachments
+FROM formsapi_submissions
+WHERE form_seq = ? AND feed_pos > ?
+ORDER BY feed_pos`
+
+	sqlFeedEncoded = `SELECT feed_pos, json
+FROM formsapi_submissions
+WHERE form_seq = ? AND feed_pos > ?
+ORDER BY feed_pos`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES (?, ?, ?, ?, ?)`
 

@@ -87,6 +87,7 @@ type Store struct {
 
 	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
 	encodedDesc, encodedAsc                *sql.Stmt // on read
+	feed, feedEncoded                      *sql.Stmt // on read
 	formOf, resolveKey, listKeys           *sql.Stmt // on read
 }
 
@@ -95,6 +96,7 @@ var (
 	_ formsapi.KeyResolver = (*Store)(nil)
 	_ formsapi.KeyManager  = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
+	_ formsapi.FeedStore   = (*Store)(nil)
 )
 
 // Open opens the SQLite database file at path, creating it if needed,
@@ -275,6 +277,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.subsAsc, s.read, sqlListSubmissionsAsc},
 		{&s.encodedDesc, s.read, sqlAppendSubmissionsDesc},
 		{&s.encodedAsc, s.read, sqlAppendSubmissionsAsc},
+		{&s.feed, s.read, sqlFeed},
+		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
 		{&s.listKeys, s.read, sqlListKeys},

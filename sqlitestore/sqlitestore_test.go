@@ -109,6 +109,14 @@ func TestWriteContract(t *testing.T) {
 	}
 }
 
+func TestFeedContract(t *testing.T) {
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return f.open(t, seed) })
+		})
+	}
+}
+
 func TestGrantContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {

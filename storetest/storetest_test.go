@@ -1,12 +1,17 @@
 package storetest_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
@@ -76,6 +81,125 @@ func TestHelperBrokenStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
 		return brokenStores[name].wrap(load(t, seed))
 	})
+}
+
+// brokenFeeds each break one clause of the feed contract. RunFeed must
+// fail on each, in the subtest named beside it, and pass on memstore.
+var brokenFeeds = map[string]struct {
+	wrap     func(*memstore.Store) storetest.SyncStore
+	failsIn  string
+	passesIn string
+}{
+	"numbers before it commits": {
+		wrap:     func(m *memstore.Store) storetest.SyncStore { return &sequenceFeed{Store: m} },
+		failsIn:  "Feed/ConcurrentWriters",
+		passesIn: "Feed/Pages",
+	},
+	"resumes on the last item": {
+		wrap:     func(m *memstore.Store) storetest.SyncStore { return repeatsLast{m} },
+		failsIn:  "Feed/Pages",
+		passesIn: "Feed/EmptyForm",
+	},
+}
+
+func TestFeedSuitePassesOnMemstore(t *testing.T) {
+	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return load(t, seed) })
+}
+
+func TestFeedSuiteCatchesBrokenFeeds(t *testing.T) {
+	for name, b := range brokenFeeds {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenFeed$", "-test.v")
+			cmd.Env = append(os.Environ(), "STORETEST_BROKEN_FEED="+name)
+			out, err := cmd.CombinedOutput()
+			is.True(err != nil)                                                                      // the suite fails on a broken feed
+			is.True(strings.Contains(string(out), "--- FAIL: TestHelperBrokenFeed/"+b.failsIn+" "))  // in the clause it breaks
+			is.True(strings.Contains(string(out), "--- PASS: TestHelperBrokenFeed/"+b.passesIn+" ")) // and not in another
+		})
+	}
+}
+
+// TestHelperBrokenFeed runs RunFeed on a broken feed when
+// TestFeedSuiteCatchesBrokenFeeds asks for it in a child process.
+func TestHelperBrokenFeed(t *testing.T) {
+	name := os.Getenv("STORETEST_BROKEN_FEED")
+	if name == "" {
+		return // only meaningful in the child process
+	}
+	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
+		s := brokenFeeds[name].wrap(memstore.New())
+		if err := storetest.Load(context.Background(), s.(formsapi.Writer), seed); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// sequenceFeed numbers submissions as a database sequence would: the
+// number is taken when the write starts, and the submission becomes
+// visible when it commits, every other one late. A poller can then read
+// number 12 before 11 exists, and never see 11.
+type sequenceFeed struct {
+	*memstore.Store
+	last  atomic.Int64
+	mu    sync.Mutex
+	items []numbered // ascending by pos
+}
+
+type numbered struct {
+	pos int64
+	sub formsapi.Submission
+}
+
+func (s *sequenceFeed) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
+	if err := s.Store.AddSubmission(ctx, sub, m); err != nil {
+		return err
+	}
+	pos := s.last.Add(1)
+	if pos%2 == 1 && pos > 40 { // the seed is loaded in order; later writes race
+		time.Sleep(2 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.items, pos, func(n numbered, p int64) int { return cmp.Compare(n.pos, p) })
+	s.items = slices.Insert(s.items, i, numbered{pos, sub})
+	return nil
+}
+
+func (s *sequenceFeed) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	if _, err := s.Store.SyncSubmissions(ctx, account, formID, after, limit); err != nil {
+		return formsapi.FeedPage{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := formsapi.FeedPage{Items: []formsapi.Submission{}, Next: after}
+	for _, n := range s.items {
+		if n.pos <= after || n.sub.FormID != formID {
+			continue
+		}
+		if len(p.Items) == limit {
+			p.More = true
+			break
+		}
+		sub := n.sub
+		sub.Data = bytes.Clone(sub.Data)
+		sub.Attachments = slices.Clone(sub.Attachments)
+		p.Items = append(p.Items, sub)
+		p.Next = n.pos
+	}
+	return p, nil
+}
+
+// repeatsLast resumes each page on the last item of the page before.
+type repeatsLast struct{ *memstore.Store }
+
+func (s repeatsLast) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	p, err := s.Store.SyncSubmissions(ctx, account, formID, after, limit)
+	if err == nil && len(p.Items) > 0 {
+		p.Next--
+	}
+	return p, err
 }
 
 func load(t *testing.T, seed storetest.Seed) *memstore.Store {

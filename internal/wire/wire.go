@@ -84,3 +84,15 @@ func appendValidUTF8(b, s []byte) []byte {
 	}
 	return b
 }
+
+// Feed is a page of a form's sync feed being appended to a response body.
+type Feed struct {
+	// Body is the response being built. A store appends each submission's
+	// JSON object to it, separated by commas, after what is already there.
+	Body []byte
+	// Next is the position of the last submission appended, or the
+	// position the page started after when none was.
+	Next int64
+	// More reports that more submissions after Next could be read now.
+	More bool
+}

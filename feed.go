@@ -1,0 +1,83 @@
+package formsapi
+
+import "context"
+
+// FeedStore is an optional interface of a [Store]: a form's submissions in
+// the order they were committed, read from a position the caller keeps.
+// When the handler's Store implements it, the handler serves the sync feed
+// (GET /v1/forms/{formId}/submissions?sync=start, then ?sync=<syncToken>);
+// otherwise those requests get 501. memstore, sqlitestore and pgstore
+// implement it, and storetest.RunFeed checks the contract below, one subtest
+// per clause, so a host's own store is held to it too.
+//
+// A feed exists because createdAt order cannot be resumed: a submission
+// whose createdAt is earlier than one a poller has already seen, but which
+// commits later (two writers racing, an import of old submissions, clocks
+// of two nodes apart), would never be returned to a poller that asks for
+// everything since the last createdAt it saw. Commit order has no such gap.
+//
+// The contract:
+//
+//   - Positions. Every submission of a form has a position: an int64
+//     greater than 0, given when the submission is stored, unique within
+//     its form and never changed. Positions need not be contiguous.
+//   - Commit order. A submission that a call could not see (it was not yet
+//     committed, or not yet visible to the call's reads) has a position
+//     greater than every position that call returned, and greater than
+//     its Next. Equivalently: at any moment, the visible positions of a
+//     form are all the positions up to some bound, with none missing that
+//     will appear later. Positions handed out under a per-form counter
+//     that is incremented under the same lock or in the same transaction
+//     as the insert, and read back only once committed, meet this; values
+//     of a database sequence taken by concurrent transactions do not,
+//     since a later value can commit first.
+//   - Reading. SyncSubmissions returns, in ascending position order, the
+//     visible submissions of formID whose positions are greater than
+//     after, at most limit of them and no fewer when that many are
+//     visible. Items carry exactly the stored public fields, as for
+//     [Store.ListSubmissions]; internal [Metadata] is never part of them.
+//   - Next. FeedPage.Next is the position of the page's last item, or
+//     after itself when the page is empty. Passing Next back as after
+//     reads what follows, so a caller that stores Next after each page,
+//     and resumes from it, sees every submission of the form exactly
+//     once, however writers race: none is missed and none repeated.
+//   - More. FeedPage.More reports that submissions after Next were visible
+//     to the call, so the caller may read on at once; false means the
+//     page reached the end of what the call could see.
+//   - After. after is 0 to read from the beginning, or a Next this store
+//     returned for the same form. A position beyond the form's last one
+//     gives an empty page with Next equal to after (a store restored from
+//     an older backup, say), not an error. A negative after is an error
+//     wrapping [ErrInvalidCursor].
+//   - Isolation. It returns an error wrapping [ErrFormNotFound] when formID
+//     is not a form of accountID, the same whether the form does not
+//     exist or belongs to another account, and checks this before
+//     anything else about the call.
+//   - Limit. The handler always sends 1 <= limit <= its maximum page size.
+//     A store returns an error for a limit below 1 rather than guess.
+//   - Context. When ctx is canceled or its deadline passes, it returns an
+//     error wrapping ctx.Err().
+//   - Concurrency. It is safe for concurrent use with itself and with
+//     writes, and the page is the caller's: no slice in it is shared with
+//     the store or another result.
+//
+// Errors are answered as for [Store]: ErrFormNotFound with 404,
+// ErrInvalidCursor with 400, context.DeadlineExceeded with 503, anything
+// else with 500 and a log line.
+type FeedStore interface {
+	// SyncSubmissions returns the submissions of formID, a form of
+	// accountID, that come after position after in commit order.
+	SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (FeedPage, error)
+}
+
+// FeedPage is one page of a form's feed.
+type FeedPage struct {
+	// Items are submissions in commit order; never nil in a result of
+	// the library's stores, and treated the same when nil.
+	Items []Submission
+	// Next is the position to pass as after to read on: the last item's
+	// position, or after itself when nothing follows it.
+	Next int64
+	// More reports that more submissions after Next could be read now.
+	More bool
+}

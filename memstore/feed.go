@@ -1,0 +1,66 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// SyncSubmissions implements formsapi.FeedStore: the submissions of
+// formID after position after, in the order they were added. Positions
+// are 1, 2, 3... per form, given under the store's lock, so a reader sees
+// every position up to the last one added and none beyond it.
+func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	var p formsapi.FeedPage
+	items := make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) {
+		items = append(items, cloneSubmission(r.sub))
+	})
+	if err != nil {
+		return p, err
+	}
+	return formsapi.FeedPage{Items: items, Next: next, More: more}, nil
+}
+
+// AppendFeed is SyncSubmissions for the handler's fast path: it appends
+// each submission's JSON, made when it was added, to p.Body.
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
+	n := 0
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) {
+		if n++; n > 1 {
+			p.Body = append(p.Body, ',')
+		}
+		p.Body = append(p.Body, r.json...)
+	})
+	p.Next, p.More = next, more
+	return err
+}
+
+// feed visits one page of a form's feed under the read lock.
+func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, visit func(*submission)) (next int64, more bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, fmt.Errorf("memstore: sync submissions: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return 0, false, fmt.Errorf("memstore: sync submissions: %w", formsapi.ErrFormNotFound)
+	}
+	if limit < 1 {
+		return 0, false, fmt.Errorf("memstore: sync submissions: limit %d is below 1", limit)
+	}
+	if after < 0 {
+		return 0, false, fmt.Errorf("memstore: sync submissions: %w: position %d", formsapi.ErrInvalidCursor, after)
+	}
+	if after >= int64(len(fm.feed)) {
+		return after, false, nil
+	}
+	end := int(after) + min(limit, len(fm.feed)-int(after))
+	for _, r := range fm.feed[after:end] {
+		visit(r)
+	}
+	return int64(end), end < len(fm.feed), nil
+}

@@ -1,0 +1,151 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// SyncSubmissions implements formsapi.FeedStore: the submissions of
+// formID after position after, in the order they were committed.
+//
+// Positions are 1, 2, 3... per form. AddSubmission takes the next one from
+// a counter on the form's row in the statement that inserts, and the
+// row's lock is held until that statement's transaction commits: a
+// second writer to the same form waits for the first to commit before it
+// can take a number, so no position becomes visible before a lower one.
+// An identity column or a sequence would not do, since a transaction can
+// take 10, another 11, and the second commit first. Metadata is never
+// read.
+func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	var p formsapi.FeedPage
+	err := retry(ctx, func() (err error) {
+		p, err = s.syncSubmissions(ctx, accountID, formID, after, limit)
+		return err
+	})
+	if err != nil {
+		return formsapi.FeedPage{}, fmt.Errorf("pgstore: sync submissions: %w", withCtx(ctx, err))
+	}
+	return p, nil
+}
+
+func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	p := formsapi.FeedPage{Next: after}
+	rows, err := s.feedRows(ctx, s.sql.feed, accountID, formID, after, limit)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	p.Items = make([]formsapi.Submission, 0, min(limit, prealloc))
+	for rows.Next() {
+		if len(p.Items) == limit { // the extra row: more follow
+			p.More = true
+			break
+		}
+		var at int64
+		var data, attachments []byte
+		if err := rows.Scan(&p.Next, &at, &data, &attachments); err != nil {
+			return formsapi.FeedPage{}, err
+		}
+		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(at)}
+		if sub.Attachments, err = decodeAttachments(attachments); err != nil {
+			return formsapi.FeedPage{}, fmt.Errorf("submission at feed position %d: %w", p.Next, err)
+		}
+		p.Items = append(p.Items, sub)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return formsapi.FeedPage{}, err
+	}
+	if len(p.Items) == 0 {
+		// No row for a form that is not accountID's, as for one with
+		// nothing after the position: tell them apart.
+		if err := s.checkForm(ctx, accountID, formID); err != nil {
+			return formsapi.FeedPage{}, err
+		}
+	}
+	return p, nil
+}
+
+// AppendFeed is SyncSubmissions for the handler's fast path: it appends
+// the stored JSON of each submission to p.Body, with nothing decoded.
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
+	// appendFeed leaves p as it was when it fails, so a retry starts over.
+	if err := retry(ctx, func() error { return s.appendFeed(ctx, accountID, formID, after, limit, p) }); err != nil {
+		return fmt.Errorf("pgstore: sync submissions: %w", withCtx(ctx, err))
+	}
+	return nil
+}
+
+func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) (err error) {
+	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	start := len(p.Body)
+	defer func() {
+		if err != nil {
+			p.Body = p.Body[:start]
+		}
+	}()
+	next, more := after, false
+	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
+	n := 0
+	for ; rows.Next(); n++ {
+		if n == limit {
+			more = true
+			break
+		}
+		if err := rows.Scan(&next, &encoded); err != nil {
+			return err
+		}
+		// The database may have been edited by hand: never send what is
+		// not the object AppendSubmissionJSON wrote.
+		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
+			return fmt.Errorf("submission at feed position %d: stored JSON is damaged", next)
+		}
+		if n > 0 {
+			p.Body = append(p.Body, ',')
+		}
+		p.Body = append(p.Body, encoded...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := s.checkForm(ctx, accountID, formID); err != nil {
+			return err
+		}
+	}
+	p.Next, p.More = next, more
+	return nil
+}
+
+// feedRows checks the page's arguments, answering ErrFormNotFound first
+// for a form that is not accountID's, and runs st for one page and one
+// row more.
+func (s *Store) feedRows(ctx context.Context, st string, accountID, formID string, after int64, limit int) (pgx.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !storableText(accountID) || !storableText(formID) {
+		return nil, formsapi.ErrFormNotFound // no such form can be stored
+	}
+	if limit < 1 || after < 0 {
+		if err := s.checkForm(ctx, accountID, formID); err != nil {
+			return nil, err
+		}
+		if limit < 1 {
+			return nil, fmt.Errorf("limit %d is below 1", limit)
+		}
+		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
+	}
+	return s.pool.Query(ctx, st, formID, accountID, after, limit+1)
+}
