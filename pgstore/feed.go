@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -53,7 +54,7 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 			return formsapi.FeedPage{}, err
 		}
 		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(at)}
-		if sub.Attachments, err = decodeAttachments(attachments); err != nil {
+		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
 			return formsapi.FeedPage{}, fmt.Errorf("submission at feed position %d: %w", p.Next, err)
 		}
 		p.Items = append(p.Items, sub)

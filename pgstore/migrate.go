@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -124,10 +125,58 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 				return fmt.Errorf("record %s: %w", m.name, err)
 			}
 		}
+		if err := reencode(ctx, tx); err != nil {
+			return fmt.Errorf("re-encode stored submissions: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("migrate schema %s: %w", schema, err)
 	}
 	return nil
+}
+
+// sqlStale selects the rows stored in another encoding than the current
+// one. The version is a literal, not a parameter, so that the planner can
+// prove the partial index formsapi_submissions_stale applies.
+var sqlStale = `SELECT s.seq, f.id, s.created_at, s.data, s.attachments
+FROM formsapi_submissions s JOIN formsapi_forms f ON f.seq = s.form_seq
+WHERE s.json_version <> ` + strconv.Itoa(stored.Version) + ` ORDER BY s.seq LIMIT 500`
+
+// reencode rewrites the response JSON of every row stored in an older
+// encoding from its source columns (see package internal/stored), inside
+// the migration's transaction and under its lock, so every node serves
+// the new encoding or none does. In normal operation it finds nothing,
+// through an empty index.
+func reencode(ctx context.Context, tx pgx.Tx) error {
+	for {
+		rows, err := tx.Query(ctx, sqlStale)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		var encoded [][]byte
+		for rows.Next() {
+			var seq, at int64
+			var formID string
+			var data, attachments []byte
+			if err := rows.Scan(&seq, &formID, &at, &data, &attachments); err != nil {
+				rows.Close()
+				return err
+			}
+			seqs = append(seqs, seq)
+			encoded = append(encoded, stored.Reencode(formID, at, data, attachments))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE formsapi_submissions s SET json = u.json, json_version = $3
+FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seqs, encoded, stored.Version); err != nil {
+			return err
+		}
+	}
 }

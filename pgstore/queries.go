@@ -121,8 +121,8 @@ VALUES ($1, $2, $3, $4, $5, $6)`
     UPDATE formsapi_forms SET feed_last = feed_last + 1 WHERE id = $1 RETURNING seq, feed_last
 )
 INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
-SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $6::bytea, $7::bytea, $8::bytea, $9::bytea FROM f`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea FROM f`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES ($1, $2, $3, $4, $5)`
 

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -119,7 +119,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 			return formsapi.Page[formsapi.Submission]{}, err
 		}
 		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
-		if sub.Attachments, err = decodeAttachments(attachments); err != nil {
+		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
 		}
 		p.Items = append(p.Items, sub)
@@ -281,20 +281,4 @@ const prealloc = 256
 
 func fromNanos(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
-}
-
-// decodeAttachments decodes the attachments column; none is an empty,
-// non-nil slice, since the API answers [] rather than null.
-func decodeAttachments(b []byte) ([]formsapi.Attachment, error) {
-	att := []formsapi.Attachment{}
-	if string(b) == "[]" {
-		return att, nil
-	}
-	if err := json.Unmarshal(b, &att); err != nil {
-		return nil, fmt.Errorf("decode attachments: %w", err)
-	}
-	if att == nil { // a stored JSON null
-		att = []formsapi.Attachment{}
-	}
-	return att, nil
 }

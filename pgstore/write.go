@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
@@ -87,7 +88,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
 	tag, err := s.pool.Exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID))
+		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version)
 	if err != nil {
 		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
 	}

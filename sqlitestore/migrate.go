@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // ErrSchemaTooNew means the database was migrated by a newer version of
@@ -89,7 +91,66 @@ func migrateThrough(ctx context.Context, db *sql.DB, ms []migration) error {
 			return fmt.Errorf("migrate to %s: %w", m.name, err)
 		}
 	}
+	if err := reencode(ctx, db); err != nil {
+		return fmt.Errorf("migrate: re-encode stored submissions: %w", err)
+	}
 	return nil
+}
+
+// sqlStale selects a batch of rows stored in another encoding than the
+// current one. The version is a literal, not a parameter, so that SQLite
+// can prove the partial index formsapi_submissions_stale applies.
+var sqlStale = `SELECT s.seq, f.id, s.created_at, s.data, s.attachments
+FROM formsapi_submissions s JOIN formsapi_forms f ON f.seq = s.form_seq
+WHERE s.json_version <> ` + strconv.Itoa(stored.Version) + ` ORDER BY s.seq LIMIT 500`
+
+// reencode rewrites the response JSON of every row stored in an older
+// encoding from its source columns, a batch per transaction (see package
+// internal/stored). In normal operation it finds nothing, through an
+// empty index.
+func reencode(ctx context.Context, db *sql.DB) error {
+	type row struct {
+		seq  int64
+		json []byte
+	}
+	for {
+		rows, err := db.QueryContext(ctx, sqlStale)
+		if err != nil {
+			return err
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			var at int64
+			var formID string
+			var data, attachments []byte
+			if err := rows.Scan(&r.seq, &formID, &at, &data, &attachments); err != nil {
+				rows.Close()
+				return err
+			}
+			r.json = stored.Reencode(formID, at, data, attachments)
+			batch = append(batch, r)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range batch {
+			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET json = ?, json_version = ? WHERE seq = ?`, r.json, stored.Version, r.seq); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
 }
 
 // apply runs one migration in a transaction. Its first statement claims

@@ -78,8 +78,8 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// form. A trigger moves the form's counter to the position taken
 	// (see migrations/0004_feed.sql).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, client_ip, user_agent, geo, trace_id)
-SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id)
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos). Like the lists, no LIMIT ?: the caller steps

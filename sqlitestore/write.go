@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
@@ -70,7 +71,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			return fmt.Errorf("sqlitestore: add submission: %w", err)
 		}
 	}
-	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded,
+	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
 		m.ClientIP, m.UserAgent, geo, m.TraceID, sub.FormID)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
