@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/fastpath"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -19,6 +20,14 @@ func open(t *testing.T, seed storetest.Seed) *memstore.Store {
 
 func TestStoreContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return open(t, seed) })
+}
+
+// TestFastPathContract holds AppendSubmissions, which production reads
+// take, to the same clauses.
+func TestFastPathContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+		return fastpath.Store{WriteLister: open(t, seed)}
+	})
 }
 
 func TestKeyContract(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/fastpath"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
@@ -90,6 +91,20 @@ func TestStoreContract(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) })
+		})
+	}
+}
+
+// TestFastPathContract holds AppendSubmissions, which production reads
+// take, to the same clauses.
+func TestFastPathContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+				return fastpath.Store{WriteLister: f.open(t, seed)}
+			})
 		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/fastpath"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -89,6 +90,18 @@ func TestStoreContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) })
+		})
+	}
+}
+
+// TestFastPathContract holds AppendSubmissions, which production reads
+// take, to the same clauses.
+func TestFastPathContract(t *testing.T) {
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+				return fastpath.Store{WriteLister: f.open(t, seed)}
+			})
 		})
 	}
 }
