@@ -31,10 +31,19 @@ import (
 //     item of the range follows the page; otherwise it is a non-empty string
 //     that, passed back as q.Cursor with the same Order, Since and Until,
 //     yields the items right after this page's last one. A page that
-//     carries a NextCursor holds exactly q.Limit items. Walking the pages
+//     carries a NextCursor holds exactly q.Limit items, unless the byte
+//     budget ended it earlier. Walking the pages
 //     returns every item of the range exactly once, even when items are
 //     added between two requests: an added item that sorts after the
 //     cursor is returned later, one that sorts before it is not.
+//   - Byte budget. When q.MaxBytes > 0, ListSubmissions may end a page
+//     before q.Limit items, with a NextCursor, where the next item would
+//     take the page past q.MaxBytes; each item counts as the length of its
+//     JSON as [AppendSubmissionJSON] makes it. Then the page's items total
+//     at most q.MaxBytes, or the page holds a single item, however large:
+//     a page is never empty while items of the range remain. A store that
+//     ignores MaxBytes stays correct, its pages bounded in items only;
+//     ListForms may ignore it (forms are the host's, not respondents').
 //   - Limit. The handler always sends 1 <= q.Limit <= its maximum page
 //     size. A store returns an error for a Limit below 1 rather than guess.
 //   - Cursors. q.Cursor is "" for the first page or a NextCursor this store
@@ -90,6 +99,9 @@ type Query struct {
 	Cursor       string    // opaque; "" for the first page
 	Order        Order     // Newest (the zero value, default) or Oldest
 	Since, Until time.Time // createdAt >= Since and < Until; zero means unbounded
+	// MaxBytes is the page's byte budget (see the Store contract); the
+	// handler sets it from WithPageBytes. Zero means none.
+	MaxBytes int
 }
 
 // Page is one page of a list.

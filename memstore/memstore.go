@@ -281,7 +281,7 @@ func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Quer
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p.Items = make([]formsapi.Form, 0, min(q.Limit, prealloc))
-	next, err := walk(s.accounts[accountID], q, func(f *form) keyset.Pos { return f.pos }, func(f *form) {
+	next, err := walk(s.accounts[accountID], q, func(f *form) keyset.Pos { return f.pos }, nil, func(f *form) {
 		p.Items = append(p.Items, f.form)
 	})
 	p.NextCursor = next
@@ -321,7 +321,7 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	if !ok || fm.account != accountID {
 		return "", fmt.Errorf("memstore: list submissions: %w", formsapi.ErrFormNotFound)
 	}
-	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, visit)
+	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
 }
 
 // prealloc caps the capacity reserved for a page up front.
@@ -337,8 +337,10 @@ func insert[T any](list []T, item T, pos func(T) keyset.Pos) []T {
 
 // walk visits one page of an ascending list and returns the cursor after
 // it. Binary searches find keyset.Bounds in the list, so a deep page costs
-// what the first does.
-func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, visit func(T)) (string, error) {
+// what the first does. With size non-nil and q.MaxBytes positive, the page
+// also ends before an item that would take it past q.MaxBytes, unless it
+// would be the page's first.
+func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, size func(T) int, visit func(T)) (string, error) {
 	if _, err := keyset.Fetch(q); err != nil {
 		return "", fmt.Errorf("memstore: %w", err)
 	}
@@ -349,22 +351,28 @@ func walk[T any](list []T, q formsapi.Query, pos func(T) keyset.Pos, visit func(
 	// list[start:end] is the part of the list strictly between lo and hi.
 	start := sort.Search(len(list), func(i int) bool { return lo.Less(pos(list[i])) })
 	end := max(start, sort.Search(len(list), func(i int) bool { return !pos(list[i]).Less(hi) }))
-	if q.Order == formsapi.Oldest {
-		stop := start + min(q.Limit, end-start)
-		for i := start; i < stop; i++ {
-			visit(list[i])
+	n, budget := 0, keyset.NewBudget(q)
+	// take visits item unless the page is full; false ends the page.
+	take := func(item T) bool {
+		if n == q.Limit || size != nil && !budget.Take(size(item)) {
+			return false
 		}
-		if stop < end {
-			return pos(list[stop-1]).String(), nil
+		n++
+		visit(item)
+		return true
+	}
+	if q.Order == formsapi.Oldest {
+		for i := start; i < end; i++ {
+			if !take(list[i]) {
+				return pos(list[i-1]).String(), nil
+			}
 		}
 		return "", nil
 	}
-	stop := end - min(q.Limit, end-start)
-	for i := end - 1; i >= stop; i-- {
-		visit(list[i])
-	}
-	if stop > start {
-		return pos(list[stop]).String(), nil
+	for i := end - 1; i >= start; i-- {
+		if !take(list[i]) {
+			return pos(list[i+1]).String(), nil
+		}
 	}
 	return "", nil
 }

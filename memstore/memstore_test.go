@@ -2,10 +2,12 @@ package memstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/fastpath"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -44,4 +46,24 @@ func TestGrantContract(t *testing.T) {
 
 func TestFeedContract(t *testing.T) {
 	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return open(t, seed) })
+}
+
+// TestByteBudgetHonoured checks both read paths end a page at the byte
+// budget (storetest only skips a store that ignores it).
+func TestByteBudgetHonoured(t *testing.T) {
+	t.Parallel()
+	s := open(t, storetest.DefaultSeed())
+	q := formsapi.Query{Limit: 100, MaxBytes: 1}
+	p, err := s.ListSubmissions(context.Background(), storetest.AccountA, storetest.FormBusy, q)
+	if err != nil || len(p.Items) != 1 || p.NextCursor == "" {
+		t.Fatalf("ListSubmissions with a one-byte budget: %d items, cursor %q, error %v; want one item and a cursor", len(p.Items), p.NextCursor, err)
+	}
+	var w wire.Page
+	if err := s.AppendSubmissions(context.Background(), storetest.AccountA, storetest.FormBusy, q, &w); err != nil || w.NextCursor == "" {
+		t.Fatalf("AppendSubmissions with a one-byte budget: cursor %q, error %v", w.NextCursor, err)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(append(append([]byte("["), w.Body...), ']'), &items); err != nil || len(items) != 1 {
+		t.Fatalf("AppendSubmissions with a one-byte budget: %d items (%v), want one", len(items), err)
+	}
 }

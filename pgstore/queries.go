@@ -28,14 +28,14 @@ LIMIT $6`
 	// The form is looked up by ID and owner inside the statement, so a
 	// page takes one round trip; an empty page asks sqlFormOf whether the
 	// form exists at all. Only public columns: metadata is never selected.
-	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments
+	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments, octet_length(json)
 FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
   AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
 ORDER BY created_at DESC, seq DESC
 LIMIT $7`
 
-	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments
+	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments, octet_length(json)
 FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
   AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)

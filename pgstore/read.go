@@ -108,16 +108,23 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	}
 	defer rows.Close()
 	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
-	var last keyset.Pos
+	var last, cur keyset.Pos
+	budget := keyset.NewBudget(q)
 	for rows.Next() {
 		if len(p.Items) == q.Limit {
 			p.NextCursor = last.String()
 			break
 		}
 		var data, attachments []byte
-		if err := rows.Scan(&last.Seq, &last.At, &data, &attachments); err != nil {
+		var size int
+		if err := rows.Scan(&cur.Seq, &cur.At, &data, &attachments, &size); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, err
 		}
+		if !budget.Take(size) {
+			p.NextCursor = last.String()
+			break
+		}
+		last = cur
 		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
 		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
@@ -169,20 +176,28 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 			p.Body, p.NextCursor = p.Body[:start], ""
 		}
 	}()
-	var last keyset.Pos
+	var last, cur keyset.Pos
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
+	budget := keyset.NewBudget(q)
 	n := 0
 	for ; rows.Next(); n++ {
 		if n == q.Limit {
 			p.NextCursor = last.String()
 			break
 		}
-		if err := rows.Scan(&last.Seq, &last.At, &encoded); err != nil {
+		if err := rows.Scan(&cur.Seq, &cur.At, &encoded); err != nil {
 			return err
 		}
+		if !budget.Fits(len(encoded)) {
+			p.NextCursor = last.String()
+			break
+		}
+		last = cur
 		// The database may have been edited by hand: Add leaves out what
 		// is not the object AppendSubmissionJSON wrote.
-		p.Add(last.Seq, encoded)
+		if p.Add(last.Seq, encoded) {
+			budget.Count(len(encoded))
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -66,6 +66,14 @@ type entry struct {
 	more    bool         // an item follows the last one held
 }
 
+// itemSize returns the length of item i's JSON.
+func (e *entry) itemSize(i int) int {
+	if i == 0 {
+		return e.ends[0]
+	}
+	return e.ends[i] - e.ends[i-1] - 1 // less the comma
+}
+
 // entryOverhead approximates an entry's bytes beyond its slices.
 const entryOverhead = 128
 
@@ -108,15 +116,18 @@ func (e *entry) items() []keyset.Pos {
 // serve appends the first limit items of e's list to body and returns
 // body and the page's next cursor, if e holds them all (a nil e holds
 // none).
-func (e *entry) serve(limit int, body []byte) ([]byte, string, bool) {
+func (e *entry) serve(q formsapi.Query, body []byte) ([]byte, string, bool) {
 	if e == nil {
 		return body, "", false
 	}
 	n := len(e.ends)
-	if limit > n && e.more {
+	m, budget := 0, keyset.NewBudget(q)
+	for m < min(q.Limit, n) && budget.Take(e.itemSize(m)) {
+		m++
+	}
+	if m == n && q.Limit > n && e.more {
 		return body, "", false // the page needs items not held
 	}
-	m := min(limit, n)
 	if m == 0 {
 		return body, "", true
 	}

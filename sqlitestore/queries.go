@@ -34,12 +34,14 @@ WHERE account_id = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, 
 ORDER BY created_at ASC, seq ASC`
 
 	// Only public columns: the metadata columns are never selected.
-	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments
+	// length(json) is the item's size for the byte budget; on a BLOB it
+	// is read from the record header, without loading the value.
+	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments, length(json)
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at DESC, seq DESC`
 
-	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments
+	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments, length(json)
 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC`

@@ -109,16 +109,23 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	}
 	defer rows.Close()
 	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
-	var last keyset.Pos
+	var last, cur keyset.Pos
+	budget := keyset.NewBudget(q)
 	for rows.Next() {
 		if len(p.Items) == q.Limit {
 			p.NextCursor = last.String()
 			break
 		}
 		var data, attachments []byte
-		if err := rows.Scan(&last.Seq, &last.At, &data, &attachments); err != nil {
+		var size int
+		if err := rows.Scan(&cur.Seq, &cur.At, &data, &attachments, &size); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, err
 		}
+		if !budget.Take(size) {
+			p.NextCursor = last.String()
+			break
+		}
+		last = cur
 		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
 		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
@@ -154,12 +161,13 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	start := len(p.Body)
+	budget := keyset.NewBudget(q)
 	if s.cache == nil {
-		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, p, start, nil)
+		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, &budget, p, start, nil)
 	}
 	key := pageKey{formSeq: formSeq, order: q.Order, lo: lo, hi: hi}
 	held := s.cache.get(version, key)
-	if body, next, ok := held.serve(q.Limit, p.Body); ok {
+	if body, next, ok := held.serve(q, p.Body); ok {
 		p.Body, p.NextCursor = body, next
 		return nil
 	}
@@ -171,15 +179,18 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		p.AddTrusted(held.body) // read and checked at this version
 		e.ends = append(make([]int, 0, q.Limit), held.ends...)
 		e.pos = append(make([]keyset.Pos, 0, q.Limit), held.pos...)
+		for i := range n {
+			budget.Count(held.itemSize(i)) // serve found that they all fit
+		}
 		if q.Order == formsapi.Oldest {
 			lo = held.pos[n-1]
 		} else {
 			hi = held.pos[n-1]
 		}
-		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit-n, p, start, e); err != nil {
+		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit-n, &budget, p, start, e); err != nil {
 			return err
 		}
-	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, p, start, e); err != nil {
+	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, &budget, p, start, e); err != nil {
 		return err
 	}
 	if len(p.Skipped) > 0 {
@@ -194,9 +205,10 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 // readEncoded appends to p.Body at most limit encoded submissions of the
 // form with seq formSeq whose positions lie strictly between lo and hi, in
 // order, and sets p.NextCursor if more follow. What p.Body holds after
-// start is earlier items of the same page. If e is not nil, it records
-// where each item ends after start, and its keyset position.
-func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi keyset.Pos, limit int, p *wire.Page, start int, e *entry) error {
+// start is earlier items of the same page, which budget has counted; the
+// page ends early where budget says. If e is not nil, it records where
+// each item ends after start, and its keyset position.
+func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi keyset.Pos, limit int, budget *keyset.Budget, p *wire.Page, start int, e *entry) error {
 	st := s.encodedDesc
 	if order == formsapi.Oldest {
 		st = s.encodedAsc
@@ -206,21 +218,27 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.O
 		return err
 	}
 	defer rows.Close()
-	var last keyset.Pos
+	var last, cur keyset.Pos
 	var encoded sql.RawBytes // valid until the next Next: copied at once
 	for n := 0; rows.Next(); n++ {
 		if n == limit {
 			p.NextCursor = last.String()
 			break
 		}
-		if err := rows.Scan(&last.Seq, &last.At, &encoded); err != nil {
+		if err := rows.Scan(&cur.Seq, &cur.At, &encoded); err != nil {
 			return err
 		}
+		if !budget.Fits(len(encoded)) {
+			p.NextCursor = last.String()
+			break
+		}
+		last = cur
 		// The file may have been damaged or edited: Add leaves out what is
 		// not the object AppendSubmissionJSON wrote.
 		if !p.Add(last.Seq, encoded) {
 			continue
 		}
+		budget.Count(len(encoded))
 		if e != nil {
 			e.ends = append(e.ends, len(p.Body)-start)
 			e.pos = append(e.pos, last)

@@ -207,6 +207,9 @@ func Run(t *testing.T, open Open) {
 			}
 		}
 	})
+	t.Run("ListSubmissions/ByteBudget", func(t *testing.T) {
+		checkByteBudget(t, open(t, seed))
+	})
 	t.Run("ListSubmissions/InvalidCursor", func(t *testing.T) {
 		s := open(t, seed)
 		for _, c := range invalidCursors {

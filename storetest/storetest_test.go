@@ -46,6 +46,16 @@ var brokenStores = map[string]struct {
 		failsIn:  "NotAliased",
 		passesIn: "ListSubmissions/Fields",
 	},
+	"ends budgeted pages early": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return budgetTimes{m, 0} },
+		failsIn:  "ListSubmissions/ByteBudget",
+		passesIn: "ListSubmissions/Pagination",
+	},
+	"overfills budgeted pages": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return budgetTimes{m, 2} },
+		failsIn:  "ListSubmissions/ByteBudget",
+		passesIn: "ListSubmissions/Pagination",
+	},
 	"ignores the context": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresContext{m} },
 		failsIn:  "CanceledContext",
@@ -281,4 +291,18 @@ type ignoresContext struct{ *memstore.Store }
 
 func (s ignoresContext) ListSubmissions(_ context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	return s.Store.ListSubmissions(context.Background(), account, formID, q)
+}
+
+// budgetTimes multiplies a positive byte budget by factor, which may be 0
+// for a budget of one byte: one item a page.
+type budgetTimes struct {
+	*memstore.Store
+	factor int
+}
+
+func (s budgetTimes) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	if q.MaxBytes > 0 {
+		q.MaxBytes = max(q.MaxBytes*s.factor, 1)
+	}
+	return s.Store.ListSubmissions(ctx, account, formID, q)
 }
