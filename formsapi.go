@@ -28,8 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // Form is a form of an account, exactly as the API returns it.
@@ -165,11 +163,4 @@ func checkTime(t time.Time) error {
 // out of range.
 func PrepareSubmission(s *Submission, m Metadata) error {
 	return DefaultLimits.PrepareSubmission(s, m)
-}
-
-// IsJSONObject reports whether data is one valid JSON object, optionally
-// surrounded by white space.
-func IsJSONObject(data []byte) bool {
-	valid, _ := wire.ScanObject(data)
-	return valid
 }

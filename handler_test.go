@@ -33,6 +33,13 @@ func seeded(t testing.TB) *memstore.Store {
 	return s
 }
 
+// seededHandler is the handler over one seeded memstore, which serves as
+// both the store and the key resolver.
+func seededHandler(t testing.TB, opts ...formsapi.Option) http.Handler {
+	s := seeded(t)
+	return formsapi.NewHandler(s, s, opts...)
+}
+
 // counting wraps a store and resolver and records every call, so tests can
 // assert that a request never reached them and with which account.
 type counting struct {
@@ -174,7 +181,7 @@ func TestRequestID(t *testing.T) {
 
 func TestListForms(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200) // list forms
 	checkStandardHeaders(t, res)
@@ -211,7 +218,7 @@ func TestAccountWithoutFormsGetsEmptyArray(t *testing.T) {
 
 func TestListSubmissions(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	res := do(t, h, "GET", "/v1/forms/contact-a/submissions?limit=2", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200) // list submissions
 	checkStandardHeaders(t, res)
@@ -244,7 +251,7 @@ func TestListSubmissions(t *testing.T) {
 
 func TestUserFieldsNamedLikeMetadataAreData(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	res := do(t, h, "GET", "/v1/forms/contact-a/submissions?limit=1000", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)                                             // list
 	is.True(bytes.Contains(res.body, []byte(`"ip":"typed by the user"`))) // the respondent's own "ip" field is data
@@ -256,7 +263,7 @@ func TestUserFieldsNamedLikeMetadataAreData(t *testing.T) {
 // TestExactKeySets decodes every object of both lists and checks its keys
 // equal the documented allow-list.
 func TestExactKeySets(t *testing.T) {
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	forms := decode(t, do(t, h, "GET", "/v1/forms?limit=1", bearer(storetest.KeyA)...).body)
 	checkKeys(t, forms, "forms", "message", "nextCursor", "success")
 	for _, f := range forms["forms"].([]any) {
@@ -323,7 +330,7 @@ func follow(t *testing.T, srvURL, first, key string) []string {
 
 func TestPagingThroughLinks(t *testing.T) {
 	is := is.New(t)
-	srv := httptest.NewServer(formsapi.NewHandler(seeded(t), seeded(t)))
+	srv := httptest.NewServer(seededHandler(t))
 	defer srv.Close()
 	for _, order := range []string{"desc", "asc"} {
 		all := follow(t, srv.URL, "/v1/forms/contact-a/submissions?limit=1000&order="+order, storetest.KeyA)
@@ -340,7 +347,7 @@ func TestPagingThroughLinks(t *testing.T) {
 
 func TestMountedUnderStripPrefix(t *testing.T) {
 	is := is.New(t)
-	api := formsapi.NewHandler(seeded(t), seeded(t))
+	api := seededHandler(t)
 	host := http.NewServeMux()
 	host.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	host.Handle("/api/", http.StripPrefix("/api", api))
@@ -363,8 +370,8 @@ func TestMountedUnderStripPrefix(t *testing.T) {
 	is.Equal(res.status, 200) // the canonical path works
 }
 
-// TestWireContract has one row per row of DESIGN.md's wire table (and the
-// cases around it): status, headers and the whole body.
+// TestWireContract has one row per case of the README's API reference
+// (and the cases around it): status, headers and the whole body.
 func TestWireContract(t *testing.T) {
 	s := seeded(t)
 	otherList := func() string {
@@ -513,7 +520,7 @@ func TestWireContract(t *testing.T) {
 
 func TestNotFoundIsTheSameForAbsentAndForeignForms(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	absent := do(t, h, "GET", "/v1/forms/no-such-id/submissions", bearer(storetest.KeyA)...)
 	foreign := do(t, h, "GET", "/v1/forms/contact-b/submissions", bearer(storetest.KeyA)...)
 	malformed := do(t, h, "GET", "/v1/forms/%FF/submissions", bearer(storetest.KeyA)...)
@@ -528,7 +535,7 @@ func TestNotFoundIsTheSameForAbsentAndForeignForms(t *testing.T) {
 
 func TestHeadAnswersLikeGet(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	for _, key := range []string{storetest.KeyA, "", storetest.KeyNotAdded} {
@@ -722,7 +729,7 @@ func TestNewHandlerPanicsOnMissingDependencies(t *testing.T) {
 
 func TestPageSizeOption(t *testing.T) {
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t), formsapi.WithPageSize(2, 5))
+	h := seededHandler(t, formsapi.WithPageSize(2, 5))
 	res := do(t, h, "GET", "/v1/forms/contact-a/submissions", bearer(storetest.KeyA)...)
 	is.Equal(len(decode(t, res.body)["submissions"].([]any)), 2) // the default
 	res = do(t, h, "GET", "/v1/forms/contact-a/submissions?limit=6", bearer(storetest.KeyA)...)

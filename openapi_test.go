@@ -599,7 +599,7 @@ func TestOpenAPILimitBounds(t *testing.T) {
 	is.True(s.Min != nil && *s.Min == 1)                             // minimum 1
 	is.True(s.Max != nil && *s.Max == float64(formsapi.MaxPageSize)) // maximum is MaxPageSize
 	is.Equal(s.Default, float64(formsapi.DefaultPageSize))           // default is DefaultPageSize
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	for limit, want := range map[string]int{"1": 200, fmt.Sprint(formsapi.MaxPageSize): 200, "0": 400, fmt.Sprint(formsapi.MaxPageSize + 1): 400} {
 		res := do(t, h, "GET", "/v1/forms?limit="+limit, bearer(storetest.KeyA)...)
 		is.Equal(res.status, want) // the handler honours the documented bounds

@@ -93,7 +93,7 @@ func newWorld(r *rand.Rand, iter int) *world {
 				if r.IntN(3) == 0 {
 					att = []formsapi.Attachment{{FieldName: "file", FileURL: "https://x/" + randomID(r), FileSize: r.Int64N(1 << 30), MIMEType: "application/pdf"}}
 				}
-				w.subs[id] = append(w.subs[id], canonicalJSON(raw))
+				w.subs[id] = append(w.subs[id], storetest.Canonical(raw))
 				w.seed.Submissions = append(w.seed.Submissions, storetest.SeedSubmission{
 					Submission: formsapi.Submission{FormID: id, Data: raw, Attachments: att,
 						CreatedAt: base.Add(time.Duration(r.IntN(20)) * time.Minute)}, // many ties
@@ -103,17 +103,6 @@ func newWorld(r *rand.Rand, iter int) *world {
 		}
 	}
 	return w
-}
-
-func canonicalJSON(raw []byte) string {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return "invalid: " + string(raw)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // TestPropertyIsolationAndAllowList generates random worlds and checks, for
@@ -202,7 +191,7 @@ func checkWorld(t *testing.T, iter int, r *rand.Rand, w *world, h http.Handler) 
 					t.Fatalf("iteration %d: submission of %v in %s's list", iter, s["formId"], own)
 				}
 				raw, _ := json.Marshal(s["data"])
-				got = append(got, canonicalJSON(raw))
+				got = append(got, storetest.Canonical(raw))
 			}
 			sort.Strings(got)
 			if want := slices.Sorted(slices.Values(w.subs[own])); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {

@@ -85,7 +85,7 @@ func (p RateLimitPolicy) Validate() error {
 	}
 	for i := 0; i < len(p.Name); i++ {
 		if c := p.Name[i]; !isUnreserved(c) || c == '~' {
-			return fmt.Errorf("formsapi: rate limit policy name %q: use only a-z A-Z 0-9 - _ .", p.Name)
+			return fmt.Errorf("formsapi: rate limit policy name %q: only a-z A-Z 0-9 - _ . are allowed", p.Name)
 		}
 	}
 	if p.Quota < 1 {

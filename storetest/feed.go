@@ -43,7 +43,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 		for _, form := range []string{FormBusy, FormSmall} {
 			var want []string
 			for _, sub := range x.subs[form] {
-				want = append(want, canonical(sub.Submission.Data))
+				want = append(want, Canonical(sub.Submission.Data))
 			}
 			got := submissionKeys(walkFeed(t, s, AccountA, form, 0, formsapi.MaxPageSize))
 			if !slices.Equal(got, want) {
@@ -54,7 +54,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 	t.Run("Feed/Fields", func(t *testing.T) {
 		s := open(t, seed)
 		for _, sub := range walkFeed(t, s, AccountA, FormBusy, 0, 5) {
-			want, ok := x.byData[canonical(sub.Data)]
+			want, ok := x.byData[Canonical(sub.Data)]
 			if !ok {
 				t.Errorf("unexpected submission %s", sub.Data)
 				continue
@@ -155,7 +155,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			if err := s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(data), CreatedAt: at}, canaryMetadata(i)); err != nil {
 				t.Fatalf("AddSubmission: %v", err)
 			}
-			want = append(want, canonical([]byte(data)))
+			want = append(want, Canonical([]byte(data)))
 		}
 		if got := submissionKeys(walkFeed(t, s, AccountA, FormBusy, end, 3)); !slices.Equal(got, want) {
 			t.Errorf("after the end of the feed: got %v, want what was added since, in order: %v", got, want)
@@ -282,11 +282,11 @@ func checkFeedUnderWriters(t *testing.T, s SyncStore, x *expect) {
 	}
 	want := map[string]bool{}
 	for _, sub := range x.subs[FormBusy] {
-		want[canonical(sub.Submission.Data)] = true
+		want[Canonical(sub.Submission.Data)] = true
 	}
 	for w := 0; w < writers; w++ {
 		for i := 0; i < perWriter; i++ {
-			want[canonical([]byte(fmt.Sprintf(`{"writer":%d,"i":%d}`, w, i)))] = true
+			want[Canonical([]byte(fmt.Sprintf(`{"writer":%d,"i":%d}`, w, i)))] = true
 		}
 	}
 	var missed []string

@@ -146,7 +146,7 @@ func Run(t *testing.T, open Open) {
 				t.Errorf("form %s: got %d submissions, want %d", form, len(got), len(x.subs[form]))
 			}
 			for _, sub := range got {
-				want, ok := x.byData[canonical(sub.Data)]
+				want, ok := x.byData[Canonical(sub.Data)]
 				if !ok {
 					t.Errorf("form %s: unexpected submission data %s", form, sub.Data)
 					continue
@@ -493,7 +493,7 @@ func expectations(seed Seed) *expect {
 	}
 	for _, s := range seed.Submissions {
 		x.subs[s.Submission.FormID] = append(x.subs[s.Submission.FormID], s)
-		x.byData[canonical(s.Submission.Data)] = s
+		x.byData[Canonical(s.Submission.Data)] = s
 	}
 	return x
 }
@@ -517,7 +517,7 @@ func (x *expect) submissionKeysIn(form string, q formsapi.Query) []string {
 	keys := []string{}
 	for _, s := range x.subs[form] {
 		if keyset.Contains(q, s.Submission.CreatedAt) {
-			keys = append(keys, canonical(s.Submission.Data))
+			keys = append(keys, Canonical(s.Submission.Data))
 		}
 	}
 	sort.Strings(keys)
@@ -575,7 +575,7 @@ func formTimes(forms []formsapi.Form) []time.Time {
 func submissionKeys(subs []formsapi.Submission) []string {
 	keys := make([]string, len(subs))
 	for i, s := range subs {
-		keys[i] = canonical(s.Data)
+		keys[i] = Canonical(s.Data)
 	}
 	return keys
 }
@@ -588,9 +588,11 @@ func submissionTimes(subs []formsapi.Submission) []time.Time {
 	return ts
 }
 
-// canonical re-encodes a JSON object with sorted keys and no spaces, so
-// stores may keep data in any equivalent form.
-func canonical(data []byte) string {
+// Canonical re-encodes JSON with sorted object keys, no spaces and numbers
+// as written, so that tests can compare data a store may keep in any
+// equivalent form. Invalid JSON gives a string that says so and never
+// equals the canonical form of valid JSON.
+func Canonical(data []byte) string {
 	var v any
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
@@ -617,7 +619,7 @@ func diffSubmission(want, got formsapi.Submission) string {
 	if got.FormID != want.FormID {
 		d = append(d, fmt.Sprintf("formId %q, want %q", got.FormID, want.FormID))
 	}
-	if canonical(got.Data) != canonical(want.Data) {
+	if Canonical(got.Data) != Canonical(want.Data) {
 		d = append(d, fmt.Sprintf("data %s, want %s", got.Data, want.Data))
 	}
 	if len(got.Attachments) != len(want.Attachments) || (len(got.Attachments) > 0 && !slices.Equal(got.Attachments, want.Attachments)) {

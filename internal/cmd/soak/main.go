@@ -42,10 +42,10 @@ type kind struct {
 }
 
 type client struct {
-	http            *http.Client
-	base, key, path string
-	r               *rand.Rand
-	cursor          string // of the walk in progress, if any
+	http      *http.Client
+	base, key string
+	r         *rand.Rand
+	cursor    string // of the walk in progress, if any
 }
 
 func (c *client) get(method, path, key string) (int, []byte, error) {
