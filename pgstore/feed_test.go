@@ -15,6 +15,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -116,7 +117,7 @@ func TestFeedCommitOrder(t *testing.T) {
 			return err
 		}
 		_, err = tx.Exec(ctx, pgstore.AddSubmissionSQL(s), form, at.UnixNano(), string(sub.Data), "[]", encoded,
-			[]byte{}, []byte{}, nil, []byte{})
+			[]byte{}, []byte{}, nil, []byte{}, stored.Version)
 		return err
 	}
 	begin := func() pgx.Tx {
