@@ -4,7 +4,7 @@
 # the same wrk settings:
 #
 #   baseline        benchserver -mode static: a precomputed 100-item page
-#   mixed           examples/server over the database (default 8 MiB read
+#   mixed           examples/server over the database (default 12 MiB read
 #                   cache), requests from bench/mixed.lua: a random key, one
 #                   of its forms, limit 10/25/50/100, random order, and 1 in
 #                   20 lists the key's forms
@@ -12,11 +12,19 @@
 #                   a submission to a random form every 2 ms through
 #                   sqlitestore, as the collection side would
 #
+# With PG=DSN (a PostgreSQL URL), two more rows run the same requests and
+# writer against examples/server -postgres DSN (pgstore, which has no read
+# cache), on the same dataset in schema formsapi_mixed. That dataset is
+# generated once (one transaction per submission: minutes) with its keys
+# in $WORK/mixed-pg.keys, and each run's writer adds to it; remove the
+# keys file to start afresh.
+#
 # Each row prints req/s, p50, p99, the ratio to the baseline and the
 # example server's peak RSS so far (VmHWM). A 2 s warm-up of the mixed
 # requests comes before the mixed row.
 #
 #   bash bench/mixed.sh      # DUR=8s CONN=32 THREADS=2 by default
+#   PG='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' bash bench/mixed.sh
 #
 # The dataset is generated once into $WORK/mixed-pristine-SCHEMA.db and
 # copied for each run, so the writer's additions never accumulate. Everything runs on
@@ -29,6 +37,7 @@ THREADS=${THREADS:-2}
 WRITE_EVERY=${WRITE_EVERY:-2ms}
 WORK=${WORK:-/tmp/formsapi-mixed}
 SERVER_FLAGS=${SERVER_FLAGS:-}
+PG=${PG:-}
 if ! command -v wrk >/dev/null; then
   apt-get install -y wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 fi
@@ -53,37 +62,59 @@ trap cleanup EXIT
 # shellcheck disable=SC2086
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
+PGKEYS="$WORK/mixed-pg.keys"
+if [ -n "$PG" ]; then
+  if [ ! -f "$PGKEYS" ]; then
+    "$WORK/bin/tenants" gen -postgres "$PG" -schema formsapi_mixed -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
+  fi
+  "$WORK/bin/server" -postgres "$PG" -schema formsapi_mixed -addr 127.0.0.1:18193 -access-log=false \
+    -demo-key-file "$WORK/mixed-pg.demo-key" >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
+  up 18193
+fi
 up 18190
 up 18192
-hwm() { awk '/^VmHWM/ {print $2}' "/proc/$SERVER/status"; }
+hwm() { awk '/^VmHWM/ {print $2}' "/proc/${1:-$SERVER}/status"; }
 
-# rps NAME wrk-args...: one wrk run; prints "NAME rps p50 p99 hwm-KiB".
+# rps NAME PID wrk-args...: one wrk run; prints "NAME rps p50 p99 hwm-KiB"
+# with the peak RSS of process PID.
 rps() {
-  local name=$1 out
-  shift
+  local name=$1 pid=$2 out
+  shift 2
   out=$(wrk -t"$THREADS" -c"$CONN" -d"$DUR" --latency "$@")
   if echo "$out" | grep -qE "Non-2xx|Socket errors"; then echo "$name: errors" >&2; echo "$out" >&2; exit 1; fi
   printf '%s %s %s %s %s\n' "$name" "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
-    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')" "$(hwm)"
+    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')" "$(hwm "$pid")"
 }
 MIXED=(-s bench/mixed.lua http://127.0.0.1:18192 -- "$KEYS")
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 results=$(
-  rps baseline -H "Authorization: Bearer bench-key" "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100"
+  rps baseline "$SERVER" -H "Authorization: Bearer bench-key" "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100"
   wrk -t"$THREADS" -c"$CONN" -d2s "${MIXED[@]}" >/dev/null # warm-up
-  rps mixed "${MIXED[@]}"
+  rps mixed "$SERVER" "${MIXED[@]}"
   "$WORK/bin/tenants" write -db "$DB" -keys "$KEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
-  rps mixed+writer "${MIXED[@]}"
+  rps mixed+writer "$SERVER" "${MIXED[@]}"
   wait
+  if [ -n "$PG" ]; then
+    PGMIXED=(-s bench/mixed.lua http://127.0.0.1:18193 -- "$PGKEYS")
+    wrk -t"$THREADS" -c"$CONN" -d2s "${PGMIXED[@]}" >/dev/null # warm-up
+    rps pg-mixed "$PGSERVER" "${PGMIXED[@]}"
+    "$WORK/bin/tenants" write -postgres "$PG" -schema formsapi_mixed -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
+    rps pg-mixed+writer "$PGSERVER" "${PGMIXED[@]}"
+    wait
+  fi
 )
 base=$(echo "$results" | awk '$1=="baseline" {print $2}')
 mixed=$(echo "$results" | awk '$1=="mixed" {print $2}')
+pgmixed=$(echo "$results" | awk '$1=="pg-mixed" {print $2}')
 echo
 echo "wrk -t$THREADS -c$CONN -d$DUR; load average before the run: $load; server flags: ${SERVER_FLAGS:-(none)}"
+[ -n "$PG" ] || echo "(pgstore rows skipped: set PG to a PostgreSQL DSN)"
 printf '%-14s %10s %9s %9s %11s %10s %14s\n' target req/s p50 p99 "x baseline" "x mixed" "peak RSS MiB"
 echo "$results" | while read -r name r p50 p99 kib; do
   rss=$(echo "$kib" | awk '{printf "%.1f", $1/1024}')
-  [ "$name" = baseline ] && rss="(server $rss)"
+  [ "$name" = baseline ] && rss="(SQLite server $rss)"
+  ref=$mixed
+  case $name in pg-*) ref=$pgmixed ;; esac
   printf '%-14s %10.0f %9s %9s %10.1f%% %9.1f%% %14s\n' "$name" "$r" "$p50" "$p99" \
-    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $mixed" | awk '{print 100*$1/$2}')" "$rss"
+    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $ref" | awk '{print 100*$1/$2}')" "$rss"
 done

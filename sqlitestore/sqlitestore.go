@@ -36,8 +36,11 @@ import (
 var readConns = max(4, 2*runtime.GOMAXPROCS(0))
 
 // DefaultCacheSize is the read cache of a store from Open unless
-// WithCacheSize says otherwise.
-const DefaultCacheSize = 8 << 20
+// WithCacheSize says otherwise: 12 MiB, which holds 100-item pages of
+// typical 340-byte submissions for about 340 lists (170 forms in both
+// orders) and kept the example server under 64 MiB of RSS on the
+// multi-tenant load run (BENCHMARKS.md).
+const DefaultCacheSize = 12 << 20
 
 type config struct {
 	cacheBytes   int

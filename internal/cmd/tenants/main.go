@@ -3,6 +3,10 @@
 //
 //	tenants gen -db mixed.db -keys mixed.keys   # 20 accounts × 10 forms × 500 submissions
 //	tenants write -db mixed.db -keys mixed.keys -every 2ms -duration 8s
+//	tenants gen -postgres DSN -schema formsapi_mixed -keys mixed-pg.keys
+//
+// With -postgres, both work on pgstore in the given schema instead of a
+// SQLite file; gen drops the schema first, so the dataset starts fresh.
 //
 // gen creates the database: each account with its own API key and forms,
 // each form with realistic submissions (internal/benchdata), and writes
@@ -26,7 +30,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/benchdata"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -57,16 +65,21 @@ func gen(args []string) error {
 	accounts := fs.Int("accounts", 20, "accounts, each with its own key")
 	forms := fs.Int("forms", 10, "forms per account")
 	perForm := fs.Int("per-form", 500, "submissions per form")
+	pg := pgFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *accounts < 1 || *forms < 1 || *perForm < 0 {
 		return errors.New("-accounts and -forms must be at least 1, -per-form at least 0")
 	}
-	if _, err := os.Stat(*db); err == nil {
-		return fmt.Errorf("%s exists; remove it first", *db)
+	if pg.dsn == nil || *pg.dsn == "" {
+		if _, err := os.Stat(*db); err == nil {
+			return fmt.Errorf("%s exists; remove it first", *db)
+		}
+	} else if err := pg.drop(); err != nil {
+		return err
 	}
-	store, err := sqlitestore.Open(*db, sqlitestore.WithCacheSize(0))
+	store, err := pg.open(*db)
 	if err != nil {
 		return err
 	}
@@ -122,6 +135,7 @@ func write(args []string) error {
 	keysPath := fs.String("keys", "mixed.keys", "keys file naming the forms")
 	every := fs.Duration("every", 2*time.Millisecond, "one submission per tick of this period")
 	duration := fs.Duration("duration", 8*time.Second, "how long to write")
+	pg := pgFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,7 +146,7 @@ func write(args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := sqlitestore.Open(*db, sqlitestore.WithCacheSize(0))
+	store, err := pg.open(*db)
 	if err != nil {
 		return err
 	}
@@ -159,4 +173,49 @@ func write(args []string) error {
 		}
 		n++
 	}
+}
+
+// pgOptions are the -postgres and -schema flags.
+type pgOptions struct{ dsn, schema *string }
+
+func pgFlags(fs *flag.FlagSet) pgOptions {
+	return pgOptions{
+		dsn:    fs.String("postgres", "", "use pgstore at this DSN instead of the SQLite file"),
+		schema: fs.String("schema", "formsapi_mixed", "PostgreSQL schema of the dataset (with -postgres)"),
+	}
+}
+
+// writer is the write side of either store.
+type writer interface {
+	formsapi.Writer
+	Close() error
+}
+
+// pgWriter gives pgstore.Store the Close of writer.
+type pgWriter struct{ *pgstore.Store }
+
+func (w pgWriter) Close() error { w.Store.Close(); return nil }
+
+// open opens the SQLite file at db, or pgstore with -postgres.
+func (o pgOptions) open(db string) (writer, error) {
+	if *o.dsn == "" {
+		return sqlitestore.Open(db, sqlitestore.WithCacheSize(0))
+	}
+	s, err := pgstore.Open(context.Background(), *o.dsn, pgstore.WithSchema(*o.schema))
+	if err != nil {
+		return nil, err
+	}
+	return pgWriter{s}, nil
+}
+
+// drop drops the -schema, so gen starts from an empty one.
+func (o pgOptions) drop() error {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, *o.dsn)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{*o.schema}.Sanitize()+" CASCADE")
+	return err
 }
