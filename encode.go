@@ -30,7 +30,10 @@ func putBuffer(b *[]byte) {
 	}
 }
 
-var errBadData = errors.New("submission data is not a JSON object")
+var (
+	errBadData = errors.New("submission data is not a JSON object")
+	errTooDeep = errors.New("submission data nests too deep for a client to decode")
+)
 
 // Messages of the successful responses.
 const (
@@ -143,14 +146,19 @@ func AppendSubmissionJSON(b []byte, s Submission) ([]byte, error) {
 }
 
 // appendObject copies a stored JSON object. Empty data becomes {}; data
-// that is not one JSON object is an error, since the store's output is not
+// that is not one JSON object, or nests so deep that a response would
+// pass encoding/json's limit (data stored before the write-side limits),
+// is an error, since the store's output is not
 // trusted; invalid UTF-8 inside strings becomes U+FFFD as encoding/json
 // would make it.
 func appendObject(b []byte, data []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return append(b, "{}"...), nil
 	}
-	valid, utf8OK := wire.ScanObject(data)
+	valid, utf8OK, tooDeep := wire.ScanObjectWithin(data, wire.MaxDataDepth)
+	if tooDeep {
+		return b, errTooDeep
+	}
 	if !valid {
 		return b, errBadData
 	}

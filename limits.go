@@ -56,7 +56,7 @@ var DefaultLimits = Limits{
 }
 
 // maxStoredDepth is the deepest data whose response encoding/json reads.
-const maxStoredDepth = wire.MaxDepth - 3
+const maxStoredDepth = wire.MaxDataDepth
 
 // orDefaults fills the fields of l that are zero or less from
 // DefaultLimits and caps MaxDepth.

@@ -61,7 +61,9 @@ import (
 //     caller's to modify: no slice in them is shared with the store or
 //     with another result.
 //   - Damaged data. A stored submission whose Data is not one JSON object
-//     (a file edited by hand, say) is left out of its page and logged by
+//     (a file edited by hand, say), or nests so deep that the response
+//     would pass encoding/json's limit of 10,000 levels (data stored
+//     before the write side had [Limits]), is left out of its page and logged by
 //     the handler with its position, never its content; invalid UTF-8 in
 //     its strings is sent as U+FFFD, as encoding/json would. The rest of
 //     the page and the pages after it are served as usual.

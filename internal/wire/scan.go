@@ -18,6 +18,24 @@ func ScanObject(data []byte) (valid, utf8OK bool) {
 // MaxDepth is encoding/json's nesting limit, which ScanObject keeps too.
 const MaxDepth = 10000
 
+// The deepest a stored object may nest for the response that carries it
+// to stay within MaxDepth: a response adds two levels around a submission
+// object (the response object and its submissions array), three around a
+// submission's data.
+const (
+	MaxSubmissionDepth = MaxDepth - 2
+	MaxDataDepth       = MaxDepth - 3
+)
+
+// ScanObjectWithin is ScanObject with a nesting bound of maxDepth levels
+// (the object itself is level 1); tooDeep says that the bound is why data
+// was refused.
+func ScanObjectWithin(data []byte, maxDepth int) (valid, utf8OK, tooDeep bool) {
+	s := scanner{b: data, utf8OK: true, maxDepth: min(maxDepth, MaxDepth)}
+	valid = s.object()
+	return valid, s.utf8OK, s.problem == TooDeep
+}
+
 // Problem is why CheckObject refused an object.
 type Problem int
 

@@ -105,3 +105,19 @@ func goDepth(v any) int {
 	}
 	return d + 1
 }
+
+func TestScanObjectWithin(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		depth, bound   int
+		valid, tooDeep bool
+	}{{5, 5, true, false}, {6, 5, false, true}, {MaxSubmissionDepth, MaxSubmissionDepth, true, false}, {MaxSubmissionDepth + 1, MaxSubmissionDepth, false, true}} {
+		valid, _, tooDeep := ScanObjectWithin([]byte(nest(c.depth)), c.bound)
+		if valid != c.valid || tooDeep != c.tooDeep {
+			t.Errorf("depth %d within %d: valid %v, tooDeep %v; want %v, %v", c.depth, c.bound, valid, tooDeep, c.valid, c.tooDeep)
+		}
+	}
+	if valid, _, tooDeep := ScanObjectWithin([]byte(`{"a":`), 5); valid || tooDeep {
+		t.Errorf("a broken object: valid %v, tooDeep %v; want false, false", valid, tooDeep)
+	}
+}

@@ -28,13 +28,20 @@ type Skipped struct {
 }
 
 // Add appends obj, a submission object as read back from storage, unless
-// it is damaged: an obj that is not one JSON object is left out and
+// it is damaged: an obj that is not one JSON object, or that nests so deep
+// that the response would pass encoding/json's limit, is left out and
 // recorded in p.Skipped, and invalid UTF-8 inside its strings is sent as
 // U+FFFD, as encoding/json would. It reports whether obj was appended.
 // This is the store side of the Store contract's damaged-data clause.
 func (p *Page) Add(seq int64, obj []byte) bool {
-	valid, utf8OK := ScanObject(obj)
-	if !valid {
+	valid, utf8OK, tooDeep := ScanObjectWithin(obj, MaxSubmissionDepth)
+	switch {
+	case tooDeep:
+		// Stored before the write side had limits: a response holding it
+		// would be past what encoding/json decodes.
+		p.Skipped = append(p.Skipped, Skipped{Seq: seq, Reason: "stored JSON nests too deep for a client to decode"})
+		return false
+	case !valid:
 		p.Skipped = append(p.Skipped, Skipped{Seq: seq, Reason: "stored JSON is not one object"})
 		return false
 	}
