@@ -42,22 +42,8 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 		return p, err
 	}
 	defer rows.Close()
-	p.Items = make([]formsapi.Submission, 0, min(limit, prealloc))
-	for rows.Next() {
-		if len(p.Items) == limit { // the extra row: more follow
-			p.More = true
-			break
-		}
-		var at int64
-		var data, attachments []byte
-		if err := rows.Scan(&p.Next, &at, &data, &attachments); err != nil {
-			return formsapi.FeedPage{}, err
-		}
-		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(at)}
-		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
-			return formsapi.FeedPage{}, fmt.Errorf("submission at feed position %d: %w", p.Next, err)
-		}
-		p.Items = append(p.Items, sub)
+	if p, err = stored.Feed(rows, formID, after, limit); err != nil {
+		return formsapi.FeedPage{}, err
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

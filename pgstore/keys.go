@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // AddKeyWith registers key as an API key of accountID restricted to
@@ -93,7 +94,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 		if now.UnixNano() >= *expires {
 			return formsapi.Grant{}, formsapi.ErrInvalidKey
 		}
-		g.ExpiresAt = fromNanos(*expires)
+		g.ExpiresAt = stored.Time(*expires)
 	}
 	s.used.Note(h, now)
 	return g, nil
@@ -120,7 +121,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyI
 		if err := rows.Scan(&hash, &info.Forms, &created, &expires, &revoked, &lastUsed); err != nil {
 			return nil, fmt.Errorf("pgstore: list keys: %w", err)
 		}
-		info.ID, info.AccountID, info.CreatedAt = hex.EncodeToString(hash), accountID, fromNanos(created)
+		info.ID, info.AccountID, info.CreatedAt = hex.EncodeToString(hash), accountID, stored.Time(created)
 		info.ExpiresAt, info.RevokedAt, info.LastUsedAt = optNanos(expires), optNanos(revoked), optNanos(lastUsed)
 		var h [32]byte
 		copy(h[:], hash)
@@ -139,7 +140,7 @@ func optNanos(ns *int64) time.Time {
 	if ns == nil {
 		return time.Time{}
 	}
-	return fromNanos(*ns)
+	return stored.Time(*ns)
 }
 
 // FlushKeyUses writes the key uses noted since the last batch now, in one

@@ -66,7 +66,13 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	return migrateThrough(ctx, db, ms)
+	if err := migrateThrough(ctx, db, ms); err != nil {
+		return err
+	}
+	if err := reencode(ctx, db); err != nil {
+		return fmt.Errorf("migrate: re-encode stored submissions: %w", err)
+	}
+	return nil
 }
 
 // migrateThrough applies the migrations of ms that db lacks; ms is every
@@ -90,9 +96,6 @@ func migrateThrough(ctx context.Context, db *sql.DB, ms []migration) error {
 		if err := apply(ctx, db, m); err != nil {
 			return fmt.Errorf("migrate to %s: %w", m.name, err)
 		}
-	}
-	if err := reencode(ctx, db); err != nil {
-		return fmt.Errorf("migrate: re-encode stored submissions: %w", err)
 	}
 	return nil
 }

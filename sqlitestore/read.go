@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
@@ -43,19 +42,9 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		return p, err
 	}
 	defer rows.Close()
-	p.Items = make([]formsapi.Form, 0, min(q.Limit, prealloc))
-	var last keyset.Pos
-	for rows.Next() {
-		if len(p.Items) == q.Limit { // the extra row: there is a next page
-			p.NextCursor = last.String()
-			break
-		}
-		var f formsapi.Form
-		if err := rows.Scan(&last.Seq, &last.At, &f.ID, &f.Title, &f.Icon, &f.NotificationEmail); err != nil {
-			return formsapi.Page[formsapi.Form]{}, err
-		}
-		f.CreatedAt = fromNanos(last.At)
-		p.Items = append(p.Items, f)
+	p, err = stored.Forms(rows, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Form]{}, err
 	}
 	if err := rows.Err(); err != nil {
 		return formsapi.Page[formsapi.Form]{}, err
@@ -108,29 +97,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		return p, err
 	}
 	defer rows.Close()
-	p.Items = make([]formsapi.Submission, 0, min(q.Limit, prealloc))
-	var last, cur keyset.Pos
-	budget := keyset.NewBudget(q)
-	for rows.Next() {
-		if len(p.Items) == q.Limit {
-			p.NextCursor = last.String()
-			break
-		}
-		var data, attachments []byte
-		var size int
-		if err := rows.Scan(&cur.Seq, &cur.At, &data, &attachments, &size); err != nil {
-			return formsapi.Page[formsapi.Submission]{}, err
-		}
-		if !budget.Take(size) {
-			p.NextCursor = last.String()
-			break
-		}
-		last = cur
-		sub := formsapi.Submission{FormID: formID, Data: data, CreatedAt: fromNanos(last.At)}
-		if sub.Attachments, err = stored.DecodeAttachments(attachments); err != nil {
-			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", last.Seq, err)
-		}
-		p.Items = append(p.Items, sub)
+	p, err = stored.Submissions(rows, formID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
 	}
 	if err := rows.Err(); err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
@@ -247,10 +216,6 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.O
 	return rows.Err()
 }
 
-// prealloc caps the capacity reserved for a page up front, so a huge
-// limit on a short list costs nothing.
-const prealloc = 256
-
 // listArgs returns the arguments of a list statement for the list owner
 // (the account ID or the form's seq) and q: the page's keyset bounds. The
 // caller reads at most keyset.Fetch(q) rows: one more than the limit, to
@@ -265,8 +230,4 @@ func listArgs(owner any, q formsapi.Query) ([]any, error) {
 		return nil, err
 	}
 	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq}, nil
-}
-
-func fromNanos(ns int64) time.Time {
-	return time.Unix(0, ns).UTC()
 }
