@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/formsapi/formsapi/internal/stored"
@@ -29,36 +26,11 @@ var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this ve
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = stored.Migration
 
 // migrations returns the embedded migrations in version order.
 func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names { // fs.Glob sorts by name
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %s: the name must start with a version number and _", base)
-		}
-		if v != len(ms)+1 {
-			return nil, fmt.Errorf("migration %s: version %d, want %d: versions count up from 1", base, v, len(ms)+1)
-		}
-		b, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	return ms, nil
+	return stored.Migrations(migrationFiles)
 }
 
 // lockKey is the advisory lock that serialises migrations of one schema:
@@ -117,12 +89,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return fmt.Errorf("schema %s has version %d, this package knows up to %d: %w", schema, current, latest, ErrSchemaTooNew)
 		}
 		for _, m := range ms[current:] {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("apply %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply %s: %w", m.Name, err)
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO formsapi_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-				m.version, m.name, time.Now().UnixNano()); err != nil {
-				return fmt.Errorf("record %s: %w", m.name, err)
+				m.Version, m.Name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record %s: %w", m.Name, err)
 			}
 		}
 		if err := reencode(ctx, tx); err != nil {

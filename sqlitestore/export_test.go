@@ -82,7 +82,7 @@ func MigrateBefore(ctx context.Context, db *sql.DB, name string) error {
 		return err
 	}
 	for i, m := range ms {
-		if strings.HasSuffix(m.name, "_"+name+".sql") {
+		if strings.HasSuffix(m.Name, "_"+name+".sql") {
 			return migrateThrough(ctx, db, ms[:i])
 		}
 	}

@@ -6,10 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/formsapi/formsapi/internal/stored"
@@ -26,36 +23,11 @@ var ErrSchemaTooNew = errors.New("sqlitestore: database schema is newer than thi
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = stored.Migration
 
 // migrations returns the embedded migrations in version order.
 func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names { // fs.Glob sorts by name
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %s: the name must start with a version number and _", base)
-		}
-		if v != len(ms)+1 {
-			return nil, fmt.Errorf("migration %s: version %d, want %d: versions count up from 1", base, v, len(ms)+1)
-		}
-		b, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	return ms, nil
+	return stored.Migrations(migrationFiles)
 }
 
 // migrate brings db's formsapi_ tables to the current schema. Each
@@ -94,7 +66,7 @@ func migrateThrough(ctx context.Context, db *sql.DB, ms []migration) error {
 	}
 	for _, m := range ms[current:] {
 		if err := apply(ctx, db, m); err != nil {
-			return fmt.Errorf("migrate to %s: %w", m.name, err)
+			return fmt.Errorf("migrate to %s: %w", m.Name, err)
 		}
 	}
 	return nil
@@ -168,14 +140,14 @@ func apply(ctx context.Context, db *sql.DB, m migration) error {
 	}
 	defer tx.Rollback() // a no-op after Commit
 	_, err = tx.ExecContext(ctx, `INSERT INTO formsapi_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, time.Now().UnixNano())
+		m.Version, m.Name, time.Now().UnixNano())
 	if isUniqueViolation(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
 	return tx.Commit()

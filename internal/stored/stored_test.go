@@ -2,6 +2,7 @@ package stored
 
 import (
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/formsapi/formsapi"
@@ -27,6 +28,29 @@ func TestReencode(t *testing.T) {
 	for _, c := range []string{`[]`, `null`} {
 		if a, err := DecodeAttachments([]byte(c)); err != nil || a == nil || len(a) != 0 {
 			t.Errorf("DecodeAttachments(%s) = %v, %v; want an empty non-nil slice", c, a, err)
+		}
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	t.Parallel()
+	ok := fstest.MapFS{
+		"migrations/0002_b.sql": {Data: []byte("B")},
+		"migrations/0001_a.sql": {Data: []byte("A")},
+		"migrations/README":     {Data: []byte("not SQL")},
+	}
+	ms, err := Migrations(ok)
+	if err != nil || len(ms) != 2 || ms[0] != (Migration{1, "0001_a.sql", "A"}) || ms[1] != (Migration{2, "0002_b.sql", "B"}) {
+		t.Errorf("Migrations = %+v, %v", ms, err)
+	}
+	for name, fsys := range map[string]fstest.MapFS{
+		"a gap":           {"migrations/0001_a.sql": {}, "migrations/0003_c.sql": {}},
+		"a shared number": {"migrations/0001_a.sql": {}, "migrations/0002_b.sql": {}, "migrations/0002_c.sql": {}},
+		"no number":       {"migrations/init.sql": {}},
+		"version zero":    {"migrations/0000_a.sql": {}},
+	} {
+		if _, err := Migrations(fsys); err == nil {
+			t.Errorf("%s: no error", name)
 		}
 	}
 }
