@@ -15,8 +15,11 @@ type Tracker struct {
 	interval time.Duration
 	write    func(ctx context.Context, uses map[[32]byte]int64) error
 
+	// noted holds when each key's use was last noted (Unix ns, an int64).
+	// A sync.Map, read without a lock: nearly every request finds its key
+	// noted less than an interval ago and takes no lock at all.
+	noted   sync.Map
 	mu      sync.Mutex
-	noted   map[[32]byte]int64 // when each key's use was last noted, Unix ns
 	pending map[[32]byte]int64 // noted, not yet written
 	stop    chan struct{}
 	done    chan struct{}
@@ -27,20 +30,29 @@ type Tracker struct {
 // (keeping a newer stored time over an older one). Call Start to write
 // batches every interval, and Stop to end and write the last batch.
 func New(interval time.Duration, write func(ctx context.Context, uses map[[32]byte]int64) error) *Tracker {
-	return &Tracker{interval: interval, write: write, noted: map[[32]byte]int64{}, pending: map[[32]byte]int64{}}
+	return &Tracker{interval: interval, write: write, pending: map[[32]byte]int64{}}
 }
 
 // Note records that the key whose hash is h was used at now, unless a use
 // was noted less than an interval ago.
 func (t *Tracker) Note(h [32]byte, now time.Time) {
 	ns := now.UnixNano()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last, ok := t.noted[h]; ok && ns-last < int64(t.interval) {
+	if t.recent(h, ns) {
 		return
 	}
-	t.noted[h] = ns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.recent(h, ns) { // noted by another request meanwhile
+		return
+	}
+	t.noted.Store(h, ns)
 	t.pending[h] = ns
+}
+
+// recent reports whether h's use was noted less than an interval before ns.
+func (t *Tracker) recent(h [32]byte, ns int64) bool {
+	last, ok := t.noted.Load(h)
+	return ok && ns-last.(int64) < int64(t.interval)
 }
 
 // Pending returns the use of h noted but not yet written, if any.
@@ -58,11 +70,12 @@ func (t *Tracker) Flush(ctx context.Context) error {
 	p := t.pending
 	t.pending = map[[32]byte]int64{}
 	now := time.Now().UnixNano()
-	for h, ns := range t.noted { // past the interval, a note holds nothing back
-		if now-ns >= int64(t.interval) {
-			delete(t.noted, h)
+	t.noted.Range(func(h, ns any) bool { // past the interval, a note holds nothing back
+		if now-ns.(int64) >= int64(t.interval) {
+			t.noted.CompareAndDelete(h, ns)
 		}
-	}
+		return true
+	})
 	t.mu.Unlock()
 	if len(p) == 0 {
 		return nil
