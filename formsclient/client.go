@@ -123,9 +123,12 @@ func WithRetries(maxTries int, backoff, maxWait time.Duration) Option {
 }
 
 // WithMaxResponseSize sets the largest response body, in bytes, the client
-// reads for one page ([DefaultMaxBody] otherwise). A larger answer ends
-// the iteration with an [*Error] instead of filling memory. Raise it only
-// for pages of very large submissions; values below 1 are ignored.
+// reads for one page ([DefaultMaxBody] otherwise), so that memory stays
+// bounded. A larger page is asked for again with half as many items (from
+// the server's default of 100 when no [PageSize] was given), down to one,
+// and the walk goes on with the smaller page size; only a single item
+// larger than n ends the iteration, with an [*Error]. Values below 1 are
+// ignored.
 func WithMaxResponseSize(n int64) Option {
 	return func(c *Client) {
 		if n >= 1 {
@@ -212,6 +215,7 @@ type Error struct {
 
 	op           string // what the client was doing, for Error
 	formNotFound bool   // the API's 404 for a form's submissions
+	tooLarge     bool   // a 2xx body over the size limit
 }
 
 // Error returns what the client was doing, the status, the message and the

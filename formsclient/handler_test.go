@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -437,5 +438,70 @@ func TestCancelStopsTheWalk(t *testing.T) {
 	_, err := collect(t, c.Forms(ctx))
 	if !errors.Is(err, context.Canceled) || srv.requests.Load() != 1 {
 		t.Errorf("canceled context: %v, %d requests", err, srv.requests.Load())
+	}
+}
+
+// A page over the response size limit is asked for again with fewer
+// items: every submission still comes exactly once, in order.
+func TestPagesOverTheSizeLimitShrink(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
+	seed := storetest.Seed{
+		Forms: []storetest.SeedForm{{AccountID: "acct", Form: formsapi.Form{ID: "big", CreatedAt: base}}},
+		Keys:  []storetest.SeedKey{{Key: "big-key", AccountID: "acct"}},
+	}
+	for i := range 20 {
+		data := fmt.Sprintf(`{"n":%d,"text":%q}`, i, strings.Repeat("x", 10000))
+		if i == 7 {
+			data = fmt.Sprintf(`{"n":%d,"text":%q}`, i, strings.Repeat("y", 70000)) // alone over the limit
+		}
+		seed.Submissions = append(seed.Submissions, storetest.SeedSubmission{
+			Submission: formsapi.Submission{FormID: "big", Data: []byte(data), CreatedAt: base.Add(time.Duration(i/3) * time.Minute)},
+		})
+	}
+	s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := storetest.Load(ctx, s, seed); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, formsapi.NewHandler(s, s), "/api")
+	all := mustCollect(t, formsclient.New(srv.base, "big-key").Submissions(ctx, "big", formsclient.Oldest()))
+	if len(all) != 20 {
+		t.Fatalf("%d submissions", len(all))
+	}
+
+	small := formsclient.New(srv.base, "big-key", formsclient.WithMaxResponseSize(60000))
+	for _, tc := range []struct {
+		opts     []formsclient.ListOption
+		requests int64
+	}{
+		// 16 and 8 items are too large, 4 fit.
+		{[]formsclient.ListOption{formsclient.PageSize(16), formsclient.Since(all[9].CreatedAt)}, 2 + 3},
+		// The server's 100, then 50, 25, 12 and 6 are too large; 3 fit.
+		{[]formsclient.ListOption{formsclient.Since(all[9].CreatedAt)}, 5 + 4},
+	} {
+		before := srv.requests.Load()
+		got := mustCollect(t, small.Submissions(ctx, "big", append(tc.opts, formsclient.Oldest())...))
+		if diff := cmp.Diff(all[9:], got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if n := srv.requests.Load() - before; n != tc.requests {
+			t.Errorf("%d requests, want %d", n, tc.requests)
+		}
+	}
+
+	// Submission 7 alone is over the limit: the walk gets the six before it,
+	// then halves down to one item and stops with the error.
+	got, err := collect(t, small.Submissions(ctx, "big", formsclient.Oldest(), formsclient.PageSize(2)))
+	var e *formsclient.Error
+	if !errors.As(err, &e) || e.StatusCode != 200 || !strings.Contains(e.Message, "larger than 60000 bytes") {
+		t.Errorf("%v", err)
+	}
+	if diff := cmp.Diff(all[:7], got); diff != "" {
+		t.Errorf("before the large one (-want +got):\n%s", diff)
 	}
 }

@@ -83,6 +83,7 @@ func (c *Client) send(ctx context.Context, u string, form bool) (*response, erro
 	switch {
 	case ok && int64(len(body)) > limit:
 		e.Message = fmt.Sprintf("the response is larger than %d bytes (see WithMaxResponseSize)", limit)
+		e.tooLarge = true
 		return nil, e
 	case ok && !isJSON:
 		e.Message = notJSON(res)

@@ -116,9 +116,15 @@ const (
 	maxRepeatedPages = 10
 )
 
+// defaultPageSize is the API's page size when a request has no limit.
+// A host may change it; the client assumes it only to halve it.
+const defaultPageSize = 100
+
 // walk yields the items of l page by page. The first request carries the
 // options; later ones carry only the cursor and the same limit, since the
-// cursor carries the order and the range.
+// cursor carries the order and the range. A page over the response size
+// limit is asked for again with half the limit, down to one item, and the
+// walk goes on with the smaller limit.
 func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) iter.Seq2[T, error] {
 	var q listQuery
 	for _, o := range opts {
@@ -133,9 +139,10 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 				return
 			}
 		}
+		limit := q.limit // 0 until a page is too large for the server's default
 		params := url.Values{"order": {q.order.String()}}
-		if q.limit > 0 {
-			params.Set("limit", strconv.Itoa(q.limit))
+		if limit > 0 {
+			params.Set("limit", strconv.Itoa(limit))
 		}
 		if !q.since.IsZero() {
 			params.Set("since", q.since.UTC().Format(time.RFC3339Nano))
@@ -153,6 +160,17 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 		)
 		for page := 1; ; page++ {
 			items, next, err := fetchPage[T](ctx, c, l, params)
+			if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
+				// Ask again from the same place for fewer items: the
+				// answer is the first half of the page that did not fit.
+				if limit == 0 {
+					limit = defaultPageSize
+				}
+				limit /= 2
+				params.Set("limit", strconv.Itoa(limit))
+				page--
+				continue
+			}
 			if err != nil {
 				fail(err)
 				return
@@ -202,8 +220,8 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 				return
 			}
 			params = url.Values{"cursor": {next}}
-			if q.limit > 0 {
-				params.Set("limit", strconv.Itoa(q.limit))
+			if limit > 0 {
+				params.Set("limit", strconv.Itoa(limit))
 			}
 		}
 	}
