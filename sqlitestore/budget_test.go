@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi"
@@ -53,5 +54,46 @@ func TestByteBudgetHonoured(t *testing.T) {
 	p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormBusy, formsapi.Query{Limit: 100, MaxBytes: 1})
 	if err != nil || len(p.Items) != 1 || p.NextCursor == "" {
 		t.Fatalf("ListSubmissions with a one-byte budget: %d items, cursor %q, error %v", len(p.Items), p.NextCursor, err)
+	}
+}
+
+// TestByteBudgetWalkTwice walks a list under a byte budget twice on a
+// store with a cache: the second walk meets cached pages that the budget
+// ended, and must give the same items, each once.
+func TestByteBudgetWalkTwice(t *testing.T) {
+	t.Parallel()
+	s := load(t, mustOpen(t, dbPath(t)), storetest.DefaultSeed())
+	for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+		var walks [][]string
+		for _, budget := range []int{600, 600, 0, 600, 1, 600} {
+			var items []string
+			q := formsapi.Query{Limit: 100, Order: o, MaxBytes: budget}
+			for pages := 0; ; pages++ {
+				if pages > 30 {
+					t.Fatalf("order %s, budget %d: the walk does not end", o, budget)
+				}
+				var p wire.Page
+				if err := s.AppendSubmissions(ctx, storetest.AccountA, storetest.FormBusy, q, &p); err != nil {
+					t.Fatal(err)
+				}
+				var page []json.RawMessage
+				if err := json.Unmarshal(append(append([]byte("["), p.Body...), ']'), &page); err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range page {
+					items = append(items, string(it))
+				}
+				if p.NextCursor == "" {
+					break
+				}
+				q.Cursor = p.NextCursor
+			}
+			walks = append(walks, items)
+		}
+		for i, w := range walks {
+			if len(w) != 23 || strings.Join(w, "\n") != strings.Join(walks[2], "\n") {
+				t.Errorf("order %s: walk %d gives %d items, not the 23 of the walk without a budget", o, i, len(w))
+			}
+		}
 	}
 }

@@ -64,6 +64,10 @@ type entry struct {
 	ends    []int        // ends[i]: the end of item i in body
 	pos     []keyset.Pos // pos[i]: the keyset position of item i
 	more    bool         // an item follows the last one held
+	// nextSize is the length of the item after the last one held when a
+	// byte budget ended the read there, 0 when not known (no item is 0
+	// bytes long): it lets a page that the same budget ends be served.
+	nextSize int
 }
 
 // itemSize returns the length of item i's JSON.
@@ -125,7 +129,7 @@ func (e *entry) serve(q formsapi.Query, body []byte) ([]byte, string, bool) {
 	for m < min(q.Limit, n) && budget.Take(e.itemSize(m)) {
 		m++
 	}
-	if m == n && q.Limit > n && e.more {
+	if m == n && q.Limit > n && e.more && (e.nextSize == 0 || budget.Fits(e.nextSize)) {
 		return body, "", false // the page needs items not held
 	}
 	if m == 0 {

@@ -132,7 +132,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	start := len(p.Body)
 	budget := keyset.NewBudget(q)
 	if s.cache == nil {
-		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, &budget, p, start, nil)
+		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, keyset.Pos{}, q.Limit, &budget, p, start, nil)
 	}
 	key := pageKey{formSeq: formSeq, order: q.Order, lo: lo, hi: hi}
 	held := s.cache.get(version, key)
@@ -156,10 +156,10 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		} else {
 			hi = held.pos[n-1]
 		}
-		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit-n, &budget, p, start, e); err != nil {
+		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, held.pos[n-1], q.Limit-n, &budget, p, start, e); err != nil {
 			return err
 		}
-	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, q.Limit, &budget, p, start, e); err != nil {
+	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, keyset.Pos{}, q.Limit, &budget, p, start, e); err != nil {
 		return err
 	}
 	if len(p.Skipped) > 0 {
@@ -174,10 +174,11 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 // readEncoded appends to p.Body at most limit encoded submissions of the
 // form with seq formSeq whose positions lie strictly between lo and hi, in
 // order, and sets p.NextCursor if more follow. What p.Body holds after
-// start is earlier items of the same page, which budget has counted; the
-// page ends early where budget says. If e is not nil, it records where
-// each item ends after start, and its keyset position.
-func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi keyset.Pos, limit int, budget *keyset.Budget, p *wire.Page, start int, e *entry) error {
+// start is earlier items of the same page, which budget has counted, the
+// last of them at prev; the page ends early where budget says. If e is
+// not nil, it records where each item ends after start, and its keyset
+// position.
+func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi, prev keyset.Pos, limit int, budget *keyset.Budget, p *wire.Page, start int, e *entry) error {
 	st := s.encodedDesc
 	if order == formsapi.Oldest {
 		st = s.encodedAsc
@@ -187,7 +188,7 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.O
 		return err
 	}
 	defer rows.Close()
-	var last, cur keyset.Pos
+	last, cur := prev, keyset.Pos{}
 	var encoded sql.RawBytes // valid until the next Next: copied at once
 	for n := 0; rows.Next(); n++ {
 		if n == limit {
@@ -199,6 +200,9 @@ func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.O
 		}
 		if !budget.Fits(len(encoded)) {
 			p.NextCursor = last.String()
+			if e != nil {
+				e.nextSize = len(encoded)
+			}
 			break
 		}
 		last = cur
