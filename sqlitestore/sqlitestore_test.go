@@ -811,7 +811,9 @@ func TestCacheIsBounded(t *testing.T) {
 	_, bytes := sqlitestore.CachedPages(s)
 	is.True(bytes > 0 && bytes <= sqlitestore.DefaultCacheSize) // bounded
 	pages, _ := sqlitestore.CachedPages(s)
-	is.True(pages > 1) // and still in use: old pages made room for new ones
+	// Eviction is random, so which older pages survive varies; the
+	// newest (three 200 kB items) always made room for itself.
+	is.True(pages >= 1 && bytes >= 3*200_000) // still in use: old pages made room for new ones
 }
 
 // dataVersion reads PRAGMA data_version on its own connection: it changes
