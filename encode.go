@@ -21,12 +21,15 @@ var bufferPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-func getBuffer() *[]byte { return bufferPool.Get().(*[]byte) }
-
-func putBuffer(b *[]byte) {
-	if cap(*b) <= 4<<20 { // let a rare huge page go to the collector
-		*b = (*b)[:0]
-		bufferPool.Put(b)
+// withBuffer lends fn an empty buffer from the pool for one response;
+// fn returns the buffer as it grew it, and it goes back to the pool once
+// fn is done with it (the body has been written by then).
+func withBuffer(fn func(b []byte) []byte) {
+	buf := bufferPool.Get().(*[]byte)
+	b := fn((*buf)[:0])
+	if cap(b) <= 4<<20 { // let a rare huge page go to the collector
+		*buf = b[:0]
+		bufferPool.Put(buf)
 	}
 }
 

@@ -1,0 +1,107 @@
+package formsapi
+
+// The two list endpoints: the store's page, checked and encoded.
+
+import (
+	"context"
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+func (a *api) handleListForms() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := a.begin(w, r, "")
+		if !ok {
+			return
+		}
+		defer req.cancel()
+		page, err := a.store.ListForms(req.ctx, req.account, req.q)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		withBuffer(func(b []byte) []byte {
+			body, err := appendForms(b, page.Items, a.next(w, req, "forms", page.NextCursor))
+			a.respond(w, r, body, err)
+			return body
+		})
+	})
+}
+
+func (a *api) handleListSubmissions() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		formID := r.PathValue("formId")
+		req, ok := a.begin(w, r, formID)
+		if !ok {
+			return
+		}
+		defer req.cancel()
+		if a.encoded != nil {
+			a.listEncoded(w, r, req, formID)
+			return
+		}
+		page, err := a.store.ListSubmissions(req.ctx, req.account, formID, req.q)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		items := a.ownSubmissions(w, r, formID, page.Items)
+		withBuffer(func(b []byte) []byte {
+			body, skipped := appendSubmissions(b, items, a.next(w, req, "submissions", page.NextCursor))
+			a.logSkipped(w, r, skipped, "item of the page")
+			a.respond(w, r, body, nil)
+			return body
+		})
+	})
+}
+
+// encodedLister is the fast path of this module's own stores, which keep
+// each submission's JSON as AppendSubmissionJSON made it and append it to
+// the response straight from storage: no decoding, no encoding. They
+// append only objects they made or checked (sqlitestore scans what it
+// reads from the file). The parameter's type is internal, so a host's
+// store cannot take this path.
+type encodedLister interface {
+	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
+}
+
+func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, formID string) {
+	withBuffer(func(b []byte) []byte {
+		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+		if err := a.encoded.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
+			a.fail(w, r, err)
+			return p.Body
+		}
+		a.logSkipped(w, r, p.Skipped, "stored submission")
+		body := appendNext(p.Body, a.next(w, req, "submissions", p.NextCursor))
+		a.respond(w, r, body, nil)
+		return body
+	})
+}
+
+// logSkipped logs each damaged submission a page left out, by position
+// and reason, never by content: the host's operators can repair the row,
+// and clients still get the rest of the page and the pages after it.
+func (a *api) logSkipped(w http.ResponseWriter, r *http.Request, skipped []wire.Skipped, what string) {
+	for _, s := range skipped {
+		a.log(w, r, slog.LevelError, "formsapi: left a damaged submission out of the page",
+			slog.String("which", what), slog.Int64("position", s.Seq), slog.String("reason", s.Reason))
+	}
+}
+
+// ownSubmissions drops any submission a faulty store returned for another
+// form: the store's output is not trusted to uphold isolation on its own.
+func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID string, items []Submission) []Submission {
+	foreign := func(s Submission) bool { return s.FormID != formID }
+	if !slices.ContainsFunc(items, foreign) {
+		return items
+	}
+	kept := slices.DeleteFunc(slices.Clone(items), foreign)
+	a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
+		slog.Int("dropped", len(items)-len(kept)))
+	return kept
+}

@@ -1,0 +1,128 @@
+package formsapi
+
+// Request parsing: authentication, then the query string.
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// request is what begin established about an authenticated list request.
+type request struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	account string
+	list    listID
+	q       Query
+	limit   string // the limit parameter as given, "" if absent
+}
+
+// begin authenticates r and parses its query. formID is "" for the forms
+// list. On failure it has already answered and returns false.
+func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req request, ok bool) {
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if a.cfg.storeTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.storeTimeout)
+	}
+	defer func() {
+		if !ok { // on success the caller defers req.cancel
+			cancel()
+		}
+	}()
+	token, creds := parseAuthorization(r.Header.Values("Authorization"))
+	if creds != tokenPresent {
+		writeUnauthorized(w, creds == badToken)
+		return request{}, false
+	}
+	account, err := a.keys.ResolveKey(ctx, token)
+	if err != nil {
+		if errors.Is(err, ErrInvalidKey) {
+			writeUnauthorized(w, true)
+		} else {
+			a.fail(w, r, fmt.Errorf("resolve key: %w", err))
+		}
+		return request{}, false
+	}
+	if formID != "" && !ValidFormID(formID) {
+		writeError(w, http.StatusNotFound, msgFormNotFound)
+		return request{}, false
+	}
+	req = request{ctx: ctx, cancel: cancel, account: account, list: listID{account, formID}}
+	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return request{}, false
+	}
+	return req, true
+}
+
+// parseQuery fills req.q from the query string, or returns the message of
+// a 400 that names the offending parameter.
+func (a *api) parseQuery(raw string, req *request) string {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return "the query string is malformed: check its percent-encoding"
+	}
+	for _, name := range []string{"limit", "cursor", "order", "since", "until"} {
+		if len(vals[name]) > 1 {
+			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
+		}
+	}
+	q := Query{Limit: a.cfg.defaultLimit}
+	if v := vals.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > a.cfg.maxLimit {
+			return fmt.Sprintf("invalid limit: must be a whole number from 1 to %d", a.cfg.maxLimit)
+		}
+		q.Limit, req.limit = n, v
+	}
+	orderSet := false
+	switch v := vals.Get("order"); v {
+	case "":
+	case "desc":
+		q.Order, orderSet = Newest, true
+	case "asc":
+		q.Order, orderSet = Oldest, true
+	default:
+		return `invalid order: must be "desc" (newest first) or "asc" (oldest first)`
+	}
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		v := vals.Get(b.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return fmt.Sprintf("invalid %s: must be an RFC 3339 time such as 2024-05-01T12:00:00Z (percent-encode a + in the offset as %%2B)", b.name)
+		}
+		*b.t = t.UTC()
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
+		return "invalid until: must be later than since"
+	}
+	if tok := vals.Get("cursor"); tok != "" {
+		st, ok := a.cursor.open(req.list, tok)
+		if !ok {
+			return msgBadCursor
+		}
+		switch {
+		case orderSet && q.Order != st.order:
+			return "invalid cursor: it was issued for another order"
+		case vals.Get("since") != "" && !q.Since.Equal(st.since):
+			return "invalid cursor: it was issued for another since"
+		case vals.Get("until") != "" && !q.Until.Equal(st.until):
+			return "invalid cursor: it was issued for another until"
+		}
+		q.Order, q.Since, q.Until, q.Cursor = st.order, st.since, st.until, st.pos
+	}
+	req.q = q
+	return ""
+}

@@ -1,0 +1,104 @@
+package formsapi
+
+// Responses: the one place that maps errors to statuses, and the
+// headers every response carries.
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// next seals the store's cursor for the client and sets the Link header;
+// it returns "" when the store says the list ends here.
+func (a *api) next(w http.ResponseWriter, req request, name, storeNext string) string {
+	if storeNext == "" {
+		return ""
+	}
+	next := a.cursor.seal(req.list, pageState{order: req.q.Order, since: req.q.Since, until: req.q.Until, pos: storeNext})
+	// A relative reference resolves against the URL the client used, so
+	// it stays right under any mount prefix without configuration.
+	v := url.Values{"cursor": {next}}
+	if req.limit != "" {
+		v.Set("limit", req.limit)
+	}
+	w.Header().Set("Link", "<"+name+"?"+v.Encode()+`>; rel="next"`)
+	return next
+}
+
+// respond writes a fully encoded page, or a 500 if encoding failed: the
+// status is decided only once the whole body exists.
+func (a *api) respond(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+	if err != nil {
+		w.Header().Del("Link")
+		a.fail(w, r, fmt.Errorf("encode page: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// Messages of the error responses.
+const (
+	msgInvalidKey       = "invalid API key"
+	msgFormNotFound     = "form not found"
+	msgBadCursor        = "invalid cursor: use the nextCursor of a previous page of this same list"
+	msgNoRoute          = "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"
+	msgMethodNotAllowed = "method not allowed: use GET or HEAD"
+	msgInternal         = "internal server error"
+	msgUnavailable      = "service unavailable: the request took too long, try again"
+)
+
+// fail answers a store or resolver error. This is the one place that maps
+// errors to statuses; causes go to the log, never to the client.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrFormNotFound):
+		writeError(w, http.StatusNotFound, msgFormNotFound)
+	case errors.Is(err, ErrInvalidCursor):
+		writeError(w, http.StatusBadRequest, msgBadCursor)
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads this answer and it is no fault.
+		a.log(w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
+		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
+	case errors.Is(err, context.DeadlineExceeded):
+		a.log(w, r, slog.LevelWarn, "formsapi: store timed out", slog.Any("err", err))
+		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
+	default:
+		a.log(w, r, slog.LevelError, "formsapi: store failed", slog.Any("err", err))
+		writeError(w, http.StatusInternalServerError, msgInternal)
+	}
+}
+
+func writeUnauthorized(w http.ResponseWriter, tokenPresented bool) {
+	// RFC 6750 §3.1: no error code when the request had no credentials.
+	if tokenPresented {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi", error="invalid_token"`)
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi"`)
+	}
+	writeError(w, http.StatusUnauthorized, msgInvalidKey)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	withBuffer(func(b []byte) []byte {
+		b = appendError(b, msg)
+		writeJSON(w, status, b)
+		return b
+	})
+}
+
+// writeJSON writes a complete body with the headers every response carries.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
