@@ -25,6 +25,7 @@ type config struct {
 	maxLimit     int
 	cursorSecret []byte
 	storeTimeout time.Duration
+	access       accessConfig // keys' scopes and rate limits (access.go)
 }
 
 // Option configures the handler returned by NewHandler.

@@ -19,7 +19,7 @@ func (a *api) handleListForms() http.Handler {
 			return
 		}
 		defer req.cancel()
-		page, err := a.store.ListForms(req.ctx, req.account, req.q)
+		page, err := a.listForms(req.ctx, req.grant, req.q)
 		if err != nil {
 			a.fail(w, r, err)
 			return

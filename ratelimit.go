@@ -52,9 +52,9 @@ type RateLimiter interface {
 }
 
 // RateLimitRefunder is a RateLimiter that can give back one unit a
-// request consumed. The handler refunds a request whose answer turned out
-// to be a 304 Not Modified, which GitHub does not count either, when its
-// limiter has the method; the limiters of this module do.
+// request consumed, for a request that should not count after all (a 304
+// Not Modified, which GitHub does not count either). The limiters of this
+// module implement it.
 type RateLimitRefunder interface {
 	RateLimiter
 	// Refund returns one unit of key's quota consumed by an earlier

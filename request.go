@@ -18,6 +18,8 @@ type request struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
+	grant   Grant     // what the key may read
+	rate    rateLimit // the rate limiter's decision, if one applies
 	list    listID
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
@@ -40,7 +42,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		writeUnauthorized(w, creds == badToken)
 		return request{}, false
 	}
-	account, err := a.keys.ResolveKey(ctx, token)
+	grant, err := a.authorize(ctx, token)
 	if err != nil {
 		if errors.Is(err, ErrInvalidKey) {
 			writeUnauthorized(w, true)
@@ -49,11 +51,18 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		}
 		return request{}, false
 	}
-	if formID != "" && !ValidFormID(formID) {
+	rate, ok := a.rateLimit(ctx, w, r, a.rateLimitKey(token, grant))
+	if !ok {
+		return request{}, false
+	}
+	// A form outside the key's scope gets the very answer of a form that
+	// does not exist, without a store call.
+	if formID != "" && (!ValidFormID(formID) || !grant.Allows(formID)) {
 		writeError(w, http.StatusNotFound, msgFormNotFound)
 		return request{}, false
 	}
-	req = request{ctx: ctx, cancel: cancel, account: account, list: listID{account, formID}}
+	account := grant.AccountID
+	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, rate: rate, list: listID{account, formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return request{}, false

@@ -50,12 +50,12 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18090 >/dev/null & pids+=($!)
 "$WORK/bin/benchserver" -mode mem -addr 127.0.0.1:18091 >/dev/null & pids+=($!)
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false >/dev/null & SERVER=$!; pids+=($SERVER)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false -rate-limit 0 >/dev/null & SERVER=$!; pids+=($SERVER)
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
 up 18092 # seeded the demo account before the second server opens the file
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -cache-mib 0 >/dev/null & pids+=($!)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -rate-limit 0 -cache-mib 0 >/dev/null & pids+=($!)
 FORMSAPI_POSTGRES="${PGQ}application_name=$PGAPP" "$WORK/bin/server" -schema "$PGSCHEMA" -demo-key-file "$WORK/pg.demo-key" \
-  -addr 127.0.0.1:18096 -access-log=false >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
+  -addr 127.0.0.1:18096 -access-log=false -rate-limit 0 >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
 for port in 18090 18091 18094 18096; do up $port; done
 
 SUB=/v1/forms/bench-form-000/submissions

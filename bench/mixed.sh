@@ -60,7 +60,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & pids+=($!)
 # shellcheck disable=SC2086
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
 PGKEYS="$WORK/mixed-pg.keys"
 if [ -n "$PG" ]; then

@@ -13,7 +13,7 @@ WORK=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 go build -o "$WORK/" ./examples/server ./internal/cmd/gendata ./internal/cmd/soak
 "$WORK/gendata" -db "$WORK/soak.db" -big 20000 -forms 2 -per-form 1000 -key bench-key
-"$WORK/server" -db "$WORK/soak.db" -addr 127.0.0.1:18093 -access-log=false >/dev/null & SERVER=$!
+"$WORK/server" -db "$WORK/soak.db" -addr 127.0.0.1:18093 -access-log=false -rate-limit 0 >/dev/null & SERVER=$!
 for _ in $(seq 1 300); do curl -s -o /dev/null http://127.0.0.1:18093/ && break || sleep 0.1; done
 "$WORK/soak" -url http://127.0.0.1:18093 -db "$WORK/soak.db" -key bench-key -foreign-form contact \
   -duration "$DURATION" -clients "$CLIENTS" -pid "$SERVER"

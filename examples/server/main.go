@@ -49,6 +49,13 @@ func main() {
 	}
 }
 
+// The default rate limit of the example server: 600 requests a minute per
+// account, in bursts of up to 600 (see -rate-limit).
+const (
+	defaultRateLimit  = 600
+	defaultRateWindow = time.Minute
+)
+
 // Server timeouts. The store budget is below WriteTimeout so a slow query
 // ends in a JSON 503 rather than a dropped connection.
 const (
@@ -68,6 +75,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
+	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
+	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
+	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
+	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
+	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,7 +125,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := store.AddKey(ctx, key, *newKey); err != nil {
+		var o formsapi.KeyOptions
+		if *keyForms != "" {
+			o.Forms = strings.Split(*keyForms, ",")
+		}
+		if *keyTTL > 0 {
+			o.ExpiresAt = time.Now().Add(*keyTTL)
+		}
+		if err := store.AddKeyWith(ctx, key, *newKey, o); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "new API key for account %q (shown once, only its hash is stored):\n%s\n", *newKey, key)
@@ -138,6 +157,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout)}
 	if secret != nil {
 		opts = append(opts, formsapi.WithCursorSecret(secret))
+	}
+	if *rateLimit > 0 {
+		p := formsapi.RateLimitPolicy{Name: "default", Quota: *rateLimit, Window: *rateWindow}
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		// Over PostgreSQL the budget is shared by every node on the
+		// database; over SQLite one process serves the file anyway.
+		var l formsapi.RateLimiter = formsapi.NewMemoryRateLimiter(p)
+		if pg, ok := store.(*pgstore.Store); ok {
+			if l, err = pg.RateLimiter(p); err != nil {
+				return err
+			}
+		}
+		opts = append(opts, formsapi.WithRateLimiter(l))
+		if *rateFailClosed {
+			opts = append(opts, formsapi.WithRateLimitFailClosed())
+		}
 	}
 	api := formsapi.NewHandler(store, store, opts...)
 	handler := api
@@ -263,6 +300,7 @@ type backend interface {
 	formsapi.Store
 	formsapi.KeyResolver
 	formsapi.Writer
+	formsapi.KeyManager
 }
 
 // minSecret is the shortest cursor secret the server accepts.

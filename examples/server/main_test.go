@@ -42,10 +42,10 @@ type server struct {
 	stop      func() error
 }
 
-// start runs the server on db.
-func start(t *testing.T, db string) server {
+// start runs the server on db, with extra flags.
+func start(t *testing.T, db string, extra ...string) server {
 	t.Helper()
-	return startArgs(t, "-db", db)
+	return startArgs(t, append([]string{"-db", db}, extra...)...)
 }
 
 func (s server) get(t *testing.T, path, key string) (int, []byte) {
@@ -182,4 +182,40 @@ func TestStoreBudgetBelowWriteTimeout(t *testing.T) {
 	if storeTimeout >= writeTimeout {
 		t.Fatalf("store timeout %s must be below WriteTimeout %s", storeTimeout, writeTimeout)
 	}
+}
+
+func TestServerRateLimitsAndScopedKeys(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "forms.db")
+	s := start(t, db, "-rate-limit", "3", "-rate-window", "1h")
+	for i := 0; i < 3; i++ {
+		code, _ := s.get(t, "/v1/forms", s.key)
+		is.Equal(code, 200) // within the limit
+	}
+	req, _ := http.NewRequest("GET", s.base+"/v1/forms", nil)
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	res, err := http.DefaultClient.Do(req)
+	is.NoErr(err) // fourth request
+	res.Body.Close()
+	is.Equal(res.StatusCode, 429)                                        // over the limit
+	is.Equal(res.Header.Get("Retry-After"), "1200")                      // an hour / 3
+	is.Equal(res.Header.Get("RateLimit-Policy"), `"default";q=3;w=3600`) // the flags' policy
+	is.NoErr(s.stop())
+
+	var out bytes.Buffer
+	is.NoErr(run(context.Background(), []string{"-db", db, "-new-key", "demo", "-key-forms", "contact,newsletter", "-key-ttl", "1h"}, &out, io.Discard))
+	scoped := regexp.MustCompile(`fapi_\w+`).FindString(out.String())
+	s = start(t, db, "-rate-limit", "0")
+	code, body := s.get(t, "/v1/forms", scoped)
+	is.Equal(code, 200) // the scoped key works
+	var forms struct{ Forms []struct{ FormID string } }
+	is.NoErr(json.Unmarshal(body, &forms))
+	is.Equal(len(forms.Forms), 2) // and lists only its two forms
+	code, _ = s.get(t, "/v1/forms/job-application/submissions", scoped)
+	is.Equal(code, 404) // the third is not found for it
+	for i := 0; i < 5; i++ {
+		code, _ = s.get(t, "/v1/forms", s.key)
+		is.Equal(code, 200) // -rate-limit 0: no limit
+	}
+	is.NoErr(s.stop())
 }

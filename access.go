@@ -1,0 +1,197 @@
+package formsapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// accessConfig is the part of the handler's configuration about what a
+// key may do and how often.
+type accessConfig struct {
+	limiter    RateLimiter
+	perKey     bool // partition by API key rather than by account
+	failClosed bool // a limiter error answers 503 rather than serving
+}
+
+// WithRateLimiter makes the handler ask l before serving each
+// authenticated request, and answer 429 when l refuses it. Without it,
+// the default, nothing is rate limited.
+//
+// The limiter runs right after the key is authenticated and before the
+// form ID, the query or any store call, so a refused request costs no
+// store work; requests without a valid key are never counted (they get
+// 401 first). Every response after the limiter decided carries the
+// RateLimit-Policy and RateLimit header fields of
+// draft-ietf-httpapi-ratelimit-headers-11, and a 429 also Retry-After.
+// The budget is per account unless
+// [WithRateLimitPerKey]; a limiter error serves the request unless
+// [WithRateLimitFailClosed]. It panics if l is nil.
+func WithRateLimiter(l RateLimiter) Option {
+	if l == nil {
+		panic("formsapi: WithRateLimiter(nil)")
+	}
+	return func(c *config) { c.access.limiter = l }
+}
+
+// WithRateLimitPerKey gives every API key its own budget. By default all
+// keys of an account share one, so that issuing more keys does not raise
+// an account's rate.
+func WithRateLimitPerKey() Option {
+	return func(c *config) { c.access.perKey = true }
+}
+
+// WithRateLimitFailClosed makes a limiter error answer 503 (with
+// Retry-After: 1) instead of serving the request unlimited. Either way the
+// error is logged at level Error.
+func WithRateLimitFailClosed() Option {
+	return func(c *config) { c.access.failClosed = true }
+}
+
+// Messages of the access answers.
+const (
+	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
+	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
+)
+
+// authorize returns the grant of token: from the resolver's Authorize
+// when it is a KeyAuthorizer, else every form of the account ResolveKey
+// names. A grant past its ExpiresAt is refused here too, whatever the
+// authorizer said.
+func (a *api) authorize(ctx context.Context, token string) (Grant, error) {
+	az, ok := a.keys.(KeyAuthorizer)
+	if !ok {
+		account, err := a.keys.ResolveKey(ctx, token)
+		return Grant{AccountID: account}, err
+	}
+	g, err := az.Authorize(ctx, token)
+	if err != nil {
+		return Grant{}, err
+	}
+	if !g.ExpiresAt.IsZero() && !time.Now().Before(g.ExpiresAt) {
+		return Grant{}, ErrInvalidKey
+	}
+	return g, nil
+}
+
+// rateLimitKey is the partition a request is counted in: never the key
+// itself, so a limiter may store and log it.
+func (a *api) rateLimitKey(token string, g Grant) string {
+	if a.cfg.access.perKey {
+		return "key:" + KeyID(token)
+	}
+	return "account:" + g.AccountID
+}
+
+// rateLimit is what the limiter decided about one request.
+type rateLimit struct {
+	key      string // the partition; "" when no limiter decided
+	decision RateLimitDecision
+}
+
+// rateLimit asks the limiter about one authenticated request and sets the
+// RateLimit header fields. It answers 429 (or 503 for a failed limiter
+// when failing closed) and returns false when the request must not be
+// served.
+func (a *api) rateLimit(ctx context.Context, w http.ResponseWriter, r *http.Request, key string) (rateLimit, bool) {
+	l := a.cfg.access.limiter
+	if l == nil {
+		return rateLimit{}, true
+	}
+	d, err := l.Allow(ctx, key)
+	if err == nil {
+		err = d.Policy.Validate()
+	}
+	if err != nil {
+		if !a.cfg.access.failClosed {
+			a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
+			return rateLimit{}, true
+		}
+		a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, msgLimiterNotWorking)
+		return rateLimit{}, false
+	}
+	setRateLimitHeaders(w.Header(), d)
+	if !d.Allowed {
+		writeError(w, http.StatusTooManyRequests, msgRateLimited)
+		return rateLimit{}, false
+	}
+	return rateLimit{key: key, decision: d}, true
+}
+
+// listForms lists the forms g may read: the store's page itself for an
+// unscoped key, and for a scoped one the same list with the other forms
+// left out, paged by the store's own cursors. A page may hold fewer than
+// q.Limit forms only where the list ends, and its NextCursor is "" when
+// no form g may read follows it.
+func (a *api) listForms(ctx context.Context, g Grant, q Query) (Page[Form], error) {
+	if g.Forms == nil {
+		return a.store.ListForms(ctx, g.AccountID, q)
+	}
+	out := Page[Form]{Items: []Form{}}
+	if len(g.Forms) == 0 {
+		return out, nil
+	}
+	need := q.Limit
+	scan := q
+	scan.Limit = a.cfg.maxLimit
+	for {
+		p, err := a.store.ListForms(ctx, g.AccountID, scan)
+		if err != nil {
+			return Page[Form]{}, err
+		}
+		var idx []int
+		for i, f := range p.Items {
+			if g.Allows(f.ID) {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) > need {
+			// This page runs past the end of ours: ask again for a page
+			// that ends at our last form, so its cursor starts the next.
+			// The limit shrinks every time, so this ends.
+			scan.Limit = idx[need-1] + 1
+			continue
+		}
+		for _, i := range idx {
+			out.Items = append(out.Items, p.Items[i])
+		}
+		need -= len(idx)
+		if p.NextCursor == "" {
+			return out, nil
+		}
+		scan.Cursor, scan.Limit = p.NextCursor, a.cfg.maxLimit
+		if need == 0 {
+			more, err := a.anyForm(ctx, g, scan)
+			if err != nil {
+				return Page[Form]{}, err
+			}
+			if more {
+				out.NextCursor = scan.Cursor
+			}
+			return out, nil
+		}
+	}
+}
+
+// anyForm reports whether the list from q on holds a form g may read, so
+// that a page carries a cursor only when a form follows it.
+func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
+	for {
+		p, err := a.store.ListForms(ctx, g.AccountID, q)
+		if err != nil {
+			return false, err
+		}
+		for _, f := range p.Items {
+			if g.Allows(f.ID) {
+				return true, nil
+			}
+		}
+		if p.NextCursor == "" {
+			return false, nil
+		}
+		q.Cursor = p.NextCursor
+	}
+}
