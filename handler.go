@@ -23,6 +23,7 @@ type config struct {
 	logger       *slog.Logger
 	defaultLimit int
 	maxLimit     int
+	pageBytes    int
 	cursorSecret []byte
 	storeTimeout time.Duration
 	access       accessConfig // keys' scopes and rate limits (access.go)
@@ -35,6 +36,26 @@ type Option func(*config)
 // of slog.Default(). Logs never contain API keys or submission data.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// DefaultPageBytes is the byte budget of a page of submissions unless
+// WithPageBytes sets another.
+const DefaultPageBytes = 4 << 20
+
+// WithPageBytes sets the byte budget of a page of submissions
+// (DefaultPageBytes, 4 MiB, unless set): the store ends a page before the
+// submission that would take it past n bytes, and returns a next cursor,
+// so one response holds about n bytes however large the limit; a single
+// submission larger than n is served alone. That bounds the memory a
+// request takes to a few times n, whatever the data. 0 turns the budget
+// off, leaving pages bounded by the limit alone. It panics if n is
+// negative. A host's own store may ignore the budget (see the Store
+// contract).
+func WithPageBytes(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("formsapi: WithPageBytes(%d): need n >= 0", n))
+	}
+	return func(c *config) { c.pageBytes = n }
 }
 
 // WithPageSize sets the page size used when a request has no limit
@@ -88,7 +109,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	if store == nil || keys == nil {
 		panic("formsapi: NewHandler needs a Store and a KeyResolver")
 	}
-	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize}
+	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}

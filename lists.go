@@ -40,6 +40,7 @@ func (a *api) handleListSubmissions() http.Handler {
 			return
 		}
 		defer req.cancel()
+		req.q.MaxBytes = a.cfg.pageBytes
 		if a.encoded != nil {
 			a.listEncoded(w, r, req, formID)
 			return

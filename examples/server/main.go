@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cursor-secret-file", "", "file holding the cursor secret that all nodes share (default $FORMSAPI_CURSOR_SECRET, else a random one per process)")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
+	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
@@ -154,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
-	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout)}
+	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout), formsapi.WithPageBytes(*pageMiB << 20)}
 	if secret != nil {
 		opts = append(opts, formsapi.WithCursorSecret(secret))
 	}
