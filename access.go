@@ -195,3 +195,25 @@ func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
 		q.Cursor = p.NextCursor
 	}
 }
+
+// refund gives back the unit of quota a request consumed when it ends in
+// 304 Not Modified: a revalidation that found nothing new does not count,
+// as GitHub does not count it. The RateLimit field then shows the unit
+// back. A limiter that cannot refund, or a refund that fails (logged),
+// leaves the request counted.
+func (a *api) refund(w http.ResponseWriter, r *http.Request, req request) {
+	if req.rate.key == "" {
+		return
+	}
+	rf, ok := a.cfg.access.limiter.(RateLimitRefunder)
+	if !ok {
+		return
+	}
+	if err := rf.Refund(req.ctx, req.rate.key); err != nil {
+		a.log(w, r, slog.LevelWarn, "formsapi: rate limit refund of a 304 failed; the request counts", slog.Any("err", err))
+		return
+	}
+	d := req.rate.decision
+	d.Remaining = min(d.Remaining+1, d.Policy.Quota)
+	setRateLimitHeaders(w.Header(), d)
+}

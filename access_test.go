@@ -325,3 +325,24 @@ type failingAuthorizer struct{ formsapi.KeyResolver }
 func (failingAuthorizer) Authorize(context.Context, string) (formsapi.Grant, error) {
 	return formsapi.Grant{}, errors.New("key database unreachable")
 }
+
+// TestNotModifiedDoesNotCount revalidates a page again and again with a
+// quota of two: every 304 gives its unit back, so the revalidations never
+// run into 429 and a full GET still fits afterwards.
+func TestNotModifiedDoesNotCount(t *testing.T) {
+	is := is.New(t)
+	policy := formsapi.RateLimitPolicy{Name: "tight", Quota: 2, Window: time.Hour}
+	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(policy)))
+	auth := []string{"Authorization", "Bearer " + storetest.KeyA}
+	first := do(t, h, "GET", "/v1/forms", auth...)
+	is.Equal(first.status, 200) // the page
+	tag := first.header.Get("ETag")
+	is.True(tag != "") // with a tag
+	for i := 0; i < 5; i++ {
+		res := do(t, h, "GET", "/v1/forms", append(auth, "If-None-Match", tag)...)
+		is.Equal(res.status, 304)                                   // unchanged, and not limited
+		is.Equal(res.header.Get("RateLimit"), `"tight";r=1;t=3600`) // the unit is back
+	}
+	is.Equal(do(t, h, "GET", "/v1/forms", auth...).status, 200) // the second unit is still there
+	is.Equal(do(t, h, "GET", "/v1/forms", auth...).status, 429) // and then the quota is spent
+}

@@ -58,6 +58,8 @@ func appendEnvelope(b []byte, msg, listName string) []byte {
 	return append(b, `":[`...)
 }
 
+// appendNext closes a page whose items appendForms, appendSubmissions or
+// a store's AppendSubmissions wrote.
 func appendNext(b []byte, next string) []byte {
 	b = append(b, ']')
 	if next != "" {
@@ -67,7 +69,8 @@ func appendNext(b []byte, next string) []byte {
 	return append(b, '}')
 }
 
-func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
+// appendForms appends a forms page up to its last item; appendNext closes it.
+func appendForms(b []byte, forms []Form) ([]byte, error) {
 	b = appendEnvelope(b, msgForms, "forms")
 	var err error
 	for i, f := range forms {
@@ -88,14 +91,15 @@ func appendForms(b []byte, forms []Form, next string) ([]byte, error) {
 		}
 		b = append(b, '}')
 	}
-	return appendNext(b, next), nil
+	return b, nil
 }
 
-// appendSubmissions encodes a page from the checked path. A submission
-// that cannot be encoded (data that is not one JSON object, a time outside
-// the years 0 to 9999) is left out, as the Store contract's damaged-data
-// clause says, and named in skipped by its index in subs.
-func appendSubmissions(b []byte, subs []Submission, next string) (out []byte, skipped []wire.Skipped) {
+// appendSubmissions appends a page from the checked path up to its last
+// item; appendNext closes it. A submission that cannot be encoded (data
+// that is not one JSON object, a time outside the years 0 to 9999) is left
+// out, as the Store contract's damaged-data clause says, and named in
+// skipped by its index in subs.
+func appendSubmissions(b []byte, subs []Submission) (out []byte, skipped []wire.Skipped) {
 	b = appendEnvelope(b, msgSubmissions, "submissions")
 	n := 0
 	for i, s := range subs {
@@ -111,7 +115,7 @@ func appendSubmissions(b []byte, subs []Submission, next string) (out []byte, sk
 		}
 		n++
 	}
-	return appendNext(b, next), skipped
+	return b, skipped
 }
 
 // AppendSubmissionJSON appends to b the JSON object the API sends for s:

@@ -26,6 +26,7 @@ type config struct {
 	pageBytes    int
 	cursorSecret []byte
 	storeTimeout time.Duration
+	baseURL      string       // from WithBaseURL, checked; "" means from the request
 	access       accessConfig // keys' scopes and rate limits (access.go)
 }
 
@@ -95,6 +96,7 @@ type api struct {
 	keys    KeyResolver
 	cfg     config
 	cursor  cursorCodec
+	tags    tagger // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -117,7 +119,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 		cfg.cursorSecret = make([]byte, 32)
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
-	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
+	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
 	a.encoded, _ = store.(encodedLister)
 
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
@@ -190,8 +192,17 @@ func (a *api) logger() *slog.Logger {
 var openAPI []byte
 
 func handleOpenAPI() http.Handler {
+	tag := staticTag(openAPI)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, openAPI)
+		h := w.Header()
+		if noneMatch(r.Header.Values("If-None-Match"), tag) {
+			writeNotModified(w, tag, cacheDocument, varyDocument)
+			return
+		}
+		setJSONHeaders(h, cacheDocument)
+		h.Set("ETag", tag)
+		h.Set("Vary", varyDocument)
+		writeBody(w, openAPI, acceptsGzip(r.Header.Values("Accept-Encoding")))
 	})
 }
 

@@ -5,6 +5,7 @@ package formsapi
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -25,9 +26,12 @@ func (a *api) handleListForms() http.Handler {
 			return
 		}
 		withBuffer(func(b []byte) []byte {
-			body, err := appendForms(b, page.Items, a.next(w, req, "forms", page.NextCursor))
-			a.respond(w, r, body, err)
-			return body
+			body, err := appendForms(b, page.Items)
+			if err != nil {
+				a.fail(w, r, fmt.Errorf("encode page: %w", err))
+				return body
+			}
+			return a.respondPage(w, r, req, body, page.NextCursor)
 		})
 	})
 }
@@ -52,10 +56,9 @@ func (a *api) handleListSubmissions() http.Handler {
 		}
 		items := a.ownSubmissions(w, r, formID, page.Items)
 		withBuffer(func(b []byte) []byte {
-			body, skipped := appendSubmissions(b, items, a.next(w, req, "submissions", page.NextCursor))
+			body, skipped := appendSubmissions(b, items)
 			a.logSkipped(w, r, skipped, "item of the page")
-			a.respond(w, r, body, nil)
-			return body
+			return a.respondPage(w, r, req, body, page.NextCursor)
 		})
 	})
 }
@@ -78,9 +81,7 @@ func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, f
 			return p.Body
 		}
 		a.logSkipped(w, r, p.Skipped, "stored submission")
-		body := appendNext(p.Body, a.next(w, req, "submissions", p.NextCursor))
-		a.respond(w, r, body, nil)
-		return body
+		return a.respondPage(w, r, req, p.Body, p.NextCursor)
 	})
 }
 

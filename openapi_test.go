@@ -2,6 +2,7 @@ package formsapi_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -152,11 +153,12 @@ var loadContract = sync.OnceValues(func() (*contract, error) {
 const jsonContentType = "application/json; charset=utf-8"
 
 // mountPrefixes are the prefixes the suite mounts the handler under
-// (TestMountedUnderStripPrefix, TestOpenAPIServersResolveUnderAPrefix).
+// (TestMountedUnderStripPrefix, TestOpenAPIServersResolveUnderAPrefix and
+// the tests of links_test.go).
 // The document's server is relative to where the document is served, so
 // a path under one that the document does not know as it is is looked up
 // again without the prefix.
-var mountPrefixes = []string{"/api", "/tenants/x/forms-api"}
+var mountPrefixes = []string{"/api", "/tenants/x/forms-api", "/public/forms", "/t%C3%A9"}
 
 // check validates one exchange against the document and returns every
 // way it fails, or nil.
@@ -172,15 +174,30 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 	res := ex.res
 	ctx := context.Background()
 
-	// Every response, documented or not.
-	if got := res.header.Get("Content-Type"); got != jsonContentType {
+	// Every response, documented or not; a 304 has no content to type.
+	if got := res.header.Get("Content-Type"); got != jsonContentType && res.status != http.StatusNotModified {
 		fail("Content-Type %q, want %q", got, jsonContentType)
-	}
-	if got := res.header.Get("Cache-Control"); got != "no-store" {
-		fail("Cache-Control %q, want %q", got, "no-store")
 	}
 	if res.header.Get("X-Request-Id") == "" {
 		fail("no X-Request-Id")
+	}
+	noStore := func() {
+		if got := res.header.Get("Cache-Control"); got != "no-store" {
+			fail("Cache-Control %q, want %q", got, "no-store")
+		}
+	}
+
+	if res.header.Get("Content-Encoding") == "gzip" && len(res.body) > 0 {
+		zr, err := gzip.NewReader(bytes.NewReader(res.body))
+		var plain []byte
+		if err == nil {
+			plain, err = io.ReadAll(zr)
+		}
+		if err != nil {
+			fail("body is not gzip: %v", err)
+		} else {
+			res.body = plain
+		}
 	}
 
 	req := newRequest(ex.method, ex.target)
@@ -192,7 +209,31 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		if res.status != http.StatusNotFound {
 			fail("path not in the document answered %d, want 404", res.status)
 		}
+		noStore()
 		errs = append(errs, c.checkErrorBody(ex.method, res.body)...)
+
+	case res.status == http.StatusNotModified && (ex.method == http.MethodGet || ex.method == http.MethodHead):
+		// ValidateResponse skips 304s: their headers are checked here.
+		kind = ex.method
+		op := route.PathItem.GetOperation(ex.method)
+		if op == nil {
+			fail("the document has no %s %s", ex.method, route.Path)
+			break
+		}
+		if len(res.body) != 0 {
+			fail("304 with a %d-byte body", len(res.body))
+		}
+		r := op.Responses.Status(res.status)
+		if r == nil || r.Value == nil {
+			fail("%s %s does not document 304", ex.method, route.Path)
+			break
+		}
+		errs = append(errs, c.checkHeaders(r.Value, res.header)...)
+		for _, name := range []string{"Content-Type", "Content-Length", "Content-Encoding", "Link"} {
+			if res.header.Get(name) != "" {
+				fail("304 with %s", name)
+			}
+		}
 
 	case ex.method == http.MethodGet:
 		kind = "GET"
@@ -246,6 +287,7 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		if got := res.header.Get("Allow"); got != "GET, HEAD" {
 			fail("Allow %q, want %q", got, "GET, HEAD")
 		}
+		noStore()
 		if route.Operation.Responses.Status(http.StatusMethodNotAllowed) == nil {
 			fail("GET %s does not document 405", route.Path)
 		}
@@ -259,6 +301,30 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		msgs[i] = shortReason(err)
 	}
 	return kind, errors.New(strings.Join(msgs, "; "))
+}
+
+// checkHeaders holds h to the headers r declares: each required one
+// present, each present one matching its schema.
+func (c *contract) checkHeaders(r *openapi3.Response, h http.Header) []error {
+	var errs []error
+	for name, ref := range r.Headers {
+		if ref == nil || ref.Value == nil {
+			continue
+		}
+		vals := h.Values(name)
+		if len(vals) == 0 {
+			if ref.Value.Required {
+				errs = append(errs, fmt.Errorf("response header %q missing", name))
+			}
+			continue
+		}
+		if s := ref.Value.Schema; s != nil && s.Value != nil {
+			if err := s.Value.VisitJSON(strings.Join(vals, ", "), c.schemaOpts...); err != nil {
+				errs = append(errs, fmt.Errorf("response header %q doesn't match schema: %w", name, err))
+			}
+		}
+	}
+	return errs
 }
 
 // kinPathPrefix is the path kin puts before the JSON Schema validator's
@@ -394,6 +460,13 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		}
 		return h
 	}
+	// page and doc are the headers of a page and of the document.
+	page := func(kv ...string) http.Header {
+		return headers(append([]string{"Cache-Control", "private, no-cache", "ETag", `W/"abc"`, "Vary", "Authorization, Accept-Encoding"}, kv...)...)
+	}
+	doc := func(kv ...string) http.Header {
+		return headers(append([]string{"Cache-Control", "no-cache", "ETag", `W/"abc"`, "Vary", "Accept-Encoding"}, kv...)...)
+	}
 	ex := func(method, target string, status int, h http.Header, body string) exchange {
 		return exchange{method, target, response{status, h, []byte(body)}}
 	}
@@ -411,16 +484,23 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		name string
 		ex   exchange
 	}{
-		{"forms page", ex("GET", "/v1/forms?limit=1", 200, headers("Link", `<forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
-		{"submissions page", ex("GET", "/v1/forms/f/submissions", 200, headers(), subsPage)},
+		{"forms page", ex("GET", "/v1/forms?limit=1", 200, page("Link", `<http://example.com/v1/forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
+		{"submissions page", ex("GET", "/v1/forms/f/submissions", 200, page(), subsPage)},
 		{"401", ex("GET", "/v1/forms", 401, headers(challenge...), `{"success":false,"message":"invalid API key"}`)},
 		{"HEAD", ex("HEAD", "/v1/forms", 401, headers(challenge...), "")},
 		{"unknown path", ex("GET", "/v1/nope", 404, headers(), noRoute)},
 		{"trailing slash", ex("GET", "/v1/forms/", 404, headers(), noRoute)},
-		{"mounted", ex("GET", "/api/v1/forms", 200, headers(), formsPage)},
+		{"mounted", ex("GET", "/api/v1/forms", 200, page(), formsPage)},
 		{"POST", ex("POST", "/v1/forms", 405, headers("Allow", "GET, HEAD"), notAllowed)},
 		{"lower-case get", ex("get", "/v1/openapi.json", 405, headers("Allow", "GET, HEAD"), notAllowed)},
 		{"escaped slash in a form ID", ex("GET", "/v1/forms/a%2Fb/submissions", 404, headers(), `{"success":false,"message":"form not found"}`)},
+		{"absolute Link", ex("GET", "/v1/forms?limit=1", 200, page("Link", `<https://h.example:8443/api/v1/forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
+		{"IPv6 Link", ex("GET", "/v1/forms?limit=1", 200, page("Link", `<http://[::1]:8080/v1/forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
+		{"304", ex("GET", "/v1/forms", 304, page("Content-Type", ""), "")},
+		{"HEAD 304", ex("HEAD", "/v1/forms/f/submissions", 304, page("Content-Type", ""), "")},
+		{"document 304", ex("GET", "/v1/openapi.json", 304, doc("Content-Type", ""), "")},
+		{"document", ex("GET", "/v1/openapi.json", 200, doc(), `{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{}}`)},
+		{"gzip page", ex("GET", "/v1/forms", 200, page("Content-Encoding", "gzip"), gzipped(formsPage))},
 	} {
 		t.Run("passes/"+good.name, func(t *testing.T) {
 			is := is.New(t)
@@ -435,19 +515,19 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		ex        exchange
 	}{
 		{"extra property in a form", "additional properties 'accountId' not allowed",
-			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"f","accountId":"acct-a"`, 1))},
+			ex("GET", "/v1/forms", 200, page(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"f","accountId":"acct-a"`, 1))},
 		{"missing success", "missing property 'success'",
-			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"success":true,`, "", 1))},
+			ex("GET", "/v1/forms", 200, page(), strings.Replace(formsPage, `"success":true,`, "", 1))},
 		{"text/plain 200", `response header Content-Type has unexpected value: "text/plain`,
-			ex("GET", "/v1/forms", 200, headers("Content-Type", "text/plain; charset=utf-8"), formsPage)},
+			ex("GET", "/v1/forms", 200, page("Content-Type", "text/plain; charset=utf-8"), formsPage)},
 		{"undocumented status 418", "status is not supported",
 			ex("GET", "/v1/forms", 418, headers(), `{"success":false,"message":"I'm a teapot"}`)},
 		{"extra field in a submission", "additional properties 'clientIp' not allowed",
-			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"f","clientIp":"203.0.113.9"`, 1))},
+			ex("GET", "/v1/forms/f/submissions", 200, page(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"f","clientIp":"203.0.113.9"`, 1))},
 		{"extra field in an attachment", "additional properties 'path' not allowed",
-			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"fileSize":1`, `"fileSize":1,"path":"/srv/x"`, 1))},
+			ex("GET", "/v1/forms/f/submissions", 200, page(), strings.Replace(subsPage, `"fileSize":1`, `"fileSize":1,"path":"/srv/x"`, 1))},
 		{"createdAt not a date-time", "'yesterday' is not valid date-time",
-			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, "2024-03-01T10:00:00Z", "yesterday", 1))},
+			ex("GET", "/v1/forms", 200, page(), strings.Replace(formsPage, "2024-03-01T10:00:00Z", "yesterday", 1))},
 		{"success true on an error", "at '/success': value must be false",
 			ex("GET", "/v1/forms", 400, headers(), `{"success":true,"message":"invalid limit"}`)},
 		{"extra key in an error body", "additional properties 'formId' not allowed",
@@ -455,7 +535,39 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		{"extra key in a no-route body", "additional properties 'path' not allowed",
 			ex("GET", "/v1/nope", 404, headers(), `{"success":false,"message":"not found","path":"/v1/nope"}`)},
 		{"Cache-Control against its const", `response header "Cache-Control" doesn't match schema`,
-			ex("GET", "/v1/forms", 200, headers("Cache-Control", "private"), formsPage)},
+			ex("GET", "/v1/forms", 200, page("Cache-Control", "private"), formsPage)},
+		{"a page that may not be kept", `response header "Cache-Control" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Cache-Control", "no-store"), formsPage)},
+		{"a page shared caches may keep", `response header "Cache-Control" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Cache-Control", "no-cache"), formsPage)},
+		{"page without ETag", `response header "ETag" missing`,
+			ex("GET", "/v1/forms", 200, page("ETag", ""), formsPage)},
+		{"strong ETag", `response header "ETag" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("ETag", `"abc"`), formsPage)},
+		{"Vary without Authorization", `response header "Vary" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Vary", "Accept-Encoding"), formsPage)},
+		{"relative Link", `response header "Link" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Link", `<forms?cursor=abc>; rel="next"`), formsPage)},
+		{"Link breaking out of <>", `response header "Link" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Link", `<http://a>b/v1/forms?cursor=abc>; rel="next"`), formsPage)},
+		{"brotli", `response header "Content-Encoding" doesn't match schema`,
+			ex("GET", "/v1/forms", 200, page("Content-Encoding", "br"), formsPage)},
+		{"gzip header on a plain body", "body is not gzip",
+			ex("GET", "/v1/forms", 200, page("Content-Encoding", "gzip"), formsPage)},
+		{"304 with a body", "304 with a 2-byte body",
+			ex("GET", "/v1/forms", 304, page("Content-Type", ""), "{}")},
+		{"304 without ETag", `response header "ETag" missing`,
+			ex("GET", "/v1/forms", 304, page("Content-Type", "", "ETag", ""), "")},
+		{"304 without Vary", `response header "Vary" missing`,
+			ex("HEAD", "/v1/forms", 304, page("Content-Type", "", "Vary", ""), "")},
+		{"304 with Content-Type", "304 with Content-Type",
+			ex("GET", "/v1/forms", 304, page(), "")},
+		{"304 with a Link", "304 with Link",
+			ex("GET", "/v1/forms", 304, page("Content-Type", "", "Link", `<http://h/v1/forms?cursor=a>; rel="next"`), "")},
+		{"document 304 with a page's caching", `response header "Cache-Control" doesn't match schema`,
+			ex("GET", "/v1/openapi.json", 304, page("Content-Type", ""), "")},
+		{"304 to another method", "answered 304, want 405",
+			ex("POST", "/v1/forms", 304, headers("Content-Type", ""), "")},
 		{"404 on the forms list", "status is not supported",
 			ex("GET", "/v1/forms", 404, headers(), noRoute)},
 		{"unknown path answered 200", "path not in the document answered 200, want 404",
@@ -465,25 +577,25 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		{"POST answered 404", "POST on a documented path answered 404, want 405",
 			ex("POST", "/v1/forms", 404, headers("Allow", "GET, HEAD"), noRoute)},
 		{"HEAD with a body", "HEAD answered with a",
-			ex("HEAD", "/v1/forms", 200, headers(), formsPage)},
+			ex("HEAD", "/v1/forms", 200, page(), formsPage)},
 		{"HEAD with an undocumented status", "HEAD answered 404, which HEAD /v1/forms does not document",
 			ex("HEAD", "/v1/forms", 404, headers(), "")},
 		{"HEAD without nosniff", `headers of HEAD: response header "X-Content-Type-Options" missing`,
-			ex("HEAD", "/v1/forms", 200, headers("X-Content-Type-Options", ""), "")},
+			ex("HEAD", "/v1/forms", 200, page("X-Content-Type-Options", ""), "")},
 		{"no nosniff", `response header "X-Content-Type-Options" missing`,
-			ex("GET", "/v1/forms", 200, headers("X-Content-Type-Options", ""), formsPage)},
+			ex("GET", "/v1/forms", 200, page("X-Content-Type-Options", ""), formsPage)},
 		{"X-Request-Id out of shape", `response header "X-Request-Id" doesn't match schema`,
-			ex("GET", "/v1/forms", 200, headers("X-Request-Id", "a b"), formsPage)},
+			ex("GET", "/v1/forms", 200, page("X-Request-Id", "a b"), formsPage)},
 		{"form ID . in a form", "at '/forms/0/formId': '.' does not match pattern",
-			ex("GET", "/v1/forms", 200, headers(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"."`, 1))},
+			ex("GET", "/v1/forms", 200, page(), strings.Replace(formsPage, `"formId":"f"`, `"formId":"."`, 1))},
 		{"form ID with a slash in a submission", "at '/submissions/0/formId': 'a/b' does not match pattern",
-			ex("GET", "/v1/forms/f/submissions", 200, headers(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"a/b"`, 1))},
+			ex("GET", "/v1/forms/f/submissions", 200, page(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"a/b"`, 1))},
 		{"Link not a next link", `response header "Link" doesn't match schema`,
-			ex("GET", "/v1/forms", 200, headers("Link", `<forms?cursor=abc>; rel="prev"`), formsPage)},
+			ex("GET", "/v1/forms", 200, page("Link", `<forms?cursor=abc>; rel="prev"`), formsPage)},
 		{"document without openapi", "missing property 'openapi'",
-			ex("GET", "/v1/openapi.json", 200, headers(), `{"info":{"title":"t","version":"1"},"paths":{}}`)},
+			ex("GET", "/v1/openapi.json", 200, doc(), `{"info":{"title":"t","version":"1"},"paths":{}}`)},
 		{"document with an unknown field", "additional properties 'secret' not allowed",
-			ex("GET", "/v1/openapi.json", 200, headers(), `{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{},"secret":1}`)},
+			ex("GET", "/v1/openapi.json", 200, doc(), `{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{},"secret":1}`)},
 		{"no X-Request-Id", "no X-Request-Id",
 			ex("GET", "/v1/nope", 404, headers("X-Request-Id", ""), noRoute)},
 		{"cacheable", `Cache-Control "max-age=60", want "no-store"`,
@@ -502,6 +614,15 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 	// A 401 without its challenge header drifts too.
 	err = c.check(ex("GET", "/v1/forms", 401, headers(), `{"success":false,"message":"invalid API key"}`))
 	is.True(err != nil) // a 401 without WWW-Authenticate fails
+}
+
+// gzipped is s gzip-coded.
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }
 
 // TestOpenAPIDocumentIsServed checks the handler serves openapi.json as it

@@ -7,40 +7,10 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 )
-
-// next seals the store's cursor for the client and sets the Link header;
-// it returns "" when the store says the list ends here.
-func (a *api) next(w http.ResponseWriter, req request, name, storeNext string) string {
-	if storeNext == "" {
-		return ""
-	}
-	next := a.cursor.seal(req.list, pageState{order: req.q.Order, since: req.q.Since, until: req.q.Until, pos: storeNext})
-	// A relative reference resolves against the URL the client used, so
-	// it stays right under any mount prefix without configuration.
-	v := url.Values{"cursor": {next}}
-	if req.limit != "" {
-		v.Set("limit", req.limit)
-	}
-	w.Header().Set("Link", "<"+name+"?"+v.Encode()+`>; rel="next"`)
-	return next
-}
-
-// respond writes a fully encoded page, or a 500 if encoding failed: the
-// status is decided only once the whole body exists.
-func (a *api) respond(w http.ResponseWriter, r *http.Request, body []byte, err error) {
-	if err != nil {
-		w.Header().Del("Link")
-		a.fail(w, r, fmt.Errorf("encode page: %w", err))
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
-}
 
 // Messages of the error responses.
 const (
@@ -92,12 +62,14 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	})
 }
 
-// writeJSON writes a complete body with the headers every response carries.
+// writeJSON writes a complete error body with the headers every response
+// carries; a page's Link, ETag and Vary, set before the error, go.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Link")
+	h.Del("ETag")
+	h.Del("Vary")
+	setJSONHeaders(h, cacheError)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)

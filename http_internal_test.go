@@ -1,0 +1,205 @@
+package formsapi
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+func TestValidHost(t *testing.T) {
+	t.Parallel()
+	for h, want := range map[string]bool{
+		"example.com": true, "EXAMPLE.com:443": true, "127.0.0.1": true, "127.0.0.1:8080": true,
+		"localhost": true, "my_host.internal:1": true, "a:65535": true, "[::1]": true, "[::1]:8080": true,
+		"[2001:db8::7]:443": true, "[::ffff:192.0.2.1]": true,
+		"": false, "a:": false, "a:0": false, "a:65536": false, "a:+80": false, "a:-1": false, "a:8o": false,
+		"a:123456": false, "[::1]:": false, "[::1]x": false, "[::1": false, "::1": false, "[127.0.0.1]": false,
+		"[fe80::1%eth0]": false, "[fe80::1%25eth0]:80": false, "[zz::1]": false,
+		"evil.com/x": false, "evil.com?x": false, "a b": false, "a,b": false, "a;b": false, "h<o>st": false,
+		"user@host": false, "a'b": false, "a%41": false, "*": false, ".": false, ".a": false, "a..b": false,
+		"-a": false, strings.Repeat("a", 254): false, strings.Repeat("a", 253): true, "a:80:80": false,
+	} {
+		if got := validHost(h); got != want {
+			t.Errorf("validHost(%q) = %v, want %v", h, got, want)
+		}
+	}
+}
+
+func TestParseBaseURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://forms.example.com/api":    "https://forms.example.com/api",
+		"https://forms.example.com/api/":   "https://forms.example.com/api",
+		"https://forms.example.com":        "https://forms.example.com",
+		"https://forms.example.com/":       "https://forms.example.com",
+		"HTTP://h:8080/a/b":                "http://h:8080/a/b",
+		"https://[::1]:8443/x%20y":         "https://[::1]:8443/x%20y",
+		"https://h/t%C3%A9nant/forms-api/": "https://h/t%C3%A9nant/forms-api",
+	} {
+		got, err := parseBaseURL(in)
+		if err != nil || got != want {
+			t.Errorf("parseBaseURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for in, why := range map[string]string{
+		"":                       "absolute",
+		"/api":                   "absolute",
+		"forms.example.com/api":  "absolute",
+		"ftp://h/api":            "absolute",
+		"https:opaque":           "host",
+		"https:///api":           "host",
+		"https://u:p@h/api":      "user name",
+		"https://h/api?x=1":      "query",
+		"https://h/api?":         "query",
+		"https://h/api#x":        "fragment",
+		"https://h/api#":         "fragment",
+		"https://h,evil/api":     "host",
+		"https://h:0/api":        "host",
+		"https://h/a/../b":       "segments",
+		"https://h//api":         "segments",
+		"https://h/a/./b":        "segments",
+		"https://h/%zz":          "URL",
+		"https://[fe80::1%25e]/": "host",
+		"javascript:alert(1)//x": "absolute",
+		"https://h/api\x00":      "URL",
+		"https://h/<a>":          "",
+		"https://h/a\"b":         "",
+	} {
+		got, err := parseBaseURL(in)
+		if why == "" {
+			// Accepted, but nothing may break out of the Link's <...>.
+			if err == nil && strings.ContainsAny(got, "<>\" ") {
+				t.Errorf("parseBaseURL(%q) = %q: unsafe in a Link header", in, got)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("parseBaseURL(%q) = %q, %v; want an error about %q", in, got, err, why)
+		}
+	}
+}
+
+func TestMountPrefix(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ requestURI, path, want string }{
+		{"/v1/forms", "/v1/forms", ""},
+		{"/api/v1/forms?limit=2", "/v1/forms", "/api"},
+		{"/a/b/c/v1/forms/x/submissions", "/v1/forms/x/submissions", "/a/b/c"},
+		{"/t%C3%A9/v1/forms", "/v1/forms", "/t%C3%A9"},
+		{"/a%2Fb/v1/forms", "/v1/forms", "/a%2Fb"},
+		{"http://host/api/v1/forms?x", "/v1/forms", "/api"},
+		{"/api/v1/forms/a%2Db/submissions", "/v1/forms/a%2Db/submissions", "/api"},
+		{"/a<b>\"/v1/forms", "/v1/forms", "/a%3Cb%3E%22"},
+		{"/a%zz/v1/forms", "/v1/forms", "/a%25zz"},
+		{"/rewritten", "/v1/forms", ""},
+		{"/api//v1/forms", "/v1/forms", ""},
+		{"", "/v1/forms", ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RequestURI = c.requestURI
+		r.URL.Path, r.URL.RawPath = c.path, ""
+		if strings.Contains(c.path, "%") {
+			r.URL.RawPath = c.path
+			r.URL.Path = strings.ReplaceAll(c.path, "%2D", "-")
+		}
+		if got := mountPrefix(r); got != c.want {
+			t.Errorf("RequestURI %q, path %q: prefix %q, want %q", c.requestURI, c.path, got, c.want)
+		}
+	}
+}
+
+func TestNoneMatch(t *testing.T) {
+	t.Parallel()
+	const tag = `W/"abc"`
+	for _, c := range []struct {
+		vals []string
+		want bool
+	}{
+		{[]string{`W/"abc"`}, true},
+		{[]string{`"abc"`}, true}, // weak comparison
+		{[]string{`"x", W/"abc"`}, true},
+		{[]string{`"x"`, `W/"abc"`}, true},
+		{[]string{`*`}, true},
+		{[]string{` , "x" ,W/"abc"`}, true},
+		{[]string{`"a,b", W/"abc"`}, true}, // a comma inside a tag
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{`"abd"`}, false},
+		{[]string{`W/"ab"`}, false},
+		{[]string{`abc`}, false},
+		{[]string{`W/abc`}, false},
+		{[]string{`"abc`}, false},
+		{[]string{`w/"abc"`}, false}, // W/ is case-sensitive
+		{[]string{`junk W/"abc"`}, false},
+	} {
+		if got := noneMatch(c.vals, tag); got != c.want {
+			t.Errorf("noneMatch(%q) = %v, want %v", c.vals, got, c.want)
+		}
+	}
+}
+
+func TestAcceptsGzip(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		vals []string
+		want bool
+	}{
+		{[]string{"gzip"}, true},
+		{[]string{"GZIP"}, true},
+		{[]string{"x-gzip"}, true},
+		{[]string{"gzip, deflate, br"}, true},
+		{[]string{"br;q=1.0, gzip;q=0.8, *;q=0.1"}, true},
+		{[]string{"br", "gzip"}, true},
+		{[]string{"*"}, true},
+		{[]string{"gzip;q=0.001"}, true},
+		{[]string{"gzip ; q=1"}, true},
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"identity"}, false},
+		{[]string{"br, deflate"}, false},
+		{[]string{"gzip;q=0"}, false},
+		{[]string{"gzip;Q=0.000"}, false},
+		{[]string{"gzip;q=0., *"}, false},
+		{[]string{"*;q=0"}, false},
+		{[]string{"*, gzip;q=0"}, false},
+		{[]string{"gzipx"}, false},
+	} {
+		if got := acceptsGzip(c.vals); got != c.want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", c.vals, got, c.want)
+		}
+	}
+}
+
+func TestPageTag(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	a := &api{tags: newTagger([]byte("secret"))}
+	base := request{list: listID{"acct", "f"}}
+	base.q.Limit = 10
+	tag := a.pageTag(base, "next", []byte("body"))
+	is.True(strings.HasPrefix(tag, `W/"`) && strings.HasSuffix(tag, `"`)) // a weak tag
+	is.Equal(a.pageTag(base, "next", []byte("body")), tag)                // the same page, the same tag
+
+	other := func(f func(r *request)) request { r := base; f(&r); return r }
+	for name, r := range map[string]request{
+		"account": other(func(r *request) { r.list.account = "acct2" }),
+		"form":    other(func(r *request) { r.list.formID = "g" }),
+		"order":   other(func(r *request) { r.q.Order = Oldest }),
+		"limit":   other(func(r *request) { r.q.Limit = 11 }),
+		"since":   other(func(r *request) { r.q.Since = time.Unix(1, 0) }),
+		"until":   other(func(r *request) { r.q.Until = time.Unix(0, 1) }),
+		// A field boundary cannot be moved between account and form.
+		"boundary": other(func(r *request) { r.list = listID{"acctf", ""} }),
+	} {
+		if a.pageTag(r, "next", []byte("body")) == tag {
+			t.Errorf("changing the %s keeps the tag", name)
+		}
+	}
+	is.True(a.pageTag(base, "", []byte("body")) != tag)     // the last page differs from one with a next page
+	is.True(a.pageTag(base, "next", []byte("bodY")) != tag) // another body
+	b := &api{tags: newTagger([]byte("another secret"))}
+	is.True(b.pageTag(base, "next", []byte("body")) != tag) // another cursor secret
+}
