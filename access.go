@@ -215,5 +215,6 @@ func (a *api) refund(w http.ResponseWriter, r *http.Request, req request) {
 	}
 	d := req.rate.decision
 	d.Remaining = min(d.Remaining+1, d.Policy.Quota)
+	d.Reset = max(d.Reset-d.Policy.Interval(), 0) // one interval less to wait for a full quota
 	setRateLimitHeaders(w.Header(), d)
 }
