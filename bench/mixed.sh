@@ -67,7 +67,7 @@ if [ -n "$PG" ]; then
   if [ ! -f "$PGKEYS" ]; then
     "$WORK/bin/tenants" gen -postgres "$PG" -schema formsapi_mixed -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
   fi
-  "$WORK/bin/server" -postgres "$PG" -schema formsapi_mixed -addr 127.0.0.1:18193 -access-log=false \
+  "$WORK/bin/server" -postgres "$PG" -schema formsapi_mixed -addr 127.0.0.1:18193 -access-log=false -rate-limit 0 \
     -demo-key-file "$WORK/mixed-pg.demo-key" >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
   up 18193
 fi
