@@ -189,18 +189,32 @@ const (
 // body's buffer for reuse.
 func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext string) []byte {
 	tag := a.pageTag(req, storeNext, body)
-	if noneMatch(r.Header.Values("If-None-Match"), tag) {
-		a.refund(w, r, req)
-		writeNotModified(w, tag, cachePage, varyPage)
+	if a.notModified(w, r, req, tag) {
 		return body
 	}
 	body = appendNext(body, a.next(w, r, req, storeNext))
+	writePage(w, r, tag, body)
+	return body
+}
+
+// notModified answers 304, and reports true, when the request's
+// If-None-Match names tag; the request's rate-limit unit is given back.
+func (a *api) notModified(w http.ResponseWriter, r *http.Request, req request, tag string) bool {
+	if !noneMatch(r.Header.Values("If-None-Match"), tag) {
+		return false
+	}
+	a.refund(w, r, req)
+	writeNotModified(w, tag, cachePage, varyPage)
+	return true
+}
+
+// writePage writes a finished page with its tag and the page headers.
+func writePage(w http.ResponseWriter, r *http.Request, tag string, body []byte) {
 	h := w.Header()
 	setJSONHeaders(h, cachePage)
 	h.Set("ETag", tag)
 	h.Set("Vary", varyPage)
 	writeBody(w, body, acceptsGzip(r.Header.Values("Accept-Encoding")))
-	return body
 }
 
 // setJSONHeaders sets the headers every JSON answer carries.

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"math"
 	"time"
 )
 
@@ -65,25 +66,66 @@ func (c cursorCodec) seal(l listID, st pageState) string {
 	plain = appendTime(plain, st.until)
 	plain = append(plain, st.pos...)
 
+	return c.sealBytes(l.additionalData(), plain)
+}
+
+func (c cursorCodec) sealBytes(ad, plain []byte) string {
 	out := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(plain)+c.aead.Overhead())
 	rand.Read(out) // never fails (crypto/rand docs)
-	out = c.aead.Seal(out, out, plain, l.additionalData())
+	out = c.aead.Seal(out, out, plain, ad)
 	return base64.RawURLEncoding.EncodeToString(out)
 }
 
-func (c cursorCodec) open(l listID, tok string) (pageState, bool) {
+// Sync tokens are sealed by the same codec as cursors, for a form's feed:
+// the position after which the next read starts. Neither is ever taken
+// for the other: a token's authenticated data carries one more field,
+// "sync", and its plaintext starts with syncVersion, which no cursor does.
+const syncVersion = 0x81
+
+func (l listID) syncAdditionalData() []byte {
+	b := l.additionalData()
+	b = binary.AppendUvarint(b, uint64(len("sync")))
+	return append(b, "sync"...)
+}
+
+// sealSync returns the sync token of position pos in l's feed.
+func (c cursorCodec) sealSync(l listID, pos int64) string {
+	plain := binary.AppendUvarint([]byte{syncVersion}, uint64(pos))
+	return c.sealBytes(l.syncAdditionalData(), plain)
+}
+
+// openSync returns the position a sync token of l's feed carries.
+func (c cursorCodec) openSync(l listID, tok string) (int64, bool) {
+	plain, ok := c.unseal(l.syncAdditionalData(), tok)
+	if !ok || len(plain) < 2 || plain[0] != syncVersion {
+		return 0, false
+	}
+	pos, n := binary.Uvarint(plain[1:])
+	if n != len(plain)-1 || pos > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(pos), true
+}
+
+// unseal returns the plaintext of tok if this codec sealed it with ad.
+func (c cursorCodec) unseal(ad []byte, tok string) ([]byte, bool) {
 	if len(tok) > maxCursorLength {
-		return pageState{}, false
+		return nil, false
 	}
 	// Strict: the unused bits of the last character must be zero, so each
-	// cursor has exactly one spelling.
+	// cursor or token has exactly one spelling.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(tok)
 	if err != nil || len(raw) < c.aead.NonceSize() {
-		return pageState{}, false
+		return nil, false
 	}
 	n := c.aead.NonceSize()
-	plain, err := c.aead.Open(nil, raw[:n], raw[n:], l.additionalData())
-	if err != nil || len(plain) < 2 || plain[0] != cursorVersion || plain[1] > byte(Oldest) {
+	plain, err := c.aead.Open(nil, raw[:n], raw[n:], ad)
+	return plain, err == nil
+}
+
+func (c cursorCodec) open(l listID, tok string) (pageState, bool) {
+	plain, ok := c.unseal(l.additionalData(), tok)
+	if !ok || len(plain) < 2 || plain[0] != cursorVersion || plain[1] > byte(Oldest) {
 		return pageState{}, false
 	}
 	st := pageState{order: Order(plain[1])}

@@ -69,6 +69,16 @@ func appendNext(b []byte, next string) []byte {
 	return append(b, '}')
 }
 
+// appendFeedEnd closes a feed page that appendSubmissions wrote, with the
+// token to resume from and whether more can be read at once.
+func appendFeedEnd(b []byte, token string, more bool) []byte {
+	b = append(b, `],"syncToken":`...)
+	b = appendString(b, token)
+	b = append(b, `,"hasMore":`...)
+	b = strconv.AppendBool(b, more)
+	return append(b, '}')
+}
+
 // appendForms appends a forms page up to its last item; appendNext closes it.
 func appendForms(b []byte, forms []Form) ([]byte, error) {
 	b = appendEnvelope(b, msgForms, "forms")

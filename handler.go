@@ -93,6 +93,7 @@ func WithStoreTimeout(d time.Duration) Option {
 type api struct {
 	store   Store
 	encoded encodedLister // store's fast path, if it has one
+	feed    FeedStore     // store's sync feed, if it has one
 	keys    KeyResolver
 	cfg     config
 	cursor  cursorCodec
@@ -121,6 +122,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	}
 	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
 	a.encoded, _ = store.(encodedLister)
+	a.feed, _ = store.(FeedStore)
 
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
 	// from ever reaching a client.

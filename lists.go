@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -44,6 +45,10 @@ func (a *api) handleListSubmissions() http.Handler {
 			return
 		}
 		defer req.cancel()
+		if req.sync {
+			a.listFeed(w, r, req, formID)
+			return
+		}
 		req.q.MaxBytes = a.cfg.pageBytes
 		if a.encoded != nil {
 			a.listEncoded(w, r, req, formID)
@@ -106,4 +111,39 @@ func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID stri
 	a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
 		slog.Int("dropped", len(items)-len(kept)))
 	return kept
+}
+
+// listFeed answers a sync feed request: one page of the form's
+// submissions in commit order, closed by the syncToken to resume from and
+// hasMore. The last page carries a token too, so a poller always has one
+// to store. A store without the feed gets 501, since the request is good
+// and the server cannot serve it.
+func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, formID string) {
+	if a.feed == nil {
+		writeError(w, http.StatusNotImplemented, msgNoFeed)
+		return
+	}
+	page, err := a.feed.SyncSubmissions(req.ctx, req.account, formID, req.after, req.q.Limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if page.Next < req.after {
+		a.fail(w, r, fmt.Errorf("sync submissions: the store went back from position %d to %d", req.after, page.Next))
+		return
+	}
+	items := a.ownSubmissions(w, r, formID, page.Items)
+	withBuffer(func(b []byte) []byte {
+		body, skipped := appendSubmissions(b, items)
+		a.logSkipped(w, r, skipped, "item of the feed page")
+		// The tag covers the items and where the page ends, not the
+		// sealed token, which differs on every answer.
+		tag := a.pageTag(req, "sync:"+strconv.FormatInt(page.Next, 10)+":"+strconv.FormatBool(page.More), body)
+		if a.notModified(w, r, req, tag) {
+			return body
+		}
+		body = appendFeedEnd(body, a.cursor.sealSync(req.list, page.Next), page.More)
+		writePage(w, r, tag, body)
+		return body
+	})
 }

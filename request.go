@@ -23,6 +23,8 @@ type request struct {
 	list    listID
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
+	sync    bool   // a feed request: ?sync=start or ?sync=<token>
+	after   int64  // the feed position it reads after
 }
 
 // begin authenticates r and parses its query. formID is "" for the forms
@@ -77,7 +79,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
 	}
-	for _, name := range []string{"limit", "cursor", "order", "since", "until"} {
+	for _, name := range []string{"limit", "cursor", "order", "since", "until", "sync"} {
 		if len(vals[name]) > 1 {
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
 		}
@@ -89,6 +91,10 @@ func (a *api) parseQuery(raw string, req *request) string {
 			return fmt.Sprintf("invalid limit: must be a whole number from 1 to %d", a.cfg.maxLimit)
 		}
 		q.Limit, req.limit = n, v
+	}
+	if vals.Has("sync") {
+		req.q = q
+		return a.parseSync(vals, req)
 	}
 	orderSet := false
 	switch v := vals.Get("order"); v {
@@ -133,5 +139,33 @@ func (a *api) parseQuery(raw string, req *request) string {
 		q.Order, q.Since, q.Until, q.Cursor = st.order, st.since, st.until, st.pos
 	}
 	req.q = q
+	return ""
+}
+
+// parseSync reads the sync parameter of a feed request: "start" for the
+// beginning of the form's feed, or a syncToken of an earlier page of the
+// same feed. Only limit may stand beside it; the feed has its own order.
+func (a *api) parseSync(vals url.Values, req *request) string {
+	if req.list.formID == "" {
+		return "invalid sync: the feed is per form, at /v1/forms/{formId}/submissions?sync=start"
+	}
+	for _, name := range []string{"cursor", "order", "since", "until"} {
+		if vals.Has(name) {
+			return fmt.Sprintf("invalid %s: it cannot be combined with sync, which reads in commit order", name)
+		}
+	}
+	req.sync = true
+	switch tok := vals.Get("sync"); tok {
+	case "start":
+		req.after = 0
+	case "":
+		return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
+	default:
+		pos, ok := a.cursor.openSync(req.list, tok)
+		if !ok {
+			return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
+		}
+		req.after = pos
+	}
 	return ""
 }

@@ -20,6 +20,7 @@ const (
 	msgNoRoute          = "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"
 	msgMethodNotAllowed = "method not allowed: use GET or HEAD"
 	msgInternal         = "internal server error"
+	msgNoFeed           = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
 	msgUnavailable      = "service unavailable: the request took too long, try again"
 )
 
