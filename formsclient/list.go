@@ -89,11 +89,6 @@ func (c *Client) Submissions(ctx context.Context, formID string, opts ...ListOpt
 	return walk(ctx, c, l, opts)
 }
 
-// A Sync (or Follow) call for the server's feed in commit order will sit
-// beside these lists once the server defines that feed's wire: it will
-// reuse fetchPage and the paging checks with its own path and items field,
-// and return the token to resume from instead of hiding it.
-
 // list describes one of the API's lists to walk.
 type list[T any] struct {
 	op        string // for error messages
@@ -251,24 +246,40 @@ type envelope[T any] struct {
 	Success     *bool   `json:"success"`
 	Message     *string `json:"message"`
 	NextCursor  *string `json:"nextCursor"`
+	SyncToken   *string `json:"syncToken"`
+	HasMore     *bool   `json:"hasMore"`
 	Forms       *[]T    `json:"forms"`
 	Submissions *[]T    `json:"submissions"`
 }
 
 // fetchPage gets one page of l and decodes its items and nextCursor.
 func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values) ([]T, string, error) {
+	items, env, err := fetchEnvelope(ctx, c, l, params)
+	if err != nil {
+		return nil, "", err
+	}
+	var next string
+	if env.NextCursor != nil {
+		next = *env.NextCursor
+	}
+	return items, next, nil
+}
+
+// fetchEnvelope gets one page of l and decodes it, checking that it is a
+// successful page of the API with its items array.
+func fetchEnvelope[T any](ctx context.Context, c *Client, l list[T], params url.Values) ([]T, envelope[T], error) {
+	var env envelope[T]
 	res, err := c.get(ctx, c.endpoint(l.path, params), l.form)
 	if e, ok := err.(*Error); ok {
 		e.op = l.op
-		return nil, "", e
+		return nil, env, e
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("formsclient: %s: %w", l.op, err)
+		return nil, env, fmt.Errorf("formsclient: %s: %w", l.op, err)
 	}
-	fail := func(msg string) ([]T, string, error) {
-		return nil, "", &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
+	fail := func(msg string) ([]T, envelope[T], error) {
+		return nil, env, &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
 	}
-	var env envelope[T]
 	if err := json.Unmarshal(res.body, &env); err != nil {
 		var syntaxErr *json.SyntaxError
 		var typeErr *json.UnmarshalTypeError
@@ -295,11 +306,7 @@ func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Valu
 	if items == nil {
 		return fail(fmt.Sprintf("the response is not a page of the API: %q is not an array", l.field))
 	}
-	var next string
-	if env.NextCursor != nil {
-		next = *env.NextCursor
-	}
-	return *items, next, nil
+	return *items, env, nil
 }
 
 // jsonKind names the JSON type that decodes into t, for error messages.
