@@ -237,3 +237,32 @@ func mustJSON(s string) string {
 	}
 	return string(b)
 }
+
+// TestSyncFeedByteBudget reads a feed with a limit far above what the
+// byte budget allows: every page stops at the first chunk past the budget
+// and says hasMore, and the walk still gives every submission once.
+func TestSyncFeedByteBudget(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s := memstore.New()
+	is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: "big"}))
+	is.NoErr(s.AddKey(ctx, "a-host-key", "acct"))
+	for i := range 100 {
+		data := fmt.Sprintf(`{"i":%d,"text":%q}`, i, strings.Repeat("x", 500))
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "big", Data: []byte(data)}, formsapi.Metadata{}))
+	}
+	h := formsapi.NewHandler(s, s, formsapi.WithPageBytes(2<<10))
+	token, pages, total := "start", 0, 0
+	for more := true; more; pages++ {
+		res := do(t, h, "GET", "/v1/forms/big/submissions?limit=1000&sync="+token, "Authorization", "Bearer a-host-key")
+		is.Equal(res.status, 200) // a feed page
+		var p feedPage
+		is.NoErr(json.Unmarshal(res.body, &p))
+		is.True(len(p.Submissions) <= 16) // cut at the first chunk past 2 KiB
+		is.True(len(res.body) < 16*700)   // so the body stays near the budget
+		total += len(p.Submissions)
+		token, more = p.SyncToken, p.HasMore
+	}
+	is.Equal(total, 100)     // every submission, once
+	is.True(pages >= 100/16) // in several pages
+}

@@ -123,13 +123,9 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
 		return
 	}
-	page, err := a.feed.SyncSubmissions(req.ctx, req.account, formID, req.after, req.q.Limit)
+	page, err := a.readFeed(req, formID)
 	if err != nil {
 		a.fail(w, r, err)
-		return
-	}
-	if page.Next < req.after {
-		a.fail(w, r, fmt.Errorf("sync submissions: the store went back from position %d to %d", req.after, page.Next))
 		return
 	}
 	items := a.ownSubmissions(w, r, formID, page.Items)
@@ -146,4 +142,47 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		writePage(w, r, tag, body)
 		return body
 	})
+}
+
+// feedChunk is how many submissions one store call of a feed page reads
+// at most. FeedStore has no byte budget of its own, so the handler reads a
+// large page in chunks and stops at the first chunk boundary past the
+// page's byte budget: a feed page holds at most the budget plus one
+// chunk's submissions, however large the limit.
+const feedChunk = 16
+
+// readFeed reads one feed page of up to req.q.Limit submissions after
+// req.after, in chunks, within the byte budget (see feedChunk). Pages
+// compose: each chunk starts after the last one's Next, so the result is
+// what one call with the whole limit would have returned, possibly cut
+// short with More set.
+func (a *api) readFeed(req request, formID string) (FeedPage, error) {
+	out := FeedPage{Next: req.after}
+	size := 0
+	for {
+		want := min(req.q.Limit-len(out.Items), feedChunk)
+		page, err := a.feed.SyncSubmissions(req.ctx, req.account, formID, out.Next, want)
+		if err != nil {
+			return FeedPage{}, err
+		}
+		if page.Next < out.Next || (len(page.Items) == 0 && page.Next != out.Next) {
+			return FeedPage{}, fmt.Errorf("sync submissions: the store moved from position %d to %d with %d items", out.Next, page.Next, len(page.Items))
+		}
+		for _, s := range page.Items {
+			size += len(s.Data) + 64*len(s.Attachments) + 128
+			for _, at := range s.Attachments {
+				size += len(at.FieldName) + len(at.FileURL) + len(at.MIMEType)
+			}
+		}
+		out.Items = append(out.Items, page.Items...)
+		out.Next, out.More = page.Next, page.More
+		full := len(out.Items) >= req.q.Limit
+		overBudget := a.cfg.pageBytes > 0 && size >= a.cfg.pageBytes
+		if !page.More || len(page.Items) == 0 || full || overBudget {
+			if !full && overBudget && page.More {
+				out.More = true
+			}
+			return out, nil
+		}
+	}
 }
