@@ -56,6 +56,6 @@ func TestRunServesTheMountedAPI(t *testing.T) {
 	case err := <-done:
 		is.NoErr(err) // clean shutdown
 	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after cancel")
+		is.Fail() // run did not return within 10 s of cancel
 	}
 }
