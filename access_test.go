@@ -29,7 +29,7 @@ const msg429 = `{"success":false,"message":"rate limit exceeded: retry after the
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t), formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)))
+	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)))
 
 	res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)                                            // first request
@@ -61,7 +61,7 @@ func TestRateLimit(t *testing.T) {
 func TestRateLimitPerKey(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t), formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)), formsapi.WithRateLimitPerKey())
+	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)), formsapi.WithRateLimitPerKey())
 	for i := 0; i < 2; i++ {
 		is.Equal(do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...).status, 200) // KeyA's budget
 	}
@@ -93,8 +93,8 @@ func TestRateLimitKeys(t *testing.T) {
 	is := is.New(t)
 	byAccount := &recordingLimiter{RateLimiter: formsapi.NewMemoryRateLimiter(hourly)}
 	perKey := &recordingLimiter{RateLimiter: formsapi.NewMemoryRateLimiter(hourly)}
-	h1 := formsapi.NewHandler(seeded(t), seeded(t), formsapi.WithRateLimiter(byAccount))
-	h2 := formsapi.NewHandler(seeded(t), seeded(t), formsapi.WithRateLimiter(perKey), formsapi.WithRateLimitPerKey())
+	h1 := seededHandler(t, formsapi.WithRateLimiter(byAccount))
+	h2 := seededHandler(t, formsapi.WithRateLimiter(perKey), formsapi.WithRateLimitPerKey())
 	do(t, h1, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	do(t, h2, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(byAccount.keys, []string{"account:" + storetest.AccountA})      // the account
@@ -143,7 +143,7 @@ func TestRateLimiterFailure(t *testing.T) {
 			if closed {
 				opts = append(opts, formsapi.WithRateLimitFailClosed())
 			}
-			h := formsapi.NewHandler(seeded(t), seeded(t), opts...)
+			h := seededHandler(t, opts...)
 			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 			if closed {
 				is.Equal(res.status, 503) // failing closed

@@ -84,7 +84,7 @@ func walkWithGet(t *testing.T, client *http.Client, first, key string) (links []
 // the host and the mount prefix.
 func TestNextLinkIsAbsoluteAtRootAndUnderPrefixes(t *testing.T) {
 	t.Parallel()
-	api := formsapi.NewHandler(seeded(t), seeded(t))
+	api := seededHandler(t)
 	for _, prefix := range []string{"", "/api", "/tenants/x/forms-api"} {
 		t.Run("prefix="+prefix, func(t *testing.T) {
 			is := is.New(t)
@@ -119,7 +119,7 @@ func TestNextLinkOverTLS(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", formsapi.NewHandler(seeded(t), seeded(t))))
+	mux.Handle("/api/", http.StripPrefix("/api", seededHandler(t)))
 	srv := httptest.NewTLSServer(mux)
 	defer srv.Close()
 	is.True(strings.HasPrefix(srv.URL, "https://"))
@@ -144,7 +144,7 @@ func TestWithBaseURLBehindARewritingProxy(t *testing.T) {
 	behindProxy := func(opts func(public string) []formsapi.Option) (public string, backend *httptest.Server) {
 		front := httptest.NewUnstartedServer(nil)
 		public = "http://" + front.Listener.Addr().String() + "/public/forms"
-		backend = httptest.NewServer(formsapi.NewHandler(seeded(t), seeded(t), opts(public)...))
+		backend = httptest.NewServer(seededHandler(t, opts(public)...))
 		target, _ := url.Parse(backend.URL)
 		front.Config.Handler = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -242,7 +242,7 @@ func rawGet(t *testing.T, addr, target, host string, extra ...string) (int, stri
 func TestNextLinkHostHeader(t *testing.T) {
 	t.Parallel()
 	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", formsapi.NewHandler(seeded(t), seeded(t))))
+	mux.Handle("/api/", http.StripPrefix("/api", seededHandler(t)))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -284,7 +284,7 @@ func TestNextLinkHostHeader(t *testing.T) {
 		t.Errorf("absolute-form target: %d, Link %q", status, link)
 	}
 	// A prefix with characters that must be escaped in a URL stays escaped.
-	mux.Handle("/t%C3%A9/", http.StripPrefix("/té", formsapi.NewHandler(seeded(t), seeded(t))))
+	mux.Handle("/t%C3%A9/", http.StripPrefix("/té", seededHandler(t)))
 	status, link = rawGet(t, addr, "/t%C3%A9/v1/forms?limit=1", addr)
 	if status != 200 || !strings.HasPrefix(link, "http://"+addr+"/t%C3%A9/v1/forms?cursor=") {
 		t.Errorf("escaped prefix: %d, Link %q", status, link)
@@ -296,7 +296,7 @@ func TestNextLinkHostHeader(t *testing.T) {
 func TestNextLinkWithoutHost(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := formsapi.NewHandler(seeded(t), seeded(t))
+	h := seededHandler(t)
 	r := httptest.NewRequest("GET", "/v1/forms?limit=1", nil)
 	r.Host, r.RequestURI = "", ""
 	r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
