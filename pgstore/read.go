@@ -139,10 +139,10 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	defer rows.Close()
-	start := len(p.Body)
+	mark := p.Mark()
 	defer func() {
 		if err != nil {
-			p.Body, p.NextCursor = p.Body[:start], ""
+			p.Rewind(mark) // retry reads the page again from here
 		}
 	}()
 	var last, cur keyset.Pos

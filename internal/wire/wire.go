@@ -103,3 +103,22 @@ type Feed struct {
 	// More reports that more submissions after Next could be read now.
 	More bool
 }
+
+// Mark is where a page stood, for Rewind.
+type Mark struct {
+	body, skipped, items int
+	next                 string
+}
+
+// Mark records where p stands now.
+func (p *Page) Mark() Mark {
+	return Mark{body: len(p.Body), skipped: len(p.Skipped), items: p.items, next: p.NextCursor}
+}
+
+// Rewind undoes everything added to p since m: its objects, separating
+// commas, skipped rows and cursor. A store that fails partway through a
+// page, and may read it again, rewinds first, so the retry cannot leave a
+// stray comma or a duplicate item.
+func (p *Page) Rewind(m Mark) {
+	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
+}

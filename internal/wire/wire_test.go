@@ -66,3 +66,18 @@ func TestPageAdd(t *testing.T) {
 		t.Errorf("Skipped = %+v, want positions 2 and 4 with reasons", p.Skipped)
 	}
 }
+
+func TestPageRewind(t *testing.T) {
+	t.Parallel()
+	p := Page{Body: []byte("[")}
+	m := p.Mark()
+	p.Add(1, []byte(`{"a":1}`))
+	p.Add(2, []byte(`{"a":`))
+	p.NextCursor = "x"
+	p.Rewind(m) // a failed read, then the retry:
+	p.Add(1, []byte(`{"a":1}`))
+	p.Body = append(p.Body, ']')
+	if string(p.Body) != `[{"a":1}]` || len(p.Skipped) != 0 || p.NextCursor != "" {
+		t.Errorf("after a rewind and a retry: body %s, skipped %v, cursor %q", p.Body, p.Skipped, p.NextCursor)
+	}
+}
