@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 )
 
 // accessConfig is the part of the handler's configuration about what a
@@ -55,26 +54,6 @@ const (
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
 )
 
-// authorize returns the grant of token: from the resolver's Authorize
-// when it is a KeyAuthorizer, else every form of the account ResolveKey
-// names. A grant past its ExpiresAt is refused here too, whatever the
-// authorizer said.
-func (a *api) authorize(ctx context.Context, token string) (Grant, error) {
-	az, ok := a.keys.(KeyAuthorizer)
-	if !ok {
-		account, err := a.keys.ResolveKey(ctx, token)
-		return Grant{AccountID: account}, err
-	}
-	g, err := az.Authorize(ctx, token)
-	if err != nil {
-		return Grant{}, err
-	}
-	if !g.ExpiresAt.IsZero() && !time.Now().Before(g.ExpiresAt) {
-		return Grant{}, ErrInvalidKey
-	}
-	return g, nil
-}
-
 // rateLimitKey is the partition a request is counted in: never the key
 // itself, so a limiter may store and log it.
 func (a *api) rateLimitKey(token string, g Grant) string {
@@ -119,81 +98,6 @@ func (a *api) rateLimit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return rateLimit{}, false
 	}
 	return rateLimit{key: key, decision: d}, true
-}
-
-// listForms lists the forms g may read: the store's page itself for an
-// unscoped key, and for a scoped one the same list with the other forms
-// left out, paged by the store's own cursors. A page may hold fewer than
-// q.Limit forms only where the list ends, and its NextCursor is "" when
-// no form g may read follows it.
-func (a *api) listForms(ctx context.Context, g Grant, q Query) (Page[Form], error) {
-	if g.Forms == nil {
-		return a.store.ListForms(ctx, g.AccountID, q)
-	}
-	out := Page[Form]{Items: []Form{}}
-	if len(g.Forms) == 0 {
-		return out, nil
-	}
-	need := q.Limit
-	scan := q
-	scan.Limit = a.cfg.maxLimit
-	for {
-		p, err := a.store.ListForms(ctx, g.AccountID, scan)
-		if err != nil {
-			return Page[Form]{}, err
-		}
-		var idx []int
-		for i, f := range p.Items {
-			if g.Allows(f.ID) {
-				idx = append(idx, i)
-			}
-		}
-		if len(idx) > need {
-			// This page runs past the end of ours: ask again for a page
-			// that ends at our last form, so its cursor starts the next.
-			// The limit shrinks every time, so this ends.
-			scan.Limit = idx[need-1] + 1
-			continue
-		}
-		for _, i := range idx {
-			out.Items = append(out.Items, p.Items[i])
-		}
-		need -= len(idx)
-		if p.NextCursor == "" {
-			return out, nil
-		}
-		scan.Cursor, scan.Limit = p.NextCursor, a.cfg.maxLimit
-		if need == 0 {
-			more, err := a.anyForm(ctx, g, scan)
-			if err != nil {
-				return Page[Form]{}, err
-			}
-			if more {
-				out.NextCursor = scan.Cursor
-			}
-			return out, nil
-		}
-	}
-}
-
-// anyForm reports whether the list from q on holds a form g may read, so
-// that a page carries a cursor only when a form follows it.
-func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
-	for {
-		p, err := a.store.ListForms(ctx, g.AccountID, q)
-		if err != nil {
-			return false, err
-		}
-		for _, f := range p.Items {
-			if g.Allows(f.ID) {
-				return true, nil
-			}
-		}
-		if p.NextCursor == "" {
-			return false, nil
-		}
-		q.Cursor = p.NextCursor
-	}
 }
 
 // refund gives back the unit of quota a request consumed when it ends in

@@ -73,6 +73,33 @@ func zeroWeight(q string) bool {
 	return strings.Trim(q[1:], ".0") == "" && strings.Count(q, ".") <= 1
 }
 
+// gzipped is body gzip-coded once, for a body that never changes and is
+// served often: compressing it afresh would cost several times the rest
+// of its answer.
+func gzipped(body []byte) []byte {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		panic(err) // a constant, valid level
+	}
+	zw.Write(body) // a bytes.Buffer does not fail
+	zw.Close()
+	return buf.Bytes()
+}
+
+// writeStatic writes a complete 200 body that never changes: gz, its
+// gzip coding from gzipped, when the request allows it. The caller has
+// set every other header, Vary naming Accept-Encoding among them.
+func writeStatic(w http.ResponseWriter, body, gz []byte, acceptsGzip bool) {
+	if acceptsGzip && len(body) >= gzipMinSize {
+		w.Header().Set("Content-Encoding", "gzip")
+		body = gz
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
 // writeBody writes a complete 200 body with its length, gzip-coded when
 // gz is true and the body is large enough. The caller has set every other
 // header; Vary must already name Accept-Encoding when gz could be true.

@@ -78,13 +78,14 @@ var tagNonce [12]byte
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // pageTag returns the weak ETag of a page. body is the page as encoded up
-// to its items, without the sealed cursor; storeNext is the store's own
-// position of the next page ("" on the last page).
-func (a *api) pageTag(req request, storeNext string, body []byte) string {
+// to its items, without the sealed cursor; next says where the next page
+// begins: the store's own position of it ("" on the last page), or
+// whatever else identifies it.
+func (a *api) pageTag(req request, next string, body []byte) string {
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	b := (*sp)[:0]
-	for _, s := range []string{req.list.account, req.list.formID, storeNext} {
+	for _, s := range []string{req.list.account, req.list.formID, next} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -185,10 +186,11 @@ const (
 
 // respondPage finishes a page whose body holds everything up to its last
 // item: a 304 if the request's If-None-Match names the page's tag,
-// otherwise the whole page with its cursor, Link and tag. It returns the
-// body's buffer for reuse.
-func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext string) []byte {
-	tag := a.pageTag(req, storeNext, body)
+// otherwise the whole page with its cursor (from the store's storeNext),
+// Link and tag. tagNext is what the tag says of where the next page
+// begins. It returns the body's buffer for reuse.
+func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string) []byte {
+	tag := a.pageTag(req, tagNext, body)
 	if a.notModified(w, r, req, tag) {
 		return body
 	}

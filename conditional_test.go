@@ -10,8 +10,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -451,5 +453,50 @@ func TestHeadAnswersLikeGetEverywhere(t *testing.T) {
 	}
 	if gzipHeads < 2 || notModifiedHeads < 6 {
 		t.Errorf("%d gzip and %d 304 answers to HEAD: the cases did not run", gzipHeads, notModifiedHeads)
+	}
+}
+
+// TestScopedFormsTagIgnoresOtherForms: a scoped key's pages of forms keep
+// their tags when forms it cannot see are added anywhere in the list, as
+// long as the forms it can see are the same.
+func TestScopedFormsTagIgnoresOtherForms(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s := memstore.New()
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	var visible []string
+	for i := range 6 {
+		id := fmt.Sprintf("v%d", i)
+		is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: id, CreatedAt: at.Add(time.Duration(10*i) * time.Minute)}))
+		visible = append(visible, id)
+	}
+	key := mustKey(t)
+	is.NoErr(s.AddKeyWith(ctx, key, "acct", formsapi.KeyOptions{Forms: visible}))
+	h := formsapi.NewHandler(s, s, formsapi.WithPageSize(2, 3))
+	tags := func() []string {
+		var out []string
+		target := "/v1/forms?limit=2"
+		for target != "" {
+			res := do(t, h, "GET", target, bearer(key)...)
+			is.Equal(res.status, 200)
+			out = append(out, res.header.Get("ETag"))
+			var p struct{ NextCursor string }
+			is.NoErr(json.Unmarshal(res.body, &p))
+			target = ""
+			if p.NextCursor != "" {
+				target = "/v1/forms?limit=2&cursor=" + url.QueryEscape(p.NextCursor)
+			}
+		}
+		return out
+	}
+	want := tags()
+	is.Equal(len(want), 3) // three pages of two
+	for i := range 12 {
+		// Forms of the account the key cannot see, before, between and
+		// after the ones it can.
+		is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: fmt.Sprintf("x%d", i), CreatedAt: at.Add(time.Duration(5*i-3) * time.Minute)}))
+		if got := tags(); !slices.Equal(got, want) {
+			t.Fatalf("after adding hidden form x%d: tags %v, want %v", i, got, want)
+		}
 	}
 }

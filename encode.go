@@ -58,8 +58,7 @@ func appendEnvelope(b []byte, msg, listName string) []byte {
 	return append(b, `":[`...)
 }
 
-// appendNext closes a page whose items appendForms, appendSubmissions or
-// a store's AppendSubmissions wrote.
+// appendNext closes a page whose items a pageReader or appendForms wrote.
 func appendNext(b []byte, next string) []byte {
 	b = append(b, ']')
 	if next != "" {
@@ -69,7 +68,7 @@ func appendNext(b []byte, next string) []byte {
 	return append(b, '}')
 }
 
-// appendFeedEnd closes a feed page that appendSubmissions wrote, with the
+// appendFeedEnd closes a feed page that a pageReader wrote, with the
 // token to resume from and whether more can be read at once.
 func appendFeedEnd(b []byte, token string, more bool) []byte {
 	b = append(b, `],"syncToken":`...)
@@ -79,53 +78,31 @@ func appendFeedEnd(b []byte, token string, more bool) []byte {
 	return append(b, '}')
 }
 
-// appendForms appends a forms page up to its last item; appendNext closes it.
-func appendForms(b []byte, forms []Form) ([]byte, error) {
-	b = appendEnvelope(b, msgForms, "forms")
-	var err error
-	for i, f := range forms {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"formId":`...)
-		b = appendString(b, f.ID)
-		b = append(b, `,"title":`...)
-		b = appendString(b, f.Title)
-		b = append(b, `,"icon":`...)
-		b = appendString(b, f.Icon)
-		b = append(b, `,"notificationEmail":`...)
-		b = appendString(b, f.NotificationEmail)
-		b = append(b, `,"createdAt":`...)
-		if b, err = appendTimestamp(b, f.CreatedAt); err != nil {
-			return b, err
-		}
-		b = append(b, '}')
+// appendForm appends the JSON object the API sends for f: exactly
+// formId, title, icon, notificationEmail and createdAt in UTC.
+func appendForm(b []byte, f Form) ([]byte, error) {
+	b = append(b, `{"formId":`...)
+	b = appendString(b, f.ID)
+	b = append(b, `,"title":`...)
+	b = appendString(b, f.Title)
+	b = append(b, `,"icon":`...)
+	b = appendString(b, f.Icon)
+	b = append(b, `,"notificationEmail":`...)
+	b = appendString(b, f.NotificationEmail)
+	b = append(b, `,"createdAt":`...)
+	b, err := appendTimestamp(b, f.CreatedAt)
+	if err != nil {
+		return b, err
 	}
-	return b, nil
+	return append(b, '}'), nil
 }
 
-// appendSubmissions appends a page from the checked path up to its last
-// item; appendNext closes it. A submission that cannot be encoded (data
-// that is not one JSON object, a time outside the years 0 to 9999) is left
-// out, as the Store contract's damaged-data clause says, and named in
-// skipped by its index in subs.
-func appendSubmissions(b []byte, subs []Submission) (out []byte, skipped []wire.Skipped) {
-	b = appendEnvelope(b, msgSubmissions, "submissions")
-	n := 0
-	for i, s := range subs {
-		mark := len(b)
-		if n > 0 {
-			b = append(b, ',')
-		}
-		var err error
-		if b, err = AppendSubmissionJSON(b, s); err != nil {
-			b = b[:mark]
-			skipped = append(skipped, wire.Skipped{Seq: int64(i), Reason: err.Error()})
-			continue
-		}
-		n++
+// appendComma separates the item after n others from the one before it.
+func appendComma(b []byte, n int) []byte {
+	if n > 0 {
+		return append(b, ',')
 	}
-	return b, skipped
+	return b
 }
 
 // AppendSubmissionJSON appends to b the JSON object the API sends for s:

@@ -61,6 +61,13 @@ import "context"
 //     writes, and the page is the caller's: no slice in it is shared with
 //     the store or another result.
 //
+// The handler keeps the page byte budget (see [WithPageBytes]) on feed
+// pages too: it reads a FeedStore in calls of at most 16 submissions,
+// measures each as it sends it, and where one does not fit asks again
+// for the ones before it, so the page ends after the last that fits and
+// says more follows. The stores of this module are read without that:
+// they keep the budget themselves, on the JSON they stored.
+//
 // Errors are answered as for [Store]: ErrFormNotFound with 404,
 // ErrInvalidCursor with 400, context.DeadlineExceeded with 503, anything
 // else with 500 and a log line.

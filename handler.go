@@ -26,8 +26,10 @@ type config struct {
 	pageBytes    int
 	cursorSecret []byte
 	storeTimeout time.Duration
-	baseURL      string       // from WithBaseURL, checked; "" means from the request
-	access       accessConfig // keys' scopes and rate limits (access.go)
+	baseURL      string           // from WithBaseURL, checked; "" means from the request
+	feed         FeedStore        // from WithFeed
+	now          func() time.Time // the clock; nil means time.Now (tests set it)
+	access       accessConfig     // keys' scopes and rate limits (access.go)
 }
 
 // Option configures the handler returned by NewHandler.
@@ -43,15 +45,16 @@ func WithLogger(l *slog.Logger) Option {
 // WithPageBytes sets another.
 const DefaultPageBytes = 4 << 20
 
-// WithPageBytes sets the byte budget of a page of submissions
-// (DefaultPageBytes, 4 MiB, unless set): the store ends a page before the
-// submission that would take it past n bytes, and returns a next cursor,
-// so one response holds about n bytes however large the limit; a single
-// submission larger than n is served alone. That bounds the memory a
-// request takes to a few times n, whatever the data. 0 turns the budget
-// off, leaving pages bounded by the limit alone. It panics if n is
-// negative. A host's own store may ignore the budget (see the Store
-// contract).
+// WithPageBytes sets the byte budget of every page the handler serves,
+// of forms, of submissions and of the sync feed (DefaultPageBytes, 4 MiB,
+// unless set): a page ends before the item that would take its items
+// past n bytes, as sent, and says more follows, so one response holds
+// about n bytes however large the limit; a single item larger than n is
+// served alone. That bounds the memory a request takes to a few times n,
+// whatever the data. 0 turns the budget off, leaving pages bounded by
+// the limit alone. It panics if n is negative. A host's own store may
+// ignore the budget; the handler then keeps it with a second call (see
+// the Store contract).
 func WithPageBytes(n int) Option {
 	if n < 0 {
 		panic(fmt.Sprintf("formsapi: WithPageBytes(%d): need n >= 0", n))
@@ -90,14 +93,56 @@ func WithStoreTimeout(d time.Duration) Option {
 	return func(c *config) { c.storeTimeout = d }
 }
 
+// WithFeed serves the sync feed (?sync=) from f. Without it the handler
+// serves the feed of its Store if the Store is a [FeedStore] itself, and
+// answers 501 otherwise. A Store that embeds one of this module's stores
+// (to override some of its methods) has the embedded store's
+// SyncSubmissions too, promoted, which would not see what the overrides
+// hide; the handler never serves a feed through it unless WithFeed names
+// it. It panics if f is nil.
+func WithFeed(f FeedStore) Option {
+	if f == nil {
+		panic("formsapi: WithFeed(nil)")
+	}
+	return func(c *config) { c.feed = f }
+}
+
+// readers returns how the handler reads pages of store and its feed:
+// straight from one of this module's stores (the fast path) when store or
+// feed is one itself, and through checkedReader for any other, including
+// a type that embeds one of this module's stores, whose own methods are
+// the ones to call. feed is nil without WithFeed; the result's feed is
+// nil when there is none to serve.
+func readers(store Store, feed FeedStore) (pages, feeds pageReader) {
+	pages = checkedReader{store: store}
+	if f, ok := fastPathOf(store); ok {
+		pages = f
+	}
+	if feed == nil {
+		if f, ok := store.(FeedStore); ok && !embedsStore(store) {
+			feed = f
+		}
+	}
+	switch f, ok := fastPathOf(feed); {
+	case ok:
+		feeds = f
+	case feed != nil:
+		feeds = checkedReader{feed: feed}
+	}
+	return pages, feeds
+}
+
 type api struct {
-	store   Store
-	encoded encodedLister // store's fast path, if it has one
-	feed    FeedStore     // store's sync feed, if it has one
-	keys    KeyResolver
-	cfg     config
-	cursor  cursorCodec
-	tags    tagger // computes page ETags, keyed by the cursor secret
+	store  Store
+	pages  pageReader // reads pages of submissions: store's fast path, or checked
+	feed   pageReader // reads the sync feed; nil without one (501)
+	keys   KeyResolver
+	authz  KeyAuthorizer // keys as an authorizer, if it is one
+	both   bool          // keys embeds a store: ask ResolveKey and Authorize both
+	gate   *keyGate      // bounds lookups of keys not seen before
+	cfg    config
+	cursor cursorCodec
+	tags   tagger // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -112,17 +157,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	if store == nil || keys == nil {
 		panic("formsapi: NewHandler needs a Store and a KeyResolver")
 	}
-	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.cursorSecret == nil {
-		cfg.cursorSecret = make([]byte, 32)
-		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
-	}
-	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
-	a.encoded, _ = store.(encodedLister)
-	a.feed, _ = store.(FeedStore)
+	a := newAPI(store, keys, opts...)
 
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
 	// from ever reaching a client.
@@ -135,6 +170,25 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	mux.Handle("/v1/forms/{formId}/submissions", a.handleMethodNotAllowed())
 	mux.Handle("/", a.handleNotFound())
 	return a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+}
+
+// newAPI applies opts and decides, once, how the handler reads store and
+// authenticates with keys.
+func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
+	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.cursorSecret == nil {
+		cfg.cursorSecret = make([]byte, 32)
+		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
+	}
+	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
+	a.pages, a.feed = readers(store, cfg.feed)
+	a.authz, _ = keys.(KeyAuthorizer)
+	a.both = a.authz != nil && embedsStore(keys)
+	a.gate = newKeyGate()
+	return a
 }
 
 // withRequestID gives every response an X-Request-Id: the client's own if
@@ -194,7 +248,7 @@ func (a *api) logger() *slog.Logger {
 var openAPI []byte
 
 func handleOpenAPI() http.Handler {
-	tag := staticTag(openAPI)
+	tag, gz := staticTag(openAPI), gzipped(openAPI)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		if noneMatch(r.Header.Values("If-None-Match"), tag) {
@@ -204,7 +258,7 @@ func handleOpenAPI() http.Handler {
 		setJSONHeaders(h, cacheDocument)
 		h.Set("ETag", tag)
 		h.Set("Vary", varyDocument)
-		writeBody(w, openAPI, acceptsGzip(r.Header.Values("Accept-Encoding")))
+		writeStatic(w, openAPI, gz, acceptsGzip(r.Header.Values("Accept-Encoding")))
 	})
 }
 

@@ -1,18 +1,68 @@
 package formsapi
 
-// The two list endpoints: the store's page, checked and encoded.
+// The list endpoints and the sync feed. Every page goes through one
+// budgeted path: a pageReader appends the page's submissions to the
+// response body, ending the page at the byte budget, and the page is
+// finished in conditional.go. The library's own stores are their own
+// pageReader (the fast path: their stored JSON, measured as sent); any
+// other store is read through checkedReader, which encodes what the
+// Store returns and cuts the page at the budget itself.
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/formsapi/formsapi/internal/wire"
 )
+
+// pageReader reads pages of submissions into a response body. Both
+// methods end a page before a submission that would take its
+// submissions past the byte budget, unless it would be the page's first,
+// each counted as the length of its JSON as sent; they leave damaged
+// submissions out, recorded in p.Skipped.
+type pageReader interface {
+	// AppendSubmissions appends one page of a list, as q asks (q.MaxBytes
+	// is the budget), and sets p.NextCursor to the store's cursor after
+	// it, "" at the end.
+	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
+	// AppendFeed appends at most limit submissions of the form's feed
+	// after position after, within maxBytes, and returns the position of
+	// the last one read (after itself when none) and whether more can be
+	// read at once.
+	AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error)
+}
+
+// fastStore is a store of this module: its own pageReader, appending the
+// JSON it stored for each submission, made by AppendSubmissionJSON when
+// it was written. The parameter types are internal, so only stores of
+// this module have these methods; FastPath tells the store itself from a
+// host's type that embeds it (see wire.Self).
+type fastStore interface {
+	pageReader
+	FastPath() wire.Self
+}
+
+// embedsStore reports whether v is a type that embeds one of this
+// module's stores rather than the store itself: it has the store's
+// methods, promoted, but its own may override any of them, so the
+// handler must call only the methods of the interfaces it was given.
+func embedsStore(v any) bool {
+	f, ok := v.(fastStore)
+	return ok && f.FastPath().Store != v
+}
+
+// fastPathOf returns v's fast path if v is one of this module's stores
+// itself.
+func fastPathOf(v any) (fastStore, bool) {
+	f, ok := v.(fastStore)
+	if !ok || f.FastPath().Store != v {
+		return nil, false
+	}
+	return f, true
+}
 
 func (a *api) handleListForms() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -21,18 +71,18 @@ func (a *api) handleListForms() http.Handler {
 			return
 		}
 		defer req.cancel()
-		page, err := a.listForms(req.ctx, req.grant, req.q)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
+		req.q.MaxBytes = a.cfg.pageBytes
 		withBuffer(func(b []byte) []byte {
-			body, err := appendForms(b, page.Items)
+			b = appendEnvelope(b, msgForms, "forms")
+			body, next, err := a.appendForms(req.ctx, req.grant, req.q, b)
 			if err != nil {
-				a.fail(w, r, fmt.Errorf("encode page: %w", err))
+				a.fail(w, r, err)
 				return body
 			}
-			return a.respondPage(w, r, req, body, page.NextCursor)
+			// A form's ID names its place in the list, so the page's items
+			// and whether more follow are all its tag needs; the store's
+			// cursor would change with forms a scoped key cannot see.
+			return a.respondPage(w, r, req, body, next, strconv.FormatBool(next != ""))
 		})
 	})
 }
@@ -50,67 +100,16 @@ func (a *api) handleListSubmissions() http.Handler {
 			return
 		}
 		req.q.MaxBytes = a.cfg.pageBytes
-		if a.encoded != nil {
-			a.listEncoded(w, r, req, formID)
-			return
-		}
-		page, err := a.store.ListSubmissions(req.ctx, req.account, formID, req.q)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		items := a.ownSubmissions(w, r, formID, page.Items)
 		withBuffer(func(b []byte) []byte {
-			body, skipped := appendSubmissions(b, items)
-			a.logSkipped(w, r, skipped, "item of the page")
-			return a.respondPage(w, r, req, body, page.NextCursor)
+			p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+			if err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
+				a.fail(w, r, err)
+				return p.Body
+			}
+			a.logSkipped(w, r, p.Skipped)
+			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
 		})
 	})
-}
-
-// encodedLister is the fast path of this module's own stores, which keep
-// each submission's JSON as AppendSubmissionJSON made it and append it to
-// the response straight from storage: no decoding, no encoding. They
-// append only objects they made or checked (sqlitestore scans what it
-// reads from the file). The parameter's type is internal, so a host's
-// store cannot take this path.
-type encodedLister interface {
-	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
-}
-
-func (a *api) listEncoded(w http.ResponseWriter, r *http.Request, req request, formID string) {
-	withBuffer(func(b []byte) []byte {
-		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
-		if err := a.encoded.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
-			a.fail(w, r, err)
-			return p.Body
-		}
-		a.logSkipped(w, r, p.Skipped, "stored submission")
-		return a.respondPage(w, r, req, p.Body, p.NextCursor)
-	})
-}
-
-// logSkipped logs each damaged submission a page left out, by position
-// and reason, never by content: the host's operators can repair the row,
-// and clients still get the rest of the page and the pages after it.
-func (a *api) logSkipped(w http.ResponseWriter, r *http.Request, skipped []wire.Skipped, what string) {
-	for _, s := range skipped {
-		a.log(w, r, slog.LevelError, "formsapi: left a damaged submission out of the page",
-			slog.String("which", what), slog.Int64("position", s.Seq), slog.String("reason", s.Reason))
-	}
-}
-
-// ownSubmissions drops any submission a faulty store returned for another
-// form: the store's output is not trusted to uphold isolation on its own.
-func (a *api) ownSubmissions(w http.ResponseWriter, r *http.Request, formID string, items []Submission) []Submission {
-	foreign := func(s Submission) bool { return s.FormID != formID }
-	if !slices.ContainsFunc(items, foreign) {
-		return items
-	}
-	kept := slices.DeleteFunc(slices.Clone(items), foreign)
-	a.log(w, r, slog.LevelError, "formsapi: store returned submissions of another form; dropped them",
-		slog.Int("dropped", len(items)-len(kept)))
-	return kept
 }
 
 // listFeed answers a sync feed request: one page of the form's
@@ -123,66 +122,240 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
 		return
 	}
-	page, err := a.readFeed(req, formID)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	items := a.ownSubmissions(w, r, formID, page.Items)
 	withBuffer(func(b []byte) []byte {
-		body, skipped := appendSubmissions(b, items)
-		a.logSkipped(w, r, skipped, "item of the feed page")
+		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+		next, more, err := a.feed.AppendFeed(req.ctx, req.account, formID, req.after, req.q.Limit, a.cfg.pageBytes, &p)
+		if err != nil {
+			a.fail(w, r, err)
+			return p.Body
+		}
+		a.logSkipped(w, r, p.Skipped)
 		// The tag covers the items and where the page ends, not the
 		// sealed token, which differs on every answer.
-		tag := a.pageTag(req, "sync:"+strconv.FormatInt(page.Next, 10)+":"+strconv.FormatBool(page.More), body)
+		tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), p.Body)
 		if a.notModified(w, r, req, tag) {
-			return body
+			return p.Body
 		}
-		body = appendFeedEnd(body, a.cursor.sealSync(req.list, page.Next), page.More)
+		body := appendFeedEnd(p.Body, a.cursor.sealSync(req.list, next), more)
 		writePage(w, r, tag, body)
 		return body
 	})
 }
 
-// feedChunk is how many submissions one store call of a feed page reads
-// at most. FeedStore has no byte budget of its own, so the handler reads a
-// large page in chunks and stops at the first chunk boundary past the
-// page's byte budget: a feed page holds at most the budget plus one
-// chunk's submissions, however large the limit.
-const feedChunk = 16
-
-// readFeed reads one feed page of up to req.q.Limit submissions after
-// req.after, in chunks, within the byte budget (see feedChunk). Pages
-// compose: each chunk starts after the last one's Next, so the result is
-// what one call with the whole limit would have returned, possibly cut
-// short with More set.
-func (a *api) readFeed(req request, formID string) (FeedPage, error) {
-	out := FeedPage{Next: req.after}
-	size := 0
-	for {
-		want := min(req.q.Limit-len(out.Items), feedChunk)
-		page, err := a.feed.SyncSubmissions(req.ctx, req.account, formID, out.Next, want)
+// appendForms appends to b the page of forms g may read, as q asks,
+// within the byte budget q.MaxBytes, and returns b and the store's cursor
+// after the page: "" when no form g may read follows it. For a scoped
+// key the store's pages are read in full and the other forms left out,
+// paged by the store's own cursors. A page may hold fewer than q.Limit
+// forms only where the list or the budget ends it. Where the page must
+// end inside a store page, the store is asked again for a page that ends
+// right there, so that its cursor starts the next page.
+func (a *api) appendForms(ctx context.Context, g Grant, q Query, b []byte) ([]byte, string, error) {
+	if g.Forms != nil && len(g.Forms) == 0 {
+		return b, "", nil
+	}
+	scan := q
+	if g.Forms != nil {
+		scan.Limit = a.cfg.maxLimit
+	}
+	budget := wire.NewBudget(q.MaxBytes)
+	n, full := 0, false
+	for try := 0; ; try++ {
+		if try == maxRecuts {
+			budget = wire.NewBudget(0) // the store keeps changing: serve as it gives
+		}
+		p, err := a.store.ListForms(ctx, g.AccountID, scan)
 		if err != nil {
-			return FeedPage{}, err
+			return b, "", err
 		}
-		if page.Next < out.Next || (len(page.Items) == 0 && page.Next != out.Next) {
-			return FeedPage{}, fmt.Errorf("sync submissions: the store moved from position %d to %d with %d items", out.Next, page.Next, len(page.Items))
-		}
-		for _, s := range page.Items {
-			size += len(s.Data) + 64*len(s.Attachments) + 128
-			for _, at := range s.Attachments {
-				size += len(at.FieldName) + len(at.FileURL) + len(at.MIMEType)
+		mark, saved, taken := len(b), budget, n
+		end := len(p.Items) // our page ends before p.Items[end]
+		for i, f := range p.Items {
+			if !g.Allows(f.ID) {
+				continue
 			}
-		}
-		out.Items = append(out.Items, page.Items...)
-		out.Next, out.More = page.Next, page.More
-		full := len(out.Items) >= req.q.Limit
-		overBudget := a.cfg.pageBytes > 0 && size >= a.cfg.pageBytes
-		if !page.More || len(page.Items) == 0 || full || overBudget {
-			if !full && overBudget && page.More {
-				out.More = true
+			if n == q.Limit {
+				end = i
+				break
 			}
-			return out, nil
+			before := len(b)
+			if b, err = appendForm(appendComma(b, n), f); err != nil {
+				return b, "", fmt.Errorf("encode page: %w", err)
+			}
+			if !budget.Take(len(b) - before) {
+				b, end = b[:before], i
+				break
+			}
+			n++
+		}
+		if end < len(p.Items) {
+			if end == 0 {
+				return b, scan.Cursor, nil // it ends where this store page began
+			}
+			// Ask again for a store page that ends before p.Items[end]:
+			// its cursor is where our next page begins.
+			b, budget, n, full = b[:mark], saved, taken, true
+			scan.Limit = end
+			continue
+		}
+		if p.NextCursor == "" {
+			return b, "", nil
+		}
+		if g.Forms == nil {
+			return b, p.NextCursor, nil // the store's page is ours
+		}
+		scan.Cursor, scan.Limit = p.NextCursor, a.cfg.maxLimit
+		if n == q.Limit || full {
+			more, err := a.anyForm(ctx, g, scan)
+			if err != nil || !more {
+				return b, "", err
+			}
+			return b, scan.Cursor, nil
 		}
 	}
+}
+
+// anyForm reports whether the list from q on holds a form g may read, so
+// that a page carries a cursor only when a form follows it.
+func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
+	for {
+		p, err := a.store.ListForms(ctx, g.AccountID, q)
+		if err != nil {
+			return false, err
+		}
+		for _, f := range p.Items {
+			if g.Allows(f.ID) {
+				return true, nil
+			}
+		}
+		if p.NextCursor == "" {
+			return false, nil
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// logSkipped logs each submission a page left out, by position and
+// reason, never by content: the host's operators can repair a damaged
+// row, and clients still get the rest of the page and the pages after it.
+func (a *api) logSkipped(w http.ResponseWriter, r *http.Request, skipped []wire.Skipped) {
+	for _, s := range skipped {
+		a.log(w, r, slog.LevelError, "formsapi: left a submission out of the page",
+			slog.Int64("position", s.Seq), slog.String("reason", s.Reason))
+	}
+}
+
+// checkedReader reads pages from a host's Store and FeedStore, whose
+// output is not trusted: it drops any submission of another form, leaves
+// out what cannot be encoded, and keeps the byte budget itself, measured
+// on the JSON it sends. A store may end pages at q.MaxBytes itself; one
+// that does not costs a second call for a page over the budget, asked for
+// with the limit cut to the items that fit, whose cursor is then the
+// right one. Either of store and feed may be nil when unused.
+type checkedReader struct {
+	store Store
+	feed  FeedStore
+}
+
+// maxRecuts bounds the calls one page takes to fit the budget: each asks
+// for fewer items, so it ends anyway, but a store whose data changes
+// under every call must not keep a request going.
+const maxRecuts = 8
+
+// Reasons a checked page leaves a submission out.
+const (
+	reasonForeign = "the store returned a submission of another form"
+)
+
+func (c checkedReader) AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error {
+	mark := p.Mark()
+	for try := 0; ; try++ {
+		page, err := c.store.ListSubmissions(ctx, accountID, formID, q)
+		if err != nil {
+			return err
+		}
+		budget := wire.NewBudget(q.MaxBytes)
+		if try == maxRecuts {
+			budget = wire.NewBudget(0) // serve it as the store gave it
+		}
+		cut := appendWithin(p, formID, page.Items, &budget)
+		if cut < 0 {
+			p.NextCursor = page.NextCursor
+			return nil
+		}
+		// Ask for the items that fit: that page's cursor follows them.
+		p.Rewind(mark)
+		q.Limit = max(min(cut, q.Limit-1), 1)
+	}
+}
+
+// feedChunk is how many submissions one call of a host's FeedStore reads
+// at most, so that a page over the budget costs at most this many
+// submissions in memory before the handler sees their size.
+const feedChunk = 16
+
+func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error) {
+	budget := wire.NewBudget(maxBytes)
+	next, read := after, 0
+	for {
+		want := min(limit-read, feedChunk)
+		mark, before := p.Mark(), budget
+		for try := 0; ; try++ {
+			page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, want)
+			if err != nil {
+				return 0, false, err
+			}
+			if page.Next < next || (len(page.Items) == 0 && page.Next != next) || len(page.Items) > want {
+				return 0, false, fmt.Errorf("sync submissions: the store moved from position %d to %d with %d items for a limit of %d", next, page.Next, len(page.Items), want)
+			}
+			if try == maxRecuts {
+				unbounded := wire.NewBudget(0) // serve it as the store gave it
+				appendWithin(p, formID, page.Items, &unbounded)
+				return page.Next, page.More, nil
+			}
+			cut := appendWithin(p, formID, page.Items, &budget)
+			if cut < 0 {
+				next, read = page.Next, read+len(page.Items)
+				if try > 0 {
+					return next, true, nil // cut to fit: the budget is spent
+				}
+				if !page.More || len(page.Items) == 0 || read >= limit {
+					return next, page.More, nil
+				}
+				break // the next chunk
+			}
+			p.Rewind(mark)
+			budget = before
+			if cut == 0 {
+				return next, true, nil // not one more fits: the page ends here
+			}
+			// Ask for the items that fit: that page's Next follows them.
+			want = max(min(cut, want-1), 1)
+		}
+	}
+}
+
+// appendWithin appends the submissions of formID among items to p,
+// encoded as AppendSubmissionJSON makes them, leaving out (in p.Skipped)
+// those of another form and those that cannot be encoded, and counts each
+// in budget. When item i does not fit, it stops and returns i, with p
+// holding the items before it; it returns -1 when all were appended.
+func appendWithin(p *wire.Page, formID string, items []Submission, budget *wire.Budget) int {
+	for i, s := range items {
+		if s.FormID != formID {
+			p.Skipped = append(p.Skipped, wire.Skipped{Seq: int64(i), Reason: reasonForeign})
+			continue
+		}
+		mark := p.Mark()
+		size, err := p.Append(func(b []byte) ([]byte, error) { return AppendSubmissionJSON(b, s) })
+		if err != nil {
+			p.Skipped = append(p.Skipped, wire.Skipped{Seq: int64(i), Reason: err.Error()})
+			continue
+		}
+		if !budget.Take(size) {
+			p.Rewind(mark)
+			return i
+		}
+	}
+	return -1
 }

@@ -92,6 +92,8 @@ func (a *api) parseQuery(raw string, req *request) string {
 		}
 		q.Limit, req.limit = n, v
 	}
+	// Unlike other parameters, an empty sync is not absent: it is a
+	// poller's empty token, and a list page would not say so.
 	if vals.Has("sync") {
 		req.q = q
 		return a.parseSync(vals, req)
@@ -150,7 +152,7 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 		return "invalid sync: the feed is per form, at /v1/forms/{formId}/submissions?sync=start"
 	}
 	for _, name := range []string{"cursor", "order", "since", "until"} {
-		if vals.Has(name) {
+		if vals.Get(name) != "" {
 			return fmt.Sprintf("invalid %s: it cannot be combined with sync, which reads in commit order", name)
 		}
 	}

@@ -36,14 +36,16 @@ import (
 //     returns every item of the range exactly once, even when items are
 //     added between two requests: an added item that sorts after the
 //     cursor is returned later, one that sorts before it is not.
-//   - Byte budget. When q.MaxBytes > 0, ListSubmissions may end a page
-//     before q.Limit items, with a NextCursor, where the next item would
-//     take the page past q.MaxBytes; each item counts as the length of its
-//     JSON as [AppendSubmissionJSON] makes it. Then the page's items total
-//     at most q.MaxBytes, or the page holds a single item, however large:
-//     a page is never empty while items of the range remain. A store that
-//     ignores MaxBytes stays correct, its pages bounded in items only;
-//     ListForms may ignore it (forms are the host's, not respondents').
+//   - Byte budget. When q.MaxBytes > 0, a method may end a page before
+//     q.Limit items, with a NextCursor, where the next item would take the
+//     page past q.MaxBytes; each item counts as the length of its JSON as
+//     the API sends it ([AppendSubmissionJSON] makes a submission's). Then
+//     the page's items total at most q.MaxBytes, or the page holds a
+//     single item, however large: a page is never empty while items of
+//     the range remain. A store that ignores MaxBytes stays correct: the
+//     handler measures every page it serves, and asks again for one past
+//     the budget, with the limit cut to the items that fit, so its cursor
+//     follows the last of them. Honouring it saves that second call.
 //   - Limit. The handler always sends 1 <= q.Limit <= its maximum page
 //     size. A store returns an error for a Limit below 1 rather than guess.
 //   - Cursors. q.Cursor is "" for the first page or a NextCursor this store

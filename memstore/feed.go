@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -15,8 +16,9 @@ import (
 func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	var p formsapi.FeedPage
 	items := make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) {
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) bool {
 		items = append(items, cloneSubmission(r.sub))
+		return true
 	})
 	if err != nil {
 		return p, err
@@ -25,21 +27,24 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 }
 
 // AppendFeed is SyncSubmissions for the handler's fast path: it appends
-// each submission's JSON, made when it was added, to p.Body.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
-	n := 0
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) {
-		if n++; n > 1 {
-			p.Body = append(p.Body, ',')
+// each submission's JSON, made when it was added, to p.Body, and ends the
+// page early, with more set, before a submission that would take the
+// page's submissions past maxBytes (as the Store contract's byte budget
+// counts them), unless it would be the page's first.
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
+	return s.feed(ctx, accountID, formID, after, limit, func(r *submission) bool {
+		if !budget.Take(len(r.json)) {
+			return false
 		}
-		p.Body = append(p.Body, r.json...)
+		p.AddTrusted(r.json) // made in this process, never out of its hands
+		return true
 	})
-	p.Next, p.More = next, more
-	return err
 }
 
-// feed visits one page of a form's feed under the read lock.
-func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, visit func(*submission)) (next int64, more bool, err error) {
+// feed visits one page of a form's feed under the read lock; a visit
+// that returns false ends the page before that submission.
+func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, visit func(*submission) bool) (next int64, more bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w", err)
 	}
@@ -59,8 +64,10 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 		return after, false, nil
 	}
 	end := int(after) + min(limit, len(fm.feed)-int(after))
-	for _, r := range fm.feed[after:end] {
-		visit(r)
+	for i, r := range fm.feed[after:end] {
+		if !visit(r) {
+			return after + int64(i), true, nil
+		}
 	}
 	return int64(end), end < len(fm.feed), nil
 }

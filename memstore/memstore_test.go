@@ -46,6 +46,9 @@ func TestGrantContract(t *testing.T) {
 
 func TestFeedContract(t *testing.T) {
 	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return open(t, seed) })
+	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
+		return fastpath.Feed{FeedLister: open(t, seed)}
+	})
 }
 
 // TestByteBudgetHonoured checks both read paths end a page at the byte

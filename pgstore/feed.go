@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -60,28 +61,38 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 }
 
 // AppendFeed is SyncSubmissions for the handler's fast path: it appends
-// the stored JSON of each submission to p.Body, with nothing decoded.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
+// the stored JSON of each submission to p.Body, with nothing decoded, and
+// ends the page early, with more set, before a submission that would take
+// the page's submissions past maxBytes, unless it would be the page's
+// first. A stored row that is damaged is left out and recorded in
+// p.Skipped, as on the lists; the feed moves past it.
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
 	// appendFeed leaves p as it was when it fails, so a retry starts over.
-	if err := retry(ctx, func() error { return s.appendFeed(ctx, accountID, formID, after, limit, p) }); err != nil {
-		return fmt.Errorf("pgstore: sync submissions: %w", withCtx(ctx, err))
+	err = retry(ctx, func() (err error) {
+		next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("pgstore: sync submissions: %w", withCtx(ctx, err))
 	}
-	return nil
+	return next, more, nil
 }
 
-func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) (err error) {
+func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
 	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	defer rows.Close()
-	start := len(p.Body)
+	mark := p.Mark()
 	defer func() {
 		if err != nil {
-			p.Body = p.Body[:start]
+			p.Rewind(mark) // a retry reads the page again from here
 		}
 	}()
-	next, more := after, false
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
+	next = after
+	var pos int64
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
 	n := 0
 	for ; rows.Next(); n++ {
@@ -89,30 +100,30 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 			more = true
 			break
 		}
-		if err := rows.Scan(&next, &encoded); err != nil {
-			return err
+		if err := rows.Scan(&pos, &encoded); err != nil {
+			return 0, false, err
 		}
-		// The database may have been edited by hand: never send what is
-		// not the object AppendSubmissionJSON wrote.
-		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
-			return fmt.Errorf("submission at feed position %d: stored JSON is damaged", next)
+		if !budget.Fits(len(encoded)) {
+			more = true
+			break
 		}
-		if n > 0 {
-			p.Body = append(p.Body, ',')
+		next = pos
+		// The database may have been edited by hand: Add leaves out what
+		// is not the object AppendSubmissionJSON wrote.
+		if p.Add(pos, encoded) {
+			budget.Count(len(encoded))
 		}
-		p.Body = append(p.Body, encoded...)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, false, err
 	}
 	if n == 0 {
 		if err := s.checkForm(ctx, accountID, formID); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
-	p.Next, p.More = next, more
-	return nil
+	return next, more, nil
 }
 
 // feedRows checks the page's arguments, answering ErrFormNotFound first

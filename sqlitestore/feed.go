@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -43,41 +44,52 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 }
 
 // AppendFeed is SyncSubmissions for the handler's fast path: it appends
-// the stored JSON of each submission to p.Body, with nothing decoded.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
-	if err := s.appendFeed(ctx, accountID, formID, after, limit, p); err != nil {
-		return fmt.Errorf("sqlitestore: sync submissions: %w", err)
+// the stored JSON of each submission to p.Body, with nothing decoded, and
+// ends the page early, with more set, before a submission that would take
+// the page's submissions past maxBytes, unless it would be the page's
+// first. A stored row that is damaged is left out and recorded in
+// p.Skipped, as on the lists; the feed moves past it.
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+	next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlitestore: sync submissions: %w", err)
 	}
-	return nil
+	return next, more, nil
 }
 
-func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit int, p *wire.Feed) error {
-	p.Next, p.More = after, false
+func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
 	rows, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	defer rows.Close()
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
+	next = after
+	var pos int64
 	var encoded sql.RawBytes // valid until the next Next: copied at once
 	for n := 0; rows.Next(); n++ {
 		if n == limit {
-			p.More = true
+			more = true
 			break
 		}
-		if err := rows.Scan(&p.Next, &encoded); err != nil {
-			return err
+		if err := rows.Scan(&pos, &encoded); err != nil {
+			return 0, false, err
 		}
-		// The file may have been damaged or edited: never send what is
+		if !budget.Fits(len(encoded)) {
+			more = true
+			break
+		}
+		next = pos
+		// The file may have been damaged or edited: Add leaves out what is
 		// not the object AppendSubmissionJSON wrote.
-		if valid, utf8OK := wire.ScanObject(encoded); !valid || !utf8OK {
-			return fmt.Errorf("submission at feed position %d: stored JSON is damaged", p.Next)
+		if p.Add(pos, encoded) {
+			budget.Count(len(encoded))
 		}
-		if n > 0 {
-			p.Body = append(p.Body, ',')
-		}
-		p.Body = append(p.Body, encoded...)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	return next, more, nil
 }
 
 // feedRows checks that formID is a form of accountID, then the page's

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // Pos is the place of one item in a list: its creation time in Unix
@@ -125,37 +126,10 @@ func Nanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// Budget ends a page of submissions at q.MaxBytes: before an item that
-// would take the page's items past it, unless that item would be the
-// page's first. Each item counts as the length of its JSON as
-// formsapi.AppendSubmissionJSON makes it. A zero Budget has no bound.
-type Budget struct {
-	max, used int
-	n         int // items taken
-}
+// Budget ends a page at q.MaxBytes (see wire.Budget).
+type Budget = wire.Budget
 
 // NewBudget returns the budget of q: none if q.MaxBytes is not positive.
 func NewBudget(q formsapi.Query) Budget {
-	return Budget{max: q.MaxBytes}
-}
-
-// Fits reports whether an item of size bytes still fits on the page.
-func (b *Budget) Fits(size int) bool {
-	return b.max <= 0 || b.n == 0 || b.used+size <= b.max
-}
-
-// Count counts an item of size bytes as on the page. Stores count only
-// the items they put on it, not damaged ones they leave out.
-func (b *Budget) Count(size int) {
-	b.used += size
-	b.n++
-}
-
-// Take counts an item of size bytes and reports true if it fits.
-func (b *Budget) Take(size int) bool {
-	if !b.Fits(size) {
-		return false
-	}
-	b.Count(size)
-	return true
+	return wire.NewBudget(q.MaxBytes)
 }

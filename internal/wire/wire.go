@@ -92,16 +92,22 @@ func appendValidUTF8(b, s []byte) []byte {
 	return b
 }
 
-// Feed is a page of a form's sync feed being appended to a response body.
-type Feed struct {
-	// Body is the response being built. A store appends each submission's
-	// JSON object to it, separated by commas, after what is already there.
-	Body []byte
-	// Next is the position of the last submission appended, or the
-	// position the page started after when none was.
-	Next int64
-	// More reports that more submissions after Next could be read now.
-	More bool
+// Append appends the object enc writes to p.Body, after a separating
+// comma, and returns the object's length. When enc fails, p is left as
+// it was. It is for objects the caller encodes itself, from values it
+// checked, as the handler does for a host's store.
+func (p *Page) Append(enc func(b []byte) ([]byte, error)) (int, error) {
+	mark := p.Mark()
+	p.comma()
+	start := len(p.Body)
+	b, err := enc(p.Body)
+	if err != nil {
+		p.Body = b
+		p.Rewind(mark)
+		return 0, err
+	}
+	p.Body = b
+	return len(b) - start, nil
 }
 
 // Mark is where a page stood, for Rewind.
@@ -121,4 +127,47 @@ func (p *Page) Mark() Mark {
 // stray comma or a duplicate item.
 func (p *Page) Rewind(m Mark) {
 	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
+}
+
+// Self is what a store of this module returns from its FastPath method:
+// the store itself. A host's type that embeds one of these stores has the
+// method too, promoted, and it returns the embedded store, not the host's
+// value. The handler compares the two, and takes the fast path (and the
+// store's other optional methods) only for the store itself, so that a
+// host's overrides are never bypassed.
+type Self struct{ Store any }
+
+// Budget ends a page at a number of bytes: before an item that would take
+// the page's items past it, unless that item would be the page's first,
+// so a page is never empty while items remain. Each item counts as the
+// length of its JSON as the API sends it. A zero Budget has no bound.
+type Budget struct {
+	max, used int
+	n         int // items taken
+}
+
+// NewBudget returns a budget of max bytes: none if max is not positive.
+func NewBudget(max int) Budget {
+	return Budget{max: max}
+}
+
+// Fits reports whether an item of size bytes still fits on the page.
+func (b *Budget) Fits(size int) bool {
+	return b.max <= 0 || b.n == 0 || b.used+size <= b.max
+}
+
+// Count counts an item of size bytes as on the page. Stores count only
+// the items they put on it, not damaged ones they leave out.
+func (b *Budget) Count(size int) {
+	b.used += size
+	b.n++
+}
+
+// Take counts an item of size bytes and reports true if it fits.
+func (b *Budget) Take(size int) bool {
+	if !b.Fits(size) {
+		return false
+	}
+	b.Count(size)
+	return true
 }

@@ -1,0 +1,156 @@
+package formsapi
+
+// Authentication: what a presented key may do, and the gate that keeps
+// lookups of keys nobody has used from crowding out those of keys in use.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// authorize returns the grant of token: from the resolver's Authorize
+// when it is a KeyAuthorizer, else every form of the account ResolveKey
+// names. A resolver that embeds one of this module's stores is asked
+// both, since either may be the host's override (a ResolveKey that
+// suspends an account, say) and the other the store's promoted method:
+// the key must pass both, for the same account, and the grant is
+// Authorize's. A grant past its ExpiresAt is refused here too, whatever
+// the authorizer said.
+//
+// A key this handler has not seen authenticate recently waits for one of
+// a few lookup slots first (see keyGate).
+func (a *api) authorize(ctx context.Context, token string) (Grant, error) {
+	h := a.gate.hash(token)
+	if !a.gate.known(h) {
+		release, err := a.gate.enter(ctx)
+		if err != nil {
+			return Grant{}, err
+		}
+		defer release()
+	}
+	g, err := a.lookup(ctx, token)
+	switch {
+	case err == nil:
+		a.gate.remember(h)
+	case errors.Is(err, ErrInvalidKey):
+		a.gate.forget(h)
+	}
+	return g, err
+}
+
+func (a *api) lookup(ctx context.Context, token string) (Grant, error) {
+	if a.authz == nil {
+		account, err := a.keys.ResolveKey(ctx, token)
+		return Grant{AccountID: account}, err
+	}
+	g, err := a.authz.Authorize(ctx, token)
+	if err != nil {
+		return Grant{}, err
+	}
+	if a.both {
+		account, err := a.keys.ResolveKey(ctx, token)
+		if err != nil {
+			return Grant{}, err
+		}
+		if account != g.AccountID {
+			return Grant{}, fmt.Errorf("the key resolver's ResolveKey and Authorize name different accounts for one key")
+		}
+	}
+	if !g.ExpiresAt.IsZero() && !a.now().Before(g.ExpiresAt) {
+		return Grant{}, ErrInvalidKey
+	}
+	return g, nil
+}
+
+// keyGate bounds the key lookups in flight for keys that have not
+// authenticated through this handler recently: a flood of well-formed
+// keys that are not registered (their checksum is public, so anyone can
+// make them) costs a store lookup each, and unbounded it would take the
+// store's connections and CPU from every real user. Keys seen to work go
+// straight to their lookup; the others take one of a few slots, waiting
+// their turn in order within the request's deadline. A key that works is
+// remembered (by a keyed hash of it, in memory, bounded), so a user
+// waits at most once per handler. Every lookup still happens, so
+// revocation and expiry are seen on the next request as before.
+//
+// Why not the alternatives: a negative cache of unknown keys does nothing
+// against a flood of fresh random keys, and a limit per client address
+// would need the address, which proxies hide from a library.
+type keyGate struct {
+	seed  maphash.Seed
+	slots chan struct{}
+
+	mu   sync.RWMutex
+	seen map[uint64]struct{}
+}
+
+// maxKnownKeys bounds the keys a gate remembers; past it the gate
+// forgets them all, and each key waits for a slot once more.
+const maxKnownKeys = 1 << 16
+
+func newKeyGate() *keyGate {
+	return &keyGate{
+		seed:  maphash.MakeSeed(),
+		slots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2)),
+		seen:  map[uint64]struct{}{},
+	}
+}
+
+// hash is a keyed hash of token: the gate never keeps a key.
+func (g *keyGate) hash(token string) uint64 { return maphash.String(g.seed, token) }
+
+func (g *keyGate) known(h uint64) bool {
+	g.mu.RLock()
+	_, ok := g.seen[h]
+	g.mu.RUnlock()
+	return ok
+}
+
+func (g *keyGate) remember(h uint64) {
+	if g.known(h) {
+		return
+	}
+	g.mu.Lock()
+	if len(g.seen) >= maxKnownKeys {
+		clear(g.seen)
+	}
+	g.seen[h] = struct{}{}
+	g.mu.Unlock()
+}
+
+func (g *keyGate) forget(h uint64) {
+	if !g.known(h) {
+		return
+	}
+	g.mu.Lock()
+	delete(g.seen, h)
+	g.mu.Unlock()
+}
+
+// enter waits for a slot until ctx is done, and returns its release.
+func (g *keyGate) enter(ctx context.Context) (func(), error) {
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
+	default:
+	}
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to look up a key not seen before: %w", ctx.Err())
+	}
+}
+
+// now is the handler's clock: time.Now unless a test set another.
+func (a *api) now() time.Time {
+	if a.cfg.now != nil {
+		return a.cfg.now()
+	}
+	return time.Now()
+}
