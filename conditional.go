@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Conditional requests. Every page carries a weak ETag computed from what
@@ -89,12 +88,8 @@ func (a *api) pageTag(req request, next string, body []byte) string {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = binary.BigEndian.AppendUint64(b, uint64(req.q.Order))
 	b = binary.BigEndian.AppendUint64(b, uint64(req.q.Limit))
-	for _, at := range []time.Time{req.q.Since, req.q.Until} {
-		b = binary.BigEndian.AppendUint64(b, uint64(at.Unix())) // the zero time is a valid, distinct value here
-		b = binary.BigEndian.AppendUint32(b, uint32(at.Nanosecond()))
-	}
+	b = req.q.AppendKey(b)
 	n := len(b)
 	// The fields go in as plaintext and the page as additional data, so
 	// the page is not copied; GCM's tag covers both, with their lengths.

@@ -17,15 +17,7 @@ type listID struct {
 	account, formID string
 }
 
-// pageState is what a cursor carries: the store's position and the order
-// and filters it was made for.
-type pageState struct {
-	order        Order
-	since, until time.Time
-	pos          string
-}
-
-// cursorCodec seals page states with AES-GCM. Encryption keeps the store's
+// cursorCodec seals cursors with AES-GCM. Encryption keeps the store's
 // position (an internal row number, say) private; the authentication tag,
 // computed also over the list and account, means a cursor this handler did
 // not issue for this very list is refused rather than interpreted.
@@ -59,13 +51,13 @@ func (l listID) additionalData() []byte {
 	return append(b, l.formID...)
 }
 
-func (c cursorCodec) seal(l listID, st pageState) string {
-	plain := make([]byte, 0, 2+2*13+len(st.pos))
-	plain = append(plain, cursorVersion, byte(st.order))
-	plain = appendTime(plain, st.since)
-	plain = appendTime(plain, st.until)
-	plain = append(plain, st.pos...)
-
+// seal returns the cursor of the page of l at the store's position pos,
+// carrying what selects the list in q (Query.AppendKey), so the next page
+// keeps every parameter of this one.
+func (c cursorCodec) seal(l listID, q Query, pos string) string {
+	plain := make([]byte, 0, 2+2*13+len(pos))
+	plain = q.AppendKey(append(plain, cursorVersion))
+	plain = append(plain, pos...)
 	return c.sealBytes(l.additionalData(), plain)
 }
 
@@ -123,21 +115,20 @@ func (c cursorCodec) unseal(ad []byte, tok string) ([]byte, bool) {
 	return plain, err == nil
 }
 
-func (c cursorCodec) open(l listID, tok string) (pageState, bool) {
+// open returns the order and filters a cursor of l carries, with the
+// store's position in q.Cursor.
+func (c cursorCodec) open(l listID, tok string) (Query, bool) {
 	plain, ok := c.unseal(l.additionalData(), tok)
-	if !ok || len(plain) < 2 || plain[0] != cursorVersion || plain[1] > byte(Oldest) {
-		return pageState{}, false
+	if !ok || len(plain) < 1 || plain[0] != cursorVersion {
+		return Query{}, false
 	}
-	st := pageState{order: Order(plain[1])}
-	rest, ok := readTime(plain[2:], &st.since)
+	var q Query
+	rest, ok := readKey(plain[1:], &q)
 	if !ok {
-		return pageState{}, false
+		return Query{}, false
 	}
-	if rest, ok = readTime(rest, &st.until); !ok {
-		return pageState{}, false
-	}
-	st.pos = string(rest)
-	return st, true
+	q.Cursor = string(rest)
+	return q, true
 }
 
 // appendTime encodes t as a presence byte, then Unix seconds and

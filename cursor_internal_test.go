@@ -17,7 +17,7 @@ func TestCursorLastCharacterIsStrict(t *testing.T) {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	tried := 0
 	for n := 0; n < 6; n++ {
-		tok := c.seal(l, pageState{pos: strings.Repeat("p", n)})
+		tok := c.seal(l, Query{}, strings.Repeat("p", n))
 		if _, ok := c.open(l, tok); !ok {
 			t.Fatalf("a cursor the codec sealed does not open: %q", tok)
 		}

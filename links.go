@@ -59,7 +59,7 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, req request, storeNex
 	if storeNext == "" {
 		return ""
 	}
-	next := a.cursor.seal(req.list, pageState{order: req.q.Order, since: req.q.Since, until: req.q.Until, pos: storeNext})
+	next := a.cursor.seal(req.list, req.q, storeNext)
 	v := url.Values{"cursor": {next}}
 	if req.limit != "" {
 		v.Set("limit", req.limit)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // request is what begin established about an authenticated list request.
@@ -79,7 +78,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
 	}
-	for _, name := range []string{"limit", "cursor", "order", "since", "until", "sync"} {
+	for _, name := range pageParams {
 		if len(vals[name]) > 1 {
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
 		}
@@ -98,47 +97,17 @@ func (a *api) parseQuery(raw string, req *request) string {
 		req.q = q
 		return a.parseSync(vals, req)
 	}
-	orderSet := false
-	switch v := vals.Get("order"); v {
-	case "":
-	case "desc":
-		q.Order, orderSet = Newest, true
-	case "asc":
-		q.Order, orderSet = Oldest, true
-	default:
-		return `invalid order: must be "desc" (newest first) or "asc" (oldest first)`
-	}
-	for _, b := range []struct {
-		name string
-		t    *time.Time
-	}{{"since", &q.Since}, {"until", &q.Until}} {
-		v := vals.Get(b.name)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return fmt.Sprintf("invalid %s: must be an RFC 3339 time such as 2024-05-01T12:00:00Z (percent-encode a + in the offset as %%2B)", b.name)
-		}
-		*b.t = t.UTC()
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
-		return "invalid until: must be later than since"
+	if msg := parseListParams(vals.Get, &q); msg != "" {
+		return msg
 	}
 	if tok := vals.Get("cursor"); tok != "" {
-		st, ok := a.cursor.open(req.list, tok)
+		c, ok := a.cursor.open(req.list, tok)
 		if !ok {
 			return msgBadCursor
 		}
-		switch {
-		case orderSet && q.Order != st.order:
-			return "invalid cursor: it was issued for another order"
-		case vals.Get("since") != "" && !q.Since.Equal(st.since):
-			return "invalid cursor: it was issued for another since"
-		case vals.Get("until") != "" && !q.Until.Equal(st.until):
-			return "invalid cursor: it was issued for another until"
+		if msg := fromCursor(vals.Get, &q, c); msg != "" {
+			return msg
 		}
-		q.Order, q.Since, q.Until, q.Cursor = st.order, st.since, st.until, st.pos
 	}
 	req.q = q
 	return ""
@@ -151,9 +120,12 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 	if req.list.formID == "" {
 		return "invalid sync: the feed is per form, at /v1/forms/{formId}/submissions?sync=start"
 	}
-	for _, name := range []string{"cursor", "order", "since", "until"} {
-		if vals.Get(name) != "" {
-			return fmt.Sprintf("invalid %s: it cannot be combined with sync, which reads in commit order", name)
+	if vals.Get("cursor") != "" {
+		return "invalid cursor: it cannot be combined with sync, which reads in commit order"
+	}
+	for _, p := range listParams {
+		if vals.Get(p.name) != "" {
+			return fmt.Sprintf("invalid %s: it cannot be combined with sync, which reads in commit order", p.name)
 		}
 	}
 	req.sync = true

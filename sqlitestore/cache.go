@@ -50,10 +50,21 @@ type shard struct {
 	_     [64]byte // keeps shards' locks off each other's cache lines
 }
 
+// pageKey names a list's page: the form, what selects the list (its
+// order and filters, formsapi.Query.AppendKey, so a parameter added to
+// Query is in the key without a change here) and the page's keyset
+// bounds.
 type pageKey struct {
 	formSeq int64
-	order   formsapi.Order
+	list    string
 	lo, hi  keyset.Pos
+}
+
+// newPageKey is the key of q's page of the form with seq formSeq, between
+// the bounds lo and hi that keyset.Bounds found for q.
+func newPageKey(formSeq int64, q formsapi.Query, lo, hi keyset.Pos) pageKey {
+	var buf [32]byte
+	return pageKey{formSeq: formSeq, list: string(q.AppendKey(buf[:0])), lo: lo, hi: hi}
 }
 
 // entry is the start of one list: its first len(ends) items. It never

@@ -141,7 +141,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if s.cache == nil {
 		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, keyset.Pos{}, q.Limit, &budget, p, start, nil)
 	}
-	key := pageKey{formSeq: formSeq, order: q.Order, lo: lo, hi: hi}
+	key := newPageKey(formSeq, q, lo, hi)
 	held := s.cache.get(version, key)
 	if body, next, ok := held.serve(q, p.Body); ok {
 		p.Body, p.NextCursor = body, next

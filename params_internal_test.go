@@ -1,0 +1,70 @@
+package formsapi
+
+import (
+	"bytes"
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+// pageFields are the Query fields that say which page of a list, not
+// which list: everything else is a list parameter and must be in
+// listParams.
+var pageFields = map[string]bool{"Limit": true, "Cursor": true, "MaxBytes": true}
+
+// TestEveryQueryFieldIsAParameter is the check behind the rule that a
+// query parameter is added in one place: a Query field that selects a
+// list must be described in listParams, and each parameter there must
+// set its field alone, survive the sealed cursor (so page 2 keeps it),
+// change the page's tag and change Query.AppendKey (every store's cache
+// key).
+func TestEveryQueryFieldIsAParameter(t *testing.T) {
+	byField := map[string]listParam{}
+	for _, p := range listParams {
+		byField[p.field] = p
+	}
+	qt := reflect.TypeFor[Query]()
+	for i := range qt.NumField() {
+		f := qt.Field(i)
+		if _, ok := byField[f.Name]; !ok && !pageFields[f.Name] {
+			t.Errorf("Query.%s selects a list but has no entry in listParams: add one, and it is parsed, sealed in cursors, tagged and cache-keyed", f.Name)
+		}
+	}
+	a := newAPI(stubStore{}, blockingKeys{})
+	l := listID{"acct", "form"}
+	for _, p := range listParams {
+		var q Query
+		if msg := p.parse(p.sample, &q); msg != "" {
+			t.Errorf("%s: the sample %q does not parse: %s", p.name, p.sample, msg)
+			continue
+		}
+		got, zero := reflect.ValueOf(q), reflect.ValueOf(Query{})
+		for i := range qt.NumField() {
+			changed := !reflect.DeepEqual(got.Field(i).Interface(), zero.Field(i).Interface())
+			if name := qt.Field(i).Name; changed != (name == p.field) {
+				t.Errorf("%s: parsing %q changed Query.%s: %v, want only %s", p.name, p.sample, name, changed, p.field)
+			}
+		}
+		if bytes.Equal(q.AppendKey(nil), Query{}.AppendKey(nil)) {
+			t.Errorf("%s: AppendKey is the same with and without it", p.name)
+		}
+		opened, ok := a.cursor.open(l, a.cursor.seal(l, q, "pos"))
+		if !ok || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
+			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
+		}
+		if a.pageTag(request{list: l, q: q}, "", nil) == a.pageTag(request{list: l}, "", nil) {
+			t.Errorf("%s: the page tag is the same with and without it", p.name)
+		}
+		// Through the query string, and through a cursor on page 2.
+		var req request
+		req.list = l
+		if msg := a.parseQuery(url.Values{p.name: {p.sample}}.Encode(), &req); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
+			t.Errorf("%s: the query string gives %+v (%s), want %+v", p.name, req.q, msg, q)
+		}
+		var next request
+		next.list = l
+		if msg := a.parseQuery("cursor="+a.cursor.seal(l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
+			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
+		}
+	}
+}
