@@ -4,7 +4,6 @@ package formsapi
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/http"

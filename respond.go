@@ -5,7 +5,6 @@ package formsapi
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"log/slog"
 	"net/http"

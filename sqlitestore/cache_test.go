@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/sqlitestore"
+	"github.com/formsapi/formsapi/storetest"
 )
 
 var t0 = time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -375,4 +377,29 @@ func TestCacheExtendsAShortPage(t *testing.T) {
 			is.Equal(rest, c.want[n:min(30, 2*n)]) // the cursor resumes after the page
 		}
 	}
+}
+
+// TestNewHasACacheOnlyWhenAsked: a store on the host's handle keeps no
+// cache by default and keeps one when WithCacheSize gives it one, which
+// then serves pages and forgets them on the host's own writes.
+func TestNewHasACacheOnlyWhenAsked(t *testing.T) {
+	is := is.New(t)
+	db := hostDB(t, filepath.Join(t.TempDir(), "host.db"))
+	plain := load(t, mustNew(t, db), storetest.DefaultSeed())
+	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1000"
+	get(t, plain, storetest.KeyA, list)
+	pages, _ := sqlitestore.CachedPages(plain)
+	is.Equal(pages, 0) // no cache unless asked
+
+	cached, err := sqlitestore.New(db, sqlitestore.WithCacheSize(1<<20))
+	is.NoErr(err)
+	t.Cleanup(func() { cached.Close() })
+	_, before, _ := get(t, cached, storetest.KeyA, list)
+	pages, _ = sqlitestore.CachedPages(cached)
+	is.Equal(pages, 1) // WithCacheSize is honoured on New too
+	_, err = db.Exec(`DELETE FROM formsapi_submissions WHERE rowid = (SELECT max(s.rowid)
+FROM formsapi_submissions s JOIN formsapi_forms f ON f.seq = s.form_seq WHERE f.id = ?)`, storetest.FormBusy)
+	is.NoErr(err)
+	_, after, _ := get(t, cached, storetest.KeyA, list)
+	is.Equal(len(after), len(before)-1) // the host's write through its own handle is seen at once
 }

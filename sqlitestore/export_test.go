@@ -54,7 +54,12 @@ func MigrationCount() int {
 }
 
 // CachedPages returns how many lists and bytes the store's cache holds.
-func CachedPages(s *Store) (pages, bytes int) { return s.cache.stats() }
+func CachedPages(s *Store) (pages, bytes int) {
+	if s.cache == nil {
+		return 0, 0
+	}
+	return s.cache.stats()
+}
 
 // ReadConns is the size of the read pool of a store from Open.
 var ReadConns = readConns

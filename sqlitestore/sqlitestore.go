@@ -1,7 +1,9 @@
 // Package sqlitestore keeps forms, submissions and API keys in SQLite
 // through modernc.org/sqlite (pure Go, no cgo). It implements
-// formsapi.Store and formsapi.KeyResolver and has the same write side as
-// memstore, so a host can swap one for the other.
+// formsapi.Store, formsapi.FeedStore (the sync feed), formsapi.KeyManager
+// (scoped and expiring keys, last used; a formsapi.KeyAuthorizer and
+// KeyResolver) and formsapi.Writer, exactly as memstore and pgstore do, so
+// a host can swap one for another.
 //
 // [Open] opens a database file the store owns; [New] uses a *sql.DB the host
 // already has, so the library can live in the host's own database file. All
@@ -60,7 +62,10 @@ func WithLimits(l formsapi.Limits) Option {
 // WithCacheSize bounds the read cache to about n bytes of encoded pages
 // of submissions; 0 turns the cache off, so every page is read from the
 // file. The cache never serves a page older than the last commit to its
-// form, whoever made it.
+// form, whoever made it. A store from Open has a cache of
+// DefaultCacheSize unless this says otherwise; a store from New has none
+// unless this gives it one (the host's handle may be tuned for other
+// work, so the store does not take memory unasked).
 func WithCacheSize(n int) Option {
 	return func(c *config) { c.cacheBytes = max(n, 0) }
 }
@@ -205,7 +210,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 // open, and the host closes it. New migrates the database to the current
 // schema; the host's own tables are left alone. Reads and writes both go
 // through db, so its DSN should set busy_timeout, and preferably WAL mode
-// and _txlock=immediate, as Open does.
+// and _txlock=immediate, as Open does. It keeps no read cache unless
+// [WithCacheSize] asks for one; the cache is as exact as Open's, since the
+// file's triggers version every form whoever writes to it.
 //
 // New returns an error wrapping [ErrSchemaTooNew] if a newer version of
 // this package has already migrated the database. It panics if db is nil.
@@ -226,6 +233,9 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	s := &Store{write: db, read: db, limits: cfg.limits}
+	if cfg.cacheBytes > 0 {
+		s.cache = newCache(cfg.cacheBytes) // exact here too: the triggers see the host's writes
+	}
 	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
