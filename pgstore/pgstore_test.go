@@ -135,8 +135,10 @@ func TestFeedContract(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return f.open(t, seed) })
-			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
-				return fastpath.Feed{FeedLister: f.open(t, seed)}
+			t.Run("FastPath", func(t *testing.T) {
+				storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
+					return fastpath.Feed{FeedLister: f.open(t, seed)}
+				})
 			})
 		})
 	}

@@ -126,8 +126,10 @@ func TestFeedContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return f.open(t, seed) })
-			storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
-				return fastpath.Feed{FeedLister: f.open(t, seed)}
+			t.Run("FastPath", func(t *testing.T) {
+				storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
+					return fastpath.Feed{FeedLister: f.open(t, seed)}
+				})
 			})
 		})
 	}
