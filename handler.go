@@ -176,6 +176,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 // authenticates with keys.
 func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
+	cfg.access.timeout = defaultRateLimitTimeout
 	for _, o := range opts {
 		o(&cfg)
 	}
