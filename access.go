@@ -87,7 +87,7 @@ func WithRateLimitTimeout(d time.Duration) Option {
 
 // WithRateLimitFailClosed makes a limiter error answer 503 (with
 // Retry-After: 1) instead of serving the request unlimited. Either way the
-// error is logged at level Error.
+// error is logged at level Error, at most once a second (see [WithLogger]).
 func WithRateLimitFailClosed() Option {
 	return func(c *config) { c.access.failClosed = true }
 }
@@ -114,14 +114,14 @@ func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g 
 	case err != nil && r.Context().Err() != nil:
 		// The client went away: not the limiter's fault, and nobody
 		// reads the answer.
-		a.log(w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
+		a.logThrottled(logClientGone, w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
 		return false
 	case err != nil && !ac.failClosed:
-		a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
+		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
 		return true
 	case err != nil:
-		a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
+		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, msgLimiterNotWorking)
 		return false
