@@ -32,7 +32,7 @@ const defaultRateLimitTimeout = 250 * time.Millisecond
 // "account:" and the account ID), so issuing more keys never raises an
 // account's rate. A scoped key (one whose grant lists forms: an
 // integration) also has a bucket of its own, "key:" and [KeyID] of the
-// key, under p.PerKey(): at most p.KeyQuota requests per window, half of
+// key, under [ratelimit.Policy.PerKey]: at most p.KeyQuota requests per window, half of
 // p.Quota unless set, so that one integration that floods cannot starve
 // its account's other keys. The key's bucket is asked first and the
 // account's second, so a request refused by the key's own ceiling never
@@ -57,7 +57,7 @@ const defaultRateLimitTimeout = 250 * time.Millisecond
 //
 // The limiter's calls get a deadline of their own ([WithRateLimitTimeout]),
 // and a limiter error serves the request unless [WithRateLimitFailClosed].
-// It panics if l is nil or p is invalid (see ratelimit.Policy.Validate).
+// It panics if l is nil or p is invalid (see [ratelimit.Policy.Validate]).
 func WithRateLimit(l ratelimit.Limiter, p ratelimit.Policy) Option {
 	if l == nil {
 		panic("formsapi: WithRateLimit(nil, …)")

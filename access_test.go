@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -269,6 +270,24 @@ func TestRateLimiterFailure(t *testing.T) {
 			is.True(!strings.Contains(logs.String(), storetest.KeyA)) // never the key
 		})
 	}
+}
+
+// TestRateLimiterClientGone: a limiter call that fails because the client
+// went away is not logged as the limiter's failure.
+func TestRateLimiterClientGone(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	var logs bytes.Buffer
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/v1/forms", nil)
+	r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	is.Equal(w.Code, 503)                                                     // nobody reads it, but it is an answer
+	is.True(strings.Contains(logs.String(), "client gone before the answer")) // logged as what it is
+	is.True(!strings.Contains(logs.String(), "rate limiter failed"))          // not as the limiter's fault
 }
 
 // hangingLimiter blocks every Allow until its context is done, and
