@@ -2,48 +2,92 @@ package formsapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
+
+	"github.com/formsapi/formsapi/ratelimit"
 )
 
 // accessConfig is the part of the handler's configuration about what a
 // key may do and how often.
 type accessConfig struct {
-	limiter    RateLimiter
-	perKey     bool // partition by API key rather than by account
-	failClosed bool // a limiter error answers 503 rather than serving
+	limiter    ratelimit.Limiter
+	policy     ratelimit.Policy // the account's budget
+	keyPolicy  ratelimit.Policy // a scoped key's own: policy.PerKey()
+	timeout    time.Duration    // of the limiter's calls for one request
+	failClosed bool             // a limiter error answers 503 rather than serving
 }
 
-// WithRateLimiter makes the handler ask l before serving each
-// authenticated request, and answer 429 when l refuses it. Without it,
-// the default, nothing is rate limited.
+// defaultRateLimitTimeout bounds the limiter's calls for one request
+// unless WithRateLimitTimeout sets another bound.
+const defaultRateLimitTimeout = 250 * time.Millisecond
+
+// WithRateLimit makes the handler ask l before serving each authenticated
+// request, and answer 429 when l refuses it. Without it, the default,
+// nothing is rate limited.
+//
+// Every key of an account spends the account's budget p (the bucket
+// "account:" and the account ID), so issuing more keys never raises an
+// account's rate. A scoped key (one whose grant lists forms: an
+// integration) also has a bucket of its own, "key:" and [KeyID] of the
+// key, under [ratelimit.Policy.PerKey]: at most p.KeyQuota requests per window, half of
+// p.Quota unless set, so that one integration that floods cannot starve
+// its account's other keys. The key's bucket is asked first and the
+// account's second, so a request refused by the key's own ceiling never
+// spends the account's budget; a request the account's bucket refuses
+// has spent a unit of the key's, which costs only that key, and only
+// while its account is out of budget. Unscoped keys have no bucket of
+// their own: they are the account's own keys, and an account with a
+// single key keeps its whole budget.
 //
 // The limiter runs right after the key is authenticated and before the
 // form ID, the query or any store call, so a refused request costs no
 // store work; requests without a valid key are never counted (they get
-// 401 first). Every response after the limiter decided carries the
-// RateLimit-Policy and RateLimit header fields of
-// draft-ietf-httpapi-ratelimit-headers-11, and a 429 also Retry-After.
-// The budget is per account unless
-// [WithRateLimitPerKey]; a limiter error serves the request unless
-// [WithRateLimitFailClosed]. It panics if l is nil.
-func WithRateLimiter(l RateLimiter) Option {
+// 401 first). Every request the limiter lets through counts, whatever
+// its answer, a 304 Not Modified included. Every response after the
+// limiter decided carries the RateLimit-Policy and RateLimit header
+// fields of draft-ietf-httpapi-ratelimit-headers-11, and a 429 also
+// Retry-After. For an unscoped key they describe the account's bucket.
+// For a scoped key they describe its own bucket only, so that it cannot
+// learn how busy the account's other keys are; a 429 caused by the
+// account's bucket shows the key's policy with r=0 and the account's
+// Retry-After, which tell only what the 429 itself does.
+//
+// The limiter's calls get a deadline of their own ([WithRateLimitTimeout]),
+// and a limiter error serves the request unless [WithRateLimitFailClosed].
+// It panics if l is nil or p is invalid (see [ratelimit.Policy.Validate]).
+func WithRateLimit(l ratelimit.Limiter, p ratelimit.Policy) Option {
 	if l == nil {
-		panic("formsapi: WithRateLimiter(nil)")
+		panic("formsapi: WithRateLimit(nil, …)")
 	}
-	return func(c *config) { c.access.limiter = l }
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("formsapi: WithRateLimit: %v", err))
+	}
+	k := p.PerKey()
+	return func(c *config) { c.access.limiter, c.access.policy, c.access.keyPolicy = l, p, k }
 }
 
-// WithRateLimitPerKey gives every API key its own budget. By default all
-// keys of an account share one, so that issuing more keys does not raise
-// an account's rate.
-func WithRateLimitPerKey() Option {
-	return func(c *config) { c.access.perKey = true }
+// WithRateLimitTimeout bounds the rate limiter's calls for one request
+// (one for an unscoped key, two sharing the bound for a scoped one) to d;
+// the default is 250 ms. They get a context of their own,
+// context.WithTimeout(r.Context(), d), independent of
+// [WithStoreTimeout], so a limiter that hangs costs a request at most d
+// before the request is served anyway, or answered 503 with
+// [WithRateLimitFailClosed]. Choose d well above the limiter's usual
+// latency (one database round trip for pgstore's) and well below the
+// store timeout. It panics unless d > 0.
+func WithRateLimitTimeout(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("formsapi: WithRateLimitTimeout(%s): need d > 0", d))
+	}
+	return func(c *config) { c.access.timeout = d }
 }
 
 // WithRateLimitFailClosed makes a limiter error answer 503 (with
 // Retry-After: 1) instead of serving the request unlimited. Either way the
-// error is logged at level Error.
+// error is logged at level Error, at most once a second (see [WithLogger]).
 func WithRateLimitFailClosed() Option {
 	return func(c *config) { c.access.failClosed = true }
 }
@@ -54,71 +98,66 @@ const (
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
 )
 
-// rateLimitKey is the partition a request is counted in: never the key
-// itself, so a limiter may store and log it.
-func (a *api) rateLimitKey(token string, g Grant) string {
-	if a.cfg.access.perKey {
-		return "key:" + KeyID(token)
+// rateLimit asks the limiter about one authenticated request of token,
+// whose grant is g, and sets the RateLimit header fields. It answers 429
+// (or 503 for a failed limiter when failing closed, or for a client that
+// went away) and returns false when the request must not be served.
+func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g Grant) bool {
+	ac := &a.cfg.access
+	if ac.limiter == nil {
+		return true
 	}
-	return "account:" + g.AccountID
-}
-
-// rateLimit is what the limiter decided about one request.
-type rateLimit struct {
-	key      string // the partition; "" when no limiter decided
-	decision RateLimitDecision
-}
-
-// rateLimit asks the limiter about one authenticated request and sets the
-// RateLimit header fields. It answers 429 (or 503 for a failed limiter
-// when failing closed) and returns false when the request must not be
-// served.
-func (a *api) rateLimit(ctx context.Context, w http.ResponseWriter, r *http.Request, key string) (rateLimit, bool) {
-	l := a.cfg.access.limiter
-	if l == nil {
-		return rateLimit{}, true
-	}
-	d, err := l.Allow(ctx, key)
-	if err == nil {
-		err = d.Policy.Validate()
-	}
-	if err != nil {
-		if !a.cfg.access.failClosed {
-			a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
-			return rateLimit{}, true
-		}
-		a.log(w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
+	ctx, cancel := context.WithTimeout(r.Context(), ac.timeout)
+	defer cancel()
+	d, err := a.decide(ctx, token, g)
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		// The client went away: not the limiter's fault, and nobody
+		// reads the answer.
+		a.logThrottled(logClientGone, w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
+		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
+		return false
+	case err != nil && !ac.failClosed:
+		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
+		return true
+	case err != nil:
+		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, msgLimiterNotWorking)
-		return rateLimit{}, false
+		return false
 	}
 	setRateLimitHeaders(w.Header(), d)
 	if !d.Allowed {
 		writeError(w, http.StatusTooManyRequests, msgRateLimited)
-		return rateLimit{}, false
+		return false
 	}
-	return rateLimit{key: key, decision: d}, true
+	return true
 }
 
-// refund gives back the unit of quota a request consumed when it ends in
-// 304 Not Modified: a revalidation that found nothing new does not count,
-// as GitHub does not count it. The RateLimit field then shows the unit
-// back. A limiter that cannot refund, or a refund that fails (logged),
-// leaves the request counted.
-func (a *api) refund(w http.ResponseWriter, r *http.Request, req request) {
-	if req.rate.key == "" {
-		return
+// decide asks the limiter about the buckets of a request, the key's own
+// first for a scoped key and then the account's, and returns the decision
+// the answer shows: the account's for an unscoped key, and for a scoped
+// one its own bucket's, or, when the account's bucket refused, the key's
+// policy with nothing left and the account's RetryAfter. Its Policy is
+// always the handler's own, whatever the limiter returned.
+func (a *api) decide(ctx context.Context, token string, g Grant) (ratelimit.Decision, error) {
+	ac := &a.cfg.access
+	if g.Forms == nil {
+		d, err := ac.limiter.Allow(ctx, "account:"+g.AccountID, ac.policy)
+		d.Policy = ac.policy
+		return d, err
 	}
-	rf, ok := a.cfg.access.limiter.(RateLimitRefunder)
-	if !ok {
-		return
+	d, err := ac.limiter.Allow(ctx, "key:"+KeyID(token), ac.keyPolicy)
+	d.Policy = ac.keyPolicy
+	if err != nil || !d.Allowed {
+		return d, err
 	}
-	if err := rf.Refund(req.ctx, req.rate.key); err != nil {
-		a.log(w, r, slog.LevelWarn, "formsapi: rate limit refund of a 304 failed; the request counts", slog.Any("err", err))
-		return
+	acct, err := ac.limiter.Allow(ctx, "account:"+g.AccountID, ac.policy)
+	if err != nil {
+		return d, err
 	}
-	d := req.rate.decision
-	d.Remaining = min(d.Remaining+1, d.Policy.Quota)
-	d.Reset = max(d.Reset-d.Policy.Interval(), 0) // one interval less to wait for a full quota
-	setRateLimitHeaders(w.Header(), d)
+	if !acct.Allowed {
+		return ratelimit.Decision{Policy: ac.keyPolicy, RetryAfter: acct.RetryAfter}, nil
+	}
+	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -17,19 +18,20 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
 )
 
 // hourly allows two requests, then one every half hour: no test runs long
-// enough to earn another.
-var hourly = formsapi.RateLimitPolicy{Name: "default", Quota: 2, Window: time.Hour}
+// enough to earn another. A scoped key may take one of them.
+var hourly = ratelimit.Policy{Name: "default", Quota: 2, Window: time.Hour}
 
 const msg429 = `{"success":false,"message":"rate limit exceeded: retry after the number of seconds in Retry-After"}`
 
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)))
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly))
 
 	res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)                                            // first request
@@ -49,7 +51,7 @@ func TestRateLimit(t *testing.T) {
 	is.Equal(res.header.Get("RateLimit-Policy"), `"default";q=2;w=3600`)
 
 	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA2)...)
-	is.Equal(res.status, 429) // another key of the same account shares its budget
+	is.Equal(res.status, 429) // another unscoped key of the same account shares its budget
 	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyB)...)
 	is.Equal(res.status, 200) // another account has its own
 
@@ -58,48 +60,156 @@ func TestRateLimit(t *testing.T) {
 	is.Equal(res.header.Get("RateLimit"), "") // so no limit applies to it
 }
 
-func TestRateLimitPerKey(t *testing.T) {
+func TestRateLimitOptionsPanic(t *testing.T) {
 	t.Parallel()
-	is := is.New(t)
-	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)), formsapi.WithRateLimitPerKey())
-	for i := 0; i < 2; i++ {
-		is.Equal(do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...).status, 200) // KeyA's budget
+	for name, f := range map[string]func(){
+		"nil limiter": func() { formsapi.WithRateLimit(nil, hourly) },
+		"invalid policy": func() {
+			formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "x", Quota: 0, Window: time.Second})
+		},
+		"key quota over": func() {
+			formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "x", Quota: 2, Window: time.Second, KeyQuota: 3})
+		},
+		"zero timeout": func() { formsapi.WithRateLimitTimeout(0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
 	}
-	is.Equal(do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...).status, 429)  // spent
-	is.Equal(do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA2)...).status, 200) // the account's other key has its own
 }
 
-// recordingLimiter records the keys it is asked about and can fail.
+// recordingLimiter records the buckets it is asked about and can fail.
 type recordingLimiter struct {
-	formsapi.RateLimiter
-	mu   sync.Mutex
-	keys []string
-	err  error
+	ratelimit.Limiter
+	mu       sync.Mutex
+	keys     []string
+	policies []ratelimit.Policy
+	err      error
 }
 
-func (l *recordingLimiter) Allow(ctx context.Context, key string) (formsapi.RateLimitDecision, error) {
+func (l *recordingLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	l.mu.Lock()
 	l.keys = append(l.keys, key)
+	l.policies = append(l.policies, p)
 	err := l.err
 	l.mu.Unlock()
 	if err != nil {
-		return formsapi.RateLimitDecision{}, err
+		return ratelimit.Decision{}, err
 	}
-	return l.RateLimiter.Allow(ctx, key)
+	return l.Limiter.Allow(ctx, key, p)
 }
 
+// addScopedKey adds a key of account A scoped to FormBusy.
+func addScopedKey(t *testing.T, s *memstore.Store) string {
+	t.Helper()
+	key, err := formsapi.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddKeyWith(context.Background(), key, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy}}); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// TestRateLimitKeys: an unscoped key is counted in its account's bucket;
+// a scoped one in its own bucket first, under the per-key policy, then in
+// the account's. Neither bucket is named by the key itself.
 func TestRateLimitKeys(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	byAccount := &recordingLimiter{RateLimiter: formsapi.NewMemoryRateLimiter(hourly)}
-	perKey := &recordingLimiter{RateLimiter: formsapi.NewMemoryRateLimiter(hourly)}
-	h1 := seededHandler(t, formsapi.WithRateLimiter(byAccount))
-	h2 := seededHandler(t, formsapi.WithRateLimiter(perKey), formsapi.WithRateLimitPerKey())
-	do(t, h1, "GET", "/v1/forms", bearer(storetest.KeyA)...)
-	do(t, h2, "GET", "/v1/forms", bearer(storetest.KeyA)...)
-	is.Equal(byAccount.keys, []string{"account:" + storetest.AccountA})      // the account
-	is.Equal(perKey.keys, []string{"key:" + formsapi.KeyID(storetest.KeyA)}) // the key's hash, never the key
-	is.True(!strings.Contains(perKey.keys[0], storetest.KeyA))
+	s := seeded(t)
+	scoped := addScopedKey(t, s)
+	l := &recordingLimiter{Limiter: ratelimit.NewMemory()}
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, hourly))
+	do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
+	is.Equal(l.keys, []string{"account:" + storetest.AccountA}) // the account
+	is.Equal(l.policies, []ratelimit.Policy{hourly})            // under the host's policy
+	l.keys, l.policies = nil, nil
+	do(t, h, "GET", "/v1/forms", bearer(scoped)...)
+	is.Equal(l.keys, []string{"key:" + formsapi.KeyID(scoped), "account:" + storetest.AccountA}) // the key's hash first, never the key
+	is.Equal(l.policies, []ratelimit.Policy{hourly.PerKey(), hourly})                            // under the per-key policy, then the account's
+	is.True(!strings.Contains(l.keys[0], scoped))
+}
+
+// TestScopedKeyCannotStarveTheAccount: a scoped key that floods spends at
+// most its KeyQuota of the account's budget, so the account's unscoped
+// key is served within the rest. The scoped key's RateLimit shows its own
+// bucket alone: its r does not move when the other key makes requests.
+func TestScopedKeyCannotStarveTheAccount(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := seeded(t)
+	scoped := addScopedKey(t, s)
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour} // a scoped key may take 5
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.NewMemory(), p))
+	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1"
+
+	res := do(t, h, "GET", target, bearer(scoped)...)
+	is.Equal(res.status, 200)
+	is.Equal(res.header.Get("RateLimit-Policy"), `"default-key";q=5;w=3600`) // its own policy, alone
+	is.Equal(res.header.Get("RateLimit"), `"default-key";r=4;t=720`)         // its own bucket
+	for i := 0; i < 2; i++ {
+		res = do(t, h, "GET", target, bearer(storetest.KeyA)...)
+		is.Equal(res.status, 200)                                             // the unscoped key
+		is.Equal(res.header.Get("RateLimit-Policy"), `"default";q=10;w=3600`) // sees the account's policy
+	}
+	is.Equal(res.header.Get("RateLimit"), `"default";r=7;t=1080`) // and the account's bucket: 3 spent
+	res = do(t, h, "GET", target, bearer(scoped)...)
+	is.Equal(res.status, 200)
+	is.Equal(res.header.Get("RateLimit"), `"default-key";r=3;t=1440`) // the other key's requests do not show
+
+	refused := 0
+	for i := 0; i < 50; i++ { // the flood
+		res = do(t, h, "GET", target, bearer(scoped)...)
+		if res.status == 429 {
+			refused++
+		}
+	}
+	is.Equal(refused, 47)                          // past its own 5, every request is refused
+	is.Equal(res.header.Get("Retry-After"), "720") // by its own bucket
+	is.Equal(res.header.Get("RateLimit"), `"default-key";r=0;t=720`)
+
+	for i := 0; i < 3; i++ { // 10 - 5 - 2 left for the account
+		res = do(t, h, "GET", target, bearer(storetest.KeyA)...)
+		is.Equal(res.status, 200) // the unscoped key is never starved
+	}
+	is.Equal(res.header.Get("RateLimit"), `"default";r=0;t=3600`) // the refused flood spent nothing of the account's
+	res = do(t, h, "GET", target, bearer(storetest.KeyA)...)
+	is.Equal(res.status, 429) // and then the account's own budget is spent
+
+	// A second scoped key, with units of its own, meets the spent
+	// account: the 429 shows its own policy with the account's wait.
+	other := addScopedKey(t, s)
+	res = do(t, h, "GET", target, bearer(other)...)
+	is.Equal(res.status, 429)
+	is.Equal(res.header.Get("Retry-After"), "360") // the account's: one of its intervals
+	is.Equal(res.header.Get("RateLimit-Policy"), `"default-key";q=5;w=3600`)
+	is.Equal(res.header.Get("RateLimit"), `"default-key";r=0;t=360`)
+}
+
+// TestNotModifiedCounts: a 304 costs the server a full page read, so it
+// counts like any request; If-None-Match: * matches every page, and 40 of
+// them against a quota of 10 get 429 from the 11th on.
+func TestNotModifiedCounts(t *testing.T) {
+	t.Parallel()
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour}
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), p))
+	for i := 0; i < 40; i++ {
+		res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=1000", append(bearer(storetest.KeyA), "If-None-Match", "*")...)
+		want, rl := 304, fmt.Sprintf(`"default";r=%d;t=%d`, 9-i, (i+1)*360)
+		if i >= 10 {
+			want, rl = 429, `"default";r=0;t=360`
+		}
+		if res.status != want || res.header.Get("RateLimit") != rl {
+			t.Errorf("request %d: %d with RateLimit %q, want %d with %q", i+1, res.status, res.header.Get("RateLimit"), want, rl)
+		}
+	}
 }
 
 // TestRateLimitOrder: requests without a valid key are never counted and
@@ -109,7 +219,7 @@ func TestRateLimitOrder(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	c := &counting{store: seeded(t), keys: seeded(t)}
-	h := formsapi.NewHandler(c, c, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(hourly)))
+	h := formsapi.NewHandler(c, c, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly))
 	for i := 0; i < 5; i++ {
 		res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyNotAdded)...)
 		is.Equal(res.status, 401)                 // unknown key
@@ -138,8 +248,8 @@ func TestRateLimiterFailure(t *testing.T) {
 		t.Run(fmt.Sprintf("closed=%t", closed), func(t *testing.T) {
 			is := is.New(t)
 			var logs bytes.Buffer
-			l := &recordingLimiter{RateLimiter: formsapi.NewMemoryRateLimiter(hourly), err: errLimiterDown}
-			opts := []formsapi.Option{formsapi.WithRateLimiter(l), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
+			l := &recordingLimiter{Limiter: ratelimit.NewMemory(), err: errLimiterDown}
+			opts := []formsapi.Option{formsapi.WithRateLimit(l, hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
 			if closed {
 				opts = append(opts, formsapi.WithRateLimitFailClosed())
 			}
@@ -160,6 +270,106 @@ func TestRateLimiterFailure(t *testing.T) {
 			is.True(!strings.Contains(logs.String(), storetest.KeyA)) // never the key
 		})
 	}
+}
+
+// TestRateLimiterClientGone: a limiter call that fails because the client
+// went away is not logged as the limiter's failure.
+func TestRateLimiterClientGone(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	var logs bytes.Buffer
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/v1/forms", nil)
+	r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	is.Equal(w.Code, 503)                                                     // nobody reads it, but it is an answer
+	is.True(strings.Contains(logs.String(), "client gone before the answer")) // logged as what it is
+	is.True(!strings.Contains(logs.String(), "rate limiter failed"))          // not as the limiter's fault
+}
+
+// hangingLimiter blocks every Allow until its context is done, and
+// records the context's deadline.
+type hangingLimiter struct {
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (l *hangingLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ratelimit.Decision{}, errors.New("Allow called without a deadline")
+	}
+	l.mu.Lock()
+	l.deadlines = append(l.deadlines, d)
+	l.mu.Unlock()
+	<-ctx.Done()
+	return ratelimit.Decision{}, ctx.Err()
+}
+
+// TestRateLimiterTimeout: a limiter that hangs gets a deadline of its own,
+// the limiter timeout (250 ms unless set) from the moment it is asked, not
+// the store's; the request is then served, or with fail-closed refused
+// with 503. The deadline is checked against the clock read before and
+// after the request, never against how long the request took.
+func TestRateLimiterTimeout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		opts    []formsapi.Option
+		timeout time.Duration
+		status  int
+	}{
+		{"default, failing open", nil, 250 * time.Millisecond, 200},
+		{"set, failing closed", []formsapi.Option{formsapi.WithRateLimitTimeout(40 * time.Millisecond), formsapi.WithRateLimitFailClosed()}, 40 * time.Millisecond, 503},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			l := &hangingLimiter{}
+			opts := append([]formsapi.Option{
+				formsapi.WithStoreTimeout(time.Hour),
+				formsapi.WithRateLimit(l, hourly),
+				formsapi.WithLogger(slog.New(slog.DiscardHandler)),
+			}, c.opts...)
+			h := seededHandler(t, opts...)
+			before := time.Now()
+			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
+			after := time.Now()
+			is.Equal(res.status, c.status) // served, or refused when failing closed
+			if c.status == 503 {
+				is.Equal(res.header.Get("Retry-After"), "1")
+			}
+			is.Equal(len(l.deadlines), 1)                                // one call, for an unscoped key
+			is.True(!l.deadlines[0].Before(before.Add(c.timeout)))       // the limiter's own deadline,
+			is.True(!l.deadlines[0].After(after.Add(c.timeout)))         // set when it was asked
+			is.True(l.deadlines[0].Before(before.Add(30 * time.Minute))) // not the store's hour
+		})
+	}
+}
+
+// TestRateLimiterTimeoutIsNotTheStores: with a store timeout shorter than
+// the limiter's, the limiter still gets its whole timeout: its deadline is
+// later than the store's.
+func TestRateLimiterTimeoutIsNotTheStores(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	var storeDeadline time.Time
+	store := fakeStore{forms: func(ctx context.Context) (formsapi.Page[formsapi.Form], error) {
+		storeDeadline, _ = ctx.Deadline()
+		return formsapi.Page[formsapi.Form]{}, ctx.Err()
+	}}
+	l := &hangingLimiter{}
+	h := formsapi.NewHandler(store, okKey,
+		formsapi.WithStoreTimeout(10*time.Millisecond),
+		formsapi.WithRateLimit(l, hourly), formsapi.WithRateLimitTimeout(40*time.Millisecond),
+		formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+	res := do(t, h, "GET", "/v1/forms", bearer("k")...)
+	is.Equal(res.status, 503)                    // the store's deadline had passed when it was asked
+	is.Equal(len(l.deadlines), 1)                // the limiter was asked first
+	is.True(!storeDeadline.IsZero())             // the store had a deadline
+	is.True(l.deadlines[0].After(storeDeadline)) // and the limiter's is later: its own
 }
 
 // scopedStore is memstore with more forms for account A and a key scoped
@@ -324,25 +534,4 @@ type failingAuthorizer struct{ formsapi.KeyResolver }
 
 func (failingAuthorizer) Authorize(context.Context, string) (formsapi.Grant, error) {
 	return formsapi.Grant{}, errors.New("key database unreachable")
-}
-
-// TestNotModifiedDoesNotCount revalidates a page again and again with a
-// quota of two: every 304 gives its unit back, so the revalidations never
-// run into 429 and a full GET still fits afterwards.
-func TestNotModifiedDoesNotCount(t *testing.T) {
-	is := is.New(t)
-	policy := formsapi.RateLimitPolicy{Name: "tight", Quota: 2, Window: time.Hour}
-	h := seededHandler(t, formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(policy)))
-	auth := []string{"Authorization", "Bearer " + storetest.KeyA}
-	first := do(t, h, "GET", "/v1/forms", auth...)
-	is.Equal(first.status, 200) // the page
-	tag := first.header.Get("ETag")
-	is.True(tag != "") // with a tag
-	for i := 0; i < 5; i++ {
-		res := do(t, h, "GET", "/v1/forms", append(auth, "If-None-Match", tag)...)
-		is.Equal(res.status, 304)                                   // unchanged, and not limited
-		is.Equal(res.header.Get("RateLimit"), `"tight";r=1;t=1800`) // the unit is back, and with it half the wait
-	}
-	is.Equal(do(t, h, "GET", "/v1/forms", auth...).status, 200) // the second unit is still there
-	is.Equal(do(t, h, "GET", "/v1/forms", auth...).status, 429) // and then the quota is spent
 }

@@ -186,7 +186,7 @@ const (
 // begins. It returns the body's buffer for reuse.
 func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string) []byte {
 	tag := a.pageTag(req, tagNext, body)
-	if a.notModified(w, r, req, tag) {
+	if notModified(w, r, tag) {
 		return body
 	}
 	body = appendNext(body, a.next(w, r, req, storeNext))
@@ -195,12 +195,12 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, b
 }
 
 // notModified answers 304, and reports true, when the request's
-// If-None-Match names tag; the request's rate-limit unit is given back.
-func (a *api) notModified(w http.ResponseWriter, r *http.Request, req request, tag string) bool {
+// If-None-Match names tag. The request counts against a rate limit like
+// any other: it cost the store a full page read.
+func notModified(w http.ResponseWriter, r *http.Request, tag string) bool {
 	if !noneMatch(r.Header.Values("If-None-Match"), tag) {
 		return false
 	}
-	a.refund(w, r, req)
 	writeNotModified(w, tag, cachePage, varyPage)
 	return true
 }

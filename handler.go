@@ -36,7 +36,11 @@ type config struct {
 type Option func(*config)
 
 // WithLogger sends the handler's logs (store failures, panics) to l instead
-// of slog.Default(). Logs never contain API keys or submission data.
+// of slog.Default(). Logs never contain API keys or submission data. The
+// lines of a failing dependency (the store, the key resolver, the rate
+// limiter) are throttled to one per second for each kind of failure; the
+// next line that gets through counts those held back in its "suppressed"
+// attribute.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
@@ -146,6 +150,8 @@ type api struct {
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
+
+	throttles [numLogKinds]throttle // of the logs of failures (logthrottle.go)
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -176,6 +182,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 // authenticates with keys.
 func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
+	cfg.access.timeout = defaultRateLimitTimeout
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -133,7 +133,7 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		// The tag covers the items and where the page ends, not the
 		// sealed token, which differs on every answer.
 		tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), p.Body)
-		if a.notModified(w, r, req, tag) {
+		if notModified(w, r, tag) {
 			return p.Body
 		}
 		body := appendFeedEnd(p.Body, a.cursor.sealSync(req.list, next), more)

@@ -1,31 +1,31 @@
 package formsapi_test
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
 )
 
 // go test -run '^$' -bench 'RateLimit' -benchmem .
 //
 // The cost of the in-process limiter on the cheapest request there is
-// (the forms of an account, from memstore), against the same handler
-// without one; and Allow alone over many keys from parallel goroutines.
+// (the forms of an account, from memstore, with an unscoped key: one
+// bucket), against the same handler without one. ratelimit's
+// BenchmarkMemoryAllow measures Allow alone over many keys.
 func BenchmarkRateLimitHandler(b *testing.B) {
 	s := seeded(b)
-	huge := formsapi.RateLimitPolicy{Name: "default", Quota: 1 << 30, Window: time.Second} // never refuses
+	huge := ratelimit.Policy{Name: "default", Quota: 1 << 30, Window: time.Second} // never refuses
 	for _, c := range []struct {
 		name string
 		opts []formsapi.Option
 	}{
 		{"Baseline", nil},
-		{"MemoryLimiter", []formsapi.Option{formsapi.WithRateLimiter(formsapi.NewMemoryRateLimiter(huge))}},
+		{"MemoryLimiter", []formsapi.Option{formsapi.WithRateLimit(ratelimit.NewMemory(), huge)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := formsapi.NewHandler(s, s, c.opts...)
@@ -43,21 +43,4 @@ func BenchmarkRateLimitHandler(b *testing.B) {
 			})
 		})
 	}
-}
-
-func BenchmarkMemoryRateLimiterAllow(b *testing.B) {
-	l := formsapi.NewMemoryRateLimiter(formsapi.RateLimitPolicy{Name: "default", Quota: 1 << 30, Window: time.Second})
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("account:%d", i)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			l.Allow(ctx, keys[i%len(keys)])
-		}
-	})
 }

@@ -16,8 +16,7 @@ type request struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
-	grant   Grant     // what the key may read
-	rate    rateLimit // the rate limiter's decision, if one applies
+	grant   Grant // what the key may read
 	list    listID
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
@@ -51,8 +50,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		}
 		return request{}, false
 	}
-	rate, ok := a.rateLimit(ctx, w, r, a.rateLimitKey(token, grant))
-	if !ok {
+	if !a.rateLimit(w, r, token, grant) {
 		return request{}, false
 	}
 	// A form outside the key's scope gets the very answer of a form that
@@ -62,7 +60,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		return request{}, false
 	}
 	account := grant.AccountID
-	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, rate: rate, list: listID{account, formID}}
+	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, list: listID{account, formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return request{}, false

@@ -24,7 +24,8 @@ const (
 )
 
 // fail answers a store or resolver error. This is the one place that maps
-// errors to statuses; causes go to the log, never to the client.
+// errors to statuses; causes go to the log, never to the client, at most
+// one line a second for each kind of failure (logthrottle.go).
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrFormNotFound):
@@ -33,13 +34,13 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, msgBadCursor)
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads this answer and it is no fault.
-		a.log(w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
+		a.logThrottled(logClientGone, w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
 	case errors.Is(err, context.DeadlineExceeded):
-		a.log(w, r, slog.LevelWarn, "formsapi: store timed out", slog.Any("err", err))
+		a.logThrottled(logStoreTimedOut, w, r, slog.LevelWarn, "formsapi: store timed out", slog.Any("err", err))
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
 	default:
-		a.log(w, r, slog.LevelError, "formsapi: store failed", slog.Any("err", err))
+		a.logThrottled(logStoreFailed, w, r, slog.LevelError, "formsapi: store failed", slog.Any("err", err))
 		writeError(w, http.StatusInternalServerError, msgInternal)
 	}
 }

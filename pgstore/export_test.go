@@ -54,7 +54,7 @@ func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
 		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
-		q.listKeys, q.touchKeys, q.rateLimit, q.rateRefund, q.ratePrune, q.feed, q.feedEncoded}
+		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
 }
 
 // LookupSQL returns the store's single-row lookups with example arguments.

@@ -6,12 +6,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -23,7 +28,7 @@ import (
 func TestRateLimitTwoHandlers(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.Schema(t)
-	p := formsapi.RateLimitPolicy{Name: "default", Quota: 10, Window: time.Second}
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Second}
 	var nodes []func() (bool, error)
 	for i := 0; i < 2; i++ {
 		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
@@ -34,7 +39,7 @@ func TestRateLimitTwoHandlers(t *testing.T) {
 		if i == 0 {
 			load(t, s, storetest.DefaultSeed())
 		}
-		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithRateLimiter(limiter(t, s, p))))
+		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p)))
 		t.Cleanup(srv.Close)
 		nodes = append(nodes, func() (bool, error) {
 			req, _ := http.NewRequest("GET", srv.URL+"/v1/forms?limit=1", nil)
@@ -68,4 +73,90 @@ func TestRateLimitTwoHandlers(t *testing.T) {
 	if allowed < p.Quota || refused == 0 {
 		t.Errorf("%d served and %d refused: the test never reached the limit", allowed, refused)
 	}
+}
+
+// TestNotModifiedCountsOverPostgres: with pgstore's limiter too, a 304
+// counts like any request: 40 revalidations with If-None-Match: *
+// against a quota of 10 get 429 from the 11th on.
+func TestNotModifiedCountsOverPostgres(t *testing.T) {
+	t.Parallel()
+	s := load(t, mustOpen(t), storetest.DefaultSeed())
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour}
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p))
+	for i := 0; i < 40; i++ {
+		r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=1000", nil)
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		r.Header.Set("If-None-Match", "*")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		want := 304
+		if i >= 10 {
+			want = 429
+		}
+		if w.Code != want {
+			t.Errorf("request %d: %d, want %d", i+1, w.Code, want)
+		}
+	}
+}
+
+// remaining is the r of a response's RateLimit field, or -1.
+func remaining(res response) int {
+	m := regexp.MustCompile(`;r=([0-9]+);`).FindStringSubmatch(res.header.Get("RateLimit"))
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestScopedKeyCannotStarveTheAccountTwoNodes: two API nodes, each a
+// handler over its own store on one schema, share pgstore's limiter. A
+// scoped key flooding both spends at most its KeyQuota of the account's
+// budget, so the account's unscoped key is served within the rest on
+// either node; the scoped key's r counts its own bucket alone.
+func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour} // a scoped key may take 5
+	var nodes []http.Handler
+	scoped, err := formsapi.NewKey()
+	is.NoErr(err)
+	for i := 0; i < 2; i++ {
+		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		is.NoErr(err)
+		t.Cleanup(s.Close)
+		if i == 0 {
+			load(t, s, storetest.DefaultSeed())
+			is.NoErr(s.AddKeyWith(ctx, scoped, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy}}))
+		}
+		nodes = append(nodes, formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p)))
+	}
+	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1"
+
+	res := get(nodes[0], target, scoped)
+	is.Equal(res.status, 200)
+	is.Equal(res.header.Get("RateLimit-Policy"), `"default-key";q=5;w=3600`) // its own policy
+	is.Equal(remaining(res), 4)                                              // and bucket
+	for i := 0; i < 2; i++ {
+		is.Equal(get(nodes[i], target, storetest.KeyA).status, 200) // the unscoped key, on both nodes
+	}
+	res = get(nodes[1], target, scoped)
+	is.Equal(res.status, 200)
+	is.Equal(remaining(res), 3) // the other key's requests do not show
+
+	refused := 0
+	for i := 0; i < 40; i++ { // the flood, on both nodes
+		if get(nodes[i%2], target, scoped).status == 429 {
+			refused++
+		}
+	}
+	is.Equal(refused, 37) // past its own 5, every request is refused
+
+	for i := 0; i < 3; i++ { // 10 - 5 - 2 left for the account
+		res = get(nodes[i%2], target, storetest.KeyA)
+		is.Equal(res.status, 200) // never starved
+	}
+	is.Equal(remaining(res), 0)                                 // the refused flood spent nothing of the account's
+	is.Equal(get(nodes[1], target, storetest.KeyA).status, 429) // and then the account's budget is spent
 }

@@ -93,7 +93,8 @@ WHERE k.key_hash = u.h AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 	// GCRA in one statement: the row of (policy, key) is created or
 	// updated under its row lock, so concurrent requests on any node are
 	// decided one after another. $3 is the interval and $4 the burst
-	// tolerance, in microseconds; a refusal leaves tat as it was.
+	// tolerance, in microseconds, of the policy of this call; a refusal
+	// leaves tat as it was.
 	sqlRateLimit = `INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
 SELECT $1, $2, now.us + $3, true, now.us
 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS now
@@ -103,8 +104,6 @@ ON CONFLICT (policy, key) DO UPDATE SET
     tat = CASE WHEN GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4
                THEN GREATEST(r.tat, EXCLUDED.at) + $3 ELSE r.tat END
 RETURNING tat, allowed, at`
-
-	sqlRateRefund = `UPDATE formsapi_rate_limits SET tat = tat - $3 WHERE policy = $1 AND key = $2`
 
 	// Rows whose quota is full again carry nothing.
 	sqlRatePrune = `DELETE FROM formsapi_rate_limits
@@ -135,7 +134,7 @@ type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
 	formOf, resolveKey, listKeys, touchKeys                         string
 	addForm, addSubmission, addKey, revokeKey                       string
-	rateLimit, rateRefund, ratePrune                                string
+	rateLimit, ratePrune                                            string
 	feed, feedEncoded                                               string
 }
 
@@ -165,7 +164,7 @@ func newQueries(schema string) queries {
 		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
 		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
 		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
-		rateLimit: q(sqlRateLimit), rateRefund: q(sqlRateRefund), ratePrune: q(sqlRatePrune),
+		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,96 +14,103 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/ratelimit"
 )
-
-func limiter(t *testing.T, s *pgstore.Store, p formsapi.RateLimitPolicy) *pgstore.RateLimiter {
-	t.Helper()
-	l, err := s.RateLimiter(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 func TestRateLimiterDecisions(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	p := formsapi.RateLimitPolicy{Name: "default", Quota: 3, Window: time.Minute}
-	l := limiter(t, mustOpen(t), p)
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Minute}
+	l := mustOpen(t).RateLimiter()
 	for i := 0; i < 3; i++ {
-		d, err := l.Allow(ctx, "account:a")
+		d, err := l.Allow(ctx, "account:a", p)
 		is.NoErr(err)                   // allow
 		is.True(d.Allowed)              // within the burst
 		is.Equal(d.Remaining, 2-i)      // one fewer each time
 		is.Equal(d.Policy, p)           // the policy
 		is.True(d.Reset <= time.Minute) // never more than the window
 	}
-	d, err := l.Allow(ctx, "account:a")
-	is.NoErr(err)                                                            // allow
-	is.True(!d.Allowed)                                                      // the fourth is refused
-	is.Equal(d.Remaining, 0)                                                 // nothing left
-	is.True(d.RetryAfter > 15*time.Second && d.RetryAfter <= 20*time.Second) // one interval, less the time the test took
-	d, err = l.Allow(ctx, "account:b")
+	d, err := l.Allow(ctx, "account:a", p)
+	is.NoErr(err)                                               // allow
+	is.True(!d.Allowed)                                         // the fourth is refused
+	is.Equal(d.Remaining, 0)                                    // nothing left
+	is.True(d.RetryAfter > 0 && d.RetryAfter <= 20*time.Second) // at most one interval
+	d, err = l.Allow(ctx, "account:b", p)
 	is.NoErr(err)            // another key
 	is.True(d.Allowed)       // has its own budget
 	is.Equal(d.Remaining, 2) // untouched by a's
-	other := limiter(t, mustOpen(t), p)
-	d, err = other.Allow(ctx, "account:a")
+	d, err = mustOpen(t).RateLimiter().Allow(ctx, "account:a", p)
 	is.NoErr(err)      // same key, another schema
 	is.True(d.Allowed) // schemas do not share state
-
-	is.NoErr(l.Refund(ctx, "account:a")) // give one back
-	d, err = l.Allow(ctx, "account:a")
-	is.NoErr(err)      // allow
-	is.True(d.Allowed) // the refunded unit is spent
 }
 
+// TestRateLimiterPoliciesAreSeparate: the policy travels with each call,
+// so one limiter serves several; the same key under two names is two
+// budgets, each with its own quota.
 func TestRateLimiterPoliciesAreSeparate(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	s := mustOpen(t)
-	a := limiter(t, s, formsapi.RateLimitPolicy{Name: "a", Quota: 1, Window: time.Minute})
-	b := limiter(t, s, formsapi.RateLimitPolicy{Name: "b", Quota: 1, Window: time.Minute})
-	d, _ := a.Allow(ctx, "k")
+	l := mustOpen(t).RateLimiter()
+	a := ratelimit.Policy{Name: "a", Quota: 1, Window: time.Minute}
+	b := ratelimit.Policy{Name: "b", Quota: 3, Window: time.Minute}
+	d, _ := l.Allow(ctx, "k", a)
 	is.True(d.Allowed) // a's first
-	d, _ = b.Allow(ctx, "k")
-	is.True(d.Allowed) // b's first, although a used the key
-	d, _ = a.Allow(ctx, "k")
+	d, _ = l.Allow(ctx, "k", b)
+	is.True(d.Allowed)       // b's first, although a used the key
+	is.Equal(d.Remaining, 2) // from b's quota: interval and burst come with the call
+	d, _ = l.Allow(ctx, "k", a)
 	is.True(!d.Allowed) // a's second is refused
 }
 
-func TestRateLimiterRefusesBadKeys(t *testing.T) {
+func TestRateLimiterRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	l := limiter(t, mustOpen(t), formsapi.RateLimitPolicy{Name: "default", Quota: 1, Window: time.Second})
+	l := mustOpen(t).RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Second}
 	for _, k := range []string{strings.Repeat("k", 513), "a\x00b", "\xff"} {
-		_, err := l.Allow(ctx, k)
+		_, err := l.Allow(ctx, k, p)
 		if err == nil {
 			t.Errorf("Allow(%.10q…): no error", k)
 		} else if strings.Contains(err.Error(), k) {
 			t.Errorf("the error quotes the key: %v", err)
 		}
 	}
+	for _, bad := range []ratelimit.Policy{
+		{Name: "default", Quota: 0, Window: time.Second},
+		{Name: "default", Quota: 1, Window: 0},
+		{Name: "bad name", Quota: 1, Window: time.Second},
+	} {
+		if _, err := l.Allow(ctx, "k", bad); !errors.Is(err, formsapi.ErrInvalidInput) {
+			t.Errorf("Allow with %+v: %v, want ErrInvalidInput", bad, err)
+		}
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := l.Allow(cctx, "k"); err == nil {
-		t.Error("Allow with a canceled context: no error")
+	if _, err := l.Allow(cctx, "k", p); !errors.Is(err, context.Canceled) {
+		t.Errorf("Allow with a canceled context: %v, want context.Canceled", err)
 	}
 }
 
+// TestRateLimiterPrune ages one row past its window behind the limiter's
+// back, rather than waiting for it.
 func TestRateLimiterPrune(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	l := limiter(t, mustOpen(t), formsapi.RateLimitPolicy{Name: "default", Quota: 1, Window: time.Second})
-	_, err := l.Allow(ctx, "idle")
+	s := mustOpen(t)
+	l := s.RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour}
+	_, err := l.Allow(ctx, "idle", p)
 	is.NoErr(err) // allow
-	time.Sleep(1100 * time.Millisecond)
-	_, err = l.Allow(ctx, "busy")
+	_, err = l.Allow(ctx, "busy", p)
 	is.NoErr(err) // allow
+	_, err = pgstore.Pool(s).Exec(ctx, "UPDATE "+quote(s.Schema())+".formsapi_rate_limits SET tat = tat - $1 WHERE key = 'idle'", int64(2*time.Hour/time.Microsecond))
+	is.NoErr(err) // an hour past its window
 	n, err := l.Prune(ctx)
 	is.NoErr(err)         // prune
 	is.Equal(n, int64(1)) // only the idle key's row
-	d, _ := l.Allow(ctx, "busy")
+	d, _ := l.Allow(ctx, "busy", p)
 	is.True(!d.Allowed) // the busy key's state survived
+	d, _ = l.Allow(ctx, "idle", p)
+	is.True(d.Allowed) // and the idle one starts afresh
 }
 
 // TestRateLimiterTwoNodes: two stores, each with its own pool, over one
@@ -112,7 +120,7 @@ func TestRateLimiterPrune(t *testing.T) {
 func TestRateLimiterTwoNodes(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.Schema(t)
-	p := formsapi.RateLimitPolicy{Name: "default", Quota: 10, Window: time.Second}
+	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Second}
 	var shared, separate []func() (bool, error)
 	for i := 0; i < 2; i++ {
 		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
@@ -120,14 +128,14 @@ func TestRateLimiterTwoNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
-		l := limiter(t, s, p)
+		l := s.RateLimiter()
 		shared = append(shared, func() (bool, error) {
-			d, err := l.Allow(ctx, "account:shared")
+			d, err := l.Allow(ctx, "account:shared", p)
 			return d.Allowed, err
 		})
-		m := formsapi.NewMemoryRateLimiter(p)
+		m := ratelimit.NewMemory()
 		separate = append(separate, func() (bool, error) {
-			d, err := m.Allow(ctx, "account:shared")
+			d, err := m.Allow(ctx, "account:shared", p)
 			return d.Allowed, err
 		})
 	}
@@ -152,7 +160,7 @@ func TestRateLimiterTwoNodes(t *testing.T) {
 // hammer calls each node's allow from four goroutines for about d, and
 // returns how many calls were allowed and refused, and the most p allows
 // over the time the calls took: Quota + elapsed/interval, rounded up.
-func hammer(t *testing.T, nodes []func() (bool, error), d time.Duration, p formsapi.RateLimitPolicy) (allowed, refused, bound int) {
+func hammer(t *testing.T, nodes []func() (bool, error), d time.Duration, p ratelimit.Policy) (allowed, refused, bound int) {
 	t.Helper()
 	var (
 		mu sync.Mutex
@@ -196,10 +204,8 @@ func BenchmarkRateLimiterAllow(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	l, err := s.RateLimiter(formsapi.RateLimitPolicy{Name: "default", Quota: 1 << 30, Window: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := s.RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 1 << 30, Window: time.Second}
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("account:%d", i)
@@ -209,7 +215,7 @@ func BenchmarkRateLimiterAllow(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			if _, err := l.Allow(ctx, keys[i%len(keys)]); err != nil {
+			if _, err := l.Allow(ctx, keys[i%len(keys)], p); err != nil {
 				b.Error(err)
 				return
 			}

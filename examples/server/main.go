@@ -37,6 +37,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -50,10 +51,13 @@ func main() {
 }
 
 // The default rate limit of the example server: 600 requests a minute per
-// account, in bursts of up to 600 (see -rate-limit).
+// account, in bursts of up to 600, of which a scoped key may take half
+// (see -rate-limit and -rate-limit-key); a limiter that does not answer
+// within 250 ms is passed by (see -rate-limit-timeout).
 const (
-	defaultRateLimit  = 600
-	defaultRateWindow = time.Minute
+	defaultRateLimit        = 600
+	defaultRateWindow       = time.Minute
+	defaultRateLimitTimeout = 250 * time.Millisecond
 )
 
 // Server timeouts. The store budget is below WriteTimeout so a slow query
@@ -78,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
+	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
+	rateTimeout := fs.Duration("rate-limit-timeout", defaultRateLimitTimeout, "how long a request waits for the rate limiter before it is served anyway (or refused, with -rate-limit-fail-closed)")
 	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
 	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
 	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
@@ -160,19 +166,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, formsapi.WithCursorSecret(secret))
 	}
 	if *rateLimit > 0 {
-		p := formsapi.RateLimitPolicy{Name: "default", Quota: *rateLimit, Window: *rateWindow}
+		p := ratelimit.Policy{Name: "default", Quota: *rateLimit, Window: *rateWindow, KeyQuota: *rateKey}
 		if err := p.Validate(); err != nil {
-			return err
+			return fmt.Errorf("-rate-limit, -rate-window, -rate-limit-key: %w", err)
+		}
+		if *rateTimeout <= 0 {
+			return fmt.Errorf("-rate-limit-timeout %s: want more than 0", *rateTimeout)
 		}
 		// Over PostgreSQL the budget is shared by every node on the
 		// database; over SQLite one process serves the file anyway.
-		var l formsapi.RateLimiter = formsapi.NewMemoryRateLimiter(p)
+		var l ratelimit.Limiter = ratelimit.NewMemory()
 		if pg, ok := store.(*pgstore.Store); ok {
-			if l, err = pg.RateLimiter(p); err != nil {
-				return err
-			}
+			l = pg.RateLimiter()
 		}
-		opts = append(opts, formsapi.WithRateLimiter(l))
+		opts = append(opts, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(*rateTimeout))
 		if *rateFailClosed {
 			opts = append(opts, formsapi.WithRateLimitFailClosed())
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/matryer/is"
@@ -191,12 +192,8 @@ func TestServerRateLimitsAndScopedKeys(t *testing.T) {
 		code, _ := s.get(t, "/v1/forms", s.key)
 		is.Equal(code, 200) // within the limit
 	}
-	req, _ := http.NewRequest("GET", s.base+"/v1/forms", nil)
-	req.Header.Set("Authorization", "Bearer "+s.key)
-	res, err := http.DefaultClient.Do(req)
-	is.NoErr(err) // fourth request
-	res.Body.Close()
-	is.Equal(res.StatusCode, 429)                                        // over the limit
+	res := s.do(t, "/v1/forms", s.key)
+	is.Equal(res.StatusCode, 429)                                        // the fourth request is over the limit
 	is.Equal(res.Header.Get("Retry-After"), "1200")                      // an hour / 3
 	is.Equal(res.Header.Get("RateLimit-Policy"), `"default";q=3;w=3600`) // the flags' policy
 	is.NoErr(s.stop())
@@ -217,4 +214,53 @@ func TestServerRateLimitsAndScopedKeys(t *testing.T) {
 		is.Equal(code, 200) // -rate-limit 0: no limit
 	}
 	is.NoErr(s.stop())
+
+	s = start(t, db, "-rate-limit", "4", "-rate-window", "1h", "-rate-limit-key", "1")
+	res = s.do(t, "/v1/forms", scoped)
+	is.Equal(res.StatusCode, 200)                                            // the scoped key's one request
+	is.Equal(res.Header.Get("RateLimit-Policy"), `"default-key";q=1;w=3600`) // under -rate-limit-key
+	is.Equal(s.do(t, "/v1/forms", scoped).StatusCode, 429)                   // and no more
+	for i := 0; i < 3; i++ {
+		code, _ = s.get(t, "/v1/forms", s.key)
+		is.Equal(code, 200) // the account's own key has the rest
+	}
+	is.NoErr(s.stop())
+}
+
+// do sends one GET and returns the response with its body closed.
+func (s server) do(t *testing.T, path, key string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
+}
+
+func TestServerRefusesBadRateFlags(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "forms.db")
+	for _, flags := range [][]string{
+		{"-rate-limit", "10", "-rate-limit-key", "11"},
+		{"-rate-limit", "10", "-rate-limit-key", "-1"},
+		{"-rate-limit", "10", "-rate-window", "1500ms"},
+		{"-rate-limit-timeout", "0"},
+	} {
+		// A server that took the flags would serve until the context
+		// ends, and then return nil.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := run(ctx, append([]string{"-db", db, "-addr", "127.0.0.1:0"}, flags...), io.Discard, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "rate") {
+			t.Errorf("%v: %v, want an error about the rate flags", flags, err)
+		}
+	}
+}
+
+func TestRateLimitTimeoutBelowStoreTimeout(t *testing.T) {
+	is := is.New(t)
+	// A limiter that hangs must cost a request less than a store that does.
+	is.True(defaultRateLimitTimeout < storeTimeout)
 }
