@@ -92,46 +92,36 @@ func WithRateLimitFailClosed() Option {
 	return func(c *config) { c.access.failClosed = true }
 }
 
-// Messages of the access answers.
-const (
-	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
-	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
-)
-
 // rateLimit asks the limiter about one authenticated request of token,
-// whose grant is g, and sets the RateLimit header fields. It answers 429
-// (or 503 for a failed limiter when failing closed, or for a client that
-// went away) and returns false when the request must not be served.
-func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g Grant) bool {
+// whose grant is g, and sets the RateLimit header fields. It returns an
+// error, for fail to answer, when the request must not be served:
+// errRateLimited for a refusal, errLimiterRefused for a failed limiter
+// when failing closed, and the limiter's error when the client went away.
+// A failed limiter when failing open is logged here, and the request
+// served.
+func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g Grant) error {
 	ac := &a.cfg.access
 	if ac.limiter == nil {
-		return true
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), ac.timeout)
 	defer cancel()
 	d, err := a.decide(ctx, token, g)
 	switch {
 	case err != nil && r.Context().Err() != nil:
-		// The client went away: not the limiter's fault, and nobody
-		// reads the answer.
-		a.logThrottled(logClientGone, w, r, slog.LevelInfo, "formsapi: client gone before the answer", slog.Any("err", err))
-		writeError(w, http.StatusServiceUnavailable, msgUnavailable)
-		return false
+		// The client went away: not the limiter's fault (fail says so).
+		return fmt.Errorf("rate limit: %w", err)
 	case err != nil && !ac.failClosed:
 		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
-		return true
+		return nil
 	case err != nil:
-		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request refused", slog.Any("err", err))
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, msgLimiterNotWorking)
-		return false
+		return fmt.Errorf("%w: %w", errLimiterRefused, err)
 	}
 	setRateLimitHeaders(w.Header(), d)
 	if !d.Allowed {
-		writeError(w, http.StatusTooManyRequests, msgRateLimited)
-		return false
+		return errRateLimited
 	}
-	return true
+	return nil
 }
 
 // decide asks the limiter about the buckets of a request, the key's own

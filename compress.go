@@ -3,8 +3,6 @@ package formsapi
 import (
 	"bytes"
 	"compress/gzip"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -87,42 +85,19 @@ func gzipped(body []byte) []byte {
 	return buf.Bytes()
 }
 
-// writeStatic writes a complete 200 body that never changes: gz, its
-// gzip coding from gzipped, when the request allows it. The caller has
-// set every other header, Vary naming Accept-Encoding among them.
-func writeStatic(w http.ResponseWriter, body, gz []byte, acceptsGzip bool) {
-	if acceptsGzip && len(body) >= gzipMinSize {
-		w.Header().Set("Content-Encoding", "gzip")
-		body = gz
-	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
-}
-
-// writeBody writes a complete 200 body with its length, gzip-coded when
-// gz is true and the body is large enough. The caller has set every other
-// header; Vary must already name Accept-Encoding when gz could be true.
-func writeBody(w http.ResponseWriter, body []byte, gz bool) {
-	h := w.Header()
-	if gz && len(body) >= gzipMinSize {
-		buf := gzipBufPool.Get().(*bytes.Buffer)
-		buf.Reset()
-		zw := gzipPool.Get().(*gzip.Writer)
-		zw.Reset(buf)
-		zw.Write(body) // a bytes.Buffer does not fail
-		zw.Close()
-		gzipPool.Put(zw)
-		h.Set("Content-Encoding", "gzip")
-		h.Set("Content-Length", strconv.Itoa(buf.Len()))
-		w.WriteHeader(http.StatusOK)
-		w.Write(buf.Bytes())
+// compress returns body gzip-coded, and a function that gives the buffer
+// back to the pool once the answer is written.
+func compress(body []byte) ([]byte, func()) {
+	buf := gzipBufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	zw := gzipPool.Get().(*gzip.Writer)
+	zw.Reset(buf)
+	zw.Write(body) // a bytes.Buffer does not fail
+	zw.Close()
+	gzipPool.Put(zw)
+	return buf.Bytes(), func() {
 		if buf.Cap() <= 4<<20 {
 			gzipBufPool.Put(buf)
 		}
-		return
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
 }

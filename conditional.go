@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"net/http"
 	"strings"
 	"sync"
 )
@@ -151,72 +150,4 @@ func noneMatch(vals []string, tag string) bool {
 // opaqueTag is tag without its W/ prefix.
 func opaqueTag(tag string) string {
 	return strings.TrimPrefix(tag, "W/")
-}
-
-// writeNotModified answers a GET or HEAD whose If-None-Match matched: the
-// status, the tag, and the caching headers the 200 would have carried (RFC
-// 9110 §15.4.5), with no body and no Content-Type or Content-Length.
-func writeNotModified(w http.ResponseWriter, tag, cacheControl, vary string) {
-	h := w.Header()
-	h.Del("Link")
-	h.Set("ETag", tag)
-	h.Set("Cache-Control", cacheControl)
-	h.Set("Vary", vary)
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusNotModified)
-}
-
-// Caching headers. Pages depend on the API key and change as submissions
-// arrive: "private" keeps them out of shared caches, "no-cache" lets the
-// key holder's client keep a page but makes it ask (If-None-Match) before
-// every reuse, and Vary names what else the answer depends on. Errors
-// are not worth keeping: "no-store".
-const (
-	cachePage     = "private, no-cache"
-	varyPage      = "Authorization, Accept-Encoding"
-	cacheDocument = "no-cache"
-	varyDocument  = "Accept-Encoding"
-	cacheError    = "no-store"
-)
-
-// respondPage finishes a page whose body holds everything up to its last
-// item: a 304 if the request's If-None-Match names the page's tag,
-// otherwise the whole page with its cursor (from the store's storeNext),
-// Link and tag. tagNext is what the tag says of where the next page
-// begins. It returns the body's buffer for reuse.
-func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string) []byte {
-	tag := a.pageTag(req, tagNext, body)
-	if notModified(w, r, tag) {
-		return body
-	}
-	body = appendNext(body, a.next(w, r, req, storeNext))
-	writePage(w, r, tag, body)
-	return body
-}
-
-// notModified answers 304, and reports true, when the request's
-// If-None-Match names tag. The request counts against a rate limit like
-// any other: it cost the store a full page read.
-func notModified(w http.ResponseWriter, r *http.Request, tag string) bool {
-	if !noneMatch(r.Header.Values("If-None-Match"), tag) {
-		return false
-	}
-	writeNotModified(w, tag, cachePage, varyPage)
-	return true
-}
-
-// writePage writes a finished page with its tag and the page headers.
-func writePage(w http.ResponseWriter, r *http.Request, tag string, body []byte) {
-	h := w.Header()
-	setJSONHeaders(h, cachePage)
-	h.Set("ETag", tag)
-	h.Set("Vary", varyPage)
-	writeBody(w, body, acceptsGzip(r.Header.Values("Accept-Encoding")))
-}
-
-// setJSONHeaders sets the headers every JSON answer carries.
-func setJSONHeaders(h http.Header, cacheControl string) {
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", cacheControl)
-	h.Set("X-Content-Type-Options", "nosniff")
 }

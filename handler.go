@@ -257,28 +257,19 @@ var openAPI []byte
 func handleOpenAPI() http.Handler {
 	tag, gz := staticTag(openAPI), gzipped(openAPI)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		if noneMatch(r.Header.Values("If-None-Match"), tag) {
-			writeNotModified(w, tag, cacheDocument, varyDocument)
-			return
-		}
-		setJSONHeaders(h, cacheDocument)
-		h.Set("ETag", tag)
-		h.Set("Vary", varyDocument)
-		writeStatic(w, openAPI, gz, acceptsGzip(r.Header.Values("Accept-Encoding")))
+		respondDocument(w, r, openAPI, gz, tag)
 	})
 }
 
 func (a *api) handleMethodNotAllowed() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, msgMethodNotAllowed)
+		a.fail(w, r, errMethod)
 	})
 }
 
 func (a *api) handleNotFound() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, msgNoRoute)
+		a.fail(w, r, errNoRoute)
 	})
 }
 
@@ -311,9 +302,7 @@ func (a *api) recoverPanics(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			a.log(w, r, slog.LevelError, "formsapi: panic serving request",
-				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-			writeError(w, http.StatusInternalServerError, msgInternal)
+			a.fail(w, r, panicked{value: v, stack: debug.Stack()})
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -119,7 +119,7 @@ func (a *api) handleListSubmissions() http.Handler {
 // and the server cannot serve it.
 func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, formID string) {
 	if a.feed == nil {
-		writeError(w, http.StatusNotImplemented, msgNoFeed)
+		a.fail(w, r, errNoFeed)
 		return
 	}
 	withBuffer(func(b []byte) []byte {
@@ -130,15 +130,7 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 			return p.Body
 		}
 		a.logSkipped(w, r, p.Skipped)
-		// The tag covers the items and where the page ends, not the
-		// sealed token, which differs on every answer.
-		tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), p.Body)
-		if notModified(w, r, tag) {
-			return p.Body
-		}
-		body := appendFeedEnd(p.Body, a.cursor.sealSync(req.list, next), more)
-		writePage(w, r, tag, body)
-		return body
+		return a.respondFeed(w, r, req, p.Body, next, more)
 	})
 }
 

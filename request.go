@@ -4,7 +4,6 @@ package formsapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -36,34 +35,33 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 			cancel()
 		}
 	}()
-	token, creds := parseAuthorization(r.Header.Values("Authorization"))
-	if creds != tokenPresent {
-		writeUnauthorized(w, creds == badToken)
+	fail := func(err error) (request, bool) {
+		a.fail(w, r, err)
 		return request{}, false
+	}
+	token, creds := parseAuthorization(r.Header.Values("Authorization"))
+	switch creds {
+	case noCredentials:
+		return fail(errNoCredentials)
+	case badToken:
+		return fail(ErrInvalidKey)
 	}
 	grant, err := a.authorize(ctx, token)
 	if err != nil {
-		if errors.Is(err, ErrInvalidKey) {
-			writeUnauthorized(w, true)
-		} else {
-			a.fail(w, r, fmt.Errorf("resolve key: %w", err))
-		}
-		return request{}, false
+		return fail(fmt.Errorf("resolve key: %w", err))
 	}
-	if !a.rateLimit(w, r, token, grant) {
-		return request{}, false
+	if err := a.rateLimit(w, r, token, grant); err != nil {
+		return fail(err)
 	}
 	// A form outside the key's scope gets the very answer of a form that
 	// does not exist, without a store call.
 	if formID != "" && (!ValidFormID(formID) || !grant.Allows(formID)) {
-		writeError(w, http.StatusNotFound, msgFormNotFound)
-		return request{}, false
+		return fail(ErrFormNotFound)
 	}
 	account := grant.AccountID
 	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, list: listID{account, formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
-		return request{}, false
+		return fail(badRequest(msg))
 	}
 	return req, true
 }
