@@ -36,7 +36,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 		expires = &ns
 	}
 	h := formsapi.HashKey(key)
-	_, err := s.pool.Exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano(), o.Forms, expires)
+	_, err := s.exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano(), o.Forms, expires)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
 	}
@@ -105,9 +105,21 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 // uses this store noted but has not written yet; another node's are seen
 // once that node writes them (within LastUsedInterval).
 func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
-	rows, err := s.pool.Query(ctx, s.sql.listKeys, accountID)
+	var out []formsapi.KeyInfo
+	err := retry(ctx, func() (err error) {
+		out, err = s.listKeys(ctx, accountID)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list keys: %w", withCtx(ctx, err))
+	}
+	return out, nil
+}
+
+func (s *Store) listKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
+	rows, err := s.pool.Query(ctx, s.sql.listKeys, accountID)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := []formsapi.KeyInfo{}
@@ -119,7 +131,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyI
 			expires, revoked, lastUsed *int64
 		)
 		if err := rows.Scan(&hash, &info.Forms, &created, &expires, &revoked, &lastUsed); err != nil {
-			return nil, fmt.Errorf("pgstore: list keys: %w", err)
+			return nil, err
 		}
 		info.ID, info.AccountID, info.CreatedAt = hex.EncodeToString(hash), accountID, stored.Time(created)
 		info.ExpiresAt, info.RevokedAt, info.LastUsedAt = optNanos(expires), optNanos(revoked), optNanos(lastUsed)
@@ -131,7 +143,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyI
 		out = append(out, info)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: list keys: %w", withCtx(ctx, err))
+		return nil, err
 	}
 	return out, nil
 }
@@ -158,7 +170,7 @@ func (s *Store) writeUses(ctx context.Context, uses map[[32]byte]int64) error {
 		hashes = append(hashes, h[:])
 		times = append(times, ns)
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.touchKeys, hashes, times); err != nil {
+	if _, err := s.exec(ctx, s.sql.touchKeys, hashes, times); err != nil {
 		return fmt.Errorf("pgstore: write when keys were last used: %w", withCtx(ctx, err))
 	}
 	return nil

@@ -48,12 +48,17 @@ func lockKey(schema string) int64 {
 // find nothing left to do. PostgreSQL's DDL is transactional, so a failed
 // migration leaves the schema as it was, and no other connection ever
 // sees half of one.
+//
+// The transaction runs at read committed whatever the database's default
+// isolation: at repeatable read or serializable it would take its
+// snapshot with the statement that waits for the lock, and then not see
+// the schema and tables the node before it created.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	ms, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}

@@ -185,14 +185,28 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	return nil
 }
 
-// retry runs the read f, and runs it once more if it failed because its
-// connection broke: the database restarted, or an operator or a proxy
-// killed the session. The pool replaces a broken connection, and reads
-// change nothing, so a retry on a fresh connection answers the client
-// instead of failing it for a connection that was dead before it asked.
+// retry runs the read f, and runs it again if it failed because its
+// connection broke (once: the database restarted, or an operator or a
+// proxy killed the session; the pool replaces a broken connection) or
+// because a conflict with concurrent writes aborted it (up to
+// conflictAttempts in all, after a backoff: at serializable isolation
+// even a read can be aborted; see retry.go). Reads change nothing, so a
+// retry answers the client instead of failing it for something that was
+// not its request's fault.
 func retry(ctx context.Context, f func() error) error {
 	err := f()
-	if err != nil && brokenConn(ctx, err) {
+	for n, reconnected := 1, false; err != nil; {
+		switch {
+		case !reconnected && brokenConn(ctx, err):
+			reconnected = true
+		case n < conflictAttempts && conflict(err):
+			if backoff(ctx, n) != nil {
+				return err
+			}
+			n++
+		default:
+			return err
+		}
 		err = f()
 	}
 	return err

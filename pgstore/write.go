@@ -33,7 +33,7 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 			return fmt.Errorf("pgstore: add form: %w: %s holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput, field.name)
 		}
 	}
-	_, err := s.pool.Exec(ctx, s.sql.addForm, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	_, err := s.exec(ctx, s.sql.addForm, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add form %q: %w", f.ID, formsapi.ErrFormExists)
 	}
@@ -87,7 +87,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// data and attachments go to text columns: PrepareSubmission checked
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
-	tag, err := s.pool.Exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
+	tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
 		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version)
 	if err != nil {
 		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
@@ -132,7 +132,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 		return fmt.Errorf("pgstore: revoke key: %w", err)
 	}
 	h := formsapi.HashKey(key)
-	tag, err := s.pool.Exec(ctx, s.sql.revokeKey, time.Now().UnixNano(), h[:])
+	tag, err := s.exec(ctx, s.sql.revokeKey, time.Now().UnixNano(), h[:])
 	if err != nil {
 		return fmt.Errorf("pgstore: revoke key: %w", withCtx(ctx, err))
 	}
