@@ -33,7 +33,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/pgstore"
@@ -66,6 +66,10 @@ const (
 	storeTimeout = 5 * time.Second
 	writeTimeout = 10 * time.Second
 )
+
+// seedTimeout bounds the wait for the seed lock and the seeding itself,
+// so that a start stuck behind another server fails rather than hangs.
+const seedTimeout = 2 * time.Minute
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
@@ -105,13 +109,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *schema != "" {
 			opts = append(opts, pgstore.WithSchema(*schema))
 		}
-		pg, err := pgstore.Open(ctx, *dsn, opts...)
+		pool, err := openPool(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		defer pool.Close() // after the store's Close, which writes key uses
+		pg, err := pgstore.New(ctx, pool, opts...)
 		if err != nil {
 			return err
 		}
 		defer pg.Close()
 		store, where = pg, "PostgreSQL schema "+pg.Schema()
-		lockSeeding = func(ctx context.Context) (func(), error) { return seedLock(ctx, *dsn, pg.Schema()) }
+		lockSeeding = func(ctx context.Context) (func(), error) { return seedLock(ctx, pool, pg.Schema()) }
 		if *keyFile == "" {
 			*keyFile = "postgres.demo-key"
 		}
@@ -146,16 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
-	var unlock func()
-	if lockSeeding != nil {
-		if unlock, err = lockSeeding(ctx); err != nil {
-			return err
-		}
-	}
-	demoKey, created, err := seedDemo(ctx, store, *keyFile)
-	if unlock != nil {
-		unlock()
-	}
+	demoKey, created, err := seed(ctx, store, *keyFile, lockSeeding)
 	if err != nil {
 		return err
 	}
@@ -338,23 +338,73 @@ func cursorSecret(path string) ([]byte, error) {
 	return []byte(secret), nil
 }
 
-// seedLock takes a PostgreSQL advisory lock for seeding schema, held by a
-// connection of its own until unlock: servers starting together on an
-// empty database seed one after another, so the first seeds and the
-// others find the demo data there. A server that dies while holding it
-// releases it with its connection.
-func seedLock(ctx context.Context, dsn, schema string) (unlock func(), err error) {
-	conn, err := pgx.Connect(ctx, dsn)
+// openPool makes the server's PostgreSQL pool from dsn, which may carry
+// pgxpool's own parameters (pool_max_conns and the other pool_ ones); a
+// plain pgx connection would send them to the server as settings, which
+// it refuses. The seed lock holds one connection while the store seeds
+// through others, so the pool has at least two.
+func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The parse error may quote the DSN, password and all.
+		return nil, errors.New("the PostgreSQL DSN cannot be parsed")
+	}
+	cfg.MaxConns = max(cfg.MaxConns, 2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL pool: %w", err)
+	}
+	return pool, nil
+}
+
+// seedLockKey is the advisory lock that serialises seeding of one schema.
+func seedLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("formsapi demo seed\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// seedLock takes the advisory lock for seeding schema in a transaction of
+// its own on pool, until unlock ends the transaction: servers starting
+// together on an empty database seed one after another, so the first
+// seeds and the others find the demo data there. The lock is
+// transaction-level because a session-level one outlives its user behind
+// a transaction-mode pooler (PgBouncer), held by whichever pooled server
+// connection ran it, and every later start would wait for it forever. A
+// transaction's lock ends with the transaction, and with the connection
+// of a server that dies holding it; the wait ends with ctx.
+func seedLock(ctx context.Context, pool *pgxpool.Pool, schema string) (unlock func(), err error) {
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("seed lock: %w", err)
 	}
-	h := fnv.New64a()
-	h.Write([]byte("formsapi demo seed\x00" + schema))
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(h.Sum64())); err != nil {
-		conn.Close(context.Background())
+	end := func() {
+		// Nothing was written: rolling back releases the lock. If that
+		// fails, pgx closes the connection, which releases it too.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tx.Rollback(ctx)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", seedLockKey(schema)); err != nil {
+		end()
 		return nil, fmt.Errorf("seed lock: %w", err)
 	}
-	return func() { conn.Close(context.Background()) }, nil // closing the session releases the lock
+	return end, nil
+}
+
+// seed runs seedDemo under the lock that lock takes, if any, within
+// seedTimeout.
+func seed(ctx context.Context, store backend, keyFile string, lock func(context.Context) (func(), error)) (key string, created bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, seedTimeout)
+	defer cancel()
+	if lock != nil {
+		unlock, err := lock(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		defer unlock()
+	}
+	return seedDemo(ctx, store, keyFile)
 }
 
 // seedDemo fills an empty database with the demo account and returns its

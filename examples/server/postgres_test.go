@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/url"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi/internal/pgtest"
@@ -63,20 +66,22 @@ func startArgs(t *testing.T, args ...string) server {
 	}
 }
 
-// TestPostgresTwoServersSeedOnce starts two servers together on a
-// PostgreSQL schema that does not exist yet, as two nodes deploying at
-// once: the demo data is seeded exactly once, both serve it with the same
-// demo key, and with one shared cursor secret a cursor from one server
-// works on the other.
-func TestPostgresTwoServersSeedOnce(t *testing.T) {
+// TestPostgresServersSeedOnce starts four servers together on a
+// PostgreSQL schema that does not exist yet, as four nodes deploying at
+// once, with a DSN in the README's form, pool_max_conns included: the
+// demo data is seeded exactly once, all serve it with the same demo key,
+// and with one shared cursor secret a cursor from one server works on
+// the others.
+func TestPostgresServersSeedOnce(t *testing.T) {
 	is := is.New(t)
 	dsn, schema := pgtest.Name(t)
+	dsn += "&pool_max_conns=4" // pgxpool's, which the server must not send to PostgreSQL
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "cursor-secret")
 	is.NoErr(os.WriteFile(secretFile, []byte("0123456789abcdefghijklmnopqrstuvwxyz\n"), 0o600))
 	args := []string{"-postgres", dsn, "-schema", schema, "-demo-key-file", filepath.Join(dir, "demo-key"), "-cursor-secret-file", secretFile, "-access-log=false"}
 
-	servers := make([]server, 2)
+	servers := make([]server, 4)
 	var wg sync.WaitGroup
 	for i := range servers {
 		wg.Add(1)
@@ -86,15 +91,17 @@ func TestPostgresTwoServersSeedOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	a, b := servers[0], servers[1]
+	a, b := servers[0], servers[len(servers)-1]
 	is.True(strings.HasPrefix(a.key, "fapi_")) // a demo key, not a hint to issue one
-	is.Equal(a.key, b.key)                     // both servers know the one demo key
 	is.True(strings.Contains(a.term.String(), "over PostgreSQL schema "+schema))
+	shown := 0
 	for _, s := range servers {
+		is.Equal(s.key, a.key)                                          // every server knows the one demo key
 		is.True(!strings.Contains(s.out.String()+s.term.String(), dsn)) // the DSN is not printed
 		is.True(!strings.Contains(s.out.String(), a.key))               // nor the key logged
+		shown += strings.Count(s.term.String(), "shown this once")
 	}
-	is.Equal(strings.Count(a.term.String()+b.term.String(), "shown this once"), 1) // the key printed by the one server that made it
+	is.Equal(shown, 1) // the key printed by the one server that made it
 
 	for _, s := range servers {
 		code, body := s.get(t, "/v1/forms", a.key)
@@ -122,8 +129,79 @@ func TestPostgresTwoServersSeedOnce(t *testing.T) {
 	code, _ = b.get(t, "/v1/forms", newKey)
 	is.Equal(code, 200) // works at once on a running server
 
-	is.NoErr(a.stop())
-	is.NoErr(b.stop())
+	for _, s := range servers {
+		is.NoErr(s.stop())
+	}
+}
+
+// TestPostgresSeedLockWaitEndsWithCtx starts a server while another
+// holds the seed lock. The server waits for it in a transaction, with
+// pg_advisory_xact_lock (a session-level lock would stay held by an idle
+// pooled connection behind a transaction-mode pooler), gives up when its
+// ctx ends, and leaves nothing behind: once the lock is free, the next
+// server to start seeds.
+func TestPostgresSeedLockWaitEndsWithCtx(t *testing.T) {
+	is := is.New(t)
+	bg := context.Background()
+	dsn, schema := pgtest.Name(t)
+	app := "formsapi_seed_" + strings.ToLower(rand.Text()[:10])
+	args := []string{"-postgres", dsn + "&pool_max_conns=2&application_name=" + app, "-schema", schema,
+		"-demo-key-file", filepath.Join(t.TempDir(), "demo-key"), "-access-log=false"}
+
+	conn, err := pgx.Connect(bg, dsn)
+	is.NoErr(err)
+	defer conn.Close(bg)
+	tx, err := conn.Begin(bg)
+	is.NoErr(err)
+	defer tx.Rollback(bg)
+	_, err = tx.Exec(bg, "SELECT pg_advisory_xact_lock($1)", seedLockKey(schema))
+	is.NoErr(err) // another server is seeding
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard) }()
+	query := waitForLock(t, dsn, app)
+	is.True(strings.Contains(query, "pg_advisory_xact_lock")) // a transaction-level lock
+	cancel()
+	select {
+	case err := <-done:
+		is.True(errors.Is(err, context.Canceled)) // the start gave up
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server still waits for the seed lock after its ctx ended")
+	}
+	is.NoErr(tx.Rollback(bg)) // the other server is done
+
+	s := startArgs(t, args...)                                    // fails if the lock were still held
+	is.True(strings.Contains(s.term.String(), "shown this once")) // it seeded
+	is.NoErr(s.stop())
+}
+
+// waitForLock waits until a backend of application app waits on a lock,
+// and returns the statement it waits in.
+func waitForLock(t *testing.T, dsn, app string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var query string
+		err := conn.QueryRow(context.Background(), `SELECT query FROM pg_stat_activity
+WHERE application_name = $1 AND wait_event_type = 'Lock' LIMIT 1`, app).Scan(&query)
+		if err == nil {
+			return query
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("pg_stat_activity: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no backend of %s ever waited on a lock", app)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestCursorSecretSources(t *testing.T) {
