@@ -1,6 +1,8 @@
 // Command embedded shows a host application that mounts the forms API
 // under /api/ in its own ServeMux, next to routes of its own, over the
-// in-memory store. It seeds a demo account and prints a key and curl lines.
+// in-memory store. It seeds a demo account and prints a key and curl lines
+// to the terminal (stderr): stdout carries only the log, which log
+// collectors keep, and a key has no place there.
 //
 //	go run ./examples/embedded
 package main
@@ -26,14 +28,17 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "embedded:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// run serves until ctx ends, logging to stdout; the banner with the demo
+// key goes to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("embedded", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,7 +50,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	logger := slog.New(slog.NewTextHandler(out, nil))
+	logger := slog.New(slog.NewTextHandler(stdout, nil))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "the host's own home page\n")
@@ -69,9 +74,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(out, "forms API mounted at %s/api/v1/\ndemo API key: %s\n\n", base, key)
-	fmt.Fprintf(out, "curl -H 'Authorization: Bearer %s' %s/api/v1/forms\n", key, base)
-	fmt.Fprintf(out, "curl -H 'Authorization: Bearer %s' '%s/api/v1/forms/newsletter/submissions?limit=2'\n\n", key, base)
+	fmt.Fprintf(stderr, "forms API mounted at %s/api/v1/\ndemo API key: %s\n\n", base, key)
+	fmt.Fprintf(stderr, "curl -H 'Authorization: Bearer %s' %s/api/v1/forms\n", key, base)
+	fmt.Fprintf(stderr, "curl -H 'Authorization: Bearer %s' '%s/api/v1/forms/newsletter/submissions?limit=2'\n\n", key, base)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
