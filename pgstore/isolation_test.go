@@ -17,6 +17,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/ratelimit"
 )
 
 // strictLevels are the isolation levels a host may make its database's
@@ -262,6 +263,47 @@ func TestConcurrentFirstOpenAtStrictIsolation(t *testing.T) {
 				return
 			}
 			is.Equal(migrationVersions(t, stores[0]), allVersions()) // each migration recorded once
+		})
+	}
+}
+
+// TestRateLimiterAtStrictIsolation: concurrent decisions on one key, whose
+// upserts conflict at repeatable read and serializable, are retried, so
+// none fails and none is counted twice.
+func TestRateLimiterAtStrictIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range strictLevels {
+		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			dsn, schema := pgtest.Schema(t)
+			s := openAt(t, dsn, schema, level)
+			l := s.RateLimiter()
+			const goroutines, each = 8, 25
+			p := ratelimit.Policy{Name: "strict", Quota: goroutines * each, Window: time.Hour}
+			var wg sync.WaitGroup
+			var allowed atomic.Int64
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range each {
+						d, err := l.Allow(ctx, "account:busy", p)
+						if err != nil {
+							t.Errorf("allow at %s: %v", level, err)
+							return
+						}
+						if d.Allowed {
+							allowed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			is.Equal(allowed.Load(), int64(goroutines*each)) // every one decided, within the quota
+			d, err := l.Allow(ctx, "account:busy", p)
+			is.NoErr(err)
+			is.True(!d.Allowed) // and each counted once: the quota is spent
 		})
 	}
 }

@@ -53,7 +53,7 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy)
 		tat, at int64
 		allowed bool
 	)
-	err := l.s.pool.QueryRow(ctx, l.s.sql.rateLimit, p.Name, key, t, tau).Scan(&tat, &allowed, &at)
+	err := l.s.writeRow(ctx, l.s.sql.rateLimit, []any{p.Name, key, t, tau}, &tat, &allowed, &at)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", withCtx(ctx, err))
 	}

@@ -72,3 +72,18 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	}
 	return tag, err
 }
+
+// writeRow is exec for a write statement that returns one row, scanned
+// into dest: the rate limiter's upsert.
+func (s *Store) writeRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	err := s.pool.QueryRow(ctx, sql, args...).Scan(dest...)
+	for n := 1; n < conflictAttempts && conflict(err); n++ {
+		if backoff(ctx, n) != nil {
+			break
+		}
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, sql, args...).Scan(dest...)
+		})
+	}
+	return err
+}
