@@ -114,19 +114,19 @@ func isUnreserved(c byte) bool {
 		c == '-' || c == '_' || c == '.' || c == '~'
 }
 
-// PrepareForm readies f for storage: a zero CreatedAt becomes the current
-// time, and times are kept in UTC. It returns an error wrapping
-// [ErrInvalidInput] if f cannot be stored. Stores call it before writing,
-// so that every store refuses the same input.
+// PrepareForm readies f for storage under [DefaultLimits]: a zero
+// CreatedAt becomes the current time, and times are kept in UTC; stores
+// with other limits call [Limits.PrepareForm]. It returns an error wrapping
+// [ErrInvalidInput] that says which field and, for a limit, which one, if f
+// cannot be stored: accountID is empty, longer than MaxAccountIDBytes, not
+// valid UTF-8 or holds a control character; the form ID is malformed (see
+// [ValidFormID]); the title, icon or notificationEmail is not valid UTF-8
+// or holds a control character (C0, DEL or C1); the form's JSON as the API
+// sends it, escapes included, is longer than MaxFormBytes; or CreatedAt is
+// outside the years 1678 to 2261. Stores call it before writing, so that
+// every store refuses the same input.
 func PrepareForm(accountID string, f *Form) error {
-	f.CreatedAt = storedTime(f.CreatedAt)
-	if accountID == "" {
-		return fmt.Errorf("%w: empty account ID", ErrInvalidInput)
-	}
-	if !ValidFormID(f.ID) {
-		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, MaxFormIDLen)
-	}
-	return checkTime(f.CreatedAt)
+	return DefaultLimits.PrepareForm(accountID, f)
 }
 
 // storedTime is t as stores keep it: the current time for a zero t, in
@@ -159,8 +159,11 @@ func checkTime(t time.Time) error {
 // than allowed, or an attachment whose strings are too long, not valid
 // UTF-8 or hold control characters, whose fileUrl is not an absolute http
 // or https URL, whose size is negative or whose mimeType is not
-// type/subtype; m.Geo is present but not valid JSON; or its CreatedAt is
-// out of range.
+// type/subtype; m's fields are longer together than MaxMetadataBytes, one
+// is not valid UTF-8, or m.Geo is present but not valid JSON; its
+// CreatedAt is out of range; or its JSON as the API sends it
+// ([AppendSubmissionJSON], escapes included) is longer than
+// MaxSubmissionBytes.
 func PrepareSubmission(s *Submission, m Metadata) error {
 	return DefaultLimits.PrepareSubmission(s, m)
 }

@@ -80,18 +80,27 @@ type KeyOptions struct {
 const MaxKeyForms = 1000
 
 // PrepareKeyOptions checks a key and its options as AddKeyWith takes
-// them, and readies o for storage: Forms sorted without duplicates,
-// ExpiresAt in UTC truncated to the microsecond. It returns an error
-// wrapping [ErrInvalidInput] naming the problem: a key that could never
-// authenticate (see [CheckKey]), an empty accountID, a non-nil empty or
-// too long Forms, a malformed form ID, or an ExpiresAt that is not after
-// now. Stores call it so that every store refuses the same input.
+// them, under [DefaultLimits], and readies o for storage: Forms sorted
+// without duplicates, ExpiresAt in UTC truncated to the microsecond;
+// stores with other limits call [Limits.PrepareKeyOptions]. It returns an
+// error wrapping [ErrInvalidInput] naming the problem: a key that could
+// never authenticate (see [CheckKey]), an accountID that is empty, longer
+// than MaxAccountIDBytes, not valid UTF-8 or holds a control character, a
+// non-nil empty or too long Forms, a malformed form ID, or an ExpiresAt
+// that is not after now. Stores call it so that every store refuses the
+// same input.
 func PrepareKeyOptions(key, accountID string, o *KeyOptions) error {
+	return DefaultLimits.PrepareKeyOptions(key, accountID, o)
+}
+
+// PrepareKeyOptions is [PrepareKeyOptions] under the limits l.
+func (l Limits) PrepareKeyOptions(key, accountID string, o *KeyOptions) error {
+	l = l.orDefaults()
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if accountID == "" {
-		return fmt.Errorf("%w: empty account ID", ErrInvalidInput)
+	if err := l.checkAccountID(accountID); err != nil {
+		return err
 	}
 	if o.Forms != nil {
 		if len(o.Forms) == 0 {
@@ -126,10 +135,12 @@ type KeyManager interface {
 	KeyAuthorizer
 
 	// AddKeyWith registers key as an API key of accountID restricted by
-	// o, after [PrepareKeyOptions]. It returns an error wrapping
-	// ErrKeyExists if the key is already registered or was ever revoked,
-	// and one wrapping ErrInvalidInput if the key, accountID or o is
-	// malformed (see PrepareKeyOptions); either way nothing changes.
+	// o, after [Limits.PrepareKeyOptions] under the store's limits. It
+	// returns an error wrapping ErrKeyExists if the key is already
+	// registered or was ever revoked, and one wrapping ErrInvalidInput if
+	// the key, accountID or o is malformed or accountID is beyond the
+	// store's MaxAccountIDBytes (see PrepareKeyOptions); either way
+	// nothing changes.
 	AddKeyWith(ctx context.Context, key, accountID string, o KeyOptions) error
 
 	// ListKeys returns every key of accountID, revoked and expired ones

@@ -11,11 +11,20 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// Limits bounds what the write side accepts in one submission, so that
-// everything stored can be read back: by this library's read side, and by
-// any mainstream JSON parser a client uses. Every store of this module
-// takes them as an option (WithLimits) and refuses a submission beyond
-// them with an error wrapping [ErrInvalidInput] that names the limit.
+// Limits bounds what the write side accepts, so that everything stored can
+// be read back: by this library's read side, within the handler's page
+// byte budget, and by any mainstream JSON parser a client uses. They bound
+// a submission (its data, attachments, metadata and whole encoded size), a
+// form (its encoded size) and an account ID. Every store of this module
+// takes them as an option (WithLimits), applies them in AddForm,
+// AddSubmission, AddKey and AddKeyWith through [Limits.PrepareForm],
+// [Limits.PrepareSubmission] and [Limits.PrepareKeyOptions], and refuses
+// input beyond them with an error wrapping [ErrInvalidInput] that names the
+// limit, changing nothing.
+//
+// Sizes "as the API sends it" are counted after JSON escaping: a "<" in a
+// string is six bytes (\u003c), as the stores keep it and as the page
+// byte budget counts it.
 //
 // A field of zero or less takes its value from [DefaultLimits].
 type Limits struct {
@@ -35,6 +44,40 @@ type Limits struct {
 	// MaxAttachmentString bounds each string of an attachment (fieldName,
 	// fileUrl, mimeType), in bytes.
 	MaxAttachmentString int
+	// MaxSubmissionBytes bounds a submission's JSON as the API sends it:
+	// the length [AppendSubmissionJSON] makes for the submission as given,
+	// escapes included. Stores keep that JSON (those that compact Data
+	// keep at most as much) and the handler's page byte budget counts it.
+	// The default, 2 MiB, admits the largest submission the other default
+	// limits allow whose strings need few escapes (1 MiB of data and 100
+	// attachments of three 2,048-byte strings come to about 1.6 MiB) and
+	// refuses the rest: without it, attachment strings of "<" made one
+	// submission 4.5 times the size of its data limit. It is half of
+	// [DefaultPageBytes], so every submission fits a default page with
+	// room and no page passes its budget. Raise it with MaxDataBytes, and
+	// keep it within the handler's WithPageBytes.
+	MaxSubmissionBytes int
+	// MaxMetadataBytes bounds the four fields of [Metadata] together
+	// (ClientIP, UserAgent, Geo and TraceID, as given), in bytes. Each
+	// must also be valid UTF-8, and Geo, when present, valid JSON. The
+	// default, 64 KiB, is far beyond the request headers they come from
+	// and keeps an attacker from storing megabytes the read API never
+	// returns.
+	MaxMetadataBytes int
+	// MaxFormBytes bounds a form's JSON as the API sends it (formId,
+	// title, icon, notificationEmail and createdAt, escapes included).
+	// Title, icon and notificationEmail must also be valid UTF-8 without
+	// control characters. The default, 4 KiB, leaves the three strings
+	// about 3,800 bytes of JSON together, and keeps a page of
+	// [MaxPageSize] (1,000) forms within [DefaultPageBytes] (4 MiB): pages
+	// of forms are bounded by their item count alone.
+	MaxFormBytes int
+	// MaxAccountIDBytes bounds account IDs, in bytes, in AddForm, AddKey
+	// and AddKeyWith alike. Account IDs must also be non-empty, valid
+	// UTF-8 without control characters: they go into rate-limit keys and
+	// logs. The default is 256; the handler's rate-limit key is "account:"
+	// and the ID, and pgstore's limiter takes keys of up to 512 bytes.
+	MaxAccountIDBytes int
 }
 
 // DefaultLimits are the limits of a store made without WithLimits.
@@ -47,12 +90,17 @@ type Limits struct {
 // 10,000; JavaScript's JSON.parse in V8 has none. A response with data
 // at depth 20 is 23 levels deep, within all of them. The number length,
 // 100, is far within Jackson's 1,000 and Python's 4,300 digits for an int.
+// The sizes are explained at their fields.
 var DefaultLimits = Limits{
 	MaxDataBytes:        1 << 20,
 	MaxDepth:            20,
 	MaxNumberLength:     100,
 	MaxAttachments:      100,
 	MaxAttachmentString: 2048,
+	MaxSubmissionBytes:  2 << 20,
+	MaxMetadataBytes:    64 << 10,
+	MaxFormBytes:        4 << 10,
+	MaxAccountIDBytes:   256,
 }
 
 // maxStoredDepth is the deepest data whose response encoding/json reads.
@@ -68,6 +116,10 @@ func (l Limits) orDefaults() Limits {
 		{&l.MaxNumberLength, &d.MaxNumberLength},
 		{&l.MaxAttachments, &d.MaxAttachments},
 		{&l.MaxAttachmentString, &d.MaxAttachmentString},
+		{&l.MaxSubmissionBytes, &d.MaxSubmissionBytes},
+		{&l.MaxMetadataBytes, &d.MaxMetadataBytes},
+		{&l.MaxFormBytes, &d.MaxFormBytes},
+		{&l.MaxAccountIDBytes, &d.MaxAccountIDBytes},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -90,10 +142,112 @@ func (l Limits) PrepareSubmission(s *Submission, m Metadata) error {
 	if err := l.checkAttachments(s.Attachments); err != nil {
 		return err
 	}
-	if len(m.Geo) > 0 && !json.Valid(m.Geo) {
-		return fmt.Errorf("%w: metadata geo is not valid JSON", ErrInvalidInput)
+	if err := l.checkMetadata(m); err != nil {
+		return err
 	}
-	return checkTime(s.CreatedAt)
+	if err := checkTime(s.CreatedAt); err != nil {
+		return err
+	}
+	return l.checkSubmissionSize(*s)
+}
+
+// checkSubmissionSize refuses s if its JSON as the API sends it passes
+// MaxSubmissionBytes. Callers have checked s's data, attachments and time,
+// so it encodes.
+func (l Limits) checkSubmissionSize(s Submission) error {
+	// The encoding is never shorter than the data, which it copies.
+	if len(s.Data) > l.MaxSubmissionBytes {
+		return fmt.Errorf("%w: submission data alone is %d bytes, over the limit MaxSubmissionBytes (%d) for the submission as the API sends it",
+			ErrInvalidInput, len(s.Data), l.MaxSubmissionBytes)
+	}
+	var n int
+	var err error
+	withBuffer(func(b []byte) []byte {
+		b, err = AppendSubmissionJSON(b, s)
+		n = len(b)
+		return b
+	})
+	if err != nil {
+		return fmt.Errorf("%w: submission: %v", ErrInvalidInput, err)
+	}
+	if n > l.MaxSubmissionBytes {
+		return fmt.Errorf("%w: submission is %d bytes as the API sends it (escapes included), over the limit MaxSubmissionBytes (%d)",
+			ErrInvalidInput, n, l.MaxSubmissionBytes)
+	}
+	return nil
+}
+
+// checkMetadata refuses m if its fields together pass MaxMetadataBytes,
+// one is not valid UTF-8, or Geo is present but not valid JSON.
+func (l Limits) checkMetadata(m Metadata) error {
+	if n := len(m.ClientIP) + len(m.UserAgent) + len(m.Geo) + len(m.TraceID); n > l.MaxMetadataBytes {
+		return fmt.Errorf("%w: metadata is %d bytes (client IP, user agent, geo and trace ID together), over the limit MaxMetadataBytes (%d)",
+			ErrInvalidInput, n, l.MaxMetadataBytes)
+	}
+	for _, f := range []struct{ name, v string }{{"client IP", m.ClientIP}, {"user agent", m.UserAgent}, {"trace ID", m.TraceID}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: metadata %s is not valid UTF-8", ErrInvalidInput, f.name)
+		}
+	}
+	if len(m.Geo) > 0 {
+		if !utf8.Valid(m.Geo) {
+			return fmt.Errorf("%w: metadata geo is not valid UTF-8", ErrInvalidInput)
+		}
+		if !json.Valid(m.Geo) {
+			return fmt.Errorf("%w: metadata geo is not valid JSON", ErrInvalidInput)
+		}
+	}
+	return nil
+}
+
+// PrepareForm is [PrepareForm] under the limits l.
+func (l Limits) PrepareForm(accountID string, f *Form) error {
+	l = l.orDefaults()
+	f.CreatedAt = storedTime(f.CreatedAt)
+	if err := l.checkAccountID(accountID); err != nil {
+		return err
+	}
+	if !ValidFormID(f.ID) {
+		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, MaxFormIDLen)
+	}
+	// Escaping never shortens a string: refuse what is too long as
+	// given before scanning or encoding it.
+	if n := len(f.Title) + len(f.Icon) + len(f.NotificationEmail); n > l.MaxFormBytes {
+		return fmt.Errorf("%w: form title, icon and notificationEmail are %d bytes together, over the limit MaxFormBytes (%d) for the form as the API sends it",
+			ErrInvalidInput, n, l.MaxFormBytes)
+	}
+	for _, fl := range []struct{ name, v string }{{"title", f.Title}, {"icon", f.Icon}, {"notificationEmail", f.NotificationEmail}} {
+		if msg := badText(fl.v); msg != "" {
+			return fmt.Errorf("%w: form %s %s", ErrInvalidInput, fl.name, msg)
+		}
+	}
+	if err := checkTime(f.CreatedAt); err != nil {
+		return err
+	}
+	b, err := appendForm(nil, *f)
+	if err != nil {
+		return fmt.Errorf("%w: form: %v", ErrInvalidInput, err)
+	}
+	if len(b) > l.MaxFormBytes {
+		return fmt.Errorf("%w: form is %d bytes as the API sends it (escapes included), over the limit MaxFormBytes (%d)",
+			ErrInvalidInput, len(b), l.MaxFormBytes)
+	}
+	return nil
+}
+
+// checkAccountID refuses an account ID that is empty, longer than
+// MaxAccountIDBytes, not valid UTF-8 or holds a control character.
+func (l Limits) checkAccountID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty account ID", ErrInvalidInput)
+	}
+	if len(id) > l.MaxAccountIDBytes {
+		return fmt.Errorf("%w: account ID is %d bytes, over the limit MaxAccountIDBytes (%d)", ErrInvalidInput, len(id), l.MaxAccountIDBytes)
+	}
+	if msg := badText(id); msg != "" {
+		return fmt.Errorf("%w: account ID %s", ErrInvalidInput, msg)
+	}
+	return nil
 }
 
 func (l Limits) checkData(data []byte) error {
