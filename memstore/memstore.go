@@ -73,8 +73,9 @@ type submission struct {
 // Option configures a store made by New.
 type Option func(*Store)
 
-// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
-// without it); a zero field keeps its default.
+// WithLimits sets the limits AddForm, AddSubmission, AddKey and
+// AddKeyWith apply (formsapi.DefaultLimits without it); a zero field keeps
+// its default.
 func WithLimits(l formsapi.Limits) Option {
 	return func(s *Store) { s.limits = l }
 }
@@ -96,13 +97,14 @@ func New(opts ...Option) *Store {
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
 // current time. It returns an error wrapping formsapi.ErrFormExists if any
 // account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed; either way
-// nothing changes.
+// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
+// store's limits (see WithLimits and formsapi.Limits.PrepareForm); either
+// way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
 	}
-	if err := formsapi.PrepareForm(accountID, &f); err != nil {
+	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
 	}
 	s.mu.Lock()
@@ -151,8 +153,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 
 // AddKey registers key as an API key of accountID. Only its hash is kept.
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
-// registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the key could
-// never authenticate (see formsapi.CheckKey) or accountID is empty.
+// registered or was ever revoked, and one wrapping
+// formsapi.ErrInvalidInput if the key could never authenticate (see
+// formsapi.CheckKey) or accountID is malformed or beyond the store's
+// limits (see WithLimits and formsapi.Limits.PrepareKeyOptions).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
 }
@@ -161,13 +165,14 @@ func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 // o.Forms and o.ExpiresAt. It returns an error wrapping
 // formsapi.ErrKeyExists if the key is already registered or was ever
 // revoked, and one wrapping formsapi.ErrInvalidInput if the key,
-// accountID or o is malformed (see formsapi.PrepareKeyOptions); either
-// way nothing changes.
+// accountID or o is malformed or accountID is beyond the store's limits
+// (see WithLimits and formsapi.Limits.PrepareKeyOptions); either way
+// nothing changes.
 func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
 	}
-	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
+	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
 	}
 	h := formsapi.HashKey(key)

@@ -17,14 +17,15 @@ import (
 // o.Forms and o.ExpiresAt. Only its SHA-256 is stored. It returns an
 // error wrapping formsapi.ErrKeyExists if the key is already registered
 // or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the
-// key, accountID or o is malformed (see formsapi.PrepareKeyOptions) or
-// accountID is not storable text (a NUL byte or invalid UTF-8); either
-// way nothing changes.
+// key, accountID or o is malformed or accountID is beyond the store's
+// limits (see WithLimits and formsapi.Limits.PrepareKeyOptions),
+// including an accountID that is not storable text (a NUL byte or invalid
+// UTF-8); either way nothing changes.
 func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add key: %w", err)
 	}
-	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
+	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("pgstore: add key: %w", err)
 	}
 	if !storableText(accountID) {

@@ -60,8 +60,9 @@ func WithLastUsedInterval(d time.Duration) Option {
 	return func(c *config) { c.usedInterval = d }
 }
 
-// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
-// without it); a zero field keeps its default.
+// WithLimits sets the limits AddForm, AddSubmission, AddKey and
+// AddKeyWith apply (formsapi.DefaultLimits without it); a zero field keeps
+// its default.
 func WithLimits(l formsapi.Limits) Option {
 	return func(c *config) { c.limits = l }
 }

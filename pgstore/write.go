@@ -16,14 +16,15 @@ import (
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
 // current time. It returns an error wrapping formsapi.ErrFormExists if any
 // account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed, including text
-// that PostgreSQL cannot store (a NUL byte or invalid UTF-8); either way
-// nothing changes.
+// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
+// store's limits (see WithLimits and formsapi.Limits.PrepareForm),
+// including text that PostgreSQL cannot store (a NUL byte or invalid
+// UTF-8); either way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add form: %w", err)
 	}
-	if err := formsapi.PrepareForm(accountID, &f); err != nil {
+	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("pgstore: add form: %w", err)
 	}
 	for _, field := range []struct{ name, value string }{
@@ -47,8 +48,9 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 // side never returns. A zero sub.CreatedAt becomes the current time. It
 // returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
 // stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed; either way nothing changes. Metadata is kept as bytes, so
-// request headers that are not UTF-8 never make a submission fail.
+// malformed or beyond the store's limits (see WithLimits); either way
+// nothing changes. Metadata must be valid UTF-8, as in every store (see
+// formsapi.Limits.MaxMetadataBytes); it is kept as bytes.
 //
 // Each submission also takes the next position in its form's feed, an
 // insertion sequence in commit order: submissions to one form are written
@@ -117,7 +119,9 @@ func compact(v []byte) ([]byte, error) {
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
 // registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
 // if the key could never authenticate (see formsapi.CheckKey) or accountID
-// is empty or not storable text (a NUL byte or invalid UTF-8).
+// is malformed or beyond the store's limits (see WithLimits and
+// formsapi.Limits.PrepareKeyOptions), including text PostgreSQL cannot
+// store (a NUL byte or invalid UTF-8).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
 }

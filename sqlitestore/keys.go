@@ -24,13 +24,14 @@ type grant struct {
 // o.Forms and o.ExpiresAt. Only its SHA-256 is stored. It returns an
 // error wrapping formsapi.ErrKeyExists if the key is already registered
 // or was ever revoked, and one wrapping formsapi.ErrInvalidInput if the
-// key, accountID or o is malformed (see formsapi.PrepareKeyOptions);
-// either way nothing changes.
+// key, accountID or o is malformed or accountID is beyond the store's
+// limits (see WithLimits and formsapi.Limits.PrepareKeyOptions); either
+// way nothing changes.
 func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsapi.KeyOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add key: %w", err)
 	}
-	if err := formsapi.PrepareKeyOptions(key, accountID, &o); err != nil {
+	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("sqlitestore: add key: %w", err)
 	}
 	var forms, expires any // NULL unless restricted

@@ -53,8 +53,9 @@ type config struct {
 // Option configures a store from Open or New.
 type Option func(*config)
 
-// WithLimits sets what AddSubmission accepts (formsapi.DefaultLimits
-// without it); a zero field keeps its default.
+// WithLimits sets the limits AddForm, AddSubmission, AddKey and
+// AddKeyWith apply (formsapi.DefaultLimits without it); a zero field keeps
+// its default.
 func WithLimits(l formsapi.Limits) Option {
 	return func(c *config) { c.limits = l }
 }

@@ -14,13 +14,14 @@ import (
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
 // current time. It returns an error wrapping formsapi.ErrFormExists if any
 // account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed; either way
-// nothing changes.
+// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
+// store's limits (see WithLimits and formsapi.Limits.PrepareForm); either
+// way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
 	}
-	if err := formsapi.PrepareForm(accountID, &f); err != nil {
+	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
 	}
 	_, err := s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
@@ -103,7 +104,8 @@ func compact(v []byte) (string, error) {
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
 // registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
 // if the key could never authenticate (see formsapi.CheckKey) or accountID
-// is empty.
+// is malformed or beyond the store's limits (see WithLimits and
+// formsapi.Limits.PrepareKeyOptions).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
 }
