@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
 )
@@ -20,8 +21,9 @@ type GrantStore interface {
 
 // RunGrants checks the KeyAuthorizer and KeyManager contracts on stores
 // from open, each loaded with DefaultSeed: grants of unscoped, scoped and
-// expiring keys, refused AddKeyWith calls that change nothing, ListKeys,
-// and last-used times.
+// expiring keys, refused AddKeyWith calls that change nothing (among them
+// account IDs beyond formsapi.DefaultLimits), ListKeys, and last-used
+// times.
 func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	seed := DefaultSeed()
 	ctx := context.Background()
@@ -134,18 +136,24 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		tooMany[i] = "form-" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
 	}
 	refused := []struct {
-		name string
-		key  string
-		o    formsapi.KeyOptions
-		want error
+		name    string
+		key     string
+		o       formsapi.KeyOptions
+		want    error
+		account string
+		says    string // any message when ""
 	}{
-		{"EmptyForms", "", formsapi.KeyOptions{Forms: []string{}}, formsapi.ErrInvalidInput},
-		{"MalformedFormID", "", formsapi.KeyOptions{Forms: []string{FormBusy, "a/b"}}, formsapi.ErrInvalidInput},
-		{"TooManyForms", "", formsapi.KeyOptions{Forms: tooMany}, formsapi.ErrInvalidInput},
-		{"ExpiresInThePast", "", formsapi.KeyOptions{ExpiresAt: past}, formsapi.ErrInvalidInput},
-		{"MalformedKey", "a key", formsapi.KeyOptions{}, formsapi.ErrInvalidInput},
-		{"DuplicateKey", KeyA, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists},
-		{"RevokedKey", KeyRevoked, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists},
+		{"EmptyForms", "", formsapi.KeyOptions{Forms: []string{}}, formsapi.ErrInvalidInput, AccountA, ""},
+		{"MalformedFormID", "", formsapi.KeyOptions{Forms: []string{FormBusy, "a/b"}}, formsapi.ErrInvalidInput, AccountA, ""},
+		{"TooManyForms", "", formsapi.KeyOptions{Forms: tooMany}, formsapi.ErrInvalidInput, AccountA, ""},
+		{"ExpiresInThePast", "", formsapi.KeyOptions{ExpiresAt: past}, formsapi.ErrInvalidInput, AccountA, ""},
+		{"MalformedKey", "a key", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, AccountA, ""},
+		{"DuplicateKey", KeyA, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, ""},
+		{"RevokedKey", KeyRevoked, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, ""},
+		{"EmptyAccountID", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, "", ""},
+		{"AccountIDOneByteOverMaxAccountIDBytes", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes + 1), "MaxAccountIDBytes"},
+		{"AccountIDControl", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[0], "control"},
+		{"AccountIDInvalidUTF8", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[1], "UTF-8"},
 	}
 	for _, c := range refused {
 		t.Run("Refused/"+c.name, func(t *testing.T) {
@@ -154,19 +162,34 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 			if key == "" {
 				key = mustNewKey()
 			}
-			before, err := s.ListKeys(ctx, AccountA)
-			if err != nil {
-				t.Fatalf("ListKeys: %v", err)
+			// The account's keys, and AccountA's; ListKeys of an account
+			// ID that is not text may fail, and no key can be added to one.
+			accounts := []string{AccountA}
+			if c.account != AccountA && utf8.ValidString(c.account) {
+				accounts = append(accounts, c.account)
 			}
-			if err := s.AddKeyWith(ctx, key, AccountA, c.o); !errors.Is(err, c.want) {
+			count := func() int {
+				t.Helper()
+				n := 0
+				for _, a := range accounts {
+					keys, err := s.ListKeys(ctx, a)
+					if err != nil {
+						t.Fatalf("ListKeys(%q): %v", a, err)
+					}
+					n += len(keys)
+				}
+				return n
+			}
+			before := count()
+			err := s.AddKeyWith(ctx, key, c.account, c.o)
+			if !errors.Is(err, c.want) {
 				t.Errorf("AddKeyWith: got %v, want %v", err, c.want)
 			}
-			after, err := s.ListKeys(ctx, AccountA)
-			if err != nil {
-				t.Fatalf("ListKeys: %v", err)
+			if c.says != "" && !errorSays(err, c.says) {
+				t.Errorf("the error %.300q does not say %q", err, c.says)
 			}
-			if len(after) != len(before) {
-				t.Errorf("a refused AddKeyWith changed the account's keys: %d before, %d after", len(before), len(after))
+			if after := count(); after != before {
+				t.Errorf("a refused AddKeyWith changed the account's keys: %d before, %d after", before, after)
 			}
 			if c.key == "" {
 				invalid(t, s, key)
@@ -174,6 +197,21 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		})
 	}
 
+	t.Run("AccountIDAtTheLimit", func(t *testing.T) {
+		s := open(t, seed)
+		key := mustNewKey()
+		account := accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes)
+		if err := s.AddKeyWith(ctx, key, account, formsapi.KeyOptions{Forms: []string{FormBusy}}); err != nil {
+			t.Fatalf("AddKeyWith for an account ID of exactly MaxAccountIDBytes: %v", err)
+		}
+		if g := grant(t, s, key); g.AccountID != account || !slices.Equal(g.Forms, []string{FormBusy}) {
+			t.Errorf("grant %+v, want account %q and form %q", g, account, FormBusy)
+		}
+		keys, err := s.ListKeys(ctx, account)
+		if err != nil || len(keys) != 1 || keys[0].AccountID != account {
+			t.Errorf("ListKeys(%.20q…): (%+v, %v), want the one key", account, keys, err)
+		}
+	})
 	t.Run("ListKeys", func(t *testing.T) {
 		s := open(t, seed)
 		scoped := mustNewKey()

@@ -55,6 +55,83 @@ func attachments(n int) []formsapi.Attachment {
 	return a
 }
 
+// submissionOfSize returns a submission to form within every other
+// default limit (MaxDataBytes of data, MaxAttachments attachments) whose
+// JSON as the API sends it, escapes included, is exactly n bytes: the
+// attachments' mimeType parameters are filled with "<", six bytes each
+// once escaped. It panics if the other limits cannot reach n.
+func submissionOfSize(form string, at time.Time, n int) formsapi.Submission {
+	l := formsapi.DefaultLimits
+	const mime = `application/octet-stream; name=""`
+	s := formsapi.Submission{FormID: form, Data: []byte(paddedObject(l.MaxDataBytes)), CreatedAt: at,
+		Attachments: make([]formsapi.Attachment, l.MaxAttachments)}
+	for i := range s.Attachments {
+		s.Attachments[i] = formsapi.Attachment{FieldName: "f", FileURL: fmt.Sprintf("https://files.example.com/%d", i), FileSize: 1, MIMEType: mime}
+	}
+	room := n - encodedLen(s)
+	lts := room / 6
+	for i := range s.Attachments {
+		k := min(lts, l.MaxAttachmentString-len(mime))
+		s.Attachments[i].MIMEType = mime[:len(mime)-1] + strings.Repeat("<", k) + `"`
+		lts -= k
+	}
+	s.Attachments[0].FieldName += strings.Repeat("a", room%6)
+	if lts > 0 || encodedLen(s) != n {
+		panic(fmt.Sprintf("storetest: no submission within the other limits is %d bytes", n))
+	}
+	return s
+}
+
+// encodedLen is the length of s as the API sends it.
+func encodedLen(s formsapi.Submission) int {
+	b, err := formsapi.AppendSubmissionJSON(nil, s)
+	if err != nil {
+		panic(err)
+	}
+	return len(b)
+}
+
+// metadataOfSize is canary metadata whose fields together are exactly n
+// bytes, the user agent padded.
+func metadataOfSize(i, n int) formsapi.Metadata {
+	m := canaryMetadata(i)
+	m.UserAgent += strings.Repeat("u", n-len(m.ClientIP)-len(m.UserAgent)-len(m.Geo)-len(m.TraceID))
+	return m
+}
+
+// formOfSize returns f with the field named by field ("title", "icon" or
+// "notificationEmail") filled with unit, and then "a", until f's JSON as
+// the API sends it is exactly n bytes. encoding/json escapes strings as
+// the API does, so json.Marshal gives that JSON for forms in UTC.
+func formOfSize(f formsapi.Form, field, unit string, n int) formsapi.Form {
+	target := map[string]*string{"title": &f.Title, "icon": &f.Icon, "notificationEmail": &f.NotificationEmail}[field]
+	room := n - formJSONLen(f)
+	unitLen := formJSONLen(formsapi.Form{Title: unit}) - formJSONLen(formsapi.Form{})
+	*target += strings.Repeat(unit, room/unitLen) + strings.Repeat("a", room%unitLen)
+	if formJSONLen(f) != n {
+		panic(fmt.Sprintf("storetest: cannot make a form of %d bytes", n))
+	}
+	return f
+}
+
+func formJSONLen(f formsapi.Form) int {
+	b, err := json.Marshal(f)
+	if err != nil {
+		panic(err)
+	}
+	return len(b)
+}
+
+// accountOfSize is an account ID of n bytes ending in a two-byte
+// character, so that a limit counted in characters would pass it.
+func accountOfSize(n int) string {
+	return "acct-" + strings.Repeat("x", n-len("acct-")-2) + "é"
+}
+
+// badAccounts are account IDs the write side refuses as text: one with a
+// control character, one that is not valid UTF-8. snapshot looks at them.
+var badAccounts = []string{"acct-new\n", "acct-new\xff"}
+
 // limitRefusals are writes beyond formsapi.DefaultLimits or with
 // malformed attachments; each must be refused with ErrInvalidInput and a
 // message containing says.
@@ -71,6 +148,32 @@ func limitRefusals(ctx context.Context) []refusal {
 		return sub(`{"ok":true}`, a)
 	}
 	long := strings.Repeat("a", l.MaxAttachmentString+1)
+	meta := func(m formsapi.Metadata) func(WriteStore) error {
+		return func(s WriteStore) error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{"ok":true}`)}, m)
+		}
+	}
+	form := func(account string, f formsapi.Form) func(WriteStore) error {
+		return func(s WriteStore) error { return s.AddForm(ctx, account, f) }
+	}
+	newForm := formsapi.Form{ID: "new-form", Title: "New", CreatedAt: base}
+	with := func(change func(*formsapi.Form)) formsapi.Form {
+		f := newForm
+		change(&f)
+		return f
+	}
+	// The attack that MaxSubmissionBytes answers: MaxDataBytes of data and
+	// every attachment string full of "<", 4.5 times the data once escaped.
+	escaped := formsapi.Submission{FormID: FormBusy, Data: []byte(paddedObject(l.MaxDataBytes)), Attachments: make([]formsapi.Attachment, l.MaxAttachments)}
+	lts := strings.Repeat("<", l.MaxAttachmentString-len(`text/plain; n=""`))
+	for i := range escaped.Attachments {
+		escaped.Attachments[i] = formsapi.Attachment{
+			FieldName: strings.Repeat("<", l.MaxAttachmentString),
+			FileURL:   "https://x/" + strings.Repeat("<", l.MaxAttachmentString-len("https://x/")),
+			MIMEType:  `text/plain; n="` + lts + `"`,
+		}
+	}
+	overAccount := accountOfSize(l.MaxAccountIDBytes + 1)
 	return []refusal{
 		{"DataTooLarge", formsapi.ErrInvalidInput, "MaxDataBytes", sub(paddedObject(l.MaxDataBytes + 1))},
 		{"DataTooDeep", formsapi.ErrInvalidInput, "MaxDepth", sub(nested(l.MaxDepth + 1))},
@@ -99,17 +202,54 @@ func limitRefusals(ctx context.Context) []refusal {
 		{"AttachmentMIMETypeEmpty", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "" })},
 		{"AttachmentMIMETypeBadParameter", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "text/plain; charset" })},
 		{"AttachmentMIMETypeSpaces", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "text / plain" })},
+		{"SubmissionOneByteOverMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s WriteStore) error {
+			return s.AddSubmission(ctx, submissionOfSize(FormBusy, base, l.MaxSubmissionBytes+1), formsapi.Metadata{})
+		}},
+		{"SubmissionEscapesPastMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s WriteStore) error {
+			return s.AddSubmission(ctx, escaped, formsapi.Metadata{})
+		}},
+		{"MetadataOneByteOverMaxMetadataBytes", formsapi.ErrInvalidInput, "MaxMetadataBytes", meta(metadataOfSize(0, l.MaxMetadataBytes+1))},
+		{"MetadataEightMiB", formsapi.ErrInvalidInput, "MaxMetadataBytes", meta(formsapi.Metadata{UserAgent: strings.Repeat("u", 8<<20)})},
+		{"MetadataClientIPInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{ClientIP: "203.0.113.1\xff"})},
+		{"MetadataUserAgentInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{UserAgent: "Mozilla/5.0 (\xe9)"})},
+		{"MetadataTraceIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{TraceID: "t\xc3"})},
+		{"MetadataGeoInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{Geo: []byte("{\"city\":\"Z\xfcrich\"}")})},
+		{"FormOneByteOverMaxFormBytes", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, formOfSize(newForm, "title", "<", l.MaxFormBytes+1))},
+		{"FormTitleShortButLongEscaped", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.Title = strings.Repeat("<", l.MaxFormBytes/5) }))},
+		{"FormIconTooLong", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.Icon = strings.Repeat("i", l.MaxFormBytes) }))},
+		{"FormNotificationEmailTooLong", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.NotificationEmail = strings.Repeat("e", l.MaxFormBytes) + "@example.com" }))},
+		{"FormTitleOfEightMiB", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.Title = strings.Repeat("t", 8<<20) }))},
+		{"FormTitleNUL", formsapi.ErrInvalidInput, "control", form(AccountA, with(func(f *formsapi.Form) { f.Title = "a\x00b" }))},
+		{"FormTitleEscapeSequence", formsapi.ErrInvalidInput, "control", form(AccountA, with(func(f *formsapi.Form) { f.Title = "\x1b[2J" }))},
+		{"FormIconC1Control", formsapi.ErrInvalidInput, "control", form(AccountA, with(func(f *formsapi.Form) { f.Icon = "x\u0085" }))},
+		{"FormNotificationEmailNewline", formsapi.ErrInvalidInput, "control", form(AccountA, with(func(f *formsapi.Form) { f.NotificationEmail = "a@example.com\r\nBcc: b@example.com" }))},
+		{"FormTitleInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", form(AccountA, with(func(f *formsapi.Form) { f.Title = "caf\xe9" }))},
+		{"FormAccountIDOneByteOverMaxAccountIDBytes", formsapi.ErrInvalidInput, "MaxAccountIDBytes", form(overAccount, newForm)},
+		{"FormAccountIDControl", formsapi.ErrInvalidInput, "control", form(badAccounts[0], newForm)},
+		{"FormAccountIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", form(badAccounts[1], newForm)},
+		{"KeyAccountIDOneByteOverMaxAccountIDBytes", formsapi.ErrInvalidInput, "MaxAccountIDBytes", func(s WriteStore) error {
+			return s.AddKey(ctx, "a-fine-key", overAccount)
+		}},
+		{"KeyAccountIDControl", formsapi.ErrInvalidInput, "control", func(s WriteStore) error {
+			return s.AddKey(ctx, "a-fine-key", badAccounts[0])
+		}},
+		{"KeyAccountIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", func(s WriteStore) error {
+			return s.AddKey(ctx, "a-fine-key", badAccounts[1])
+		}},
 	}
 }
 
 // atLimits are submissions right at each of formsapi.DefaultLimits, and
-// other unusual input the write side accepts.
-func atLimits() []formsapi.Submission {
+// other unusual input the write side accepts, with their metadata.
+func atLimits() []SeedSubmission {
 	l := formsapi.DefaultLimits
 	at := base.Add(10 * time.Hour)
-	var subs []formsapi.Submission
+	var subs []SeedSubmission
 	add := func(data string, att ...formsapi.Attachment) {
-		subs = append(subs, formsapi.Submission{FormID: FormEmpty, Data: []byte(data), Attachments: att, CreatedAt: at.Add(time.Duration(len(subs)) * time.Second)})
+		subs = append(subs, SeedSubmission{
+			Submission: formsapi.Submission{FormID: FormEmpty, Data: []byte(data), Attachments: att, CreatedAt: at.Add(time.Duration(len(subs)) * time.Second)},
+			Metadata:   canaryMetadata(len(subs)),
+		})
 	}
 	add(paddedObject(l.MaxDataBytes))
 	add(nested(l.MaxDepth))
@@ -135,19 +275,28 @@ func atLimits() []formsapi.Submission {
 	add(`{"odd":true}`,
 		formsapi.Attachment{FieldName: "", FileURL: "HTTP://EXAMPLE.COM/Upper?q=1&r=<2>#frag", FileSize: 0, MIMEType: "Application/VND.example+JSON"},
 		formsapi.Attachment{FieldName: "日本 \u2028", FileURL: "https://user@例え.jp:8443/ファイル.pdf", FileSize: 1, MIMEType: "image/svg+xml; charset=utf-8"})
+	// Exactly MaxSubmissionBytes as the API sends it, most of the
+	// attachments' bytes escapes, with metadata of exactly
+	// MaxMetadataBytes.
+	subs = append(subs, SeedSubmission{
+		Submission: submissionOfSize(FormEmpty, at.Add(time.Duration(len(subs))*time.Second), l.MaxSubmissionBytes),
+		Metadata:   metadataOfSize(len(subs), l.MaxMetadataBytes),
+	})
 	return subs
 }
 
 // checkReadable adds every submission of atLimits and reads them back
 // through a handler over the store, on the store's fast path if it has
 // one and on the checked Store path: every page must be a 200 that
-// encoding/json decodes, holding exactly what was added.
+// encoding/json decodes, holding exactly what was added, and each
+// submission whose data was given compact comes back byte for byte as
+// formsapi.AppendSubmissionJSON makes it.
 func checkReadable(t *testing.T, s WriteStore) {
 	ctx := context.Background()
 	subs := atLimits()
 	for i, sub := range subs {
-		if err := s.AddSubmission(ctx, sub, canaryMetadata(i)); err != nil {
-			t.Fatalf("AddSubmission of submission %d (at a limit): %v", i, err)
+		if err := s.AddSubmission(ctx, sub.Submission, sub.Metadata); err != nil {
+			t.Fatalf("AddSubmission of submission %d (at a limit): %.300v", i, err)
 		}
 	}
 	for _, h := range []struct {
@@ -157,7 +306,7 @@ func checkReadable(t *testing.T, s WriteStore) {
 		{"fast path", formsapi.NewHandler(s, s)},
 		{"checked path", formsapi.NewHandler(checkedOnly{s}, s)},
 	} {
-		var got []formsapi.Submission
+		var got []json.RawMessage
 		cursor := ""
 		for pages := 0; ; pages++ {
 			if pages > len(subs) {
@@ -182,8 +331,8 @@ func checkReadable(t *testing.T, s WriteStore) {
 				t.Errorf("%s: page %d is %d levels deep, more than the data limit %d and the envelope's 3", h.path, pages, d, formsapi.DefaultLimits.MaxDepth)
 			}
 			var page struct {
-				Submissions []formsapi.Submission `json:"submissions"`
-				NextCursor  string                `json:"nextCursor"`
+				Submissions []json.RawMessage `json:"submissions"`
+				NextCursor  string            `json:"nextCursor"`
 			}
 			if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
 				t.Fatalf("%s: page %d: %v", h.path, pages, err)
@@ -196,10 +345,86 @@ func checkReadable(t *testing.T, s WriteStore) {
 		if len(got) != len(subs) {
 			t.Fatalf("%s: read %d submissions, added %d", h.path, len(got), len(subs))
 		}
-		for i := range subs {
-			if msg := diffSubmission(subs[i], got[i]); msg != "" {
+		for i, want := range subs {
+			var sub formsapi.Submission
+			if err := json.Unmarshal(got[i], &sub); err != nil {
+				t.Errorf("%s: submission %d: %v", h.path, i, err)
+				continue
+			}
+			if msg := diffSubmission(want.Submission, sub); msg != "" {
 				t.Errorf("%s: submission %d: %.300s", h.path, i, msg)
 			}
+			if !isCompact(want.Submission.Data) {
+				continue
+			}
+			b, err := formsapi.AppendSubmissionJSON(nil, want.Submission)
+			if err != nil {
+				t.Fatalf("submission %d: %v", i, err)
+			}
+			if !bytes.Equal(got[i], b) {
+				t.Errorf("%s: submission %d is %d bytes in the page, not byte for byte the %d it was measured at: %.200s", h.path, i, len(got[i]), len(b), got[i])
+			}
+		}
+	}
+}
+
+// isCompact reports whether data is JSON without insignificant space.
+func isCompact(data []byte) bool {
+	var b bytes.Buffer
+	return json.Compact(&b, data) == nil && bytes.Equal(b.Bytes(), data)
+}
+
+// checkFormsAtLimits adds forms of exactly formsapi.DefaultLimits'
+// MaxFormBytes, each filled with a different escaped character, to an
+// account whose ID is exactly MaxAccountIDBytes, and a key of that
+// account: each form comes back from ListForms field for field, and from
+// a handler over the store byte for byte as it was measured.
+func checkFormsAtLimits(t *testing.T, s WriteStore) {
+	ctx := context.Background()
+	l := formsapi.DefaultLimits
+	account := accountOfSize(l.MaxAccountIDBytes)
+	key := mustNewKey()
+	if err := s.AddKey(ctx, key, account); err != nil {
+		t.Fatalf("AddKey for an account ID of exactly MaxAccountIDBytes: %v", err)
+	}
+	var forms []formsapi.Form
+	for i, c := range []struct{ field, unit string }{
+		{"title", "<"}, {"icon", "&"}, {"notificationEmail", ">"}, {"title", "\u2028"}, {"title", `"`}, {"icon", "é"},
+	} {
+		f := formsapi.Form{ID: fmt.Sprintf("limit-%d", i), Title: "T", Icon: "i", NotificationEmail: "n@example.com", CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		f = formOfSize(f, c.field, c.unit, l.MaxFormBytes)
+		if err := s.AddForm(ctx, account, f); err != nil {
+			t.Fatalf("AddForm of a form of exactly MaxFormBytes (%s of %q): %.300v", c.field, c.unit, err)
+		}
+		forms = append(forms, f)
+	}
+	got := walkForms(t, s, account, formsapi.Query{Limit: formsapi.MaxPageSize, Order: formsapi.Oldest})
+	if len(got) != len(forms) {
+		t.Fatalf("ListForms: %d forms, added %d", len(got), len(forms))
+	}
+	for i := range forms {
+		if msg := diffForm(forms[i], got[i]); msg != "" {
+			t.Errorf("ListForms: form %d: %.300s", i, msg)
+		}
+	}
+	r := httptest.NewRequest("GET", "/v1/forms?order=asc&limit=1000", nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	w := httptest.NewRecorder()
+	formsapi.NewHandler(s, s).ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /v1/forms: status %d: %.200s", w.Code, w.Body)
+	}
+	var page struct{ Forms []json.RawMessage }
+	if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
+		t.Fatalf("GET /v1/forms: %v", err)
+	}
+	if len(page.Forms) != len(forms) {
+		t.Fatalf("GET /v1/forms: %d forms, added %d", len(page.Forms), len(forms))
+	}
+	for i, f := range forms {
+		want, _ := json.Marshal(f)
+		if !bytes.Equal(page.Forms[i], want) {
+			t.Errorf("GET /v1/forms: form %d is %d bytes, not byte for byte the %d it was measured at: %.200s", i, len(page.Forms[i]), len(want), page.Forms[i])
 		}
 	}
 }

@@ -93,6 +93,53 @@ func TestHelperBrokenStore(t *testing.T) {
 	})
 }
 
+// TestWriteSuiteCatchesAStoreWithoutSizeLimits runs RunWrites on a
+// memstore whose size limits are far beyond formsapi.DefaultLimits, as a
+// store that never checked them would be: each size clause must fail,
+// and accepting what is within the limits must still pass.
+func TestWriteSuiteCatchesAStoreWithoutSizeLimits(t *testing.T) {
+	is := is.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperUnlimitedWrites$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_UNLIMITED=1")
+	out, err := cmd.CombinedOutput()
+	is.True(err != nil) // the suite fails on the store
+	for _, clause := range []string{
+		"Refused/SubmissionOneByteOverMaxSubmissionBytes",
+		"Refused/SubmissionEscapesPastMaxSubmissionBytes",
+		"Refused/MetadataOneByteOverMaxMetadataBytes",
+		"Refused/FormOneByteOverMaxFormBytes",
+		"Refused/FormTitleShortButLongEscaped",
+		"Refused/FormAccountIDOneByteOverMaxAccountIDBytes",
+		"Refused/KeyAccountIDOneByteOverMaxAccountIDBytes",
+	} {
+		if !strings.Contains(string(out), "--- FAIL: TestHelperUnlimitedWrites/"+clause+" ") {
+			t.Errorf("the clause %s passes on a store without the limit", clause)
+		}
+	}
+	for _, clause := range []string{"AcceptedIsReadable", "FormsAtLimitsAreReadable", "Refused/DataTooLarge"} {
+		if !strings.Contains(string(out), "--- PASS: TestHelperUnlimitedWrites/"+clause+" ") {
+			t.Errorf("the clause %s fails on a store whose limits only differ in size", clause)
+		}
+	}
+}
+
+// TestHelperUnlimitedWrites runs RunWrites on a memstore without size
+// limits when TestWriteSuiteCatchesAStoreWithoutSizeLimits asks for it in
+// a child process.
+func TestHelperUnlimitedWrites(t *testing.T) {
+	if os.Getenv("STORETEST_UNLIMITED") == "" {
+		return // only meaningful in the child process
+	}
+	huge := formsapi.Limits{MaxSubmissionBytes: 1 << 30, MaxMetadataBytes: 1 << 30, MaxFormBytes: 1 << 30, MaxAccountIDBytes: 1 << 30}
+	storetest.RunWrites(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore {
+		s := memstore.New(memstore.WithLimits(huge))
+		if err := storetest.Load(context.Background(), s, seed); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // brokenFeeds each break one clause of the feed contract. RunFeed must
 // fail on each, in the subtest named beside it, and pass on memstore.
 var brokenFeeds = map[string]struct {

@@ -21,11 +21,15 @@ type WriteStore interface {
 
 // RunWrites checks the write side: each malformed or conflicting write is
 // refused with the documented error and changes nothing, each write beyond
-// formsapi.DefaultLimits (which the store must enforce) is refused with
-// ErrInvalidInput and a message naming the limit, good writes are visible
-// at once, and everything accepted, right up to each limit, comes back
-// from a handler over the store as a 200 that encoding/json decodes, on
-// both of the handler's read paths.
+// formsapi.DefaultLimits (which the store must enforce in AddForm,
+// AddSubmission and AddKey alike) is refused with ErrInvalidInput and a
+// message naming the limit, one byte over it, sizes counted as the API
+// sends them, escapes included; good writes are visible at once, and
+// everything accepted, right up to each limit, comes back from a handler
+// over the store as a 200 that encoding/json decodes, on both of the
+// handler's read paths: a submission of exactly MaxSubmissionBytes and
+// forms of exactly MaxFormBytes, of an account ID of exactly
+// MaxAccountIDBytes, byte for byte as they were measured.
 func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 	seed := DefaultSeed()
 	ctx := context.Background()
@@ -117,6 +121,9 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 	t.Run("AcceptedIsReadable", func(t *testing.T) {
 		checkReadable(t, open(t, seed))
 	})
+	t.Run("FormsAtLimitsAreReadable", func(t *testing.T) {
+		checkFormsAtLimits(t, open(t, seed))
+	})
 	t.Run("ZeroTimeMeansNow", func(t *testing.T) {
 		s := open(t, seed)
 		start := time.Now().Add(-time.Second)
@@ -193,7 +200,9 @@ func snapshot(t *testing.T, s WriteStore) []byte {
 	}
 	v := view{Forms: map[string][]formsapi.Form{}, Submissions: map[string][]formsapi.Submission{}, Keys: map[string]string{}}
 	q := formsapi.Query{Limit: formsapi.MaxPageSize}
-	for _, account := range []string{AccountA, AccountB, AccountEmpty, "", "acct-new"} {
+	accounts := []string{AccountA, AccountB, AccountEmpty, "", "acct-new",
+		accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes), accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes + 1)}
+	for _, account := range append(accounts, badAccounts...) {
 		v.Forms[account] = walkForms(t, s, account, q)
 		for _, f := range v.Forms[account] {
 			v.Submissions[f.ID] = walkSubmissions(t, s, account, f.ID, q)
