@@ -108,3 +108,84 @@ func TestDataStoredBeforeTheLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestFormsAndSubmissionsStoredBeforeTheSizeLimits puts what the size
+// limits refuse today into a file by raw SQL, as an older release stored
+// it: a form title of 10,000 "<" (60,000 bytes as sent) under an account
+// ID of 1,000 bytes, and a submission of 5 MiB as sent. The read side
+// does not re-check the write-side limits: the form and, on both read
+// paths, the submission are served byte for byte as stored, the
+// submission alone on its page since it passes the page budget (4 MiB).
+func TestFormsAndSubmissionsStoredBeforeTheSizeLimits(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t, dbPath(t))
+	key, _ := formsapi.NewKey()
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.AddKey(ctx, key, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddForm(ctx, "acct", formsapi.Form{ID: "old", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		sub := formsapi.Submission{FormID: "old", Data: []byte(fmt.Sprintf(`{"i":%d}`, i)), CreatedAt: at.Add(time.Duration(i) * time.Second)}
+		if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	account := strings.Repeat("a", 1000)
+	form := formsapi.Form{ID: "old", Title: strings.Repeat("<", 10000), CreatedAt: at}
+	big := formsapi.Submission{FormID: "old", Data: []byte(`{"i":0,"pad":"` + strings.Repeat("x", 5<<20) + `"}`), CreatedAt: at}
+	encoded, err := formsapi.AppendSubmissionJSON(nil, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`UPDATE formsapi_forms SET title = ?, account_id = ? WHERE id = 'old'`, []any{form.Title, account}},
+		{`UPDATE formsapi_keys SET account_id = ?`, []any{account}},
+		{`UPDATE formsapi_submissions SET data = ?, json = ? WHERE created_at = ?`, []any{string(big.Data), encoded, at.UnixNano()}},
+	} {
+		if _, err := sqlitestore.WriteDB(s).Exec(q.sql, q.args...); err != nil {
+			t.Fatalf("store pre-limit data: %v", err)
+		}
+	}
+	if f := formsapi.DefaultLimits; len(encoded) <= formsapi.DefaultPageBytes || len(account) <= f.MaxAccountIDBytes {
+		t.Fatalf("the stored data is within today's limits")
+	}
+	get := func(h http.Handler, target string) []byte {
+		t.Helper()
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: status %d: %.200s", target, w.Code, w.Body)
+		}
+		return w.Body.Bytes()
+	}
+	var forms struct{ Forms []json.RawMessage }
+	if err := json.Unmarshal(get(formsapi.NewHandler(s, s), "/v1/forms"), &forms); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := json.Marshal(form); len(forms.Forms) != 1 || !bytes.Equal(forms.Forms[0], want) {
+		t.Errorf("GET /v1/forms: %d forms, want the stored one, %d bytes, byte for byte", len(forms.Forms), len(want))
+	}
+	for _, path := range []struct {
+		name  string
+		store formsapi.Store
+	}{{"fast path", s}, {"checked path", checkedOnly{s}}} {
+		var page struct {
+			Submissions []json.RawMessage
+			NextCursor  string
+		}
+		if err := json.Unmarshal(get(formsapi.NewHandler(path.store, s), "/v1/forms/old/submissions?order=asc"), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Submissions) != 1 || !bytes.Equal(page.Submissions[0], encoded) || page.NextCursor == "" {
+			t.Errorf("%s: the first page holds %d submissions (cursor %t), want the stored one of %d bytes alone, byte for byte", path.name, len(page.Submissions), page.NextCursor != "", len(encoded))
+		}
+	}
+}
