@@ -69,8 +69,9 @@ type Limits struct {
 	// Title, icon and notificationEmail must also be valid UTF-8 without
 	// control characters. The default, 4 KiB, leaves the three strings
 	// about 3,800 bytes of JSON together, and keeps a page of
-	// [MaxPageSize] (1,000) forms within [DefaultPageBytes] (4 MiB): pages
-	// of forms are bounded by their item count alone.
+	// [MaxPageSize] (1,000) of the largest forms within
+	// [DefaultPageBytes] (4 MiB), so the byte budget never shortens a
+	// full page of forms under the defaults.
 	MaxFormBytes int
 	// MaxAccountIDBytes bounds account IDs, in bytes, in AddForm, AddKey
 	// and AddKeyWith alike. Account IDs must also be non-empty, valid

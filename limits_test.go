@@ -210,8 +210,9 @@ func TestLimitsSubmissionBytesCountEscapes(t *testing.T) {
 
 // TestDefaultLimitsKeepPagesWithinTheBudget holds the defaults to what
 // their doc comments promise: a page of MaxPageSize forms, each as large
-// as MaxFormBytes allows, stays within DefaultPageBytes, and a submission
-// as large as MaxSubmissionBytes allows takes at most half of it.
+// as MaxFormBytes allows, is served whole within DefaultPageBytes (the
+// byte budget does not cut it), and a submission as large as
+// MaxSubmissionBytes allows takes at most half of it.
 func TestDefaultLimitsKeepPagesWithinTheBudget(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
