@@ -3,10 +3,10 @@ package formsapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"fmt"
-	"hash/crc32"
 	"strings"
+
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // KeyResolver maps an API key to the account that owns it.
@@ -25,104 +25,45 @@ func (f KeyResolverFunc) ResolveKey(ctx context.Context, key string) (string, er
 	return f(ctx, key)
 }
 
-// Key format. A key from NewKey reads "fapi_" + 32 random base62 characters
-// (190 bits) + 6 base62 characters of CRC32 over the random part, like
-// GitHub's tokens: secret scanners can recognise a leaked key, and a typo is
-// rejected before any store lookup.
-const (
-	// KeyPrefix starts every key NewKey returns.
-	KeyPrefix = "fapi_"
-	// MaxKeyLen is the longest key the handler will look up; longer
-	// tokens are refused without a store call.
-	MaxKeyLen = 256
-
-	keyRandomLen   = 32
-	keyChecksumLen = 6
-	keyLen         = len(KeyPrefix) + keyRandomLen + keyChecksumLen
-	base62         = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-)
+// KeyPrefix starts every key NewKey returns: "fapi_", then 32 random
+// base62 characters (190 bits) and 6 base62 characters of CRC32 over the
+// random part, like GitHub's tokens, so that secret scanners can
+// recognise a leaked key and a typo is rejected before any store lookup.
+// Keys in a host's own format work too, as long as they are RFC 6750
+// tokens of at most 256 characters.
+const KeyPrefix = keyformat.Prefix
 
 // NewKey returns a fresh random API key from crypto/rand in the format
 // described at [KeyPrefix]. Register it with a store's AddKey and show it to
 // its owner once: stores keep only its hash.
 func NewKey() (string, error) {
-	b := make([]byte, 0, keyLen)
+	b := make([]byte, 0, keyformat.Len)
 	b = append(b, KeyPrefix...)
 	var buf [64]byte
-	for len(b) < len(KeyPrefix)+keyRandomLen {
+	for len(b) < len(KeyPrefix)+keyformat.RandomLen {
 		if _, err := rand.Read(buf[:]); err != nil {
 			return "", fmt.Errorf("formsapi: new key: %w", err)
 		}
 		for _, c := range buf {
 			// 248 = 4*62: rejecting larger bytes keeps every character
 			// equally likely.
-			if c < 248 && len(b) < len(KeyPrefix)+keyRandomLen {
-				b = append(b, base62[c%62])
+			if c < 248 && len(b) < len(KeyPrefix)+keyformat.RandomLen {
+				b = append(b, keyformat.Base62[c%62])
 			}
 		}
 	}
-	return string(appendChecksum(b, b[len(KeyPrefix):])), nil
+	return string(keyformat.AppendChecksum(b, b[len(KeyPrefix):])), nil
 }
 
-func appendChecksum(dst, random []byte) []byte {
-	sum := crc32.ChecksumIEEE(random)
-	var digits [keyChecksumLen]byte
-	for i := keyChecksumLen - 1; i >= 0; i-- {
-		digits[i] = base62[sum%62]
-		sum /= 62
-	}
-	return append(dst, digits[:]...)
-}
-
-// checksumOK reports whether key, which starts with KeyPrefix, has the
-// length and checksum of a key from NewKey.
-func checksumOK(key string) bool {
-	if len(key) != keyLen {
-		return false
-	}
-	random := key[len(KeyPrefix) : len(KeyPrefix)+keyRandomLen]
-	var buf [keyChecksumLen]byte
-	return string(appendChecksum(buf[:0], []byte(random))) == key[len(KeyPrefix)+keyRandomLen:]
-}
-
-// CheckKey returns an error wrapping [ErrInvalidInput] if key could never
-// authenticate a request: it is empty, longer than [MaxKeyLen], has a
-// character outside the RFC 6750 token alphabet, or starts with [KeyPrefix]
-// but fails its checksum. Keys in a host's own format pass as long as they
-// are tokens. Stores call it in AddKey.
-func CheckKey(key string) error {
-	if !validToken(key) {
-		return fmt.Errorf("%w: an API key must be 1 to %d characters of A-Z a-z 0-9 - . _ ~ + / followed by optional =", ErrInvalidInput, MaxKeyLen)
-	}
-	if strings.HasPrefix(key, KeyPrefix) && !checksumOK(key) {
-		return fmt.Errorf("%w: the API key starts with %q but its checksum is wrong", ErrInvalidInput, KeyPrefix)
+// checkKey returns an error wrapping [ErrInvalidInput] if key could never
+// authenticate a request: it is empty, longer than 256 characters, has a
+// character outside the RFC 6750 token alphabet, or starts with
+// [KeyPrefix] but fails its checksum.
+func checkKey(key string) error {
+	if msg := keyformat.Problem(key); msg != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidInput, msg)
 	}
 	return nil
-}
-
-// HashKey returns the SHA-256 of key: what a store keeps instead of the key
-// itself. A fast hash suits keys with over 128 bits of entropy; slow
-// password hashes exist for guessable secrets and would only cost latency.
-func HashKey(key string) [sha256.Size]byte {
-	return sha256.Sum256([]byte(key))
-}
-
-// validToken reports whether tok matches RFC 6750's b64token and is at most
-// MaxKeyLen long: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
-func validToken(tok string) bool {
-	if tok == "" || len(tok) > MaxKeyLen {
-		return false
-	}
-	end := len(strings.TrimRight(tok, "="))
-	if end == 0 {
-		return false
-	}
-	for i := 0; i < end; i++ {
-		if c := tok[i]; !isUnreserved(c) && c != '+' && c != '/' {
-			return false
-		}
-	}
-	return true
 }
 
 // credentials is what a request's Authorization header amounts to.
@@ -156,7 +97,7 @@ func parseAuthorization(values []string) (string, credentials) {
 		return "", badToken
 	}
 	token = strings.TrimLeft(token, " ")
-	if !validToken(token) || strings.HasPrefix(token, KeyPrefix) && !checksumOK(token) {
+	if !keyformat.Token(token) || strings.HasPrefix(token, KeyPrefix) && !keyformat.ChecksumOK(token) {
 		return "", badToken
 	}
 	return token, tokenPresent

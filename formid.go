@@ -1,9 +1,13 @@
 package formsapi
 
-import "crypto/rand"
+import (
+	"crypto/rand"
 
-// FormIDLen is the length of the IDs NewFormID returns.
-const FormIDLen = 22
+	"github.com/formsapi/formsapi/internal/keyformat"
+)
+
+// formIDLen is the length of the IDs NewFormID returns.
+const formIDLen = 22
 
 // NewFormID returns a fresh form ID: 22 base62 characters from
 // crypto/rand (about 131 random bits), which [ValidFormID] accepts and no
@@ -16,15 +20,15 @@ const FormIDLen = 22
 // tenants have. Give every new form an ID from NewFormID instead, and
 // keep any name the customer chooses in the form's Title.
 func NewFormID() string {
-	b := make([]byte, 0, FormIDLen)
+	b := make([]byte, 0, formIDLen)
 	var buf [32]byte
-	for len(b) < FormIDLen {
+	for len(b) < formIDLen {
 		rand.Read(buf[:]) // never fails (crypto/rand docs)
 		for _, c := range buf {
 			// 248 = 4*62: rejecting larger bytes keeps every character
 			// equally likely.
-			if c < 248 && len(b) < FormIDLen {
-				b = append(b, base62[c%62])
+			if c < 248 && len(b) < formIDLen {
+				b = append(b, keyformat.Base62[c%62])
 			}
 		}
 	}

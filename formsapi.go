@@ -90,15 +90,15 @@ var (
 	ErrInvalidInput = errors.New("formsapi: invalid input")
 )
 
-// MaxFormIDLen is the longest form ID the library accepts.
-const MaxFormIDLen = 128
+// maxFormIDLen is the longest form ID the library accepts.
+const maxFormIDLen = 128
 
-// ValidFormID reports whether id can name a form: 1 to [MaxFormIDLen]
+// ValidFormID reports whether id can name a form: 1 to 128
 // characters from A–Z, a–z, 0–9 and "-", "_", "." and "~" (the characters
 // that never need escaping in a URL path), and not "." or "..". The handler
 // answers 404 for any other ID without asking the store.
 func ValidFormID(id string) bool {
-	if id == "" || len(id) > MaxFormIDLen || id == "." || id == ".." {
+	if id == "" || len(id) > maxFormIDLen || id == "." || id == ".." {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -112,21 +112,6 @@ func ValidFormID(id string) bool {
 func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '_' || c == '.' || c == '~'
-}
-
-// PrepareForm readies f for storage under [DefaultLimits]: a zero
-// CreatedAt becomes the current time, and times are kept in UTC; stores
-// with other limits call [Limits.PrepareForm]. It returns an error wrapping
-// [ErrInvalidInput] that says which field and, for a limit, which one, if f
-// cannot be stored: accountID is empty, longer than MaxAccountIDBytes, not
-// valid UTF-8 or holds a control character; the form ID is malformed (see
-// [ValidFormID]); the title, icon or notificationEmail is not valid UTF-8
-// or holds a control character (C0, DEL or C1); the form's JSON as the API
-// sends it, escapes included, is longer than MaxFormBytes; or CreatedAt is
-// outside the years 1678 to 2261. Stores call it before writing, so that
-// every store refuses the same input.
-func PrepareForm(accountID string, f *Form) error {
-	return DefaultLimits.PrepareForm(accountID, f)
 }
 
 // storedTime is t as stores keep it: the current time for a zero t, in
@@ -146,24 +131,4 @@ func checkTime(t time.Time) error {
 		return fmt.Errorf("%w: createdAt %s is outside the years 1678 to 2261", ErrInvalidInput, t.Format(time.RFC3339))
 	}
 	return nil
-}
-
-// PrepareSubmission readies s for storage as PrepareForm does a form,
-// under [DefaultLimits]; stores with other limits call
-// [Limits.PrepareSubmission]. It returns an error wrapping
-// [ErrInvalidInput] that says which field and, for a limit, which one, if
-// s cannot be stored: its form ID is malformed; its Data is not one JSON
-// object in valid UTF-8, is longer, deeper or has longer numbers than
-// the limits allow, has a number beyond the range of a 64-bit float or a
-// \u escape of an unpaired UTF-16 surrogate; it has more attachments
-// than allowed, or an attachment whose strings are too long, not valid
-// UTF-8 or hold control characters, whose fileUrl is not an absolute http
-// or https URL, whose size is negative or whose mimeType is not
-// type/subtype; m's fields are longer together than MaxMetadataBytes, one
-// is not valid UTF-8, or m.Geo is present but not valid JSON; its
-// CreatedAt is out of range; or its JSON as the API sends it
-// ([AppendSubmissionJSON], escapes included) is longer than
-// MaxSubmissionBytes.
-func PrepareSubmission(s *Submission, m Metadata) error {
-	return DefaultLimits.PrepareSubmission(s, m)
 }

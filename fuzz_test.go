@@ -51,8 +51,8 @@ func FuzzAuthorization(f *testing.F) {
 
 		trimmed := strings.Trim(header, " \t")
 		m := bearerGrammar.FindStringSubmatch(trimmed)
-		want := m != nil && len(m[1]) <= formsapi.MaxKeyLen &&
-			(!strings.HasPrefix(m[1], formsapi.KeyPrefix) || formsapi.CheckKey(m[1]) == nil)
+		want := m != nil && len(m[1]) <= maxKeyLen &&
+			(!strings.HasPrefix(m[1], formsapi.KeyPrefix) || checkKey(m[1]) == nil)
 		if accepted := w.Code == 200; accepted != want {
 			t.Fatalf("header %q: status %d, grammar says accept=%v", header, w.Code, want)
 		}

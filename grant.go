@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // KeyAuthorizer is a KeyResolver that can also say what a key may do:
@@ -66,7 +68,7 @@ func (g Grant) Allows(formID string) bool {
 // account and never expires, exactly like one added with AddKey.
 type KeyOptions struct {
 	// Forms, when not nil, are the only forms the key may read: 1 to
-	// MaxKeyForms valid form IDs. They need not exist yet; a form of
+	// [Limits].MaxKeyForms valid form IDs. They need not exist yet; a form of
 	// another account grants nothing, since the account still bounds
 	// what the key sees. A non-nil empty slice is refused, so that an
 	// empty selection never becomes a key for every form by accident.
@@ -76,27 +78,21 @@ type KeyOptions struct {
 	ExpiresAt time.Time
 }
 
-// MaxKeyForms is the most forms one key may be scoped to.
-const MaxKeyForms = 1000
-
 // PrepareKeyOptions checks a key and its options as AddKeyWith takes
-// them, under [DefaultLimits], and readies o for storage: Forms sorted
-// without duplicates, ExpiresAt in UTC truncated to the microsecond;
-// stores with other limits call [Limits.PrepareKeyOptions]. It returns an
-// error wrapping [ErrInvalidInput] naming the problem: a key that could
-// never authenticate (see [CheckKey]), an accountID that is empty, longer
-// than MaxAccountIDBytes, not valid UTF-8 or holds a control character, a
-// non-nil empty or too long Forms, a malformed form ID, or an ExpiresAt
-// that is not after now. Stores call it so that every store refuses the
-// same input.
-func PrepareKeyOptions(key, accountID string, o *KeyOptions) error {
-	return DefaultLimits.PrepareKeyOptions(key, accountID, o)
-}
-
-// PrepareKeyOptions is [PrepareKeyOptions] under the limits l.
+// them, under the limits l, and readies o for storage: Forms sorted
+// without duplicates, ExpiresAt in UTC truncated to the microsecond. It
+// returns an error wrapping [ErrInvalidInput] naming the problem: a key
+// that could never authenticate (empty, longer than 256 characters, a
+// character outside the RFC 6750 token alphabet, or a [KeyPrefix] key
+// whose checksum is wrong), an accountID that is empty, longer than
+// MaxAccountIDBytes, not valid UTF-8 or holds a control character, a
+// non-nil empty Forms or one longer than MaxKeyForms, a malformed form
+// ID, or an ExpiresAt that is not after now. Stores call it so that
+// every store refuses the same input; [DefaultLimits].PrepareKeyOptions
+// is the check under the defaults.
 func (l Limits) PrepareKeyOptions(key, accountID string, o *KeyOptions) error {
 	l = l.orDefaults()
-	if err := CheckKey(key); err != nil {
+	if err := checkKey(key); err != nil {
 		return err
 	}
 	if err := l.checkAccountID(accountID); err != nil {
@@ -106,8 +102,8 @@ func (l Limits) PrepareKeyOptions(key, accountID string, o *KeyOptions) error {
 		if len(o.Forms) == 0 {
 			return fmt.Errorf("%w: forms is empty: give at least one form ID, or nil for every form", ErrInvalidInput)
 		}
-		if len(o.Forms) > MaxKeyForms {
-			return fmt.Errorf("%w: %d forms, a key may be scoped to at most %d", ErrInvalidInput, len(o.Forms), MaxKeyForms)
+		if len(o.Forms) > l.MaxKeyForms {
+			return fmt.Errorf("%w: %d forms, over the limit MaxKeyForms (%d)", ErrInvalidInput, len(o.Forms), l.MaxKeyForms)
 		}
 		for _, id := range o.Forms {
 			if !ValidFormID(id) {
@@ -159,19 +155,16 @@ type KeyInfo struct {
 	ExpiresAt time.Time // zero: never expires
 	RevokedAt time.Time // zero: not revoked
 	// LastUsedAt is about when the key last authenticated a request, zero
-	// if never. Stores note it at most once per LastUsedInterval per key
-	// and write it in batches, so it may lag the last use by that much.
+	// if never. The stores of this module note it at most once a minute
+	// per key (their WithLastUsedInterval changes that) and write it in
+	// batches, so it may lag the last use by that much.
 	LastUsedAt time.Time
 }
-
-// LastUsedInterval is how often the stores of this module note a key's
-// use: a key used without pause has a LastUsedAt at most this old.
-const LastUsedInterval = time.Minute
 
 // KeyID returns the public identifier of key: the SHA-256 of the key in
 // lowercase hex, which is what stores keep. It reveals nothing usable
 // about the key, so it may be shown, logged and used as a rate-limit key.
 func KeyID(key string) string {
-	h := HashKey(key)
+	h := keyformat.Hash(key)
 	return hex.EncodeToString(h[:])
 }

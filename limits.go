@@ -1,6 +1,7 @@
 package formsapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -58,9 +59,9 @@ type Limits struct {
 	// keep it within the handler's WithPageBytes.
 	MaxSubmissionBytes int
 	// MaxMetadataBytes bounds the four fields of [Metadata] together
-	// (ClientIP, UserAgent, Geo and TraceID, as given), in bytes. Each
-	// must also be valid UTF-8, and Geo, when present, valid JSON. The
-	// default, 64 KiB, is far beyond the request headers they come from
+	// (ClientIP, UserAgent, Geo and TraceID, as given), in bytes. Geo,
+	// when present, must be valid JSON; bytes of any of them that are not
+	// valid UTF-8 are stored as U+FFFD. The default, 64 KiB, is far beyond the request headers they come from
 	// and keeps an attacker from storing megabytes the read API never
 	// returns.
 	MaxMetadataBytes int
@@ -79,6 +80,9 @@ type Limits struct {
 	// logs. The default is 256; the handler's rate-limit key is "account:"
 	// and the ID, and pgstore's limiter takes keys of up to 512 bytes.
 	MaxAccountIDBytes int
+	// MaxKeyForms bounds the forms one API key may be scoped to
+	// (KeyOptions.Forms). The default is 1,000.
+	MaxKeyForms int
 }
 
 // DefaultLimits are the limits of a store made without WithLimits.
@@ -102,6 +106,7 @@ var DefaultLimits = Limits{
 	MaxMetadataBytes:    64 << 10,
 	MaxFormBytes:        4 << 10,
 	MaxAccountIDBytes:   256,
+	MaxKeyForms:         1000,
 }
 
 // maxStoredDepth is the deepest data whose response encoding/json reads.
@@ -121,6 +126,7 @@ func (l Limits) orDefaults() Limits {
 		{&l.MaxMetadataBytes, &d.MaxMetadataBytes},
 		{&l.MaxFormBytes, &d.MaxFormBytes},
 		{&l.MaxAccountIDBytes, &d.MaxAccountIDBytes},
+		{&l.MaxKeyForms, &d.MaxKeyForms},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -130,8 +136,26 @@ func (l Limits) orDefaults() Limits {
 	return l
 }
 
-// PrepareSubmission is [PrepareSubmission] under the limits l.
-func (l Limits) PrepareSubmission(s *Submission, m Metadata) error {
+// PrepareSubmission readies s and its metadata m for storage under the
+// limits l: a zero CreatedAt becomes the current time, times are kept in
+// UTC, and bytes of m's fields that are not valid UTF-8 (a raw header
+// value, say) become U+FFFD, since metadata is recorded as it came and
+// never returned. It returns an error wrapping [ErrInvalidInput] that
+// says which field and, for a limit, which one, if s cannot be stored:
+// its form ID is malformed; its Data is not one JSON object in valid
+// UTF-8, is longer, deeper or has longer numbers than the limits allow,
+// has a number beyond the range of a 64-bit float or a \u escape of an
+// unpaired UTF-16 surrogate; it has more attachments than allowed, or an
+// attachment whose strings are too long, not valid UTF-8 or hold control
+// characters, whose fileUrl is not an absolute http or https URL, whose
+// size is negative or whose mimeType is not type/subtype; m's fields are
+// longer together than MaxMetadataBytes, or m.Geo is present but not
+// valid JSON; its CreatedAt is out of range; or its JSON as the API sends
+// it ([AppendSubmissionJSON], escapes included) is longer than
+// MaxSubmissionBytes. Stores call it before writing, so that every store
+// refuses the same input; [DefaultLimits].PrepareSubmission is the check
+// under the defaults.
+func (l Limits) PrepareSubmission(s *Submission, m *Metadata) error {
 	l = l.orDefaults()
 	s.CreatedAt = storedTime(s.CreatedAt)
 	if !ValidFormID(s.FormID) {
@@ -143,7 +167,7 @@ func (l Limits) PrepareSubmission(s *Submission, m Metadata) error {
 	if err := l.checkAttachments(s.Attachments); err != nil {
 		return err
 	}
-	if err := l.checkMetadata(m); err != nil {
+	if err := l.prepareMetadata(m); err != nil {
 		return err
 	}
 	if err := checkTime(s.CreatedAt); err != nil {
@@ -178,30 +202,43 @@ func (l Limits) checkSubmissionSize(s Submission) error {
 	return nil
 }
 
-// checkMetadata refuses m if its fields together pass MaxMetadataBytes,
-// one is not valid UTF-8, or Geo is present but not valid JSON.
-func (l Limits) checkMetadata(m Metadata) error {
+// prepareMetadata refuses m if its fields together pass MaxMetadataBytes
+// or Geo is present but not valid JSON, and replaces the bytes of its
+// fields that are not valid UTF-8 with U+FFFD.
+func (l Limits) prepareMetadata(m *Metadata) error {
 	if n := len(m.ClientIP) + len(m.UserAgent) + len(m.Geo) + len(m.TraceID); n > l.MaxMetadataBytes {
 		return fmt.Errorf("%w: metadata is %d bytes (client IP, user agent, geo and trace ID together), over the limit MaxMetadataBytes (%d)",
 			ErrInvalidInput, n, l.MaxMetadataBytes)
 	}
-	for _, f := range []struct{ name, v string }{{"client IP", m.ClientIP}, {"user agent", m.UserAgent}, {"trace ID", m.TraceID}} {
-		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("%w: metadata %s is not valid UTF-8", ErrInvalidInput, f.name)
+	for _, f := range []*string{&m.ClientIP, &m.UserAgent, &m.TraceID} {
+		if !utf8.ValidString(*f) {
+			*f = strings.ToValidUTF8(*f, "\uFFFD")
 		}
 	}
 	if len(m.Geo) > 0 {
-		if !utf8.Valid(m.Geo) {
-			return fmt.Errorf("%w: metadata geo is not valid UTF-8", ErrInvalidInput)
-		}
 		if !json.Valid(m.Geo) {
 			return fmt.Errorf("%w: metadata geo is not valid JSON", ErrInvalidInput)
+		}
+		if !utf8.Valid(m.Geo) {
+			// Inside valid JSON such bytes can only be in strings.
+			m.Geo = bytes.ToValidUTF8(m.Geo, []byte("\uFFFD"))
 		}
 	}
 	return nil
 }
 
-// PrepareForm is [PrepareForm] under the limits l.
+// PrepareForm readies f, a form of accountID, for storage under the
+// limits l: a zero CreatedAt becomes the current time, and times are kept
+// in UTC. It returns an error wrapping [ErrInvalidInput] that says which
+// field and, for a limit, which one, if f cannot be stored: accountID is
+// empty, longer than MaxAccountIDBytes, not valid UTF-8 or holds a
+// control character; the form ID is malformed (see [ValidFormID]); the
+// title, icon or notificationEmail is not valid UTF-8 or holds a control
+// character (C0, DEL or C1); the form's JSON as the API sends it, escapes
+// included, is longer than MaxFormBytes; or CreatedAt is outside the years
+// 1678 to 2261. Stores call it before writing, so that every store
+// refuses the same input; [DefaultLimits].PrepareForm is the check under
+// the defaults.
 func (l Limits) PrepareForm(accountID string, f *Form) error {
 	l = l.orDefaults()
 	f.CreatedAt = storedTime(f.CreatedAt)
@@ -209,7 +246,7 @@ func (l Limits) PrepareForm(accountID string, f *Form) error {
 		return err
 	}
 	if !ValidFormID(f.ID) {
-		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, MaxFormIDLen)
+		return fmt.Errorf("%w: form ID %q must be 1 to %d characters from A-Z a-z 0-9 - _ . ~", ErrInvalidInput, f.ID, maxFormIDLen)
 	}
 	// Escaping never shortens a string: refuse what is too long as
 	// given before scanning or encoding it.

@@ -86,13 +86,13 @@ func TestLimitsPrepareFormText(t *testing.T) {
 		{"EmailNewline", formsapi.Form{ID: "f", NotificationEmail: "a@example.com\r\nBcc: b@example.com"}, "notificationEmail has the control character"},
 		{"TitleInvalidUTF8", formsapi.Form{ID: "f", Title: "caf\xe9"}, "title is not valid UTF-8"},
 	} {
-		err := formsapi.PrepareForm("acct", &c.f)
+		err := formsapi.DefaultLimits.PrepareForm("acct", &c.f)
 		if !errors.Is(err, formsapi.ErrInvalidInput) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: got %v, want ErrInvalidInput saying %q", c.name, err, c.says)
 		}
 	}
 	ok := formsapi.Form{ID: "f", Title: "Café ✉ <b>&</b> \u2028", Icon: "📬", NotificationEmail: "ops+forms@exämple.com"}
-	if err := formsapi.PrepareForm("acct", &ok); err != nil {
+	if err := formsapi.DefaultLimits.PrepareForm("acct", &ok); err != nil {
 		t.Errorf("a form of printable Unicode: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestLimitsAccountID(t *testing.T) {
 		}
 	}
 	is := is.New(t)
-	err := formsapi.PrepareKeyOptions(key, strings.Repeat("a", formsapi.DefaultLimits.MaxAccountIDBytes+1), &formsapi.KeyOptions{})
+	err := formsapi.DefaultLimits.PrepareKeyOptions(key, strings.Repeat("a", formsapi.DefaultLimits.MaxAccountIDBytes+1), &formsapi.KeyOptions{})
 	is.True(refusedFor(err, "MaxAccountIDBytes")) // the package-level function applies DefaultLimits
 }
 
@@ -150,7 +150,8 @@ func TestLimitsMetadata(t *testing.T) {
 		sub := func() *formsapi.Submission {
 			return &formsapi.Submission{FormID: "f", Data: []byte(`{}`), CreatedAt: limitsAt}
 		}
-		if err := l.PrepareSubmission(sub(), m); err != nil {
+		exact := m
+		if err := l.PrepareSubmission(sub(), &exact); err != nil {
 			t.Errorf("limit %d: metadata of exactly the limit: %v", limit, err)
 		}
 		for name, change := range map[string]func(*formsapi.Metadata){
@@ -161,25 +162,25 @@ func TestLimitsMetadata(t *testing.T) {
 		} {
 			over := m
 			change(&over)
-			if err := l.PrepareSubmission(sub(), over); !refusedFor(err, "MaxMetadataBytes") {
+			if err := l.PrepareSubmission(sub(), &over); !refusedFor(err, "MaxMetadataBytes") {
 				t.Errorf("limit %d: metadata one byte over in %s: got %v, want ErrInvalidInput naming MaxMetadataBytes", limit, name, err)
 			}
 		}
 	}
-	for _, c := range []struct {
-		m    formsapi.Metadata
-		says string
-	}{
-		{formsapi.Metadata{ClientIP: "\xff"}, "client IP is not valid UTF-8"},
-		{formsapi.Metadata{UserAgent: "Mozilla/5.0 (X11; \xe9)"}, "user agent is not valid UTF-8"},
-		{formsapi.Metadata{TraceID: "t\xc3"}, "trace ID is not valid UTF-8"},
-		{formsapi.Metadata{Geo: json.RawMessage("{\"city\":\"Z\xfcrich\"}")}, "geo is not valid UTF-8"},
-		{formsapi.Metadata{Geo: json.RawMessage(`{"city":`)}, "geo is not valid JSON"},
-	} {
-		err := formsapi.PrepareSubmission(&formsapi.Submission{FormID: "f", Data: []byte(`{}`)}, c.m)
-		if !errors.Is(err, formsapi.ErrInvalidInput) || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("metadata %+v: got %v, want ErrInvalidInput saying %q", c.m, err, c.says)
-		}
+	// Metadata is recorded as it came and never returned: bytes that are
+	// not UTF-8 (a raw header value) are kept as U+FFFD rather than
+	// costing the respondent their submission.
+	m := formsapi.Metadata{ClientIP: "\xff", UserAgent: "Mozilla/5.0 (X11; \xe9)", TraceID: "t\xc3", Geo: json.RawMessage("{\"city\":\"Z\xfcrich\"}")}
+	if err := formsapi.DefaultLimits.PrepareSubmission(&formsapi.Submission{FormID: "f", Data: []byte(`{}`)}, &m); err != nil {
+		t.Errorf("metadata that is not UTF-8: %v, want it kept with U+FFFD", err)
+	}
+	want := formsapi.Metadata{ClientIP: "\uFFFD", UserAgent: "Mozilla/5.0 (X11; \uFFFD)", TraceID: "t\uFFFD", Geo: json.RawMessage("{\"city\":\"Z\uFFFDrich\"}")}
+	if m.ClientIP != want.ClientIP || m.UserAgent != want.UserAgent || m.TraceID != want.TraceID || string(m.Geo) != string(want.Geo) {
+		t.Errorf("metadata prepared as %+v, want %+v", m, want)
+	}
+	bad := formsapi.Metadata{Geo: json.RawMessage(`{"city":`)}
+	if err := formsapi.DefaultLimits.PrepareSubmission(&formsapi.Submission{FormID: "f", Data: []byte(`{}`)}, &bad); !errors.Is(err, formsapi.ErrInvalidInput) || !strings.Contains(err.Error(), "geo is not valid JSON") {
+		t.Errorf("geo that is not JSON: got %v, want ErrInvalidInput saying so", err)
 	}
 }
 
@@ -196,15 +197,15 @@ func TestLimitsSubmissionBytesCountEscapes(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(len(b), 1000)                           // the test submission is exactly at the limit
 	is.True(len(sub.Attachments[0].FieldName) < 200) // as given, far below it
-	is.NoErr(l.PrepareSubmission(&sub, formsapi.Metadata{}))
+	is.NoErr(l.PrepareSubmission(&sub, &formsapi.Metadata{}))
 
 	sub.Attachments[0].FieldName += "a"
-	err = l.PrepareSubmission(&sub, formsapi.Metadata{})
+	err = l.PrepareSubmission(&sub, &formsapi.Metadata{})
 	is.True(refusedFor(err, "MaxSubmissionBytes")) // one byte over, escapes included
 	is.True(strings.Contains(err.Error(), "1001 bytes"))
 
 	big := formsapi.Submission{FormID: "f", Data: []byte(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)}
-	err = l.PrepareSubmission(&big, formsapi.Metadata{})
+	err = l.PrepareSubmission(&big, &formsapi.Metadata{})
 	is.True(refusedFor(err, "MaxSubmissionBytes")) // data alone over it, within MaxDataBytes
 }
 

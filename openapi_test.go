@@ -662,13 +662,13 @@ func TestOpenAPIFormIDPattern(t *testing.T) {
 	ref := c.doc.Components.Schemas["FormId"]
 	is.True(ref != nil && ref.Value != nil) // #/components/schemas/FormId exists
 	s := ref.Value
-	is.Equal(s.MinLength, uint64(1))                                     // minLength 1
-	is.True(s.MaxLength != nil && *s.MaxLength == formsapi.MaxFormIDLen) // maxLength is MaxFormIDLen
+	is.Equal(s.MinLength, uint64(1))                            // minLength 1
+	is.True(s.MaxLength != nil && *s.MaxLength == maxFormIDLen) // maxLength is the longest form ID
 	re, err := regexp.Compile(s.Pattern)
 	is.NoErr(err) // the pattern is valid in Go's syntax too (no lookaround)
 
 	matches := func(id string) bool {
-		return re.MatchString(id) && len(id) >= 1 && len(id) <= formsapi.MaxFormIDLen
+		return re.MatchString(id) && len(id) >= 1 && len(id) <= maxFormIDLen
 	}
 	alphabet := []string{"a", "Z", "0", "-", "_", ".", "~", "/", "%", " ", "é", "+"}
 	var ids []string
@@ -683,7 +683,7 @@ func TestOpenAPIFormIDPattern(t *testing.T) {
 		}
 	}
 	gen("", 3)
-	for _, n := range []int{formsapi.MaxFormIDLen - 1, formsapi.MaxFormIDLen, formsapi.MaxFormIDLen + 1} {
+	for _, n := range []int{maxFormIDLen - 1, maxFormIDLen, maxFormIDLen + 1} {
 		ids = append(ids, strings.Repeat("x", n), ".."+strings.Repeat(".", n-2), "."+strings.Repeat("x", n-1))
 	}
 	agree := 0

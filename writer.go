@@ -45,7 +45,7 @@ type Writer interface {
 	// the key is kept. It returns an error wrapping ErrKeyExists if the
 	// key is already registered or was ever revoked (a leaked key stays
 	// dead), and one wrapping ErrInvalidInput if the key could never
-	// authenticate (see [CheckKey]) or accountID is empty, longer than the
+	// authenticate (see [Limits.PrepareKeyOptions]) or accountID is empty, longer than the
 	// store's MaxAccountIDBytes, not valid UTF-8 or holds a control
 	// character.
 	AddKey(ctx context.Context, key, accountID string) error

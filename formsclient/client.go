@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // Client reads one account's forms and submissions through the API key it
@@ -159,10 +160,10 @@ func New(baseURL, key string, opts ...Option) *Client {
 		o(c)
 	}
 	c.base, c.err = parseBase(baseURL)
-	if c.err == nil && formsapi.CheckKey(key) != nil {
+	if c.err == nil && keyformat.Problem(key) != "" {
 		// The key stays out of the message: it is a secret.
 		c.err = fmt.Errorf("formsclient: the API key is malformed (1 to %d characters of A-Z a-z 0-9 - . _ ~ + / and optional trailing =, checksum included): %w",
-			formsapi.MaxKeyLen, formsapi.ErrInvalidKey)
+			keyformat.MaxLen, formsapi.ErrInvalidKey)
 	}
 	return c
 }

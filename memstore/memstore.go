@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -129,7 +131,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
-	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
 	sub = cloneSubmission(sub)
@@ -155,7 +157,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
 // registered or was ever revoked, and one wrapping
 // formsapi.ErrInvalidInput if the key could never authenticate (see
-// formsapi.CheckKey) or accountID is malformed or beyond the store's
+// formsapi.Limits.PrepareKeyOptions) or accountID is malformed or beyond the store's
 // limits (see WithLimits and formsapi.Limits.PrepareKeyOptions).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
 	return s.AddKeyWith(ctx, key, accountID, formsapi.KeyOptions{})
@@ -175,7 +177,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.keys[h]; ok {
@@ -193,7 +195,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: revoke key: %w", err)
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.keys[h]
@@ -229,7 +231,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if err := ctx.Err(); err != nil {
 		return formsapi.Grant{}, err
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	now := time.Now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -239,7 +241,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	}
 	// Noted at most once per interval, so that a busy key does not make
 	// every request write the same cache line.
-	if last := k.lastUsed.Load(); now.UnixNano()-last >= int64(formsapi.LastUsedInterval) {
+	if last := k.lastUsed.Load(); now.UnixNano()-last >= int64(keyuse.DefaultInterval) {
 		k.lastUsed.CompareAndSwap(last, now.UnixNano())
 	}
 	return formsapi.Grant{AccountID: k.account, Forms: slices.Clone(k.forms), ExpiresAt: k.expiresAt}, nil

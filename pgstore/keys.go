@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -36,7 +37,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 		ns := o.ExpiresAt.UnixNano()
 		expires = &ns
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	_, err := s.exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano(), o.Forms, expires)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
@@ -62,7 +63,7 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // Authorize implements formsapi.KeyAuthorizer: it returns what key may
 // read, or an error wrapping formsapi.ErrInvalidKey if the key is
 // unknown, revoked or expired. It notes the key's use in memory; the
-// store writes noted uses in one statement per LastUsedInterval, and on
+// store writes noted uses in one statement per WithLastUsedInterval (a minute), and on
 // Close.
 func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
 	g, err := s.authorize(ctx, key)
@@ -76,7 +77,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if err := ctx.Err(); err != nil {
 		return formsapi.Grant{}, err
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	var (
 		g       formsapi.Grant
 		expires *int64
@@ -104,7 +105,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 // ListKeys implements formsapi.KeyManager: every key of accountID,
 // revoked and expired ones included, oldest first. LastUsedAt includes
 // uses this store noted but has not written yet; another node's are seen
-// once that node writes them (within LastUsedInterval).
+// once that node writes them (within WithLastUsedInterval).
 func (s *Store) ListKeys(ctx context.Context, accountID string) ([]formsapi.KeyInfo, error) {
 	var out []formsapi.KeyInfo
 	err := retry(ctx, func() (err error) {

@@ -1,12 +1,12 @@
 package pgstore_test
 
 import (
+	"crypto/sha256"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
 
-	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
@@ -37,7 +37,7 @@ func TestLastUsedWithoutAWritePerRequest(t *testing.T) {
 	is.NoErr(err) // open a second node
 	defer other.Close()
 
-	h := formsapi.HashKey(storetest.KeyB)
+	h := sha256.Sum256([]byte(storetest.KeyB))
 	xmin := func() string {
 		var x string
 		err := pgstore.Pool(s).QueryRow(ctx, `SELECT xmin::text FROM `+schema+`.formsapi_keys WHERE key_hash = $1`, h[:]).Scan(&x)

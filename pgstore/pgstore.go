@@ -51,8 +51,8 @@ func WithSchema(name string) Option {
 }
 
 // WithLastUsedInterval sets how often the store notes each key's use and
-// writes the noted uses, in one statement: formsapi.LastUsedInterval (a
-// minute) unless set. It panics if d is not positive.
+// writes the noted uses, in one statement: a minute unless
+// set. It panics if d is not positive.
 func WithLastUsedInterval(d time.Duration) Option {
 	if d <= 0 {
 		panic("pgstore: WithLastUsedInterval needs a positive interval")
@@ -139,7 +139,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
+	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -60,7 +61,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
-	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
 	data, err := compact(sub.Data)
@@ -118,7 +119,7 @@ func compact(v []byte) ([]byte, error) {
 //
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
 // registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
-// if the key could never authenticate (see formsapi.CheckKey) or accountID
+// if the key could never authenticate (see formsapi.Limits.PrepareKeyOptions) or accountID
 // is malformed or beyond the store's limits (see WithLimits and
 // formsapi.Limits.PrepareKeyOptions), including text PostgreSQL cannot
 // store (a NUL byte or invalid UTF-8).
@@ -135,7 +136,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: revoke key: %w", err)
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	tag, err := s.exec(ctx, s.sql.revokeKey, time.Now().UnixNano(), h[:])
 	if err != nil {
 		return fmt.Errorf("pgstore: revoke key: %w", withCtx(ctx, err))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // grant is a live key's row; expiry is checked against the current time
@@ -45,7 +46,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if !o.ExpiresAt.IsZero() {
 		expires = o.ExpiresAt.UnixNano()
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	_, err := s.addKey.ExecContext(ctx, h[:], accountID, time.Now().UnixNano(), forms, expires)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
@@ -70,7 +71,7 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // Authorize implements formsapi.KeyAuthorizer: it returns what key may
 // read, or an error wrapping formsapi.ErrInvalidKey if the key is
 // unknown, revoked or expired. It notes the key's use in memory; the
-// store writes noted uses in one transaction per LastUsedInterval, and on
+// store writes noted uses in one transaction per WithLastUsedInterval (a minute), and on
 // Close.
 func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
 	g, err := s.authorize(ctx, key)
@@ -84,7 +85,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if err := ctx.Err(); err != nil {
 		return formsapi.Grant{}, err
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	g, err := s.lookupKey(ctx, h)
 	if err != nil {
 		return formsapi.Grant{}, err

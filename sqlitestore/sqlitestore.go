@@ -72,8 +72,8 @@ func WithCacheSize(n int) Option {
 }
 
 // WithLastUsedInterval sets how often the store notes each key's use and
-// writes the noted uses, in one transaction: formsapi.LastUsedInterval (a
-// minute) unless set. It panics if d is not positive.
+// writes the noted uses, in one transaction: a minute unless
+// set. It panics if d is not positive.
 func WithLastUsedInterval(d time.Duration) Option {
 	if d <= 0 {
 		panic("sqlitestore: WithLastUsedInterval needs a positive interval")
@@ -136,7 +136,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
-	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -225,7 +225,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if _, ok := db.Driver().(*sqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
 	}
-	cfg := config{usedInterval: formsapi.LastUsedInterval, limits: formsapi.DefaultLimits}
+	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -44,7 +45,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
-	if err := s.limits.PrepareSubmission(&sub, m); err != nil {
+	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
 	data, err := compact(sub.Data)
@@ -103,7 +104,7 @@ func compact(v []byte) (string, error) {
 //
 // It returns an error wrapping formsapi.ErrKeyExists if the key is already
 // registered or was ever revoked, and one wrapping formsapi.ErrInvalidInput
-// if the key could never authenticate (see formsapi.CheckKey) or accountID
+// if the key could never authenticate (see formsapi.Limits.PrepareKeyOptions) or accountID
 // is malformed or beyond the store's limits (see WithLimits and
 // formsapi.Limits.PrepareKeyOptions).
 func (s *Store) AddKey(ctx context.Context, key, accountID string) error {
@@ -118,7 +119,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}
-	h := formsapi.HashKey(key)
+	h := keyformat.Hash(key)
 	res, err := s.revokeKey.ExecContext(ctx, time.Now().UnixNano(), h[:])
 	if err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)

@@ -131,7 +131,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	})
 
 	past := time.Now().Add(-time.Minute)
-	tooMany := make([]string, formsapi.MaxKeyForms+1)
+	tooMany := make([]string, formsapi.DefaultLimits.MaxKeyForms+1)
 	for i := range tooMany {
 		tooMany[i] = "form-" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
 	}

@@ -210,10 +210,6 @@ func limitRefusals(ctx context.Context) []refusal {
 		}},
 		{"MetadataOneByteOverMaxMetadataBytes", formsapi.ErrInvalidInput, "MaxMetadataBytes", meta(metadataOfSize(0, l.MaxMetadataBytes+1))},
 		{"MetadataEightMiB", formsapi.ErrInvalidInput, "MaxMetadataBytes", meta(formsapi.Metadata{UserAgent: strings.Repeat("u", 8<<20)})},
-		{"MetadataClientIPInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{ClientIP: "203.0.113.1\xff"})},
-		{"MetadataUserAgentInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{UserAgent: "Mozilla/5.0 (\xe9)"})},
-		{"MetadataTraceIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{TraceID: "t\xc3"})},
-		{"MetadataGeoInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", meta(formsapi.Metadata{Geo: []byte("{\"city\":\"Z\xfcrich\"}")})},
 		{"FormOneByteOverMaxFormBytes", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, formOfSize(newForm, "title", "<", l.MaxFormBytes+1))},
 		{"FormTitleShortButLongEscaped", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.Title = strings.Repeat("<", l.MaxFormBytes/5) }))},
 		{"FormIconTooLong", formsapi.ErrInvalidInput, "MaxFormBytes", form(AccountA, with(func(f *formsapi.Form) { f.Icon = strings.Repeat("i", l.MaxFormBytes) }))},
@@ -275,6 +271,10 @@ func atLimits() []SeedSubmission {
 	add(`{"odd":true}`,
 		formsapi.Attachment{FieldName: "", FileURL: "HTTP://EXAMPLE.COM/Upper?q=1&r=<2>#frag", FileSize: 0, MIMEType: "Application/VND.example+JSON"},
 		formsapi.Attachment{FieldName: "日本 \u2028", FileURL: "https://user@例え.jp:8443/ファイル.pdf", FileSize: 1, MIMEType: "image/svg+xml; charset=utf-8"})
+	// Metadata that is not UTF-8 (raw header values) is stored, as U+FFFD,
+	// never costing the respondent the submission.
+	add(`{"rawHeaders":true}`)
+	subs[len(subs)-1].Metadata = formsapi.Metadata{ClientIP: "203.0.113.1\xff", UserAgent: "Mozilla/5.0 (\xe9)", TraceID: "t\xc3", Geo: []byte("{\"city\":\"Z\xfcrich\"}")}
 	// Exactly MaxSubmissionBytes as the API sends it, most of the
 	// attachments' bytes escapes, with metadata of exactly
 	// MaxMetadataBytes.

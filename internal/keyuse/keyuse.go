@@ -25,6 +25,11 @@ type Tracker struct {
 	done    chan struct{}
 }
 
+// DefaultInterval is how often the stores note a key's use unless their
+// WithLastUsedInterval says otherwise: a key used without pause has a
+// LastUsedAt at most this old.
+const DefaultInterval = time.Minute
+
 // New returns a tracker that notes a key's use at most once per interval
 // and hands batches to write, which stores them in one transaction
 // (keeping a newer stored time over an older one). Call Start to write
