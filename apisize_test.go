@@ -1,0 +1,58 @@
+package formsapi_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// maxRootNames is the budget of exported package-level names of the root
+// package: each one something a host mounting the handler or writing a
+// store needs. The rest lives in ratelimit, the stores and internal/.
+const maxRootNames = 50
+
+// TestRootAPIStaysSmall counts the root package's exported package-level
+// names (functions, types, constants and variables; methods aside).
+func TestRootAPIStaysSmall(t *testing.T) {
+	t.Parallel()
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Recv == nil && d.Name.IsExported() {
+						names = append(names, d.Name.Name)
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								names = append(names, s.Name.Name)
+							}
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() {
+									names = append(names, n.Name)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(names) > maxRootNames {
+		t.Errorf("the root package exports %d package-level names, over its budget of %d: %v", len(names), maxRootNames, names)
+	}
+}
