@@ -26,10 +26,10 @@ type response struct {
 // returns a 2xx answer in JSON or an error: an *Error for any other
 // answer, the context's error (wrapped) when ctx ends first, or the
 // transport's error. form says whether u is a form's list, whose 404
-// means the form is not found.
-func (c *Client) get(ctx context.Context, u string, form bool) (*response, error) {
+// means the form is not found. sc is memory to read the body into.
+func (c *Client) get(ctx context.Context, u string, form bool, sc *scratch) (*response, error) {
 	for try := 1; ; try++ {
-		res, err := c.send(ctx, u, form)
+		res, err := c.send(ctx, u, form, sc)
 		if err == nil {
 			return res, nil
 		}
@@ -46,8 +46,12 @@ func (c *Client) get(ctx context.Context, u string, form bool) (*response, error
 	}
 }
 
+// scratch is memory to read a response body into, kept by a walk across
+// the requests of one page.
+type scratch struct{}
+
 // send makes one request.
-func (c *Client) send(ctx context.Context, u string, form bool) (*response, error) {
+func (c *Client) send(ctx context.Context, u string, form bool, _ *scratch) (*response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
