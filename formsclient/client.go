@@ -43,6 +43,11 @@
 // of order or outside the requested range, the same page over and over)
 // ends the iteration with an error wrapping [ErrPaging] rather than loop.
 //
+// Responses are read within [WithMaxResponseSize], counted both as sent
+// (gzip-coded, which the client asks for and decodes itself) and as
+// decoded, so that a hostile or broken server cannot make the client
+// allocate much more than that bound, whatever it sends.
+//
 // The package imports only the standard library and formsapi's types.
 package formsclient
 
@@ -110,6 +115,11 @@ type Option func(*Client) error
 // [http.DefaultClient], which has no timeout: without a Timeout here or a
 // deadline on the context, a server that never answers is waited for. A
 // nil hc is an error; leave the option out for http.DefaultClient.
+//
+// The client asks for gzip-coded answers and decodes them itself, so hc's
+// transport passes them through as sent and [WithMaxResponseSize] bounds
+// both their size on the wire and their decoded size. A transport that
+// decodes answers itself is bounded on the decoded size.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -167,7 +177,11 @@ func WithRetries(maxTries int, backoff, maxWait time.Duration) Option {
 
 // WithMaxResponseSize sets the largest response body, in bytes, the client
 // reads for one page ([DefaultMaxBody] otherwise), so that memory stays
-// bounded.
+// bounded: the bound holds for the body as sent and, when the server
+// gzip-codes it, for the decoded body too, so a small gzip body that
+// inflates past n is refused after reading about n bytes of it. Reading a
+// page allocates about n bytes at most, and the smaller requests that
+// follow an oversized page reuse that memory.
 //
 // A larger page is asked for again with half as many items (from the
 // server's default of 100 when no [PageSize] was given), down to one, and
