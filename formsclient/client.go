@@ -19,8 +19,12 @@
 // http or https URL without query or fragment, a key that could never be
 // an API key (not an RFC 6750 token, or a "fapi_" key whose checksum is
 // wrong; the error wraps [formsapi.ErrInvalidKey] and never quotes the
-// key), or an [Option] given a value it cannot use. A *Client therefore
-// always works; there is no half-made one whose calls fail later. What a
+// key), or a nil [Option] or one given a value it cannot use; the error
+// names every problem found. A *Client therefore always works: a program
+// with a wrong URL or key fails where it makes its client, at start-up,
+// and not on its first poll hours later (New used to return a client that
+// carried the error to each call, and a call that forgot to check it
+// panicked). What a
 // call is given (a form ID, [ListOption] values such as PageSize(0), a
 // ListOption that [Client.Sync] cannot honour) is checked by that call,
 // which reports it, before any request, as its first and only error. No
