@@ -247,6 +247,11 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if res.status == http.StatusOK && route.Path == submissionsPath {
+			if err := checkPageKind(req, res.body); err != nil {
+				errs = append(errs, err)
+			}
+		}
 
 	case ex.method == http.MethodHead:
 		kind = "HEAD"
@@ -301,6 +306,28 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 		msgs[i] = shortReason(err)
 	}
 	return kind, errors.New(strings.Join(msgs, "; "))
+}
+
+// submissionsPath is the document's path of a form's submissions.
+const submissionsPath = "/v1/forms/{formId}/submissions"
+
+// checkPageKind holds a 200 of a form's submissions to the page its
+// request asked for, as the document's 200 describes it: a FeedPage (with
+// syncToken) for a request with sync, a SubmissionsPage (without)
+// otherwise. The schema's oneOf alone would accept either.
+func checkPageKind(r *http.Request, body []byte) error {
+	var page map[string]json.RawMessage
+	if json.Unmarshal(body, &page) != nil {
+		return nil // not an object: the schema check says so
+	}
+	_, feed := page["syncToken"]
+	switch sync := r.URL.Query().Has("sync"); {
+	case sync && !feed:
+		return errors.New("a request with sync answered with a page that is not a FeedPage (no syncToken)")
+	case !sync && feed:
+		return errors.New("a request without sync answered with a FeedPage (syncToken)")
+	}
+	return nil
 }
 
 // checkHeaders holds h to the headers r declares: each required one
@@ -475,6 +502,7 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		submission = `{"formId":"f","data":{"ip":"x"},"attachments":[{"fieldName":"cv","fileUrl":"u","fileSize":1,"mimeType":"application/pdf"}],"createdAt":"2024-03-01T10:00:00.5Z"}`
 		formsPage  = `{"success":true,"message":"forms retrieved","forms":[` + form + `],"nextCursor":"abc"}`
 		subsPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `]}`
+		feedPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `],"syncToken":"tok","hasMore":false}`
 		noRoute    = `{"success":false,"message":"not found"}`
 		notAllowed = `{"success":false,"message":"method not allowed"}`
 	)
@@ -486,6 +514,7 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 	}{
 		{"forms page", ex("GET", "/v1/forms?limit=1", 200, page("Link", `<http://example.com/v1/forms?cursor=abc&limit=1>; rel="next"`), formsPage)},
 		{"submissions page", ex("GET", "/v1/forms/f/submissions", 200, page(), subsPage)},
+		{"feed page", ex("GET", "/v1/forms/f/submissions?sync=start&limit=5", 200, page(), feedPage)},
 		{"401", ex("GET", "/v1/forms", 401, headers(challenge...), `{"success":false,"message":"invalid API key"}`)},
 		{"HEAD", ex("HEAD", "/v1/forms", 401, headers(challenge...), "")},
 		{"unknown path", ex("GET", "/v1/nope", 404, headers(), noRoute)},
@@ -522,6 +551,14 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 			ex("GET", "/v1/forms", 200, page("Content-Type", "text/plain; charset=utf-8"), formsPage)},
 		{"undocumented status 418", "status is not supported",
 			ex("GET", "/v1/forms", 418, headers(), `{"success":false,"message":"I'm a teapot"}`)},
+		{"a list page answering sync", "a request with sync answered with a page that is not a FeedPage",
+			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(subsPage, `]}`, `],"nextCursor":"abc"}`, 1))},
+		{"a feed page answering a list request", "a request without sync answered with a FeedPage",
+			ex("GET", "/v1/forms/f/submissions?limit=5", 200, page(), feedPage)},
+		{"a feed page with a nextCursor", "additional properties 'nextCursor' not allowed",
+			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `"hasMore":false`, `"hasMore":false,"nextCursor":"abc"`, 1))},
+		{"a feed page without hasMore", "missing property 'hasMore'",
+			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `,"hasMore":false`, ``, 1))},
 		{"extra field in a submission", "additional properties 'clientIp' not allowed",
 			ex("GET", "/v1/forms/f/submissions", 200, page(), strings.Replace(subsPage, `"formId":"f"`, `"formId":"f","clientIp":"203.0.113.9"`, 1))},
 		{"extra field in an attachment", "additional properties 'path' not allowed",
@@ -724,6 +761,58 @@ func TestOpenAPILimitBounds(t *testing.T) {
 	for limit, want := range map[string]int{"1": 200, fmt.Sprint(formsapi.MaxPageSize): 200, "0": 400, fmt.Sprint(formsapi.MaxPageSize + 1): 400} {
 		res := do(t, h, "GET", "/v1/forms?limit="+limit, bearer(storetest.KeyA)...)
 		is.Equal(res.status, want) // the handler honours the documented bounds
+	}
+}
+
+// TestOpenAPISubmissionsAnswerIsOneOfTwoPages: the 200 of a form's
+// submissions is a oneOf of SubmissionsPage and FeedPage, which no body
+// can match both of (FeedPage requires syncToken and hasMore, which
+// SubmissionsPage does not allow), so that a generated client gets a
+// union whose variant the body decides; and a real list page and a real
+// feed page each match their own schema only.
+func TestOpenAPISubmissionsAnswerIsOneOfTwoPages(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c, err := loadContract()
+	is.NoErr(err)
+	op := c.doc.Paths.Find(submissionsPath).Get
+	is.True(op != nil) // GET /v1/forms/{formId}/submissions exists
+	r := op.Responses.Status(http.StatusOK)
+	is.True(r != nil && r.Value != nil && r.Value.Content["application/json"] != nil) // a JSON 200
+	answer := r.Value.Content["application/json"].Schema.Value
+	is.Equal(len(answer.AnyOf), 0) // not anyOf: a body would be free to match both
+	var refs []string
+	for _, v := range answer.OneOf {
+		refs = append(refs, v.Ref)
+	}
+	is.Equal(refs, []string{"#/components/schemas/SubmissionsPage", "#/components/schemas/FeedPage"}) // oneOf the two pages
+
+	list, feed := c.doc.Components.Schemas["SubmissionsPage"].Value, c.doc.Components.Schemas["FeedPage"].Value
+	for _, name := range []string{"syncToken", "hasMore"} {
+		is.True(slices.Contains(feed.Required, name)) // FeedPage requires it
+		is.True(list.Properties[name] == nil)         // SubmissionsPage does not have it
+	}
+	is.True(feed.Properties["nextCursor"] == nil) // FeedPage has no nextCursor
+	for _, s := range []*openapi3.Schema{list, feed} {
+		is.True(s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has) // and allows nothing else
+		is.True(s.Description != "")                                               // says when it is the answer
+	}
+
+	h := seededHandler(t)
+	for _, tc := range []struct {
+		target string
+		want   *openapi3.Schema
+		other  *openapi3.Schema
+	}{
+		{"/v1/forms/" + storetest.FormBusy + "/submissions?limit=2", list, feed},
+		{"/v1/forms/" + storetest.FormBusy + "/submissions?sync=start&limit=2", feed, list},
+	} {
+		res := do(t, h, "GET", tc.target, bearer(storetest.KeyA)...)
+		is.Equal(res.status, 200) // the page is served
+		var body any
+		is.NoErr(json.Unmarshal(res.body, &body))                 // in JSON
+		is.NoErr(tc.want.VisitJSON(body, c.schemaOpts...))        // its own schema matches
+		is.True(tc.other.VisitJSON(body, c.schemaOpts...) != nil) // the other does not
 	}
 }
 

@@ -64,7 +64,7 @@ func BenchmarkWalk(b *testing.B) {
 		}
 	})
 	b.Run("formsclient", func(b *testing.B) {
-		c := formsclient.New(srv.URL, "bench-key")
+		c := newClient(b, srv.URL, "bench-key")
 		for b.Loop() {
 			got := 0
 			for _, err := range c.Submissions(ctx, form, formsclient.PageSize(100)) {

@@ -1,13 +1,36 @@
 // Package formsclient reads the forms and submissions of an account from a
 // formsapi server, without the caller knowing about cursors:
 //
-//	c := formsclient.New("https://forms.example.com/api", key)
+//	c, err := formsclient.New("https://forms.example.com/api", key)
+//	if err != nil {
+//		return err // a malformed base URL, key or option
+//	}
 //	for s, err := range c.Submissions(ctx, "contact", formsclient.Oldest()) {
 //		if err != nil {
 //			return err
 //		}
 //		// use s
 //	}
+//
+// # Where mistakes are reported
+//
+// Everything a [Client] is made with is checked once, by [New], which
+// returns an error and no client for a base URL that is not an absolute
+// http or https URL without query or fragment, a key that could never be
+// an API key (not an RFC 6750 token, or a "fapi_" key whose checksum is
+// wrong; the error wraps [formsapi.ErrInvalidKey] and never quotes the
+// key), or a nil [Option] or one given a value it cannot use; the error
+// names every problem found. A *Client therefore always works: a program
+// with a wrong URL or key fails where it makes its client, at start-up,
+// and not on its first poll hours later (New used to return a client that
+// carried the error to each call, and a call that forgot to check it
+// panicked). What a
+// call is given (a form ID, [ListOption] values such as PageSize(0), a
+// ListOption that [Client.Sync] cannot honour) is checked by that call,
+// which reports it, before any request, as its first and only error. No
+// option is ever ignored.
+//
+// # Lists
 //
 // The lists are iterators ([iter.Seq2]) that fetch one page at a time as
 // the loop asks for more items: leaving the loop early stops fetching, and
@@ -23,6 +46,11 @@
 // answer that breaks the paging rules (a cursor returned twice, items out
 // of order or outside the requested range, the same page over and over)
 // ends the iteration with an error wrapping [ErrPaging] rather than loop.
+//
+// Responses are read within [WithMaxResponseSize], counted both as sent
+// (gzip-coded, which the client asks for and decodes itself) and as
+// decoded, so that a hostile or broken server cannot make the client
+// allocate much more than that bound, whatever it sends.
 //
 // The package imports only the standard library and formsapi's types.
 package formsclient
@@ -41,11 +69,12 @@ import (
 )
 
 // Client reads one account's forms and submissions through the API key it
-// was made with. It is safe for concurrent use; its methods do not change
-// it.
+// was made with. Make one with [New]; a Client that New did not make (a
+// zero Client, a nil *Client) reports so from every call instead of
+// sending anything. It is safe for concurrent use; its methods do not
+// change it.
 type Client struct {
-	base      *url.URL // scheme, host and path prefix; nil if err is set
-	err       error    // what was wrong with New's arguments, yielded by every list
+	base      *url.URL // scheme, host and path prefix; nil unless made by New
 	key       string
 	hc        *http.Client
 	userAgent string
@@ -56,6 +85,17 @@ type Client struct {
 
 	// sleep waits d or until ctx ends; tests replace it to record waits.
 	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// errNotMade is what the calls of a Client that New did not make report.
+var errNotMade = errors.New("formsclient: the Client was not made by formsclient.New")
+
+// ready reports errNotMade for a Client that New did not make.
+func (c *Client) ready() error {
+	if c == nil || c.base == nil {
+		return errNotMade
+	}
+	return nil
 }
 
 // Defaults of the options.
@@ -71,30 +111,41 @@ const (
 // bodies are a few hundred bytes, a proxy's error page may be anything.
 const maxErrorBody = 64 << 10
 
-// Option configures a Client made by [New].
-type Option func(*Client)
+// Option configures a Client made by [New]. An option given a value it
+// cannot use makes New return an error naming it; none is ignored.
+type Option func(*Client) error
 
 // WithHTTPClient makes the client send its requests through hc (for its
 // Transport, proxy settings, TLS configuration or Timeout) instead of
 // [http.DefaultClient], which has no timeout: without a Timeout here or a
 // deadline on the context, a server that never answers is waited for. A
-// nil hc is ignored.
+// nil hc is an error; leave the option out for http.DefaultClient.
+//
+// The client asks for gzip-coded answers and decodes them itself, so hc's
+// transport passes them through as sent and [WithMaxResponseSize] bounds
+// both their size on the wire and their decoded size. A transport that
+// decodes answers itself is bounded on the decoded size.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *Client) {
-		if hc != nil {
-			c.hc = hc
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("formsclient: WithHTTPClient(nil): pass an *http.Client, or leave the option out for http.DefaultClient")
 		}
+		c.hc = hc
+		return nil
 	}
 }
 
 // WithUserAgent sets the User-Agent header of every request, so that the
 // server's operators can tell your program apart; [DefaultUserAgent]
-// otherwise. An empty ua is ignored.
+// otherwise. ua must be a non-empty header value: no control characters
+// other than tab, no leading or trailing space.
 func WithUserAgent(ua string) Option {
-	return func(c *Client) {
-		if ua != "" {
-			c.userAgent = ua
+	return func(c *Client) error {
+		if ua == "" || strings.TrimSpace(ua) != ua || strings.IndexFunc(ua, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) >= 0 {
+			return fmt.Errorf("formsclient: WithUserAgent(%q): must be a non-empty header value without control characters or surrounding space", ua)
 		}
+		c.userAgent = ua
+		return nil
 	}
 }
 
@@ -106,46 +157,65 @@ func WithUserAgent(ua string) Option {
 // or an HTTP date) makes a wait at least that long; a Retry-After longer
 // than maxWait ends the retries at once with the [*Error], whose
 // RetryAfter field then says how long the server asked to wait. A
-// canceled context ends any wait at once. Values below 1 (maxTries) or
-// below zero (backoff, maxWait) keep the defaults: [DefaultMaxTries],
+// canceled context ends any wait at once. maxTries below 1 and a negative
+// backoff or maxWait are errors. Without this option: [DefaultMaxTries],
 // [DefaultBackoff], [DefaultMaxWait].
 func WithRetries(maxTries int, backoff, maxWait time.Duration) Option {
-	return func(c *Client) {
-		if maxTries >= 1 {
-			c.maxTries = maxTries
+	return func(c *Client) error {
+		var errs []error
+		if maxTries < 1 {
+			errs = append(errs, errors.New("maxTries must be at least 1 (1 turns retries off)"))
 		}
-		if backoff >= 0 {
-			c.backoff = backoff
+		if backoff < 0 {
+			errs = append(errs, errors.New("backoff must not be negative"))
 		}
-		if maxWait >= 0 {
-			c.maxWait = maxWait
+		if maxWait < 0 {
+			errs = append(errs, errors.New("maxWait must not be negative"))
 		}
+		if len(errs) > 0 {
+			return fmt.Errorf("formsclient: WithRetries(%d, %v, %v): %w", maxTries, backoff, maxWait, errors.Join(errs...))
+		}
+		c.maxTries, c.backoff, c.maxWait = maxTries, backoff, maxWait
+		return nil
 	}
 }
 
 // WithMaxResponseSize sets the largest response body, in bytes, the client
 // reads for one page ([DefaultMaxBody] otherwise), so that memory stays
-// bounded. A larger page is asked for again with half as many items (from
-// the server's default of 100 when no [PageSize] was given), down to one,
-// and the walk goes on with the smaller page size; only a single item
-// larger than n ends the iteration, with an [*Error]. Values below 1 are
-// ignored.
+// bounded: the bound holds for the body as sent and, when the server
+// gzip-codes it, for the decoded body too, so a small gzip body that
+// inflates past n is refused after reading about n bytes of it. Reading a
+// page allocates about n bytes at most, and the smaller requests that
+// follow an oversized page reuse that memory.
+//
+// A larger page is asked for again with half as many items (from the
+// server's default of 100 when no [PageSize] was given), down to one, and
+// the walk (or [Client.Sync]) goes on with the smaller page size; only a
+// single item larger than n ends it, with an [*Error]. n must be at least
+// 1.
 func WithMaxResponseSize(n int64) Option {
-	return func(c *Client) {
-		if n >= 1 {
-			c.maxBody = n
+	return func(c *Client) error {
+		if n < 1 {
+			return fmt.Errorf("formsclient: WithMaxResponseSize(%d): must be at least 1 byte", n)
 		}
+		c.maxBody = n
+		return nil
 	}
 }
 
 // New returns a client of the API at baseURL, the URL under which the
 // server mounts the API without the "/v1" (for example
 // "https://forms.example.com" or "https://forms.example.com/api"),
-// authenticating with key. It sends no request. If baseURL is not an
-// absolute http or https URL without query or fragment, or key could never
-// be an API key, the client's lists yield that error (the latter wrapping
-// [formsapi.ErrInvalidKey]) without sending anything.
-func New(baseURL, key string, opts ...Option) *Client {
+// authenticating with key. It sends no request.
+//
+// New returns a nil *Client and an error if baseURL is not an absolute
+// http or https URL with a host and without query, fragment or user
+// information; if key could never be an API key (empty, not an RFC 6750
+// token of at most 256 characters, or a [formsapi.KeyPrefix] key whose
+// checksum is wrong), with an error wrapping [formsapi.ErrInvalidKey]
+// that does not quote the key; or if an option is nil or was given a
+// value it cannot use. The error names every problem found.
+func New(baseURL, key string, opts ...Option) (*Client, error) {
 	c := &Client{
 		key:       key,
 		hc:        http.DefaultClient,
@@ -156,16 +226,30 @@ func New(baseURL, key string, opts ...Option) *Client {
 		maxBody:   DefaultMaxBody,
 		sleep:     sleep,
 	}
-	for _, o := range opts {
-		o(c)
+	var errs []error
+	base, err := parseBase(baseURL)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	c.base, c.err = parseBase(baseURL)
-	if c.err == nil && keyformat.Problem(key) != "" {
+	if keyformat.Problem(key) != "" {
 		// The key stays out of the message: it is a secret.
-		c.err = fmt.Errorf("formsclient: the API key is malformed (1 to %d characters of A-Z a-z 0-9 - . _ ~ + / and optional trailing =, checksum included): %w",
-			keyformat.MaxLen, formsapi.ErrInvalidKey)
+		errs = append(errs, fmt.Errorf("formsclient: the API key is malformed (1 to %d characters of A-Z a-z 0-9 - . _ ~ + / and optional trailing =, checksum included): %w",
+			keyformat.MaxLen, formsapi.ErrInvalidKey))
 	}
-	return c
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("formsclient: option %d of New is nil", i+1))
+			continue
+		}
+		if err := o(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	c.base = base
+	return c, nil
 }
 
 func parseBase(raw string) (*url.URL, error) {

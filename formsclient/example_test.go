@@ -42,7 +42,11 @@ func Example() {
 	defer close()
 	ctx := context.Background()
 
-	c := formsclient.New(baseURL, "demo-key")
+	c, err := formsclient.New(baseURL, "demo-key")
+	if err != nil {
+		fmt.Println("error:", err) // a malformed base URL, key or option
+		return
+	}
 	for f, err := range c.Forms(ctx) {
 		if err != nil {
 			fmt.Println("error:", err)
@@ -69,7 +73,11 @@ func ExampleClient_Submissions_since() {
 	baseURL, close := exampleServer()
 	defer close()
 
-	c := formsclient.New(baseURL, "demo-key")
+	c, err := formsclient.New(baseURL, "demo-key")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
 	since := time.Date(2024, 5, 1, 13, 0, 0, 0, time.UTC)
 	for s, err := range c.Submissions(context.Background(), "contact", formsclient.Since(since)) {
 		if err != nil {
@@ -87,7 +95,11 @@ func ExampleError() {
 	baseURL, close := exampleServer()
 	defer close()
 
-	c := formsclient.New(baseURL, "demo-key")
+	c, err := formsclient.New(baseURL, "demo-key")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
 	for _, err := range c.Submissions(context.Background(), "no-such-form") {
 		var e *formsclient.Error
 		switch {
@@ -103,4 +115,50 @@ func ExampleError() {
 	}
 	// Output:
 	// no such form
+}
+
+func ExampleNew() {
+	_, err := formsclient.New("forms.example.com/api", "demo-key")
+	fmt.Println(err)
+	_, err = formsclient.New("https://forms.example.com/api", "demo-key", formsclient.WithRetries(0, time.Second, time.Minute))
+	fmt.Println(err)
+	// Output:
+	// formsclient: base URL "forms.example.com/api": must start with https:// or http://
+	// formsclient: WithRetries(0, 1s, 1m0s): maxTries must be at least 1 (1 turns retries off)
+}
+
+func ExampleClient_Sync() {
+	baseURL, close := exampleServer()
+	defer close()
+	ctx := context.Background()
+
+	c, err := formsclient.New(baseURL, "demo-key")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	token := formsclient.SyncStart // the first time; then the token stored last
+	token, err = c.Sync(ctx, "contact", token, func(s formsapi.Submission) error {
+		fmt.Println(string(s.Data)) // in commit order
+		return nil
+	}, formsclient.PageSize(2))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	// Store token; the next Sync from it hands over only what was
+	// committed since.
+	n := 0
+	_, err = c.Sync(ctx, "contact", token, func(formsapi.Submission) error { n++; return nil })
+	fmt.Println(n, "new,", err)
+
+	// The feed cannot filter: Since is refused, not ignored.
+	_, err = c.Sync(ctx, "contact", token, func(formsapi.Submission) error { return nil }, formsclient.Since(time.Now()))
+	fmt.Println(err)
+	// Output:
+	// {"name":"Ada"}
+	// {"name":"Grace"}
+	// {"name":"Edsger"}
+	// 0 new, <nil>
+	// formsclient: sync submissions of form "contact": Since cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize applies)
 }

@@ -90,7 +90,7 @@ func TestRequestShape(t *testing.T) {
 	})
 	since := time.Date(2024, 1, 1, 1, 0, 0, 5, time.FixedZone("CET", 3600))
 	until := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
-	c := formsclient.New(f.URL+"/my%20api/", key, formsclient.WithUserAgent("nightly-export/2"))
+	c := newClient(t, f.URL+"/my%20api/", key, formsclient.WithUserAgent("nightly-export/2"))
 	items := mustCollect(t, c.Submissions(context.Background(), "a/b?c#d e", formsclient.Since(since), formsclient.Until(until), formsclient.PageSize(1)))
 	if len(items) != 2 || string(items[1].Data) != `{"m":8}` {
 		t.Fatalf("items %+v", items)
@@ -118,7 +118,7 @@ func TestRequestShape(t *testing.T) {
 		mu.Unlock()
 		writeJSON(w, 200, `{"success":true,"message":"forms retrieved","forms":[]}`)
 	})
-	mustCollect(t, formsclient.New(f2.URL, key, formsclient.WithHTTPClient(hc)).Forms(context.Background(), formsclient.Oldest()))
+	mustCollect(t, newClient(t, f2.URL, key, formsclient.WithHTTPClient(hc)).Forms(context.Background(), formsclient.Oldest()))
 	want = []seen{{"/v1/forms", "order=asc", "Bearer " + key, formsclient.DefaultUserAgent, "application/json"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) || trips.Load() != 1 {
 		t.Errorf("forms request %v (%d round trips through the caller's client), want %v", got, trips.Load(), want)
@@ -129,49 +129,119 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestRefusedBeforeAnyRequest(t *testing.T) {
+// New refuses, with an error naming each problem, what no request could
+// work with, and returns no client; it sends nothing.
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request sent: %s", r.URL)
+	})
+	k, err := formsapi.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	badSum := k[:len(k)-1] + "x"
+	if strings.HasSuffix(k, "x") {
+		badSum = k[:len(k)-1] + "y"
+	}
+	for _, tc := range []struct {
+		name, base, key string
+		opts            []formsclient.Option
+		is              error
+		msgs            []string
+	}{
+		{"no scheme", "forms.example.com/api", key, nil, nil, []string{"must start with https://"}},
+		{"ftp", "ftp://" + f.Listener.Addr().String(), key, nil, nil, []string{"must start with https://"}},
+		{"relative", "/api", key, nil, nil, []string{"must start with https://"}},
+		{"unparsable", "http://[::1", key, nil, nil, []string{"base URL"}},
+		{"bad port", "http://example.com:port", key, nil, nil, []string{"base URL"}},
+		{"empty", "", key, nil, nil, []string{"must start with https://"}},
+		{"query", f.URL + "/api?x=1", key, nil, nil, []string{"must not have a query"}},
+		{"empty query", f.URL + "/api?", key, nil, nil, []string{"must not have a query"}},
+		{"fragment", f.URL + "/api#top", key, nil, nil, []string{"must not have a query or fragment"}},
+		{"no host", "https:///api", key, nil, nil, []string{"has no host"}},
+		{"user info", "https://u:p@example.com", key, nil, nil, []string{"user name"}},
+		{"malformed key", f.URL, "two words", nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
+		{"empty key", f.URL, "", nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
+		{"key too long", f.URL, strings.Repeat("k", 257), nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
+		{"bad checksum", f.URL, badSum, nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
+		{"nil option", f.URL, key, []formsclient.Option{formsclient.WithUserAgent("x/1"), nil}, nil, []string{"option 2 of New is nil"}},
+		{"nil HTTP client", f.URL, key, []formsclient.Option{formsclient.WithHTTPClient(nil)}, nil, []string{"WithHTTPClient(nil)"}},
+		{"empty user agent", f.URL, key, []formsclient.Option{formsclient.WithUserAgent("")}, nil, []string{`WithUserAgent("")`}},
+		{"user agent with a newline", f.URL, key, []formsclient.Option{formsclient.WithUserAgent("x/1\r\nX-Evil: 1")}, nil, []string{"WithUserAgent", "control characters"}},
+		{"no tries", f.URL, key, []formsclient.Option{formsclient.WithRetries(0, time.Second, time.Minute)}, nil, []string{"WithRetries(0, 1s, 1m0s)", "maxTries must be at least 1"}},
+		{"negative waits", f.URL, key, []formsclient.Option{formsclient.WithRetries(3, -1, -time.Second)}, nil, []string{"backoff must not be negative", "maxWait must not be negative"}},
+		{"size 0", f.URL, key, []formsclient.Option{formsclient.WithMaxResponseSize(0)}, nil, []string{"WithMaxResponseSize(0): must be at least 1 byte"}},
+		{"everything at once", "ftp://x", "", []formsclient.Option{formsclient.WithMaxResponseSize(-1)}, formsapi.ErrInvalidKey,
+			[]string{"must start with https://", "API key is malformed", "WithMaxResponseSize(-1)"}},
+	} {
+		c, err := formsclient.New(tc.base, tc.key, tc.opts...)
+		if err == nil || c != nil {
+			t.Errorf("%s: client %v, error %v; want no client and an error", tc.name, c, err)
+			continue
+		}
+		for _, msg := range tc.msgs {
+			if !strings.Contains(err.Error(), msg) {
+				t.Errorf("%s: %v, want it to say %q", tc.name, err, msg)
+			}
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v does not match %v", tc.name, err, tc.is)
+		}
+		if tc.is == nil && errors.Is(err, formsapi.ErrInvalidKey) {
+			t.Errorf("%s: %v matches ErrInvalidKey for a good key", tc.name, err)
+		}
+		for _, secret := range []string{"two words", badSum} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: the key is in the message: %v", tc.name, err)
+			}
+		}
+	}
+
+	// What New accepts: a fapi_ key with its checksum, a host's own token
+	// format, a base with a path and a trailing slash, every option.
+	for _, good := range []struct{ base, key string }{{f.URL, k}, {f.URL + "/api/", "host-format-key=="}, {"HTTPS://forms.example.com", key}} {
+		_, err := formsclient.New(good.base, good.key, formsclient.WithRetries(1, 0, 0), formsclient.WithMaxResponseSize(1),
+			formsclient.WithUserAgent("a\tb/1"), formsclient.WithHTTPClient(&http.Client{}))
+		if err != nil {
+			t.Errorf("New(%q, …): %v", good.base, err)
+		}
+	}
+}
+
+// A call refuses what it was given, before any request, as its only error.
+func TestCallsRefuseBeforeAnyRequest(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		t.Errorf("request sent: %s", r.URL)
 	})
 	ctx := context.Background()
+	c := newClient(t, f.URL, key)
+	var zero formsclient.Client
+	var none *formsclient.Client
 	for _, tc := range []struct {
 		name string
 		seq  func() error
 		is   error
 		msg  string
 	}{
-		{"no scheme", func() error {
-			_, err := collect(t, formsclient.New("forms.example.com/api", key).Forms(ctx))
-			return err
-		}, nil, "must start with https://"},
-		{"ftp", func() error {
-			_, err := collect(t, formsclient.New("ftp://"+f.Listener.Addr().String(), key).Forms(ctx))
-			return err
-		}, nil, "must start with https://"},
-		{"query", func() error { _, err := collect(t, formsclient.New(f.URL+"/api?x=1", key).Forms(ctx)); return err }, nil, "must not have a query"},
-		{"no host", func() error { _, err := collect(t, formsclient.New("https:///api", key).Forms(ctx)); return err }, nil, "has no host"},
-		{"user info", func() error {
-			_, err := collect(t, formsclient.New("https://u:p@example.com", key).Forms(ctx))
-			return err
-		}, nil, "user name"},
-		{"malformed key", func() error { _, err := collect(t, formsclient.New(f.URL, "two words").Forms(ctx)); return err }, formsapi.ErrInvalidKey, "API key is malformed"},
-		{"empty key", func() error { _, err := collect(t, formsclient.New(f.URL, "").Forms(ctx)); return err }, formsapi.ErrInvalidKey, "API key is malformed"},
-		{"bad checksum", func() error {
-			k, _ := formsapi.NewKey()
-			last := "x"
-			if strings.HasSuffix(k, last) {
-				last = "y"
-			}
-			_, err := collect(t, formsclient.New(f.URL, k[:len(k)-1]+last).Forms(ctx))
-			return err
-		}, formsapi.ErrInvalidKey, "API key is malformed"},
-		{"dot-dot ID", func() error { _, err := collect(t, formsclient.New(f.URL, key).Submissions(ctx, "..")); return err }, formsapi.ErrFormNotFound, "form not found"},
-		{"empty ID", func() error { _, err := collect(t, formsclient.New(f.URL, key).Submissions(ctx, "")); return err }, formsapi.ErrFormNotFound, "form not found"},
+		{"dot-dot ID", func() error { _, err := collect(t, c.Submissions(ctx, "..")); return err }, formsapi.ErrFormNotFound, "form not found"},
+		{"empty ID", func() error { _, err := collect(t, c.Submissions(ctx, "")); return err }, formsapi.ErrFormNotFound, "form not found"},
 		{"page size 0", func() error {
-			_, err := collect(t, formsclient.New(f.URL, key).Submissions(ctx, "x", formsclient.PageSize(0)))
+			_, err := collect(t, c.Submissions(ctx, "x", formsclient.PageSize(0)))
 			return err
 		}, nil, "PageSize(0): must be at least 1"},
+		{"forms, page size -1", func() error {
+			_, err := collect(t, c.Forms(ctx, formsclient.Oldest(), formsclient.PageSize(-1)))
+			return err
+		}, nil, "PageSize(-1)"},
+		{"nil list option", func() error { _, err := collect(t, c.Forms(ctx, formsclient.Oldest(), nil)); return err }, nil, "list option 2 is nil"},
+		{"zero Client", func() error { _, err := collect(t, zero.Forms(ctx)); return err }, nil, "not made by formsclient.New"},
+		{"nil Client", func() error { _, err := collect(t, none.Submissions(ctx, "x")); return err }, nil, "not made by formsclient.New"},
+		{"zero Client syncs", func() error {
+			_, err := zero.Sync(ctx, "x", formsclient.SyncStart, func(formsapi.Submission) error { return nil })
+			return err
+		}, nil, "not made by formsclient.New"},
 	} {
 		err := tc.seq()
 		if err == nil {
@@ -180,9 +250,6 @@ func TestRefusedBeforeAnyRequest(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.msg) || (tc.is != nil && !errors.Is(err, tc.is)) {
 			t.Errorf("%s: %v, want an error with %q matching %v", tc.name, err, tc.msg, tc.is)
-		}
-		if strings.Contains(err.Error(), "two words") {
-			t.Errorf("%s: the key is in the message: %v", tc.name, err)
 		}
 	}
 }
@@ -216,7 +283,7 @@ func TestRetriesHonourRetryAfter(t *testing.T) {
 		}
 	})
 	backoff := 10 * time.Millisecond
-	c := formsclient.New(f.URL, key, formsclient.WithRetries(5, backoff, time.Minute))
+	c := newClient(t, f.URL, key, formsclient.WithRetries(5, backoff, time.Minute))
 	waits := recordWaits(c)
 	items := mustCollect(t, c.Submissions(context.Background(), "contact"))
 	if len(items) != 3 || f.requests.Load() != 7 {
@@ -253,7 +320,7 @@ func TestRetryWaitsForReal(t *testing.T) {
 		writeJSON(w, 200, `{"success":true,"message":"forms retrieved","forms":[]}`)
 	})
 	start := time.Now()
-	mustCollect(t, formsclient.New(f.URL, key, formsclient.WithRetries(2, time.Millisecond, time.Minute)).Forms(context.Background()))
+	mustCollect(t, newClient(t, f.URL, key, formsclient.WithRetries(2, time.Millisecond, time.Minute)).Forms(context.Background()))
 	if d := time.Since(start); d < time.Second || f.requests.Load() != 2 {
 		t.Errorf("retried after %v (%d requests); the server asked for 1 s", d, f.requests.Load())
 	}
@@ -266,7 +333,7 @@ func TestRetriesAreBounded(t *testing.T) {
 		w.Header().Set("Retry-After", "2")
 		writeJSON(w, 503, `{"success":false,"message":"down for maintenance"}`)
 	})
-	c := formsclient.New(f.URL, key, formsclient.WithRetries(3, time.Millisecond, time.Minute))
+	c := newClient(t, f.URL, key, formsclient.WithRetries(3, time.Millisecond, time.Minute))
 	waits := recordWaits(c)
 	_, err := collect(t, c.Forms(context.Background()))
 	var e *formsclient.Error
@@ -282,7 +349,7 @@ func TestRetriesAreBounded(t *testing.T) {
 		w.Header().Set("Retry-After", "3600")
 		writeJSON(w, 429, `{"success":false,"message":"quota exhausted"}`)
 	})
-	c = formsclient.New(f2.URL, key, formsclient.WithRetries(5, time.Millisecond, 30*time.Second))
+	c = newClient(t, f2.URL, key, formsclient.WithRetries(5, time.Millisecond, 30*time.Second))
 	waits = recordWaits(c)
 	_, err = collect(t, c.Submissions(context.Background(), "contact"))
 	if !errors.As(err, &e) || e.StatusCode != 429 || e.RetryAfter != time.Hour || f2.requests.Load() != 1 || len(*waits) != 0 {
@@ -293,7 +360,7 @@ func TestRetriesAreBounded(t *testing.T) {
 	f3 := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 503, `{"success":false,"message":"x"}`)
 	})
-	_, err = collect(t, formsclient.New(f3.URL, key, formsclient.WithRetries(1, 0, 0)).Forms(context.Background()))
+	_, err = collect(t, newClient(t, f3.URL, key, formsclient.WithRetries(1, 0, 0)).Forms(context.Background()))
 	if !errors.As(err, &e) || e.StatusCode != 503 || f3.requests.Load() != 1 {
 		t.Errorf("%v, %d requests", err, f3.requests.Load())
 	}
@@ -305,7 +372,7 @@ func TestCancelEndsARetryWait(t *testing.T) {
 		w.Header().Set("Retry-After", "600")
 		writeJSON(w, 503, `{"success":false,"message":"later"}`)
 	})
-	c := formsclient.New(f.URL, key, formsclient.WithRetries(5, time.Millisecond, time.Hour))
+	c := newClient(t, f.URL, key, formsclient.WithRetries(5, time.Millisecond, time.Hour))
 	waiting := make(chan time.Duration, 1)
 	formsclient.SetSleep(c, func(ctx context.Context, d time.Duration) error {
 		waiting <- d
@@ -333,7 +400,7 @@ func TestCancelEndsARetryWait(t *testing.T) {
 	// A deadline works the same way.
 	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	c = formsclient.New(f.URL, key, formsclient.WithRetries(5, time.Millisecond, time.Hour))
+	c = newClient(t, f.URL, key, formsclient.WithRetries(5, time.Millisecond, time.Hour))
 	if _, err := collect(t, c.Forms(ctx)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("%v", err)
 	}
@@ -382,7 +449,7 @@ func TestAnswersThatAreNotTheAPIs(t *testing.T) {
 				w.Header().Set("X-Request-Id", "rid-1")
 				tc.serve(w)
 			})
-			c := formsclient.New(f.URL, key, formsclient.WithMaxResponseSize(500))
+			c := newClient(t, f.URL, key, formsclient.WithMaxResponseSize(500))
 			items, err := collect(t, c.Submissions(context.Background(), "contact"))
 			var e *formsclient.Error
 			if !errors.As(err, &e) {
@@ -411,7 +478,7 @@ func TestErrorIs(t *testing.T) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi"`)
 		writeJSON(w, 401, `{"success":false,"message":"invalid API key"}`)
 	})
-	c := formsclient.New(f.URL, key)
+	c := newClient(t, f.URL, key)
 	_, err := collect(t, c.Submissions(context.Background(), "contact"))
 	if !errors.Is(err, formsapi.ErrInvalidKey) || errors.Is(err, formsapi.ErrFormNotFound) {
 		t.Errorf("401: %v", err)
@@ -455,7 +522,7 @@ func TestPagingLoopsEnd(t *testing.T) {
 				}
 				writeJSON(w, 200, tc.serve(n))
 			})
-			items, err := collect(t, formsclient.New(f.URL, key).Submissions(context.Background(), "contact", formsclient.PageSize(2)))
+			items, err := collect(t, newClient(t, f.URL, key).Submissions(context.Background(), "contact", formsclient.PageSize(2)))
 			if !errors.Is(err, formsclient.ErrPaging) || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("%v, want ErrPaging with %q", err, tc.msg)
 			}
@@ -467,7 +534,7 @@ func TestPagingLoopsEnd(t *testing.T) {
 
 	// Out of the requested range, oldest first.
 	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, page("", 1, 2, 30)) })
-	c := formsclient.New(f.URL, key)
+	c := newClient(t, f.URL, key)
 	at := func(m int) time.Time { return time.Date(2024, 1, 1, 0, m, 0, 0, time.UTC) }
 	items, err := collect(t, c.Submissions(context.Background(), "contact", formsclient.Oldest(), formsclient.Since(at(2))))
 	if !errors.Is(err, formsclient.ErrPaging) || !strings.Contains(err.Error(), "before since") || len(items) != 0 {
@@ -495,7 +562,7 @@ func TestProxyDroppingTheQueryDoesNotLoop(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c := formsclient.New(srv.URL, storetest.KeyA)
+	c := newClient(t, srv.URL, storetest.KeyA)
 	for _, oldest := range []bool{false, true} {
 		opts := []formsclient.ListOption{formsclient.PageSize(2)}
 		if oldest {
@@ -521,7 +588,7 @@ func TestAnErrorEndsTheIteration(t *testing.T) {
 		writeJSON(w, 500, `{"success":false,"message":"internal server error"}`)
 	})
 	items, errs := 0, 0
-	for s, err := range formsclient.New(f.URL, key).Submissions(context.Background(), "contact") {
+	for s, err := range newClient(t, f.URL, key).Submissions(context.Background(), "contact") {
 		if err != nil {
 			errs++
 			if s.FormID != "" || s.Data != nil {
@@ -557,7 +624,7 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 		}
 	}
 
-	c := formsclient.New("https://example.com", key, formsclient.WithRetries(20, time.Second, 10*time.Second))
+	c := newClient(t, "https://example.com", key, formsclient.WithRetries(20, time.Second, 10*time.Second))
 	for try, hi := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 19: 10 * time.Second} {
 		for range 50 {
 			if d := formsclient.Wait(c, try, 0); d < hi/2 || d > hi {
@@ -593,7 +660,7 @@ func TestBodyCutShort(t *testing.T) {
 			conn.Close()
 		}
 	})
-	items, err := collect(t, formsclient.New(f.URL, key, formsclient.WithRetries(1, 0, 0)).Submissions(context.Background(), "contact"))
+	items, err := collect(t, newClient(t, f.URL, key, formsclient.WithRetries(1, 0, 0)).Submissions(context.Background(), "contact"))
 	if len(items) != 0 || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), `list submissions of form "contact": reading the 200 response`) {
 		t.Errorf("%d items, %v", len(items), err)
 	}

@@ -103,6 +103,16 @@ func serve(t *testing.T, h http.Handler, prefix string) *server {
 	return s
 }
 
+// newClient is formsclient.New for arguments it must accept.
+func newClient(t testing.TB, base, key string, opts ...formsclient.Option) *formsclient.Client {
+	t.Helper()
+	c, err := formsclient.New(base, key, opts...)
+	if err != nil {
+		t.Fatalf("formsclient.New(%q, …): %v", base, err)
+	}
+	return c
+}
+
 // collect runs a list to its end; the error, if any, must be the last
 // thing yielded.
 func collect[T any](t *testing.T, seq iter.Seq2[T, error]) ([]T, error) {
@@ -182,7 +192,7 @@ func TestWalksTheRealHandler(t *testing.T) {
 
 func testWalks(t *testing.T, srv *server) {
 	ctx := context.Background()
-	c := formsclient.New(srv.base, storetest.KeyA)
+	c := newClient(t, srv.base, storetest.KeyA)
 
 	// The reference: each list in one page.
 	subs := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.PageSize(1000)))
@@ -289,7 +299,7 @@ func testWalks(t *testing.T, srv *server) {
 	}
 
 	// Another account sees its own forms only, and not A's submissions.
-	cb := formsclient.New(srv.base, storetest.KeyB)
+	cb := newClient(t, srv.base, storetest.KeyB)
 	for _, f := range mustCollect(t, cb.Forms(ctx, formsclient.PageSize(1))) {
 		if !slices.Contains([]string{storetest.FormB, "survey-b", "orders-b"}, f.ID) {
 			t.Errorf("account B sees form %q", f.ID)
@@ -322,7 +332,7 @@ func TestErrorsOfTheRealHandler(t *testing.T) {
 				store, keys := b.open(t)
 				srv := serve(t, formsapi.NewHandler(store, keys), prefix)
 				ctx := context.Background()
-				c := formsclient.New(srv.base, storetest.KeyA)
+				c := newClient(t, srv.base, storetest.KeyA)
 
 				for _, tc := range []struct {
 					name   string
@@ -334,9 +344,9 @@ func TestErrorsOfTheRealHandler(t *testing.T) {
 					{"unknown form", c.Submissions(ctx, storetest.FormNone), 404, formsapi.ErrFormNotFound, "form not found"},
 					{"another account's form", c.Submissions(ctx, storetest.FormB), 404, formsapi.ErrFormNotFound, "form not found"},
 					{"escaped ID", c.Submissions(ctx, "a/b?c#d e"), 404, formsapi.ErrFormNotFound, "form not found"},
-					{"unknown key", formsclient.New(srv.base, storetest.KeyNotAdded).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
-					{"revoked key", formsclient.New(srv.base, storetest.KeyRevoked).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
-					{"wrong base URL", formsclient.New(srv.base+"/wrong", storetest.KeyA).Submissions(ctx, storetest.FormBusy), 404, nil, "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"},
+					{"unknown key", newClient(t, srv.base, storetest.KeyNotAdded).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
+					{"revoked key", newClient(t, srv.base, storetest.KeyRevoked).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
+					{"wrong base URL", newClient(t, srv.base+"/wrong", storetest.KeyA).Submissions(ctx, storetest.FormBusy), 404, nil, "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"},
 					{"page too large", c.Submissions(ctx, storetest.FormBusy, formsclient.PageSize(1001)), 400, nil, "invalid limit: must be a whole number from 1 to 1000"},
 					{"until before since", c.Submissions(ctx, storetest.FormBusy, formsclient.Since(time.Now()), formsclient.Until(time.Now().Add(-time.Hour))), 400, nil, "invalid until: must be later than since"},
 				} {
@@ -362,7 +372,7 @@ func TestErrorsOfTheRealHandler(t *testing.T) {
 						t.Errorf("%s: %d requests, want 1 (no retry)", tc.name, got)
 					}
 				}
-				_, err := collect(t, formsclient.New(srv.base, storetest.KeyNotAdded).Forms(ctx))
+				_, err := collect(t, newClient(t, srv.base, storetest.KeyNotAdded).Forms(ctx))
 				if !errors.Is(err, formsapi.ErrInvalidKey) {
 					t.Errorf("forms with an unknown key: %v", err)
 				}
@@ -378,7 +388,7 @@ func TestBreakStopsFetching(t *testing.T) {
 			t.Parallel()
 			store, keys := b.open(t)
 			srv := serve(t, formsapi.NewHandler(store, keys), "/api")
-			c := formsclient.New(srv.base, storetest.KeyA)
+			c := newClient(t, srv.base, storetest.KeyA)
 			for _, tc := range []struct{ size, take, requests int }{
 				{2, 1, 1}, {2, 2, 1}, {2, 3, 2}, {2, 4, 2}, {5, 11, 3}, {100, 23, 1}, {1, 1, 1},
 			} {
@@ -412,7 +422,7 @@ func TestCancelStopsTheWalk(t *testing.T) {
 	t.Parallel()
 	store, keys := backends[0].open(t)
 	srv := serve(t, formsapi.NewHandler(store, keys), "")
-	c := formsclient.New(srv.base, storetest.KeyA)
+	c := newClient(t, srv.base, storetest.KeyA)
 
 	// Canceled between two items of one page: the next thing is the error.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -469,12 +479,12 @@ func TestPagesOverTheSizeLimitShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := serve(t, formsapi.NewHandler(s, s), "/api")
-	all := mustCollect(t, formsclient.New(srv.base, "big-key").Submissions(ctx, "big", formsclient.Oldest()))
+	all := mustCollect(t, newClient(t, srv.base, "big-key").Submissions(ctx, "big", formsclient.Oldest()))
 	if len(all) != 20 {
 		t.Fatalf("%d submissions", len(all))
 	}
 
-	small := formsclient.New(srv.base, "big-key", formsclient.WithMaxResponseSize(60000))
+	small := newClient(t, srv.base, "big-key", formsclient.WithMaxResponseSize(60000))
 	for _, tc := range []struct {
 		opts     []formsclient.ListOption
 		requests int64

@@ -16,40 +16,77 @@ import (
 )
 
 // ListOption narrows or orders a list: [Since], [Until], [Oldest],
-// [Newest], [PageSize].
+// [Newest], [PageSize]. A call given a ListOption it cannot honour (a nil
+// one, PageSize(0), or any but PageSize for [Client.Sync]) reports an
+// error before any request.
 type ListOption func(*listQuery)
 
-// listQuery is what the options of one list asked for.
+// listQuery is what the options of one call asked for.
 type listQuery struct {
 	order        formsapi.Order
 	since, until time.Time
-	limit        int // 0: the server's default
-	err          error
+	limit        int      // 0: the server's default
+	given        []string // the options given, by name, in order
+	err          error    // the first option that cannot be used
+}
+
+// note records that the option name was given.
+func (q *listQuery) note(name string) { q.given = append(q.given, name) }
+
+// listOptions applies opts; a nil option is an error.
+func listOptions(opts []ListOption) listQuery {
+	var q listQuery
+	for i, o := range opts {
+		if o == nil {
+			if q.err == nil {
+				q.err = fmt.Errorf("formsclient: list option %d is nil", i+1)
+			}
+			continue
+		}
+		o(&q)
+	}
+	return q
 }
 
 // Since keeps the items created at t or later. A zero t is no bound.
-func Since(t time.Time) ListOption { return func(q *listQuery) { q.since = t } }
+// [Client.Sync] refuses it: the feed cannot filter.
+func Since(t time.Time) ListOption {
+	return func(q *listQuery) { q.note("Since"); q.since = t }
+}
 
 // Until keeps the items created before t. A zero t is no bound. With
 // [Since], t must be later than the since time, or the server answers 400.
-func Until(t time.Time) ListOption { return func(q *listQuery) { q.until = t } }
+// [Client.Sync] refuses it: the feed cannot filter.
+func Until(t time.Time) ListOption {
+	return func(q *listQuery) { q.note("Until"); q.until = t }
+}
 
-// Oldest lists the earliest created items first.
-func Oldest() ListOption { return func(q *listQuery) { q.order = formsapi.Oldest } }
+// Oldest lists the earliest created items first. [Client.Sync] refuses
+// it: the feed comes in commit order.
+func Oldest() ListOption {
+	return func(q *listQuery) { q.note("Oldest"); q.order = formsapi.Oldest }
+}
 
-// Newest lists the most recently created items first, which is the default.
-func Newest() ListOption { return func(q *listQuery) { q.order = formsapi.Newest } }
+// Newest lists the most recently created items first, which is the
+// default. [Client.Sync] refuses it: the feed comes in commit order.
+func Newest() ListOption {
+	return func(q *listQuery) { q.note("Newest"); q.order = formsapi.Newest }
+}
 
 // PageSize sets how many items each request asks for (the server's default,
-// 100 unless its host changed it, otherwise). It changes only how many
-// requests a walk takes, never which items it yields. n must be at least 1
-// and at most the server's maximum (1000 unless its host changed it):
-// below 1 the list yields an error without a request, above the maximum
-// the server answers 400.
+// 100 unless its host changed it, otherwise), for the lists and for
+// [Client.Sync]. It changes only how many requests a call takes, never
+// which items it yields. n must be at least 1 and at most the server's
+// maximum (1000 unless its host changed it): below 1 the call reports an
+// error without a request, above the maximum the server answers 400,
+// which the call reports.
 func PageSize(n int) ListOption {
 	return func(q *listQuery) {
+		q.note("PageSize")
 		if n < 1 {
-			q.err = fmt.Errorf("formsclient: PageSize(%d): must be at least 1", n)
+			if q.err == nil {
+				q.err = fmt.Errorf("formsclient: PageSize(%d): must be at least 1", n)
+			}
 			return
 		}
 		q.limit = n
@@ -121,14 +158,11 @@ const defaultPageSize = 100
 // limit is asked for again with half the limit, down to one item, and the
 // walk goes on with the smaller limit.
 func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) iter.Seq2[T, error] {
-	var q listQuery
-	for _, o := range opts {
-		o(&q)
-	}
+	q := listOptions(opts)
 	return func(yield func(T, error) bool) {
 		var zero T
 		fail := func(err error) { yield(zero, err) }
-		for _, err := range []error{c.err, l.err, q.err} {
+		for _, err := range []error{c.ready(), l.err, q.err} {
 			if err != nil {
 				fail(err)
 				return
@@ -149,12 +183,13 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 			seen    = map[[sha256.Size]byte]bool{} // cursors already followed
 			last    time.Time                      // createdAt of the last item yielded
 			yielded bool
-			empty   int // consecutive empty pages with a next cursor
-			repeats int // consecutive pages with the same items as the one before
-			prev    []T // the previous page's items
+			empty   int     // consecutive empty pages with a next cursor
+			repeats int     // consecutive pages with the same items as the one before
+			prev    []T     // the previous page's items
+			sc      scratch // the memory of a page too large, for the smaller request after it
 		)
 		for page := 1; ; page++ {
-			items, next, err := fetchPage[T](ctx, c, l, params)
+			items, next, err := fetchPage[T](ctx, c, l, params, &sc)
 			if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
 				// Ask again from the same place for fewer items: the
 				// answer is the first half of the page that did not fit.
@@ -253,8 +288,8 @@ type envelope[T any] struct {
 }
 
 // fetchPage gets one page of l and decodes its items and nextCursor.
-func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values) ([]T, string, error) {
-	items, env, err := fetchEnvelope(ctx, c, l, params)
+func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values, sc *scratch) ([]T, string, error) {
+	items, env, err := fetchEnvelope(ctx, c, l, params, sc)
 	if err != nil {
 		return nil, "", err
 	}
@@ -266,10 +301,11 @@ func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Valu
 }
 
 // fetchEnvelope gets one page of l and decodes it, checking that it is a
-// successful page of the API with its items array.
-func fetchEnvelope[T any](ctx context.Context, c *Client, l list[T], params url.Values) ([]T, envelope[T], error) {
+// successful page of the API with its items array. sc is the memory of
+// an earlier response that was over the size limit, reused for this one.
+func fetchEnvelope[T any](ctx context.Context, c *Client, l list[T], params url.Values, sc *scratch) ([]T, envelope[T], error) {
 	var env envelope[T]
-	res, err := c.get(ctx, c.endpoint(l.path, params), l.form)
+	res, err := c.get(ctx, c.endpoint(l.path, params), l.form, sc)
 	if e, ok := err.(*Error); ok {
 		e.op = l.op
 		return nil, env, e

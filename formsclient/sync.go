@@ -25,7 +25,14 @@ const SyncStart = "start"
 // those submissions to fn again rather than losing them. Errors from the
 // server are *Error values, as for Submissions; a server whose pages claim
 // more but bring nothing new ends the call with an error wrapping
-// ErrPaging rather than a loop. PageSize sets the page size.
+// ErrPaging rather than a loop.
+//
+// Of the list options only [PageSize] applies: it sets the page size, and
+// a page over [WithMaxResponseSize] is asked for again with half as many
+// items, as the lists do. The feed comes in commit order and cannot be
+// filtered, so [Since], [Until], [Oldest] and [Newest] make Sync return an
+// error naming the option, as do a nil fn, an empty token, an empty form
+// ID and PageSize(0), all before any request and with token unchanged.
 func (c *Client) Sync(ctx context.Context, formID, token string, fn func(formsapi.Submission) error, opts ...ListOption) (string, error) {
 	l := list[formsapi.Submission]{
 		op:    fmt.Sprintf("sync submissions of form %q", formID),
@@ -33,22 +40,43 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(formsap
 		field: "submissions",
 		form:  true,
 	}
+	if err := c.ready(); err != nil {
+		return token, err
+	}
+	q := listOptions(opts)
+	if q.err != nil {
+		return token, q.err
+	}
+	for _, name := range q.given {
+		if name != "PageSize" {
+			return token, fmt.Errorf("formsclient: %s: %s cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize applies)", l.op, name)
+		}
+	}
 	if formID == "" || formID == "." || formID == ".." {
 		return token, fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
 	}
 	if token == "" {
 		return token, fmt.Errorf("formsclient: %s: an empty token: pass SyncStart the first time", l.op)
 	}
-	var q listQuery
-	for _, o := range opts {
-		o(&q)
+	if fn == nil {
+		return token, fmt.Errorf("formsclient: %s: a nil fn", l.op)
 	}
+	limit := q.limit // 0 until a page is too large for the server's default
+	var sc scratch   // the memory of a page too large, for the smaller request after it
 	for empty := 0; ; {
 		params := url.Values{"sync": {token}}
-		if q.limit > 0 {
-			params.Set("limit", strconv.Itoa(q.limit))
+		if limit > 0 {
+			params.Set("limit", strconv.Itoa(limit))
 		}
-		items, env, err := fetchEnvelope(ctx, c, l, params)
+		items, env, err := fetchEnvelope(ctx, c, l, params, &sc)
+		if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
+			// Ask again from the same token for fewer items.
+			if limit == 0 {
+				limit = defaultPageSize
+			}
+			limit /= 2
+			continue
+		}
 		if err != nil {
 			return token, err
 		}

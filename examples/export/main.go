@@ -22,8 +22,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	c := formsclient.New(os.Getenv("FORMS_API_URL"), os.Getenv("FORMS_API_KEY"),
+	c, err := formsclient.New(os.Getenv("FORMS_API_URL"), os.Getenv("FORMS_API_KEY"),
 		formsclient.WithUserAgent("forms-export/1"))
+	if err != nil {
+		log.Fatal(err) // FORMS_API_URL or FORMS_API_KEY is unset or malformed
+	}
 	n, err := export(ctx, c, os.Args[1], os.Args[2])
 	if err != nil {
 		log.Fatal(err)

@@ -62,7 +62,10 @@ func TestExportWritesEverySubmissionOldestFirst(t *testing.T) {
 	t.Parallel()
 	base := api(t)
 	path := filepath.Join(t.TempDir(), "contact.jsonl")
-	c := formsclient.New(base, storetest.KeyA)
+	c, err := formsclient.New(base, storetest.KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n, err := export(context.Background(), c, storetest.FormBusy, path)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +96,11 @@ func TestExportWritesEverySubmissionOldestFirst(t *testing.T) {
 func TestFailedExportLeavesNoFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "x.jsonl")
-	_, err := export(context.Background(), formsclient.New(api(t), storetest.KeyA), storetest.FormB, path)
+	c, err := formsclient.New(api(t), storetest.KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = export(context.Background(), c, storetest.FormB, path)
 	if !errors.Is(err, formsapi.ErrFormNotFound) {
 		t.Errorf("another account's form: %v", err)
 	}
