@@ -3,7 +3,8 @@
 // contract, and [Memory], the in-process limiter. The handler of package
 // formsapi uses them through formsapi.WithRateLimit; pgstore's
 // Store.RateLimiter is the limiter shared by every node on one
-// PostgreSQL database.
+// PostgreSQL database, and package ratelimit/redislimit's the one shared
+// through Redis, with no database write per request.
 //
 // Every limit is GCRA (the generic cell rate algorithm, a token bucket
 // kept as one timestamp per bucket): a burst of up to Quota requests, then
@@ -34,7 +35,8 @@ import (
 // unscoped key and twice for a scoped one (its own bucket first, then the
 // account's), and answers 429 when it says no. [NewMemory] keeps the state
 // in the process; pgstore's Store.RateLimiter shares it between every
-// node on one PostgreSQL database.
+// node on one PostgreSQL database, and redislimit.New between every node
+// on one Redis.
 //
 // The contract:
 //

@@ -8,11 +8,14 @@
 //	go run ./examples/server                  # serve ./forms.db on 127.0.0.1:8080
 //	go run ./examples/server -new-key demo    # issue another key for an account
 //	FORMSAPI_POSTGRES=postgres://... go run ./examples/server   # serve PostgreSQL
+//	FORMSAPI_REDIS=redis://... go run ./examples/server         # share the rate limits through Redis
 //
 // Several servers over one PostgreSQL database share a cursor secret,
 // read from the file named by -cursor-secret-file or from the
 // FORMSAPI_CURSOR_SECRET environment variable, never from the command
-// line, which lands in shell history and process lists.
+// line, which lands in shell history and process lists. Likewise, prefer
+// $FORMSAPI_POSTGRES and $FORMSAPI_REDIS to -postgres and -redis when the
+// DSN or URL holds a password; neither is ever printed or logged.
 package main
 
 import (
@@ -34,10 +37,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/ratelimit/redislimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -88,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
 	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
 	rateTimeout := fs.Duration("rate-limit-timeout", defaultRateLimitTimeout, "how long a request waits for the rate limiter before it is served anyway (or refused, with -rate-limit-fail-closed)")
+	redisURL := fs.String("redis", os.Getenv("FORMSAPI_REDIS"), "share the rate limits through the Redis at this URL, redis://[user:password@]host:port/db or rediss://… (default $FORMSAPI_REDIS), rather than in memory or in PostgreSQL; never printed")
+	redisPrefix := fs.String("redis-prefix", redislimit.DefaultPrefix, "with -redis: the start of the rate limiter's keys, so that several deployments can share one Redis")
 	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
 	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
 	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
@@ -165,6 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if secret != nil {
 		opts = append(opts, formsapi.WithCursorSecret(secret))
 	}
+	limiter := "off"
 	if *rateLimit > 0 {
 		p := ratelimit.Policy{Name: "default", Quota: *rateLimit, Window: *rateWindow, KeyQuota: *rateKey}
 		if err := p.Validate(); err != nil {
@@ -173,11 +181,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *rateTimeout <= 0 {
 			return fmt.Errorf("-rate-limit-timeout %s: want more than 0", *rateTimeout)
 		}
-		// Over PostgreSQL the budget is shared by every node on the
+		// Through Redis the budget is shared by every node on it, at no
+		// database write; over PostgreSQL, by every node on the
 		// database; over SQLite one process serves the file anyway.
 		var l ratelimit.Limiter = ratelimit.NewMemory()
-		if pg, ok := store.(*pgstore.Store); ok {
-			l = pg.RateLimiter()
+		limiter = "memory"
+		pg, onPostgres := store.(*pgstore.Store)
+		switch {
+		case *redisURL != "":
+			rl, closeRedis, err := redisLimiter(ctx, *redisURL, *redisPrefix)
+			if err != nil {
+				return err
+			}
+			defer closeRedis() // after the server's shutdown
+			l, limiter = rl, "redis"
+		case onPostgres:
+			l, limiter = pg.RateLimiter(), "postgres"
 		}
 		opts = append(opts, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(*rateTimeout))
 		if *rateFailClosed {
@@ -203,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	base := "http://" + ln.Addr().String()
-	logger.Info("listening", slog.String("url", base), slog.String("store", where))
+	logger.Info("listening", slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter))
 	printBanner(stderr, base, where, *keyFile, demoKey, created)
 
 	errc := make(chan error, 1)
@@ -355,6 +374,34 @@ func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("PostgreSQL pool: %w", err)
 	}
 	return pool, nil
+}
+
+// redisPingTimeout bounds the check at start that the Redis of -redis
+// answers.
+const redisPingTimeout = 5 * time.Second
+
+// redisLimiter returns the rate limiter over the Redis at rawURL, with
+// keys starting with prefix, and a func that closes its client. It checks
+// at start that Redis answers, so that a wrong URL stops the server
+// rather than letting it serve unlimited, failing open on every request.
+// The client ends each call at the handler's limiter deadline
+// (ContextTimeoutEnabled), so that a Redis that hangs holds no connection
+// past it. Nothing it returns quotes rawURL, which may hold a password.
+func redisLimiter(ctx context.Context, rawURL, prefix string) (*redislimit.Limiter, func() error, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		// The parse error may quote the URL, password and all.
+		return nil, nil, errors.New("-redis: the Redis URL cannot be parsed")
+	}
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("-redis: Redis does not answer: %w", err)
+	}
+	return redislimit.New(c, redislimit.WithPrefix(prefix)), c.Close, nil
 }
 
 // seedLockKey is the advisory lock that serialises seeding of one schema.

@@ -1,0 +1,186 @@
+// Package redislimit is a [ratelimit.Limiter] whose state lives in Redis,
+// so that every API node of a fleet shares each bucket's budget without a
+// database write per request. Each decision is one Lua script run: GCRA,
+// the same algorithm and arithmetic as [ratelimit.Memory] and pgstore's
+// limiter, on integer microseconds and the Redis server's clock.
+//
+// It needs Redis 5 or later (or a server that runs Redis's Lua scripts
+// the same way, such as Valkey), standalone, with Sentinel or as a
+// cluster: each decision touches one key. The host owns the client, made
+// with go-redis (redis.NewClient, redis.NewUniversalClient, …): the
+// limiter never closes it.
+//
+// This package is the only one of the module, with the example server,
+// that imports go-redis: a program that does not import it links no Redis
+// client.
+package redislimit
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/formsapi/formsapi/ratelimit"
+)
+
+// DefaultPrefix starts the name of every key the limiter writes unless
+// [WithPrefix] sets another.
+const DefaultPrefix = "formsapi:rl:"
+
+// maxKey bounds the keys the limiter accepts: the handler's are far
+// shorter, and a bucket's Redis key should stay small.
+const maxKey = 512
+
+// Limiter is a [ratelimit.Limiter] over Redis. Its state is one string
+// key per bucket, named by the prefix, the policy's name, ":" and the
+// bucket's key (for example "formsapi:rl:default:account:acme"), holding
+// the bucket's theoretical arrival time in microseconds since the Unix
+// epoch. Each key expires when its bucket's quota is full again, which
+// changes no decision, so Redis holds only the buckets used within their
+// last window and nothing needs pruning.
+//
+// Every decision is one round trip running one Lua script (EVALSHA, and
+// EVAL once per connection that does not have it yet), which Redis runs
+// alone: requests for one bucket from any number of nodes are decided
+// one after another, on the Redis server's clock, so the nodes' clocks
+// never matter. A refused request writes nothing.
+//
+// What Redis loses, the limiter forgets: a bucket whose key is lost (a
+// restart without persistence, a failover before the write reached the
+// replica, eviction under maxmemory with a policy that evicts keys with a
+// TTL) starts again with a full quota. Give the limiter a Redis whose
+// maxmemory-policy is noeviction, or one whose evictions you accept as
+// fresh quotas.
+//
+// The zero value is not usable; call [New]. A Limiter is safe for
+// concurrent use.
+type Limiter struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+var _ ratelimit.Limiter = (*Limiter)(nil)
+
+// Option configures a [Limiter] made by [New].
+type Option func(*Limiter)
+
+// WithPrefix sets the string that starts every key the limiter writes,
+// [DefaultPrefix] unless set, so that several hosts, or tests, can share
+// one Redis without sharing buckets: limiters with the same prefix on the
+// same Redis share every bucket, and limiters with different prefixes
+// share none (as long as neither prefix, followed by a policy name and
+// ":", starts the other's keys). It may be empty.
+func WithPrefix(prefix string) Option {
+	return func(l *Limiter) { l.prefix = prefix }
+}
+
+// New returns a limiter over client, which the host keeps and closes. It
+// sends nothing until the first Allow. Every node of a fleet should use
+// the same prefix and, for a given policy name, the same policy (see
+// [ratelimit.Limiter]). It panics if client is nil.
+func New(client redis.UniversalClient, opts ...Option) *Limiter {
+	if client == nil {
+		panic("redislimit: New(nil)")
+	}
+	l := &Limiter{client: client, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// gcra is the decision for one request: GCRA over integer microseconds,
+// as pgstore's SQL computes it. KEYS[1] is the bucket's key, ARGV[1] the
+// policy's interval and ARGV[2] its burst (interval times quota), both
+// in microseconds. It returns {allowed (1 or 0), the bucket's theoretical
+// arrival time after the decision, now}, both in microseconds since the
+// Unix epoch, so that the caller computes the decision with the same
+// helpers as the other limiters. Integers up to 2^53 are exact in Lua's
+// numbers: now is about 2^51, the burst at most a year.
+//
+//go:embed gcra.lua
+var gcraSource string
+
+var gcra = redis.NewScript(gcraSource)
+
+// Allow implements [ratelimit.Limiter]: one script run on Redis. It
+// returns an error for a done ctx, an invalid p, a key longer than 512
+// bytes, and when Redis does not answer or answers with an error. Its
+// errors start with "redislimit: allow" and never contain the key.
+//
+// Allow returns as soon as ctx is done, with an error wrapping ctx.Err(),
+// whatever the client's options. go-redis alone would wait for its own
+// ReadTimeout (3 s by default): it ignores a context's deadline unless the
+// client's ContextTimeoutEnabled is set, and a cancellation always. The
+// round trip Allow leaves behind goes on until the client's timeouts end
+// it; set ContextTimeoutEnabled so that it ends at ctx's deadline too and
+// a Redis that hangs holds no connection past the handler's limiter
+// timeout. go-redis retries a command that failed on the network
+// (MaxRetries, 3 by default): a script that ran but whose answer was lost
+// may run again and spend a second unit, which errs towards fewer
+// requests, never more.
+func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+	}
+	if len(key) > maxKey {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: a key of %d bytes, want at most %d", len(key), maxKey)
+	}
+	t := p.Interval().Microseconds()
+	keys := []string{l.prefix + p.Name + ":" + key}
+	args := []any{t, t * int64(p.Quota)}
+
+	var (
+		r   []int64
+		err error
+	)
+	if ctx.Done() == nil { // ctx never ends: nothing to wait for beside the call
+		r, err = run(ctx, l.client, keys, args)
+	} else {
+		type result struct {
+			r   []int64
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := run(ctx, l.client, keys, args)
+			done <- result{r, err}
+		}()
+		select {
+		case res := <-done:
+			r, err = res.r, res.err
+		case <-ctx.Done():
+			return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", ctx.Err())
+		}
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w (%w)", cerr, err)
+		}
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+	}
+	tat, now := time.UnixMicro(r[1]), time.UnixMicro(r[2])
+	if r[0] == 1 {
+		return p.AllowedDecision(tat, now), nil
+	}
+	return p.RefusedDecision(tat, now), nil
+}
+
+// run runs the script and checks the shape of its answer.
+func run(ctx context.Context, c redis.Scripter, keys []string, args []any) ([]int64, error) {
+	r, err := gcra.Run(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(r) != 3 || r[0] != 0 && r[0] != 1 {
+		return nil, errors.New("the script's answer is not a decision")
+	}
+	return r, nil
+}
