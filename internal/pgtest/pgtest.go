@@ -6,33 +6,29 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi/internal/testenv"
 )
 
 // EnvVar names the DSN of the PostgreSQL server the tests use.
 const EnvVar = "FORMSAPI_TEST_POSTGRES"
 
+// example is a DSN of the local test server, for the skip message.
+const example = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
 // SkipMessage is what a PostgreSQL test says when it cannot run.
-const SkipMessage = "set " + EnvVar + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests"
+var SkipMessage = testenv.SkipMessage(EnvVar, example)
 
 // DSN returns the test server's DSN. Without one the test is skipped, or
-// fails when CI is set: in CI a skipped PostgreSQL test would hide that
-// nothing was tested.
+// fails when CI is set (see testenv.Get).
 func DSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(EnvVar)
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but " + EnvVar + " is not: " + SkipMessage)
-		}
-		t.Skip(SkipMessage)
-	}
-	return dsn
+	return testenv.Get(t, EnvVar, example)
 }
 
 // Schema returns the DSN and the name of a new, empty schema named

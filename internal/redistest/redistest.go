@@ -7,32 +7,22 @@ package redistest
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/formsapi/formsapi/internal/testenv"
 )
 
 // EnvVar names the URL of the Redis server the tests use.
 const EnvVar = "FORMSAPI_TEST_REDIS"
 
-// SkipMessage is what a Redis test says when it cannot run.
-const SkipMessage = "set " + EnvVar + "=redis://127.0.0.1:6379/0 to run the Redis tests"
-
 // URL returns the test server's URL. Without one the test is skipped, or
-// fails when CI is set: in CI a skipped Redis test would hide that
-// nothing was tested.
+// fails when CI is set (see testenv.Get).
 func URL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(EnvVar)
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but " + EnvVar + " is not: " + SkipMessage)
-		}
-		t.Skip(SkipMessage)
-	}
-	return u
+	return testenv.Get(t, EnvVar, "redis://127.0.0.1:6379/0")
 }
 
 // Client returns a new client of the test server, closed when the test
