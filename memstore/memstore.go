@@ -31,6 +31,7 @@ type Store struct {
 	accounts map[string][]*form // each sorted by keyset position
 	keys     map[[32]byte]*keyRec
 	limits   formsapi.Limits
+	now      func() time.Time // see WithClock
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and
@@ -82,6 +83,23 @@ func WithLimits(l formsapi.Limits) Option {
 	return func(s *Store) { s.limits = l }
 }
 
+// WithClock sets the store's notion of now: the time by which keys
+// expire (Authorize, ResolveKey and AddKeyWith, which refuses an
+// ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
+// when a key's use is noted for LastUsedAt, and the CreatedAt given to a
+// form or submission added without one. It is time.Now unless set. It
+// exists for tests, which move a clock of their own instead of waiting
+// for time to pass, and for hosts that must judge expiry on a clock of
+// their own. The handler still refuses a grant past its ExpiresAt by the
+// wall clock, so a clock behind the wall clock cannot keep a key alive
+// longer. It panics if now is nil.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("memstore: WithClock with a nil clock")
+	}
+	return func(s *Store) { s.now = now }
+}
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
@@ -89,6 +107,7 @@ func New(opts ...Option) *Store {
 		accounts: make(map[string][]*form),
 		keys:     make(map[[32]byte]*keyRec),
 		limits:   formsapi.DefaultLimits,
+		now:      time.Now,
 	}
 	for _, o := range opts {
 		o(s)
@@ -97,14 +116,17 @@ func New(opts ...Option) *Store {
 }
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
-// current time. It returns an error wrapping formsapi.ErrFormExists if any
-// account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
-// store's limits (see WithLimits and formsapi.Limits.PrepareForm); either
-// way nothing changes.
+// current time (see WithClock). It returns an error wrapping
+// formsapi.ErrFormExists if any account already has a form with f.ID, and
+// one wrapping formsapi.ErrInvalidInput if f or accountID is malformed or
+// beyond the store's limits (see WithLimits and
+// formsapi.Limits.PrepareForm); either way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("memstore: add form: %w", err)
@@ -122,14 +144,17 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 }
 
 // AddSubmission stores sub with its internal metadata m, which the read
-// side never returns. A zero sub.CreatedAt becomes the current time. It
-// returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
-// stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed or beyond the store's limits (see WithLimits); either way
-// nothing changes.
+// side never returns. A zero sub.CreatedAt becomes the current time (see
+// WithClock). It returns an error wrapping formsapi.ErrFormNotFound if
+// sub.FormID is not a stored form, and one wrapping
+// formsapi.ErrInvalidInput if sub or m is malformed or beyond the store's
+// limits (see WithLimits); either way nothing changes.
 func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
+	}
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
@@ -177,6 +202,10 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("memstore: add key: %w", err)
 	}
+	now := s.now()
+	if !o.ExpiresAt.IsZero() && !o.ExpiresAt.After(now) {
+		return fmt.Errorf("memstore: add key: %w: expiresAt %s is not after the store's clock", formsapi.ErrInvalidInput, o.ExpiresAt.Format(time.RFC3339Nano))
+	}
 	h := keyformat.Hash(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,7 +213,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 		return fmt.Errorf("memstore: add key: %w", formsapi.ErrKeyExists)
 	}
 	s.seq++
-	s.keys[h] = &keyRec{seq: s.seq, account: accountID, forms: slices.Clone(o.Forms), createdAt: time.Now().UTC(), expiresAt: o.ExpiresAt}
+	s.keys[h] = &keyRec{seq: s.seq, account: accountID, forms: slices.Clone(o.Forms), createdAt: now.UTC().Round(0), expiresAt: o.ExpiresAt}
 	return nil
 }
 
@@ -202,7 +231,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if !ok || !k.revokedAt.IsZero() {
 		return fmt.Errorf("memstore: revoke key: %w", formsapi.ErrInvalidKey)
 	}
-	k.revokedAt = time.Now().UTC()
+	k.revokedAt = s.now().UTC().Round(0)
 	return nil
 }
 
@@ -232,7 +261,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 		return formsapi.Grant{}, err
 	}
 	h := keyformat.Hash(key)
-	now := time.Now()
+	now := s.now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	k, ok := s.keys[h]

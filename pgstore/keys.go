@@ -32,13 +32,17 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if !storableText(accountID) {
 		return fmt.Errorf("pgstore: add key: %w: account ID holds a NUL byte or invalid UTF-8", formsapi.ErrInvalidInput)
 	}
+	now := s.now()
+	if !o.ExpiresAt.IsZero() && !o.ExpiresAt.After(now) {
+		return fmt.Errorf("pgstore: add key: %w: expiresAt %s is not after the store's clock", formsapi.ErrInvalidInput, o.ExpiresAt.Format(time.RFC3339Nano))
+	}
 	var expires *int64 // NULL: never
 	if !o.ExpiresAt.IsZero() {
 		ns := o.ExpiresAt.UnixNano()
 		expires = &ns
 	}
 	h := keyformat.Hash(key)
-	_, err := s.exec(ctx, s.sql.addKey, h[:], accountID, time.Now().UnixNano(), o.Forms, expires)
+	_, err := s.exec(ctx, s.sql.addKey, h[:], accountID, now.UnixNano(), o.Forms, expires)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add key: %w", formsapi.ErrKeyExists)
 	}
@@ -91,7 +95,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if err != nil {
 		return formsapi.Grant{}, withCtx(ctx, err)
 	}
-	now := time.Now()
+	now := s.now() // the store's clock, never the database's: see WithClock
 	if expires != nil {
 		if now.UnixNano() >= *expires {
 			return formsapi.Grant{}, formsapi.ErrInvalidKey

@@ -35,6 +35,7 @@ type config struct {
 	schema       string
 	usedInterval time.Duration
 	limits       formsapi.Limits
+	now          func() time.Time
 }
 
 // Option configures a store from Open or New.
@@ -67,6 +68,23 @@ func WithLimits(l formsapi.Limits) Option {
 	return func(c *config) { c.limits = l }
 }
 
+// WithClock sets the store's notion of now: the time by which keys
+// expire (Authorize, ResolveKey and AddKeyWith, which refuses an
+// ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
+// the time of each key use noted for LastUsedAt, and the CreatedAt given
+// to a form or submission added without one. It is time.Now unless set.
+// It exists for tests, which move a clock of their own instead of waiting
+// for time to pass, and for hosts that must judge expiry on a clock of
+// their own. The handler still refuses a grant past its ExpiresAt by the
+// wall clock, so a clock behind the wall clock cannot keep a key alive
+// longer. It panics if now is nil.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("pgstore: WithClock with a nil clock")
+	}
+	return func(c *config) { c.now = now }
+}
+
 // Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
 // PostgreSQL. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
@@ -76,6 +94,7 @@ type Store struct {
 	sql    queries
 	used   *keyuse.Tracker // when keys were last used, noted in memory
 	limits formsapi.Limits
+	now    func() time.Time // see WithClock
 }
 
 var (
@@ -139,7 +158,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
+	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -156,8 +175,8 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits}
-	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now}
+	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil
 }

@@ -78,7 +78,8 @@ LIMIT $4`
 	// The ownership check: a form of another account is not found.
 	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
-	// Expiry is checked by the caller against the current time.
+	// Expiry is checked by the caller against the store's clock (see
+	// WithClock), never the database's now().
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
 
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
@@ -15,15 +14,18 @@ import (
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
-// current time. It returns an error wrapping formsapi.ErrFormExists if any
-// account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
-// store's limits (see WithLimits and formsapi.Limits.PrepareForm),
-// including text that PostgreSQL cannot store (a NUL byte or invalid
-// UTF-8); either way nothing changes.
+// current time (see WithClock). It returns an error wrapping
+// formsapi.ErrFormExists if any account already has a form with f.ID, and
+// one wrapping formsapi.ErrInvalidInput if f or accountID is malformed or
+// beyond the store's limits (see WithLimits and
+// formsapi.Limits.PrepareForm), including text that PostgreSQL cannot
+// store (a NUL byte or invalid UTF-8); either way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add form: %w", err)
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("pgstore: add form: %w", err)
@@ -46,11 +48,11 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 }
 
 // AddSubmission stores sub with its internal metadata m, which the read
-// side never returns. A zero sub.CreatedAt becomes the current time. It
-// returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
-// stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed or beyond the store's limits (see WithLimits); either way
-// nothing changes. Metadata must be valid UTF-8, as in every store (see
+// side never returns. A zero sub.CreatedAt becomes the current time (see
+// WithClock). It returns an error wrapping formsapi.ErrFormNotFound if
+// sub.FormID is not a stored form, and one wrapping
+// formsapi.ErrInvalidInput if sub or m is malformed or beyond the store's
+// limits (see WithLimits); either way nothing changes. Metadata must be valid UTF-8, as in every store (see
 // formsapi.Limits.MaxMetadataBytes); it is kept as bytes.
 //
 // Each submission also takes the next position in its form's feed, an
@@ -60,6 +62,9 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
+	}
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
@@ -137,7 +142,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 		return fmt.Errorf("pgstore: revoke key: %w", err)
 	}
 	h := keyformat.Hash(key)
-	tag, err := s.exec(ctx, s.sql.revokeKey, time.Now().UnixNano(), h[:])
+	tag, err := s.exec(ctx, s.sql.revokeKey, s.now().UnixNano(), h[:])
 	if err != nil {
 		return fmt.Errorf("pgstore: revoke key: %w", withCtx(ctx, err))
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
-// grant is a live key's row; expiry is checked against the current time
-// on every use.
+// grant is a live key's row; expiry is checked against the store's clock
+// (see WithClock) on every use.
 type grant struct {
 	account   string
 	forms     []string // nil: every form
@@ -35,6 +35,10 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if err := s.limits.PrepareKeyOptions(key, accountID, &o); err != nil {
 		return fmt.Errorf("sqlitestore: add key: %w", err)
 	}
+	now := s.now()
+	if !o.ExpiresAt.IsZero() && !o.ExpiresAt.After(now) {
+		return fmt.Errorf("sqlitestore: add key: %w: expiresAt %s is not after the store's clock", formsapi.ErrInvalidInput, o.ExpiresAt.Format(time.RFC3339Nano))
+	}
 	var forms, expires any // NULL unless restricted
 	if o.Forms != nil {
 		b, err := json.Marshal(o.Forms)
@@ -47,7 +51,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 		expires = o.ExpiresAt.UnixNano()
 	}
 	h := keyformat.Hash(key)
-	_, err := s.addKey.ExecContext(ctx, h[:], accountID, time.Now().UnixNano(), forms, expires)
+	_, err := s.addKey.ExecContext(ctx, h[:], accountID, now.UnixNano(), forms, expires)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
 	}
@@ -90,7 +94,7 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if err != nil {
 		return formsapi.Grant{}, err
 	}
-	now := time.Now()
+	now := s.now()
 	if g.expiresAt != 0 && now.UnixNano() >= g.expiresAt {
 		return formsapi.Grant{}, formsapi.ErrInvalidKey
 	}

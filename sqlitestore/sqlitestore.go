@@ -48,6 +48,7 @@ type config struct {
 	cacheBytes   int
 	usedInterval time.Duration
 	limits       formsapi.Limits
+	now          func() time.Time
 }
 
 // Option configures a store from Open or New.
@@ -81,6 +82,23 @@ func WithLastUsedInterval(d time.Duration) Option {
 	return func(c *config) { c.usedInterval = d }
 }
 
+// WithClock sets the store's notion of now: the time by which keys
+// expire (Authorize, ResolveKey and AddKeyWith, which refuses an
+// ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
+// the time of each key use noted for LastUsedAt, and the CreatedAt given
+// to a form or submission added without one. It is time.Now unless set.
+// It exists for tests, which move a clock of their own instead of waiting
+// for time to pass, and for hosts that must judge expiry on a clock of
+// their own. The handler still refuses a grant past its ExpiresAt by the
+// wall clock, so a clock behind the wall clock cannot keep a key alive
+// longer. It panics if now is nil.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("sqlitestore: WithClock with a nil clock")
+	}
+	return func(c *config) { c.now = now }
+}
+
 // Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
 // for concurrent use. Make one with Open or New.
 type Store struct {
@@ -91,6 +109,7 @@ type Store struct {
 	cache  *cache          // for a store from Open; nil for one from New
 	used   *keyuse.Tracker // when keys were last used, noted in memory
 	limits formsapi.Limits
+	now    func() time.Time // see WithClock
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -136,7 +155,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
-	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -155,8 +174,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true, limits: cfg.limits}
-	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
+	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now}
+	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
@@ -225,7 +244,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if _, ok := db.Driver().(*sqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
 	}
-	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits}
+	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -233,11 +252,11 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now}
 	if cfg.cacheBytes > 0 {
 		s.cache = newCache(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	}
-	s.used = keyuse.New(cfg.usedInterval, s.writeUses)
+	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
@@ -13,14 +12,17 @@ import (
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
-// current time. It returns an error wrapping formsapi.ErrFormExists if any
-// account already has a form with f.ID, and one wrapping
-// formsapi.ErrInvalidInput if f or accountID is malformed or beyond the
-// store's limits (see WithLimits and formsapi.Limits.PrepareForm); either
-// way nothing changes.
+// current time (see WithClock). It returns an error wrapping
+// formsapi.ErrFormExists if any account already has a form with f.ID, and
+// one wrapping formsapi.ErrInvalidInput if f or accountID is malformed or
+// beyond the store's limits (see WithLimits and
+// formsapi.Limits.PrepareForm); either way nothing changes.
 func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
@@ -36,14 +38,17 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 }
 
 // AddSubmission stores sub with its internal metadata m, which the read
-// side never returns. A zero sub.CreatedAt becomes the current time. It
-// returns an error wrapping formsapi.ErrFormNotFound if sub.FormID is not a
-// stored form, and one wrapping formsapi.ErrInvalidInput if sub or m is
-// malformed or beyond the store's limits (see WithLimits); either way
-// nothing changes.
+// side never returns. A zero sub.CreatedAt becomes the current time (see
+// WithClock). It returns an error wrapping formsapi.ErrFormNotFound if
+// sub.FormID is not a stored form, and one wrapping
+// formsapi.ErrInvalidInput if sub or m is malformed or beyond the store's
+// limits (see WithLimits); either way nothing changes.
 func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m formsapi.Metadata) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
+	}
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
@@ -120,7 +125,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}
 	h := keyformat.Hash(key)
-	res, err := s.revokeKey.ExecContext(ctx, time.Now().UnixNano(), h[:])
+	res, err := s.revokeKey.ExecContext(ctx, s.now().UnixNano(), h[:])
 	if err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}

@@ -13,7 +13,9 @@ import (
 // Tracker holds noted uses until the store writes them. Make one with New.
 type Tracker struct {
 	interval time.Duration
+	now      func() time.Time // the store's clock
 	write    func(ctx context.Context, uses map[[32]byte]int64) error
+	onTick   func(n int, err error) // see OnTick; under mu
 
 	// noted holds when each key's use was last noted (Unix ns, an int64).
 	// A sync.Map, read without a lock: nearly every request finds its key
@@ -32,10 +34,23 @@ const DefaultInterval = time.Minute
 
 // New returns a tracker that notes a key's use at most once per interval
 // and hands batches to write, which stores them in one transaction
-// (keeping a newer stored time over an older one). Call Start to write
-// batches every interval, and Stop to end and write the last batch.
-func New(interval time.Duration, write func(ctx context.Context, uses map[[32]byte]int64) error) *Tracker {
-	return &Tracker{interval: interval, write: write, pending: map[[32]byte]int64{}}
+// (keeping a newer stored time over an older one). now is the store's
+// clock (time.Now unless the host gave it another), by which Flush judges
+// which notes are past the interval; the times of uses come from Note.
+// Call Start to write batches every interval, and Stop to end and write
+// the last batch.
+func New(interval time.Duration, now func() time.Time, write func(ctx context.Context, uses map[[32]byte]int64) error) *Tracker {
+	return &Tracker{interval: interval, now: now, write: write, pending: map[[32]byte]int64{}}
+}
+
+// OnTick makes the goroutine of Start call f after each batch it writes
+// on its own, with the number of uses in the batch and the write's error,
+// so that a test can wait for a batch instead of for time to pass. f runs
+// on that goroutine and must not block for long.
+func (t *Tracker) OnTick(f func(n int, err error)) {
+	t.mu.Lock()
+	t.onTick = f
+	t.mu.Unlock()
 }
 
 // Note records that the key whose hash is h was used at now, unless a use
@@ -71,10 +86,16 @@ func (t *Tracker) Pending(h [32]byte) (time.Time, bool) {
 // Flush writes the pending uses as one batch. On failure they stay
 // pending, to be written with the next batch.
 func (t *Tracker) Flush(ctx context.Context) error {
+	_, err := t.flush(ctx)
+	return err
+}
+
+// flush is Flush, and also returns how many uses it wrote or tried to.
+func (t *Tracker) flush(ctx context.Context) (int, error) {
 	t.mu.Lock()
 	p := t.pending
 	t.pending = map[[32]byte]int64{}
-	now := time.Now().UnixNano()
+	now := t.now().UnixNano()
 	t.noted.Range(func(h, ns any) bool { // past the interval, a note holds nothing back
 		if now-ns.(int64) >= int64(t.interval) {
 			t.noted.CompareAndDelete(h, ns)
@@ -83,7 +104,7 @@ func (t *Tracker) Flush(ctx context.Context) error {
 	})
 	t.mu.Unlock()
 	if len(p) == 0 {
-		return nil
+		return 0, nil
 	}
 	if err := t.write(ctx, p); err != nil {
 		t.mu.Lock()
@@ -93,9 +114,9 @@ func (t *Tracker) Flush(ctx context.Context) error {
 			}
 		}
 		t.mu.Unlock()
-		return err
+		return len(p), err
 	}
-	return nil
+	return len(p), nil
 }
 
 // Start writes a batch every interval until Stop. A failed batch stays
@@ -114,7 +135,13 @@ func (t *Tracker) Start() {
 			case <-stop:
 				return
 			case <-tick.C:
-				t.Flush(context.Background())
+				n, err := t.flush(context.Background())
+				t.mu.Lock()
+				f := t.onTick
+				t.mu.Unlock()
+				if f != nil {
+					f(n, err)
+				}
 			}
 		}
 	}()
