@@ -12,8 +12,9 @@ import (
 	"github.com/formsapi/formsapi/storetest"
 )
 
+// open is a store loaded with seed, keeping time by the seed's clock.
 func open(t *testing.T, seed storetest.Seed) *memstore.Store {
-	s := memstore.New()
+	s := memstore.New(memstore.WithClock(seed.Clock.Now))
 	if err := storetest.Load(context.Background(), s, seed); err != nil {
 		t.Fatal(err)
 	}

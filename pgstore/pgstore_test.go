@@ -20,12 +20,12 @@ import (
 
 var ctx = context.Background()
 
-// mustOpen opens a store on a fresh schema and closes it when the test
-// ends, before the schema is dropped.
-func mustOpen(t *testing.T) *pgstore.Store {
+// mustOpen opens a store on a fresh schema, with opts, and closes it
+// when the test ends, before the schema is dropped.
+func mustOpen(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
-	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	s, err := pgstore.Open(ctx, dsn, append([]pgstore.Option{pgstore.WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,17 +64,18 @@ func load(t *testing.T, s *pgstore.Store, seed storetest.Seed) *pgstore.Store {
 }
 
 // factories make a seeded store both ways: from Open with WithSchema, and
-// from New on a host's pool, in the pool's current schema.
+// from New on a host's pool, in the pool's current schema. Each keeps time
+// by the seed's clock.
 var factories = []struct {
 	name string
 	open func(t *testing.T, seed storetest.Seed) *pgstore.Store
 }{
 	{"Open", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
-		return load(t, mustOpen(t), seed)
+		return load(t, mustOpen(t, pgstore.WithClock(seed.Clock.Now)), seed)
 	}},
 	{"New", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
 		pool, schema := hostPool(t)
-		s, err := pgstore.New(ctx, pool)
+		s, err := pgstore.New(ctx, pool, pgstore.WithClock(seed.Clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}

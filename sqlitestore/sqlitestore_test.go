@@ -34,11 +34,12 @@ func dbPath(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "forms.db")
 }
 
-// mustOpen opens the store at path and closes it when the test ends.
-func mustOpen(t *testing.T, path string) *sqlitestore.Store {
+// mustOpen opens the store at path with opts and closes it when the test
+// ends.
+func mustOpen(t *testing.T, path string, opts ...sqlitestore.Option) *sqlitestore.Store {
 	t.Helper()
 	is := is.New(t)
-	s, err := sqlitestore.Open(path)
+	s, err := sqlitestore.Open(path, opts...)
 	is.NoErr(err) // open store
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -55,12 +56,12 @@ func hostDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-// mustNew makes a store on the host's handle and closes the store (not
-// the handle) when the test ends.
-func mustNew(t *testing.T, db *sql.DB) *sqlitestore.Store {
+// mustNew makes a store on the host's handle with opts and closes the
+// store (not the handle) when the test ends.
+func mustNew(t *testing.T, db *sql.DB, opts ...sqlitestore.Option) *sqlitestore.Store {
 	t.Helper()
 	is := is.New(t)
-	s, err := sqlitestore.New(db)
+	s, err := sqlitestore.New(db, opts...)
 	is.NoErr(err) // new store on host handle
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -74,16 +75,16 @@ func load(t *testing.T, s *sqlitestore.Store, seed storetest.Seed) *sqlitestore.
 }
 
 // factories make a seeded store both ways: from Open, and from New on a
-// host-owned handle.
+// host-owned handle. Each keeps time by the seed's clock.
 var factories = []struct {
 	name string
 	open func(t *testing.T, seed storetest.Seed) *sqlitestore.Store
 }{
 	{"Open", func(t *testing.T, seed storetest.Seed) *sqlitestore.Store {
-		return load(t, mustOpen(t, dbPath(t)), seed)
+		return load(t, mustOpen(t, dbPath(t), sqlitestore.WithClock(seed.Clock.Now)), seed)
 	}},
 	{"New", func(t *testing.T, seed storetest.Seed) *sqlitestore.Store {
-		return load(t, mustNew(t, hostDB(t, dbPath(t))), seed)
+		return load(t, mustNew(t, hostDB(t, dbPath(t)), sqlitestore.WithClock(seed.Clock.Now)), seed)
 	}},
 }
 

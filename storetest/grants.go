@@ -24,9 +24,49 @@ type GrantStore interface {
 // expiring keys, refused AddKeyWith calls that change nothing (among them
 // account IDs beyond formsapi.DefaultLimits), ListKeys, and last-used
 // times.
+//
+// Each clause gives open a fresh Seed.Clock. Expiry is checked by moving
+// that clock, so the clauses that need it skip on a store that never
+// reads it; CreatedAt, RevokedAt and LastUsedAt are checked exactly on a
+// store that does, and within a second of the wall clock on one that
+// does not.
 func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
-	seed := DefaultSeed()
 	ctx := context.Background()
+	// clocked opens a store on DefaultSeed and a fresh clock.
+	clocked := func(t *testing.T) (GrantStore, *Clock) {
+		t.Helper()
+		seed := DefaultSeed()
+		seed.Clock = newClock()
+		return open(t, seed), seed.Clock
+	}
+	// keepsTime reports whether s keeps time by clock: whether it has read
+	// it, once asked to authorize a live key (of AccountB, whose keys no
+	// clause lists) if it had not yet.
+	keepsTime := func(s GrantStore, clock *Clock) bool {
+		if !clock.read() {
+			s.Authorize(ctx, KeyB)
+		}
+		return clock.read()
+	}
+	// needsClock skips a clause that must move the store's clock.
+	needsClock := func(t *testing.T, s GrantStore, clock *Clock) {
+		t.Helper()
+		if !keepsTime(s, clock) {
+			t.Skip("the store never read seed.Clock: have the factory give it seed.Clock.Now as its clock (see storetest.Clock) to check expiry without waiting for it")
+		}
+	}
+	// stamped checks that got is when an event happened: exactly want on a
+	// store that keeps time by the suite's clock, else within a second of
+	// the wall clock's from and now.
+	stamped := func(t *testing.T, what string, got time.Time, exact bool, want, from time.Time) {
+		t.Helper()
+		if exact && !got.Equal(want) {
+			t.Errorf("%s is %s, want %s: the time of the store's clock then", what, got, want)
+		}
+		if !exact && (got.Before(from.Add(-time.Second)) || got.After(time.Now().Add(time.Second))) {
+			t.Errorf("%s is %s, not the time it happened (from %s)", what, got, from)
+		}
+	}
 	grant := func(t *testing.T, s GrantStore, key string) formsapi.Grant {
 		t.Helper()
 		g, err := s.Authorize(ctx, key)
@@ -49,7 +89,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	}
 
 	t.Run("UnscopedKeys", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		for key, account := range map[string]string{KeyA: AccountA, KeyA2: AccountA, KeyB: AccountB} {
 			g := grant(t, s, key)
 			if g.AccountID != account || g.Forms != nil || !g.ExpiresAt.IsZero() {
@@ -58,13 +98,13 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("InvalidKeys", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		invalid(t, s, KeyNotAdded)
 		invalid(t, s, KeyRevoked)
 		invalid(t, s, "")
 	})
 	t.Run("ScopedKey", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		key := mustNewKey()
 		if err := s.AddKeyWith(ctx, key, AccountA, formsapi.KeyOptions{Forms: []string{FormSmall, FormBusy, FormSmall, "not-yet-created"}}); err != nil {
 			t.Fatalf("AddKeyWith: %v", err)
@@ -79,9 +119,9 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ExpiryKept", func(t *testing.T) {
-		s := open(t, seed)
+		s, clock := clocked(t)
 		key := mustNewKey()
-		at := time.Now().Add(time.Hour + 123456789*time.Nanosecond).In(time.FixedZone("X", -7*3600))
+		at := clock.peek().Add(time.Hour + 123456789*time.Nanosecond).In(time.FixedZone("X", -7*3600))
 		if err := s.AddKeyWith(ctx, key, AccountB, formsapi.KeyOptions{ExpiresAt: at}); err != nil {
 			t.Fatalf("AddKeyWith: %v", err)
 		}
@@ -91,22 +131,24 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ExpiredKey", func(t *testing.T) {
-		s := open(t, seed)
+		s, clock := clocked(t)
+		needsClock(t, s, clock)
 		key := mustNewKey()
-		at := time.Now().Add(150 * time.Millisecond)
-		if err := s.AddKeyWith(ctx, key, AccountA, formsapi.KeyOptions{ExpiresAt: at}); err != nil {
+		if err := s.AddKeyWith(ctx, key, AccountA, formsapi.KeyOptions{ExpiresAt: clock.peek().Add(time.Hour)}); err != nil {
 			t.Fatalf("AddKeyWith: %v", err)
 		}
-		// Used while live (on a slow machine it may have expired already),
-		// so that a store that caches grants must expire the cached one.
-		if _, err := s.Authorize(ctx, key); err != nil && (!errors.Is(err, formsapi.ErrInvalidKey) || time.Now().Before(at)) {
-			t.Fatalf("Authorize before expiry: %v", err)
-		}
-		time.Sleep(time.Until(at) + 10*time.Millisecond)
+		// Used while live, so that a store that caches grants must expire
+		// the cached one.
+		grant(t, s, key)
+		clock.Advance(time.Hour - time.Microsecond)
+		grant(t, s, key) // live to the last microsecond
+		clock.Advance(time.Microsecond)
+		invalid(t, s, key) // expired at ExpiresAt itself
+		clock.Advance(time.Hour)
 		invalid(t, s, key)
 	})
 	t.Run("NotAliased", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		key := mustNewKey()
 		forms := []string{FormBusy, FormSmall}
 		if err := s.AddKeyWith(ctx, key, AccountA, formsapi.KeyOptions{Forms: forms}); err != nil {
@@ -122,7 +164,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("CanceledContext", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		if g, err := s.Authorize(cctx, KeyA); !errors.Is(err, context.Canceled) {
@@ -141,23 +183,31 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		o       formsapi.KeyOptions
 		want    error
 		account string
-		says    string // any message when ""
+		says    string        // any message when ""
+		advance time.Duration // the store's clock moves this far first; needs a store that keeps time by it
 	}{
-		{"EmptyForms", "", formsapi.KeyOptions{Forms: []string{}}, formsapi.ErrInvalidInput, AccountA, ""},
-		{"MalformedFormID", "", formsapi.KeyOptions{Forms: []string{FormBusy, "a/b"}}, formsapi.ErrInvalidInput, AccountA, ""},
-		{"TooManyForms", "", formsapi.KeyOptions{Forms: tooMany}, formsapi.ErrInvalidInput, AccountA, ""},
-		{"ExpiresInThePast", "", formsapi.KeyOptions{ExpiresAt: past}, formsapi.ErrInvalidInput, AccountA, ""},
-		{"MalformedKey", "a key", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, AccountA, ""},
-		{"DuplicateKey", KeyA, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, ""},
-		{"RevokedKey", KeyRevoked, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, ""},
-		{"EmptyAccountID", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, "", ""},
-		{"AccountIDOneByteOverMaxAccountIDBytes", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes + 1), "MaxAccountIDBytes"},
-		{"AccountIDControl", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[0], "control"},
-		{"AccountIDInvalidUTF8", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[1], "UTF-8"},
+		{"EmptyForms", "", formsapi.KeyOptions{Forms: []string{}}, formsapi.ErrInvalidInput, AccountA, "", 0},
+		{"MalformedFormID", "", formsapi.KeyOptions{Forms: []string{FormBusy, "a/b"}}, formsapi.ErrInvalidInput, AccountA, "", 0},
+		{"TooManyForms", "", formsapi.KeyOptions{Forms: tooMany}, formsapi.ErrInvalidInput, AccountA, "", 0},
+		{"ExpiresInThePast", "", formsapi.KeyOptions{ExpiresAt: past}, formsapi.ErrInvalidInput, AccountA, "", 0},
+		{"MalformedKey", "a key", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, AccountA, "", 0},
+		{"DuplicateKey", KeyA, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, "", 0},
+		{"RevokedKey", KeyRevoked, formsapi.KeyOptions{Forms: []string{FormBusy}}, formsapi.ErrKeyExists, AccountA, "", 0},
+		{"EmptyAccountID", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, "", "", 0},
+		{"AccountIDOneByteOverMaxAccountIDBytes", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes + 1), "MaxAccountIDBytes", 0},
+		{"AccountIDControl", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[0], "control", 0},
+		{"AccountIDInvalidUTF8", "", formsapi.KeyOptions{}, formsapi.ErrInvalidInput, badAccounts[1], "UTF-8", 0},
+		// After the wall clock, but not after the store's: the store would
+		// never grant it.
+		{"ExpiresBeforeTheStoresClock", "", formsapi.KeyOptions{ExpiresAt: time.Now().Add(time.Hour)}, formsapi.ErrInvalidInput, AccountA, "", 2 * time.Hour},
 	}
 	for _, c := range refused {
 		t.Run("Refused/"+c.name, func(t *testing.T) {
-			s := open(t, seed)
+			s, clock := clocked(t)
+			if c.advance != 0 {
+				needsClock(t, s, clock)
+				clock.Advance(c.advance)
+			}
 			key := c.key
 			if key == "" {
 				key = mustNewKey()
@@ -198,7 +248,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	}
 
 	t.Run("AccountIDAtTheLimit", func(t *testing.T) {
-		s := open(t, seed)
+		s, _ := clocked(t)
 		key := mustNewKey()
 		account := accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes)
 		if err := s.AddKeyWith(ctx, key, account, formsapi.KeyOptions{Forms: []string{FormBusy}}); err != nil {
@@ -213,10 +263,14 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ListKeys", func(t *testing.T) {
-		s := open(t, seed)
+		s, clock := clocked(t)
+		exact := keepsTime(s, clock)
+		seeded := clock.peek() // when the seed's keys were added and revoked
+		clock.Advance(90 * time.Second)
+		created := clock.peek()
 		scoped := mustNewKey()
-		expires := time.Now().Add(48 * time.Hour).Truncate(time.Microsecond)
-		start := time.Now().Add(-time.Second)
+		expires := created.Add(48 * time.Hour)
+		start := time.Now()
 		if err := s.AddKeyWith(ctx, scoped, AccountA, formsapi.KeyOptions{Forms: []string{FormSmall}, ExpiresAt: expires}); err != nil {
 			t.Fatalf("AddKeyWith: %v", err)
 		}
@@ -241,12 +295,14 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 			t.Errorf("the newest key is not last: keys are listed oldest first")
 		}
 		k := byID[formsapi.KeyID(scoped)]
-		if !slices.Equal(k.Forms, []string{FormSmall}) || !k.ExpiresAt.Equal(expires) || !k.RevokedAt.IsZero() ||
-			k.CreatedAt.Before(start) || k.CreatedAt.After(time.Now().Add(time.Second)) {
+		if !slices.Equal(k.Forms, []string{FormSmall}) || !k.ExpiresAt.Equal(expires) || !k.RevokedAt.IsZero() {
 			t.Errorf("scoped key: %+v", k)
 		}
+		stamped(t, "the new key's CreatedAt", k.CreatedAt, exact, created, start)
 		if r := byID[formsapi.KeyID(KeyRevoked)]; r.RevokedAt.IsZero() {
 			t.Errorf("revoked key listed without RevokedAt: %+v", r)
+		} else if exact && (!r.RevokedAt.Equal(seeded) || !r.CreatedAt.Equal(seeded)) {
+			t.Errorf("the seed's revoked key was created at %s and revoked at %s, want both %s: the time of the store's clock", r.CreatedAt, r.RevokedAt, seeded)
 		}
 		if a := byID[formsapi.KeyID(KeyA)]; a.Forms != nil || !a.ExpiresAt.IsZero() || !a.RevokedAt.IsZero() {
 			t.Errorf("unrestricted key: %+v", a)
@@ -255,9 +311,25 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		if err != nil || len(none) != 0 {
 			t.Errorf("ListKeys of an account without keys: (%v, %v), want an empty list", none, err)
 		}
+
+		clock.Advance(time.Minute)
+		revoked, start := clock.peek(), time.Now()
+		if err := s.RevokeKey(ctx, scoped); err != nil {
+			t.Fatalf("RevokeKey: %v", err)
+		}
+		keys, err = s.ListKeys(ctx, AccountA)
+		if err != nil {
+			t.Fatalf("ListKeys after RevokeKey: %v", err)
+		}
+		for _, k := range keys {
+			if k.ID == formsapi.KeyID(scoped) {
+				stamped(t, "the revoked key's RevokedAt", k.RevokedAt, exact, revoked, start)
+			}
+		}
 	})
 	t.Run("LastUsed", func(t *testing.T) {
-		s := open(t, seed)
+		s, clock := clocked(t)
+		exact := keepsTime(s, clock)
 		lastUsed := func(key string) time.Time {
 			t.Helper()
 			keys, err := s.ListKeys(ctx, AccountA)
@@ -275,13 +347,10 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		if at := lastUsed(KeyA2); !at.IsZero() {
 			t.Errorf("a key never used has LastUsedAt %s", at)
 		}
-		before := time.Now().Add(-time.Millisecond)
+		clock.Advance(5 * time.Second)
+		used, start := clock.peek(), time.Now()
 		grant(t, s, KeyA2)
-		after := time.Now().Add(time.Millisecond)
-		at := lastUsed(KeyA2)
-		if at.Before(before) || at.After(after) {
-			t.Errorf("LastUsedAt %s after a use between %s and %s", at, before, after)
-		}
+		stamped(t, "LastUsedAt after a use", lastUsed(KeyA2), exact, used, start)
 		if at := lastUsed(KeyA); !at.IsZero() {
 			t.Errorf("a key not used has LastUsedAt %s", at)
 		}

@@ -14,7 +14,10 @@
 //	}
 //
 // Every clause runs as its own subtest on a fresh store made by the
-// factory, so a failure names the clause that broke.
+// factory, so a failure names the clause that broke. No clause waits for
+// time to pass: a factory whose store takes a clock gives it
+// seed.Clock.Now (see [Clock]), and the clauses about time move that
+// clock instead.
 package storetest
 
 import (
@@ -25,11 +28,17 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// Seed is the data a factory loads into a fresh store before a subtest.
+// Seed is the data a factory loads into a fresh store before a subtest,
+// and the clock the store should keep time by.
 type Seed struct {
 	Forms       []SeedForm
 	Submissions []SeedSubmission
 	Keys        []SeedKey
+	// Clock, when not nil, is the clock to give the store as its notion
+	// of now (see [Clock]): RunGrants and RunWrites set a fresh one for
+	// each clause. DefaultSeed leaves it nil, and a nil Clock's Now is
+	// time.Now.
+	Clock *Clock
 }
 
 // SeedForm is a form and the account that owns it.

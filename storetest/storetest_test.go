@@ -140,6 +140,66 @@ func TestHelperUnlimitedWrites(t *testing.T) {
 	})
 }
 
+// grantClocks are the clocks TestHelperGrants gives memstore in a child
+// process: none (a host's store that cannot take one), and the suite's
+// clock read but the wall clock kept (a store that takes a clock and
+// ignores it).
+var grantClocks = map[string]func(seed storetest.Seed) []memstore.Option{
+	"none": func(storetest.Seed) []memstore.Option { return nil },
+	"ignored": func(seed storetest.Seed) []memstore.Option {
+		return []memstore.Option{memstore.WithClock(func() time.Time { seed.Clock.Now(); return time.Now() })}
+	},
+}
+
+// TestGrantSuiteWithoutAClock: a store that cannot take the suite's clock
+// still passes RunGrants, skipping only the expiry clause, with the reason.
+func TestGrantSuiteWithoutAClock(t *testing.T) {
+	is := is.New(t)
+	out, err := grantsChild("none")
+	is.NoErr(err)                                                                                     // the suite passes
+	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/ExpiredKey "))                          // the expiry clause skips
+	is.True(strings.Contains(out, "never read seed.Clock"))                                           // saying why
+	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/Refused/ExpiresBeforeTheStoresClock ")) // and so does the clause that moves the clock
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/ListKeys "))                            // times checked against the wall clock
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/LastUsed "))
+	is.Equal(strings.Count(out, "--- SKIP"), 2) // nothing else skips
+}
+
+// TestGrantSuiteCatchesAnIgnoredClock: a store that reads the suite's
+// clock but keeps time by the wall clock fails where time is judged.
+func TestGrantSuiteCatchesAnIgnoredClock(t *testing.T) {
+	is := is.New(t)
+	out, err := grantsChild("ignored")
+	is.True(err != nil)                                                      // the suite fails
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/ExpiredKey ")) // the key outlives its expiry on the suite's clock
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/ListKeys "))   // CreatedAt is not the clock's
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/LastUsed "))
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/ScopedKey ")) // and not elsewhere
+}
+
+func grantsChild(clock string) (string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGrants$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_GRANT_CLOCK="+clock)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestHelperGrants runs RunGrants on memstore with a clock of
+// grantClocks when a test above asks for it in a child process.
+func TestHelperGrants(t *testing.T) {
+	name := os.Getenv("STORETEST_GRANT_CLOCK")
+	if name == "" {
+		return // only meaningful in the child process
+	}
+	storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore {
+		s := memstore.New(grantClocks[name](seed)...)
+		if err := storetest.Load(context.Background(), s, seed); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // brokenFeeds each break one clause of the feed contract. RunFeed must
 // fail on each, in the subtest named beside it, and pass on memstore.
 var brokenFeeds = map[string]struct {

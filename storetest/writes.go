@@ -30,6 +30,10 @@ type WriteStore interface {
 // handler's read paths: a submission of exactly MaxSubmissionBytes and
 // forms of exactly MaxFormBytes, of an account ID of exactly
 // MaxAccountIDBytes, byte for byte as they were measured.
+//
+// A form or submission added without a CreatedAt gets the store's time:
+// exactly that of Seed.Clock on a store that keeps time by it (see
+// [Clock]), else the wall clock's, within a second.
 func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 	seed := DefaultSeed()
 	ctx := context.Background()
@@ -125,8 +129,12 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		checkFormsAtLimits(t, open(t, seed))
 	})
 	t.Run("ZeroTimeMeansNow", func(t *testing.T) {
+		seed := seed
+		seed.Clock = newClock()
 		s := open(t, seed)
-		start := time.Now().Add(-time.Second)
+		seed.Clock.Advance(time.Hour + 1234*time.Millisecond) // no time of the seed, nor the wall clock's
+		exact := seed.Clock.read()                            // the seed's keys were added at its time
+		want, start := seed.Clock.peek(), time.Now().Add(-time.Second)
 		if err := s.AddForm(ctx, "acct-new", formsapi.Form{ID: "stamped"}); err != nil {
 			t.Fatalf("AddForm: %v", err)
 		}
@@ -139,7 +147,10 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 			t.Fatalf("got %d forms and %d submissions, want 1 and 1", len(forms), len(subs))
 		}
 		for _, at := range []time.Time{forms[0].CreatedAt, subs[0].CreatedAt} {
-			if at.Before(start) || at.After(time.Now().Add(time.Second)) {
+			if exact && !at.Equal(want) {
+				t.Errorf("createdAt %s is not the time of the store's clock at the write (%s)", at, want)
+			}
+			if !exact && (at.Before(start) || at.After(time.Now().Add(time.Second))) {
 				t.Errorf("createdAt %s is not the time of the write (%s)", at, start)
 			}
 		}
