@@ -490,15 +490,20 @@ func TestScopedKeyGetsThe404OfAMissingForm(t *testing.T) {
 	is.Equal(res.status, 200) // the unscoped key of the same account still reads it
 }
 
+// TestExpiredKeyIsRefusedLikeARevokedOne moves the store's clock past
+// the key's expiry rather than waiting for it.
 func TestExpiredKeyIsRefusedLikeARevokedOne(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	s := seeded(t)
+	clock := storetest.NewClock(time.Now())
+	s := memstore.New(memstore.WithClock(clock.Now))
+	is.NoErr(storetest.Load(context.Background(), s, storetest.DefaultSeed()))
 	key, _ := formsapi.NewKey()
-	at := time.Now().Add(150 * time.Millisecond)
-	is.NoErr(s.AddKeyWith(context.Background(), key, storetest.AccountA, formsapi.KeyOptions{ExpiresAt: at}))
+	is.NoErr(s.AddKeyWith(context.Background(), key, storetest.AccountA, formsapi.KeyOptions{ExpiresAt: clock.Now().Add(time.Hour)}))
 	h := formsapi.NewHandler(s, s)
-	time.Sleep(time.Until(at) + 10*time.Millisecond)
+	clock.Advance(time.Hour - time.Microsecond)
+	is.Equal(do(t, h, "GET", "/v1/forms", bearer(key)...).status, 200) // live until its ExpiresAt
+	clock.Advance(time.Microsecond)
 	expired := do(t, h, "GET", "/v1/forms", bearer(key)...)
 	revoked := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyRevoked)...)
 	is.Equal(expired.status, 401) // expired
@@ -524,6 +529,32 @@ func TestHandlerChecksExpiryItself(t *testing.T) {
 	future := laxAuthorizer{KeyResolver: s, grant: formsapi.Grant{AccountID: storetest.AccountA, ExpiresAt: time.Now().Add(time.Hour)}}
 	is.Equal(do(t, formsapi.NewHandler(s, past), "GET", "/v1/forms", bearer("any-key")...).status, 401)   // an expired grant is refused
 	is.Equal(do(t, formsapi.NewHandler(s, future), "GET", "/v1/forms", bearer("any-key")...).status, 200) // a live one is served
+}
+
+// TestKeyExpiresByTheEarlierClock: the store judges expiry by its clock
+// and the handler trusts its refusal; the handler also re-checks a grant
+// by its own clock (the wall clock outside tests), so a store whose clock
+// lags cannot keep a key alive past its ExpiresAt.
+func TestKeyExpiresByTheEarlierClock(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	start := time.Now()
+	storeClock := storetest.NewClock(start)
+	handlerNow := start
+	s := memstore.New(memstore.WithClock(storeClock.Now))
+	is.NoErr(storetest.Load(context.Background(), s, storetest.DefaultSeed()))
+	key, _ := formsapi.NewKey()
+	is.NoErr(s.AddKeyWith(context.Background(), key, storetest.AccountA, formsapi.KeyOptions{ExpiresAt: start.Add(time.Hour)}))
+	h := formsapi.NewHandler(s, s, formsapi.WithClock(func() time.Time { return handlerNow }))
+	is.Equal(do(t, h, "GET", "/v1/forms", bearer(key)...).status, 200) // both clocks before its expiry
+
+	handlerNow = start.Add(time.Hour)
+	is.Equal(do(t, h, "GET", "/v1/forms", bearer(key)...).status, 401) // the handler's clock reached it; the store's lags
+
+	handlerNow = start
+	is.Equal(do(t, h, "GET", "/v1/forms", bearer(key)...).status, 200) // (the handler remembers no refusal)
+	storeClock.Advance(time.Hour)
+	is.Equal(do(t, h, "GET", "/v1/forms", bearer(key)...).status, 401) // the store's clock reached it; the handler's lags
 }
 
 func TestAuthorizerOutageIsA500(t *testing.T) {

@@ -19,8 +19,22 @@ import (
 // both, since either may be the host's override (a ResolveKey that
 // suspends an account, say) and the other the store's promoted method:
 // the key must pass both, for the same account, and the grant is
-// Authorize's. A grant past its ExpiresAt is refused here too, whatever
-// the authorizer said.
+// Authorize's.
+//
+// Expiry is the authorizer's to judge, on its own clock (the stores'
+// WithClock): the handler trusts its refusal. A grant the authorizer
+// returns is refused here too once the handler's clock reaches its
+// ExpiresAt, whatever the authorizer said, and that clock is the wall
+// clock (time.Now; tests may set another with the unexported cfg.now).
+// So a key stops working at the earlier of the two: a store whose clock
+// runs ahead expires keys early, while one whose clock lags, or a buggy
+// authorizer, cannot keep a key alive past its ExpiresAt by the wall
+// clock. Tests that move a store's clock forward give keys an ExpiresAt
+// after the wall clock's now (AddKeyWith requires that anyway) and then
+// move the store's clock past it: the store refuses, and the handler's
+// check never disagrees. Why not one clock shared with the store: an
+// option for it would add a name to the package, and the store is
+// where a host that keeps time by another clock already says so.
 //
 // A key this handler has not seen authenticate recently waits for one of
 // a few lookup slots first (see keyGate).

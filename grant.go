@@ -39,7 +39,11 @@ import (
 //     slice in it is shared with the authorizer or another grant.
 //
 // An implementation may note when each key was last used (see
-// [KeyInfo]), but must not write to a database on every call.
+// [KeyInfo]), but must not write to a database on every call. It may
+// judge expiry by a clock of its own (the stores' WithClock options); the
+// handler trusts its refusals, and also refuses a grant whose ExpiresAt
+// is not after the wall clock's now, so such a clock can make a key
+// expire earlier than the wall clock says, never later.
 type KeyAuthorizer interface {
 	KeyResolver
 	Authorize(ctx context.Context, key string) (Grant, error)
