@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -792,19 +793,42 @@ func TestOpenAPIServedWithoutKey(t *testing.T) {
 }
 
 // TestNoGoroutineLeftBehind sends 200 concurrent requests to a store that
-// blocks until its context ends, then has every client give up: each
-// store call must see the cancellation and every goroutine must end.
+// blocks until its context ends, then has every client give up. Each
+// store call must see the cancellation and return before its request's
+// handler does, and no goroutine the handler starts for a request may
+// outlive it: each request is served under a pprof label, which every
+// goroutine started under it inherits, and once the server has closed
+// (which waits for every handler to return) none may carry it. The test
+// waits for events the store signals, never for time to pass, and counts
+// only the requests' own goroutines, not the process's.
 func TestNoGoroutineLeftBehind(t *testing.T) {
 	const n = 200
-	before := runtime.NumGoroutine()
-	var started, canceled atomic.Int64
+	type returnedKey struct{}
+	var started, canceled, returned atomic.Int64
+	allStarted := make(chan struct{})
 	store := fakeStore{forms: func(ctx context.Context) (formsapi.Page[formsapi.Form], error) {
-		started.Add(1)
+		if r, ok := ctx.Value(returnedKey{}).(*atomic.Bool); ok {
+			defer r.Store(true)
+		}
+		defer returned.Add(1)
+		if started.Add(1) == n {
+			close(allStarted)
+		}
 		<-ctx.Done()
 		canceled.Add(1)
 		return formsapi.Page[formsapi.Form]{}, ctx.Err()
 	}}
-	srv := httptest.NewServer(formsapi.NewHandler(store, okKey, formsapi.WithLogger(slog.New(slog.DiscardHandler))))
+	h := formsapi.NewHandler(store, okKey, formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+	label := pprof.Labels("formsapi-test", t.Name())
+	var early atomic.Int64 // handlers that returned before their store call
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var storeReturned atomic.Bool
+		ctx := context.WithValue(r.Context(), returnedKey{}, &storeReturned)
+		pprof.Do(ctx, label, func(ctx context.Context) { h.ServeHTTP(w, r.WithContext(ctx)) })
+		if !storeReturned.Load() {
+			early.Add(1)
+		}
+	}))
 	transport := &http.Transport{MaxConnsPerHost: n}
 	client := &http.Client{Transport: transport}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -820,10 +844,10 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); started.Load() < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d requests reached the store", started.Load(), n)
-		}
+	select {
+	case <-allStarted:
+	case <-time.After(time.Minute): // only if the test is failing: no success waits for it
+		t.Fatalf("only %d of %d requests reached the store", started.Load(), n)
 	}
 	cancel()
 	wg.Wait()
@@ -832,11 +856,51 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 	if got := canceled.Load(); got != n {
 		t.Errorf("%d of %d store calls saw the cancellation", got, n)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if got := returned.Load(); got != n {
+		t.Errorf("%d of %d store calls returned", got, n)
 	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("%d goroutines before, %d after", before, after)
+	if got := early.Load(); got != 0 {
+		t.Errorf("%d handlers returned before their store call did", got)
 	}
+	if left, stacks := labelled(label); left > 0 {
+		t.Errorf("%d goroutines started for a request outlived it:\n%s", left, stacks)
+	}
+}
+
+// labelled counts the goroutines that carry every label of set, and
+// returns their stacks.
+func labelled(set pprof.LabelSet) (int, string) {
+	var want []string
+	pprof.ForLabels(pprof.WithLabels(context.Background(), set), func(k, v string) bool {
+		b, _ := json.Marshal(map[string]string{k: v})
+		want = append(want, strings.Trim(string(b), "{}"))
+		return true
+	})
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	count, stacks := 0, ""
+	for _, block := range strings.Split(b.String(), "\n\n") {
+		_, labels, ok := strings.Cut(block, "# labels: ")
+		if !ok {
+			continue
+		}
+		labels, _, _ = strings.Cut(labels, "\n")
+		if !containsAll(labels, want) {
+			continue
+		}
+		var c int
+		fmt.Sscan(block, &c) // each block starts with its count
+		count += c
+		stacks += block + "\n\n"
+	}
+	return count, stacks
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
