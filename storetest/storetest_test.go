@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,13 +254,16 @@ func TestHelperBrokenFeed(t *testing.T) {
 
 // sequenceFeed numbers submissions as a database sequence would: the
 // number is taken when the write starts, and the submission becomes
-// visible when it commits, every other one late. A poller can then read
-// number 12 before 11 exists, and never see 11.
+// visible when it commits. Past the seed (loaded in order), every other
+// write commits only once a poller has been shown a later number, so a
+// poller reads number 12 before 11 exists, and never sees 11: no timing
+// decides it.
 type sequenceFeed struct {
 	*memstore.Store
-	last  atomic.Int64
-	mu    sync.Mutex
-	items []numbered // ascending by pos
+	mu      sync.Mutex
+	last    int64
+	items   []numbered // committed, ascending by pos
+	pending []numbered // numbered, committed once a page shows a later number
 }
 
 type numbered struct {
@@ -273,15 +275,22 @@ func (s *sequenceFeed) AddSubmission(ctx context.Context, sub formsapi.Submissio
 	if err := s.Store.AddSubmission(ctx, sub, m); err != nil {
 		return err
 	}
-	pos := s.last.Add(1)
-	if pos%2 == 1 && pos > 40 { // the seed is loaded in order; later writes race
-		time.Sleep(2 * time.Millisecond)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(s.items, pos, func(n numbered, p int64) int { return cmp.Compare(n.pos, p) })
-	s.items = slices.Insert(s.items, i, numbered{pos, sub})
+	s.last++
+	n := numbered{s.last, sub}
+	if n.pos%2 == 1 && n.pos > 40 {
+		s.pending = append(s.pending, n)
+		return nil
+	}
+	s.commit(n)
 	return nil
+}
+
+// commit makes n visible; s.mu is held.
+func (s *sequenceFeed) commit(n numbered) {
+	i, _ := slices.BinarySearchFunc(s.items, n.pos, func(n numbered, p int64) int { return cmp.Compare(n.pos, p) })
+	s.items = slices.Insert(s.items, i, n)
 }
 
 func (s *sequenceFeed) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
@@ -305,6 +314,15 @@ func (s *sequenceFeed) SyncSubmissions(ctx context.Context, account, formID stri
 		p.Items = append(p.Items, sub)
 		p.Next = n.pos
 	}
+	// The writes numbered below what this page showed commit now, behind
+	// the poller.
+	s.pending = slices.DeleteFunc(s.pending, func(n numbered) bool {
+		if n.pos < p.Next {
+			s.commit(n)
+			return true
+		}
+		return false
+	})
 	return p, nil
 }
 
