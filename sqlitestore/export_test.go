@@ -96,3 +96,24 @@ func MigrateBefore(ctx context.Context, db *sql.DB, name string) error {
 
 // FeedSQL are the statements of the sync feed and its fast path.
 var FeedSQL = []string{sqlFeed, sqlFeedEncoded}
+
+// UseBatches returns a channel that gets the size and error of each
+// batch of key uses the store writes on its own, every interval: a test
+// waits for a batch instead of for time to pass. A batch that finds the
+// channel full is not reported.
+func UseBatches(s *Store) <-chan UseBatch {
+	ch := make(chan UseBatch, 16)
+	s.used.OnTick(func(n int, err error) {
+		select {
+		case ch <- UseBatch{n, err}:
+		default:
+		}
+	})
+	return ch
+}
+
+// UseBatch is one batch of key uses written.
+type UseBatch struct {
+	N   int
+	Err error
+}
