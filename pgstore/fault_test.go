@@ -102,7 +102,10 @@ func recovered(t *testing.T, h http.Handler) {
 // TestTerminatedConnections kills the store's connections with
 // pg_terminate_backend again and again while clients make requests: every
 // answer is a success or a JSON 500/503, none hangs or says 401, and the
-// store recovers on its own once the killing stops.
+// store recovers on its own once the killing stops. The killing is paced
+// by the clients, not a clock: each round waits until a request has
+// ended since the last, so the pool has reconnected and clients are
+// mid-request again.
 func TestTerminatedConnections(t *testing.T) {
 	t.Parallel()
 	h, dsn, _, app := faultNode(t)
@@ -113,6 +116,7 @@ func TestTerminatedConnections(t *testing.T) {
 	defer killer.Close(ctx)
 
 	stop := make(chan struct{})
+	answered := make(chan struct{}, 1) // a request ended since the killer last looked
 	var wg sync.WaitGroup
 	var requests, failed atomic.Int64
 	for c := range 4 {
@@ -133,18 +137,22 @@ func TestTerminatedConnections(t *testing.T) {
 				if res.status != http.StatusOK {
 					failed.Add(1)
 				}
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
 	killed := 0
-	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+	for range 60 {
+		<-answered // every request ends within hangLimit, so this comes
 		var n int
 		err := killer.QueryRow(ctx, "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		killed += n
-		time.Sleep(20 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()

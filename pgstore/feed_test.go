@@ -153,7 +153,7 @@ func TestFeedCommitOrder(t *testing.T) {
 	b := begin()
 	bDone := make(chan error, 1)
 	go func() { bDone <- insert(b, "f", "B", t0.Add(-time.Hour)) }() // created earlier than A
-	waitForLock(t, b.Conn().PgConn().PID())
+	pgtest.WaitForLock(t, pgtest.DSN(t), "pid = $1", int64(b.Conn().PgConn().PID()))
 	select {
 	case err := <-bDone:
 		t.Fatalf("B inserted into f while A held it open (err %v)", err)
@@ -183,30 +183,6 @@ func TestFeedCommitOrder(t *testing.T) {
 	is.Equal(after, int64(3))
 	is.Equal(poll("f"), []string(nil)) // and nothing twice
 	is.Equal(after, int64(3))
-}
-
-// waitForLock waits until the backend pid waits on a lock.
-func waitForLock(t *testing.T, pid uint32) {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var wait *string
-		if err := conn.QueryRow(ctx, `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&wait); err != nil {
-			t.Fatalf("pg_stat_activity: %v", err)
-		}
-		if wait != nil && *wait == "Lock" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend %d never waited on a lock", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestExplainFeed checks the plan of the feed statements on a table big

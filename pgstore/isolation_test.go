@@ -185,7 +185,7 @@ func TestWriteRetriedAfterSerializationFailure(t *testing.T) {
 	go func() {
 		added <- s.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: []byte(`{"n":1}`)}, formsapi.Metadata{})
 	}()
-	waitForApp(t, app) // AddSubmission took its snapshot and waits on the row
+	pgtest.WaitForLock(t, dsn, "application_name = $1", app) // AddSubmission took its snapshot and waits on the row
 	is.NoErr(tx.Commit(ctx))
 	select {
 	case err := <-added:
@@ -198,30 +198,6 @@ func TestWriteRetriedAfterSerializationFailure(t *testing.T) {
 	is.Equal(len(p.Items), 1)  // stored once
 	is.Equal(p.Next, int64(1)) // at the first position: the failed try took none
 	is.Equal(string(p.Items[0].Data), `{"n":1}`)
-}
-
-// waitForApp waits until a backend of application app waits on a lock.
-func waitForApp(t *testing.T, app string) {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
-			t.Fatalf("pg_stat_activity: %v", err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no backend of %s ever waited on a lock", app)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestConcurrentFirstOpenAtStrictIsolation opens four stores at once on

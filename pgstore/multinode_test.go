@@ -135,10 +135,14 @@ func TestSeveralNodes(t *testing.T) {
 		}
 		var requests atomic.Int64               // page requests started
 		committedBefore := make([]int64, added) // requests started before each write returned
+		var commits atomic.Int64                // writes returned
+		wrote := make(chan struct{}, 1)         // a write returned since the reader last looked
+		writerDone := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer close(writerDone)
 			for i := range added {
 				sub := formsapi.Submission{FormID: form, Data: []byte(fmt.Sprintf(`{"n":%d}`, initial+i)),
 					CreatedAt: start.Add(time.Hour + time.Duration(i/2)*time.Second)}
@@ -147,6 +151,11 @@ func TestSeveralNodes(t *testing.T) {
 					return
 				}
 				committedBefore[i] = requests.Load()
+				commits.Add(1)
+				select {
+				case wrote <- struct{}{}:
+				default:
+				}
 			}
 		}()
 		seen := map[int]int{}
@@ -158,6 +167,7 @@ func TestSeveralNodes(t *testing.T) {
 				h = b.handler
 			}
 			last = requests.Add(1)
+			before := commits.Load()
 			p := decodePage(t, get(h, target, storetest.KeyA))
 			for _, raw := range p.Submissions {
 				var s struct{ Data struct{ N int } }
@@ -168,7 +178,16 @@ func TestSeveralNodes(t *testing.T) {
 				break
 			}
 			target = "/v1/forms/" + form + "/submissions?order=asc&limit=3&cursor=" + url.QueryEscape(p.NextCursor)
-			time.Sleep(2 * time.Millisecond) // a client reading slowly, so the writer keeps adding ahead of it
+			// A client reading slowly: the next page waits for a write
+			// committed since this one was asked for, so the writer keeps
+			// adding ahead of the walk until it is done.
+			for commits.Load() == before {
+				select {
+				case <-wrote: // perhaps an older write's signal: look again
+				case <-writerDone:
+					before = -1 // nothing more will come
+				}
+			}
 		}
 		wg.Wait()
 		for n, times := range seen {

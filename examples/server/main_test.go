@@ -18,16 +18,32 @@ import (
 	"github.com/matryer/is"
 )
 
-// syncBuffer is an io.Writer the test can read while run writes to it.
+// syncBuffer is an io.Writer the test can read while run writes to it,
+// and wait on for the next write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed by the next Write; nil until grown asks
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.grew != nil {
+		close(s.grew)
+		s.grew = nil
+	}
 	return s.b.Write(p)
+}
+
+// grown returns a channel closed by the next Write.
+func (s *syncBuffer) grown() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grew == nil {
+		s.grew = make(chan struct{})
+	}
+	return s.grew
 }
 
 func (s *syncBuffer) String() string {

@@ -31,9 +31,13 @@ func startArgs(t *testing.T, args ...string) server {
 	out, term := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, term) }()
-	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key(?: \(shown this once[^)]*\): (\S+)|: in (.*) \(not printed again\))\n`)
-	deadline := time.Now().Add(60 * time.Second)
+	// The whole banner, through the blank line after the curl lines: the
+	// test waits for writes, so it must not stop at the banner's first
+	// lines.
+	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key(?: \(shown this once[^)]*\): (\S+)|: in (.*) \(not printed again\))\n\ntry:\n(?:  curl .*\n){3}\n`)
+	timeout := time.After(60 * time.Second) // only if the test is failing
 	for {
+		grown := term.grown() // before reading, so no write falls between
 		if m := re.FindStringSubmatch(term.String()); m != nil {
 			stop := func() error {
 				cancel()
@@ -58,9 +62,8 @@ func startArgs(t *testing.T, args ...string) server {
 		select {
 		case err := <-done:
 			t.Fatalf("run ended early: %v\n%s%s", err, out.String(), term.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
+		case <-grown: // the banner may be complete now
+		case <-timeout:
 			t.Fatalf("the server did not start:\n%s%s", out.String(), term.String())
 		}
 	}
@@ -161,7 +164,7 @@ func TestPostgresSeedLockWaitEndsWithCtx(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard) }()
-	query := waitForLock(t, dsn, app)
+	query := pgtest.WaitForLock(t, dsn, "application_name = $1", app)
 	is.True(strings.Contains(query, "pg_advisory_xact_lock")) // a transaction-level lock
 	cancel()
 	select {
@@ -175,33 +178,6 @@ func TestPostgresSeedLockWaitEndsWithCtx(t *testing.T) {
 	s := startArgs(t, args...)                                    // fails if the lock were still held
 	is.True(strings.Contains(s.term.String(), "shown this once")) // it seeded
 	is.NoErr(s.stop())
-}
-
-// waitForLock waits until a backend of application app waits on a lock,
-// and returns the statement it waits in.
-func waitForLock(t *testing.T, dsn, app string) string {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var query string
-		err := conn.QueryRow(context.Background(), `SELECT query FROM pg_stat_activity
-WHERE application_name = $1 AND wait_event_type = 'Lock' LIMIT 1`, app).Scan(&query)
-		if err == nil {
-			return query
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatalf("pg_stat_activity: %v", err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no backend of %s ever waited on a lock", app)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestCursorSecretSources(t *testing.T) {

@@ -6,6 +6,7 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,37 @@ func exec(t testing.TB, dsn, sql string) {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
+
+// WaitForLock waits until a backend that matches where, a condition on
+// pg_stat_activity with $1 bound to arg (say "pid = $1"), waits on a lock,
+// and returns the statement it waits in. PostgreSQL signals nothing when
+// a backend starts to wait, so this asks pg_stat_activity again every few
+// milliseconds until one does: the test waits for that condition, never
+// for an amount of time. It fails the test if none waits within 30
+// seconds.
+func WaitForLock(t testing.TB, dsn, where string, arg any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var query string
+		err := conn.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND `+where+` LIMIT 1`, arg).Scan(&query)
+		if err == nil {
+			return query
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("pgtest: pg_stat_activity: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgtest: no backend where %s ($1 = %v) waited on a lock within 30 s", where, arg)
+		}
+		time.Sleep(5 * time.Millisecond) // the poll's pace; nothing depends on it
 	}
 }
