@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/formsapi/formsapi/observe"
 )
 
 // Defaults for the page size, changeable with [WithPageSize].
@@ -29,6 +31,7 @@ type config struct {
 	baseURL      string           // from WithBaseURL, checked; "" means from the request
 	feed         FeedStore        // from WithFeed
 	now          func() time.Time // the clock; nil means time.Now (tests set it)
+	observer     observe.Observer // from WithObserver
 	access       accessConfig     // keys' scopes and rate limits (access.go)
 }
 
@@ -175,7 +178,16 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	mux.Handle("/v1/forms", a.handleMethodNotAllowed())
 	mux.Handle("/v1/forms/{formId}/submissions", a.handleMethodNotAllowed())
 	mux.Handle("/", a.handleNotFound())
-	return a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+	h := a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+	if o := a.cfg.observer; o != nil {
+		h = observeRequests(o, func(r *http.Request) string {
+			if _, pattern := mux.Handler(r); pattern != "/" {
+				return pattern
+			}
+			return ""
+		}, h)
+	}
+	return h
 }
 
 // newAPI applies opts and decides, once, how the handler reads store and
@@ -195,6 +207,9 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	a.authz, _ = keys.(KeyAuthorizer)
 	a.both = a.authz != nil && embedsStore(keys)
 	a.gate = newKeyGate()
+	if cfg.observer != nil {
+		a.observe(cfg.observer)
+	}
 	return a
 }
 

@@ -1,0 +1,220 @@
+package formsapi
+
+// Observation: with WithObserver, the handler reports each request and
+// each call to a dependency to an observe.Observer. It does so by
+// wrapping, once in newAPI, the store, the key resolver, the page readers
+// and the rate limiter in types that report their calls, and the whole
+// handler in a middleware that reports the request: the request's path
+// through the handler does not change, and without an observer nothing
+// is wrapped and nothing costs anything.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/ratelimit"
+)
+
+// WithObserver reports what the handler does to o: every request once it
+// is answered, and every call to the key resolver, the rate limiter and
+// the store, whose context o may extend (with a span, say). See package
+// observe for what it is told, and package formsotel for an adapter to
+// OpenTelemetry. It panics if o is nil.
+func WithObserver(o observe.Observer) Option {
+	if o == nil {
+		panic("formsapi: WithObserver(nil)")
+	}
+	return func(c *config) { c.observer = o }
+}
+
+// observed is what the wrappers learn about one request, kept in its
+// context for the middleware to report.
+type observed struct {
+	rateLimit         observe.RateLimit
+	feed              bool
+	accountID, formID string
+}
+
+type observedKey struct{}
+
+func observedIn(ctx context.Context) *observed {
+	o, _ := ctx.Value(observedKey{}).(*observed)
+	if o == nil {
+		return &observed{} // a call outside a request: noted nowhere
+	}
+	return o
+}
+
+// observe wraps what a has been given so that its calls are reported to
+// o; the readers must have been chosen first (the wrappers hide the fast
+// path from fastPathOf).
+func (a *api) observe(o observe.Observer) {
+	a.store = observedStore{a.store, o}
+	a.pages = observedReader{a.pages, o}
+	if a.feed != nil {
+		a.feed = observedReader{a.feed, o}
+	}
+	a.keys = observedKeys{a.keys, o}
+	if a.authz != nil {
+		a.authz = observedAuthorizer{a.authz, o}
+	}
+	if a.cfg.access.limiter != nil {
+		a.cfg.access.limiter = observedLimiter{a.cfg.access.limiter, o}
+	}
+}
+
+// observeRequests reports each request next answers to o. route names
+// the pattern that will answer r.
+func observeRequests(o observe.Observer, route func(*http.Request) string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		seen := &observed{}
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), observedKey{}, seen)))
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		o.Request(r.Context(), observe.Request{
+			Method:     r.Method,
+			Route:      route(r),
+			Status:     status,
+			Duration:   time.Since(start),
+			BodyBytes:  rec.bytes,
+			Feed:       seen.feed,
+			RateLimit:  seen.rateLimit,
+			KeyRefused: status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
+			AccountID:  seen.accountID,
+			FormID:     seen.formID,
+		})
+	})
+}
+
+// recorder notes the status and body length a handler writes. It adds
+// nothing else: the handler needs no Flusher or Hijacker.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func call(o observe.Observer, ctx context.Context, op, account, form string) (context.Context, func(error)) {
+	return o.Call(ctx, observe.Call{Op: op, AccountID: account, FormID: form})
+}
+
+type observedStore struct {
+	Store
+	o observe.Observer
+}
+
+func (s observedStore) ListForms(ctx context.Context, accountID string, q Query) (Page[Form], error) {
+	ctx, done := call(s.o, ctx, observe.OpListForms, accountID, "")
+	p, err := s.Store.ListForms(ctx, accountID, q)
+	done(err)
+	return p, err
+}
+
+func (s observedStore) ListSubmissions(ctx context.Context, accountID, formID string, q Query) (Page[Submission], error) {
+	ctx, done := call(s.o, ctx, observe.OpListSubmissions, accountID, formID)
+	p, err := s.Store.ListSubmissions(ctx, accountID, formID, q)
+	done(err)
+	return p, err
+}
+
+type observedReader struct {
+	pageReader
+	o observe.Observer
+}
+
+func (r observedReader) AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error {
+	observedIn(ctx).formID = formID
+	ctx, done := call(r.o, ctx, observe.OpListSubmissions, accountID, formID)
+	err := r.pageReader.AppendSubmissions(ctx, accountID, formID, q, p)
+	done(err)
+	return err
+}
+
+func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error) {
+	seen := observedIn(ctx)
+	seen.formID, seen.feed = formID, true
+	ctx, done := call(r.o, ctx, observe.OpSyncSubmissions, accountID, formID)
+	next, more, err := r.pageReader.AppendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+	done(err)
+	return next, more, err
+}
+
+type observedKeys struct {
+	KeyResolver
+	o observe.Observer
+}
+
+func (k observedKeys) ResolveKey(ctx context.Context, key string) (string, error) {
+	cctx, done := call(k.o, ctx, observe.OpAuthorize, "", "")
+	account, err := k.KeyResolver.ResolveKey(cctx, key)
+	done(err)
+	if err == nil {
+		observedIn(ctx).accountID = account
+	}
+	return account, err
+}
+
+type observedAuthorizer struct {
+	KeyAuthorizer
+	o observe.Observer
+}
+
+func (k observedAuthorizer) Authorize(ctx context.Context, key string) (Grant, error) {
+	cctx, done := call(k.o, ctx, observe.OpAuthorize, "", "")
+	g, err := k.KeyAuthorizer.Authorize(cctx, key)
+	done(err)
+	if err == nil {
+		observedIn(ctx).accountID = g.AccountID
+	}
+	return g, err
+}
+
+type observedLimiter struct {
+	ratelimit.Limiter
+	o observe.Observer
+}
+
+func (l observedLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	cctx, done := call(l.o, ctx, observe.OpRateLimit, observedIn(ctx).accountID, "")
+	d, err := l.Limiter.Allow(cctx, key, p)
+	done(err)
+	seen := observedIn(ctx)
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		seen.rateLimit = observe.RateLimitFailed
+	case err != nil:
+	case d.Allowed:
+		seen.rateLimit = observe.RateLimitAllowed
+	default:
+		seen.rateLimit = observe.RateLimitRefused
+	}
+	return d, err
+}

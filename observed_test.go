@@ -1,0 +1,149 @@
+package formsapi_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// recordingObserver keeps what it is told. Each Call's context carries
+// the call's op, so a store can show it was called with it.
+type recordingObserver struct {
+	mu       sync.Mutex
+	calls    []string // op, then "ok" or "error" once done
+	requests []observe.Request
+}
+
+type opKey struct{}
+
+func (o *recordingObserver) Call(ctx context.Context, c observe.Call) (context.Context, func(error)) {
+	o.mu.Lock()
+	o.calls = append(o.calls, c.Op)
+	o.mu.Unlock()
+	return context.WithValue(ctx, opKey{}, c.Op), func(err error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if err != nil {
+			o.calls = append(o.calls, c.Op+":error")
+			return
+		}
+		o.calls = append(o.calls, c.Op+":ok")
+	}
+}
+
+func (o *recordingObserver) Request(_ context.Context, r observe.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.requests = append(o.requests, r)
+}
+
+// take returns what o was told since the last take.
+func (o *recordingObserver) take() ([]string, []observe.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, r := o.calls, o.requests
+	o.calls, o.requests = nil, nil
+	return c, r
+}
+
+// ctxStore records the op its callers' contexts carry.
+type ctxStore struct {
+	formsapi.Store
+	seen *[]any
+}
+
+func (s ctxStore) ListForms(ctx context.Context, a string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	*s.seen = append(*s.seen, ctx.Value(opKey{}))
+	return s.Store.ListForms(ctx, a, q)
+}
+
+// TestObserverSeesRequestsAndCalls: every request is reported once, with
+// its route, status, body length, account, form, feed flag and rate-limit
+// decision, and every call to the key resolver, the limiter and the store
+// in order, each done with its outcome; the context an observer returns
+// is the one the store is called with.
+func TestObserverSeesRequestsAndCalls(t *testing.T) {
+	is := is.New(t)
+	o := &recordingObserver{}
+	s := seeded(t)
+	var seen []any
+	limit := ratelimit.Policy{Name: "test", Quota: 3, Window: time.Hour}
+	h := formsapi.NewHandler(ctxStore{s, &seen}, s, formsapi.WithFeed(s), formsapi.WithObserver(o), formsapi.WithRateLimit(ratelimit.NewMemory(), limit))
+
+	res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=2", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	calls, reqs := o.take()
+	is.Equal(calls, []string{"authorize", "authorize:ok", "rate_limit", "rate_limit:ok", "list_submissions", "list_submissions:ok"}) // in order, each done
+	is.Equal(len(reqs), 1)                                                                                                           // one report per request
+	r := reqs[0]
+	is.Equal(r.Method, "GET")
+	is.Equal(r.Route, "GET /v1/forms/{formId}/submissions")
+	is.Equal(r.Status, 200)
+	is.Equal(r.BodyBytes, int64(len(res.body))) // the body as written
+	is.Equal(r.AccountID, storetest.AccountA)
+	is.Equal(r.FormID, storetest.FormBusy)
+	is.Equal(r.RateLimit, observe.RateLimitAllowed)
+	is.True(!r.Feed && !r.KeyRefused)
+	is.True(r.Duration > 0)
+
+	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	is.Equal(seen, []any{"list_forms"}) // the store got the observer's context
+	_, reqs = o.take()
+	is.Equal(reqs[0].Route, "GET /v1/forms")
+
+	res = do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?sync=start", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	calls, reqs = o.take()
+	is.True(reqs[0].Feed) // a feed page
+	is.Equal(calls[len(calls)-1], "sync_submissions:ok")
+
+	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 429)
+	_, reqs = o.take()
+	is.Equal(reqs[0].RateLimit, observe.RateLimitRefused) // the fourth of a quota of three
+
+	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyNotAdded)...)
+	is.Equal(res.status, 401)
+	calls, reqs = o.take()
+	is.True(reqs[0].KeyRefused)                               // a key, refused
+	is.Equal(calls, []string{"authorize", "authorize:error"}) // and nothing after it
+	is.Equal(reqs[0].AccountID, "")
+
+	res = do(t, h, "GET", "/v1/forms")
+	is.Equal(res.status, 401)
+	_, reqs = o.take()
+	is.True(!reqs[0].KeyRefused) // no key at all is not a refused key
+
+	res = do(t, h, "GET", "/v1/nowhere", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 404)
+	calls, reqs = o.take()
+	is.Equal(reqs[0].Route, "") // no route: no unbounded label
+	is.Equal(len(calls), 0)
+}
+
+// TestObserverSeesStoreFailures: a failing store call is done with its
+// error, and the request reported with its 500.
+func TestObserverSeesStoreFailures(t *testing.T) {
+	is := is.New(t)
+	o := &recordingObserver{}
+	failing := fakeStore{forms: func(context.Context) (formsapi.Page[formsapi.Form], error) {
+		return formsapi.Page[formsapi.Form]{}, errors.New("disk on fire")
+	}}
+	h := formsapi.NewHandler(failing, okKey, formsapi.WithObserver(o), formsapi.WithLogger(slog.New(slog.DiscardHandler)))
+	res := do(t, h, "GET", "/v1/forms", bearer("k")...)
+	is.Equal(res.status, 500)
+	calls, reqs := o.take()
+	is.Equal(calls[len(calls)-1], "list_forms:error")
+	is.Equal(reqs[0].Status, 500)
+}
