@@ -70,7 +70,7 @@ func TestDifferentialSQLiteAndPostgres(t *testing.T) {
 				}
 				for range 6 {
 					v := url.Values{}
-					v.Set("limit", fmt.Sprint([]int{1, 2, 3, 7, 20, formsapi.MaxPageSize}[r.IntN(6)]))
+					v.Set("limit", fmt.Sprint([]int{1, 2, 3, 7, 20, storetest.MaxLimit}[r.IntN(6)]))
 					if o := []string{"", "asc", "desc"}[r.IntN(3)]; o != "" {
 						v.Set("order", o)
 					}

@@ -17,8 +17,8 @@ import (
 
 // Defaults for the page size, changeable with [WithPageSize].
 const (
-	DefaultPageSize = 100
-	MaxPageSize     = 1000
+	defaultPageSize = 100
+	maxPageSize     = 1000
 )
 
 type config struct {
@@ -193,7 +193,7 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 // newAPI applies opts and decides, once, how the handler reads store and
 // authenticates with keys.
 func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
-	cfg := config{defaultLimit: DefaultPageSize, maxLimit: MaxPageSize, pageBytes: DefaultPageBytes}
+	cfg := config{defaultLimit: defaultPageSize, maxLimit: maxPageSize, pageBytes: DefaultPageBytes}
 	cfg.access.timeout = defaultRateLimitTimeout
 	for _, o := range opts {
 		o(&cfg)

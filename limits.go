@@ -70,7 +70,7 @@ type Limits struct {
 	// Title, icon and notificationEmail must also be valid UTF-8 without
 	// control characters. The default, 4 KiB, leaves the three strings
 	// about 3,800 bytes of JSON together, and keeps a page of
-	// [MaxPageSize] (1,000) of the largest forms within
+	// 1,000 (the largest page size by default) of the largest forms within
 	// [DefaultPageBytes] (4 MiB), so the byte budget never shortens a
 	// full page of forms under the defaults.
 	MaxFormBytes int

@@ -219,11 +219,11 @@ func TestDefaultLimitsKeepPagesWithinTheBudget(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	is.NoErr(s.AddKey(ctx, "k", "acct"))
-	for i := range formsapi.MaxPageSize {
+	for i := range 1000 {
 		f := formOfSize(t, fmt.Sprintf("form-%0120d", i), formsapi.DefaultLimits.MaxFormBytes)
 		is.NoErr(s.AddForm(ctx, "acct", f))
 	}
-	r := httptest.NewRequest("GET", fmt.Sprintf("/v1/forms?limit=%d", formsapi.MaxPageSize), nil)
+	r := httptest.NewRequest("GET", fmt.Sprintf("/v1/forms?limit=%d", 1000), nil)
 	r.Header.Set("Authorization", "Bearer k")
 	w := httptest.NewRecorder()
 	formsapi.NewHandler(s, s).ServeHTTP(w, r)
@@ -233,7 +233,7 @@ func TestDefaultLimitsKeepPagesWithinTheBudget(t *testing.T) {
 		NextCursor string
 	}
 	is.NoErr(json.Unmarshal(w.Body.Bytes(), &page))
-	is.Equal(len(page.Forms), formsapi.MaxPageSize)
+	is.Equal(len(page.Forms), 1000)
 	for i, f := range page.Forms {
 		if len(f) != formsapi.DefaultLimits.MaxFormBytes {
 			t.Fatalf("form %d is %d bytes in the page, want the %d it was measured at", i, len(f), formsapi.DefaultLimits.MaxFormBytes)

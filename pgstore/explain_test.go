@@ -63,7 +63,7 @@ FROM generate_series(1, 100000) g`, schema, t0),
 		q    formsapi.Query
 	}{
 		{"FirstPage", formsapi.Query{Limit: 50}},
-		{"MaxLimit", formsapi.Query{Limit: formsapi.MaxPageSize}},
+		{"MaxLimit", formsapi.Query{Limit: 1000}},
 		{"Window", formsapi.Query{Limit: 50, Since: at(4000), Until: at(9000)}},
 	}
 	lists := []struct {

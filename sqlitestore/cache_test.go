@@ -191,7 +191,7 @@ func TestCacheLimitsShareAPage(t *testing.T) {
 	}
 	want := walk(100) // one page holds them all
 	is.Equal(len(want), 30)
-	for _, limit := range []int{1, 7, 10, 29, 30, 31, 100, formsapi.MaxPageSize} {
+	for _, limit := range []int{1, 7, 10, 29, 30, 31, 100, storetest.MaxLimit} {
 		is.Equal(walk(limit), want) // every limit walks the same items once
 	}
 	_, items, next := get(t, s, key, "/v1/forms/f1/submissions?limit=30")

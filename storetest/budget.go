@@ -26,14 +26,14 @@ func itemSize(t *testing.T, s formsapi.Submission) int {
 func checkByteBudget(t *testing.T, s formsapi.Store) {
 	ctx := context.Background()
 	for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
-		all := walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o})
+		all := walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o})
 		sizes, total := make([]int, len(all)), 0
 		for i, sub := range all {
 			sizes[i] = itemSize(t, sub)
 			total += sizes[i]
 		}
 		for _, budget := range []int{1, sizes[0] + sizes[1] + sizes[2]/2, total} {
-			q := formsapi.Query{Limit: formsapi.MaxPageSize, Order: o, MaxBytes: budget}
+			q := formsapi.Query{Limit: MaxLimit, Order: o, MaxBytes: budget}
 			var pages [][]formsapi.Submission
 			for {
 				if len(pages) > len(all) {

@@ -45,7 +45,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			for _, sub := range x.subs[form] {
 				want = append(want, Canonical(sub.Submission.Data))
 			}
-			got := submissionKeys(walkFeed(t, s, AccountA, form, 0, formsapi.MaxPageSize))
+			got := submissionKeys(walkFeed(t, s, AccountA, form, 0, MaxLimit))
 			if !slices.Equal(got, want) {
 				t.Errorf("feed of %s: got %v, want the order they were added, %v", form, got, want)
 			}
@@ -71,7 +71,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 		// Any page size gives the same feed, each page resuming at the
 		// previous one's Next.
 		s := open(t, seed)
-		all := submissionKeys(walkFeed(t, s, AccountA, FormBusy, 0, formsapi.MaxPageSize))
+		all := submissionKeys(walkFeed(t, s, AccountA, FormBusy, 0, MaxLimit))
 		for limit := 1; limit <= len(all)+1; limit++ {
 			if got := submissionKeys(walkFeed(t, s, AccountA, FormBusy, 0, limit)); !slices.Equal(got, all) {
 				t.Errorf("limit %d: pages give %v, one page gives %v", limit, got, all)
@@ -120,7 +120,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rest := walkFeed(t, s, AccountA, FormBusy, p.Next, formsapi.MaxPageSize)
+			rest := walkFeed(t, s, AccountA, FormBusy, p.Next, MaxLimit)
 			if p.More != (len(rest) > 0) {
 				t.Errorf("page after %d: More %v, but %d items follow", after, p.More, len(rest))
 			}
@@ -197,7 +197,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 	})
 	t.Run("Feed/NotAliased", func(t *testing.T) {
 		s := open(t, seed)
-		before := walkFeed(t, s, AccountA, FormBusy, 0, formsapi.MaxPageSize)
+		before := walkFeed(t, s, AccountA, FormBusy, 0, MaxLimit)
 		want, _ := json.Marshal(before)
 		for i := range before {
 			for j := range before[i].Data {
@@ -207,7 +207,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 				before[i].Attachments[j].FileURL = "mutated"
 			}
 		}
-		if after, _ := json.Marshal(walkFeed(t, s, AccountA, FormBusy, 0, formsapi.MaxPageSize)); !bytes.Equal(after, want) {
+		if after, _ := json.Marshal(walkFeed(t, s, AccountA, FormBusy, 0, MaxLimit)); !bytes.Equal(after, want) {
 			t.Errorf("changing returned submissions changed the store:\nbefore %s\nafter  %s", want, after)
 		}
 	})
@@ -381,7 +381,7 @@ func feedEnd(t *testing.T, s formsapi.FeedStore, account, form string) int64 {
 	t.Helper()
 	var after int64
 	for {
-		p, err := s.SyncSubmissions(context.Background(), account, form, after, formsapi.MaxPageSize)
+		p, err := s.SyncSubmissions(context.Background(), account, form, after, MaxLimit)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -398,7 +398,7 @@ func checkFormsAtLimits(t *testing.T, s WriteStore) {
 		}
 		forms = append(forms, f)
 	}
-	got := walkForms(t, s, account, formsapi.Query{Limit: formsapi.MaxPageSize, Order: formsapi.Oldest})
+	got := walkForms(t, s, account, formsapi.Query{Limit: MaxLimit, Order: formsapi.Oldest})
 	if len(got) != len(forms) {
 		t.Fatalf("ListForms: %d forms, added %d", len(got), len(forms))
 	}

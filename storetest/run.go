@@ -33,7 +33,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListForms/OnlyTheAccountsForms", func(t *testing.T) {
 		s := open(t, seed)
 		for _, account := range []string{AccountA, AccountB} {
-			got := walkForms(t, s, account, formsapi.Query{Limit: formsapi.MaxPageSize})
+			got := walkForms(t, s, account, formsapi.Query{Limit: MaxLimit})
 			want := x.formIDs(account)
 			if ids := sortedFormIDs(got); !slices.Equal(ids, want) {
 				t.Errorf("forms of %s: got %v, want %v", account, ids, want)
@@ -42,7 +42,7 @@ func Run(t *testing.T, open Open) {
 	})
 	t.Run("ListForms/Fields", func(t *testing.T) {
 		s := open(t, seed)
-		for _, f := range walkForms(t, s, AccountA, formsapi.Query{Limit: formsapi.MaxPageSize}) {
+		for _, f := range walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit}) {
 			want, ok := x.forms[f.ID]
 			if !ok {
 				t.Errorf("unexpected form %q", f.ID)
@@ -66,15 +66,15 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListForms/Order", func(t *testing.T) {
 		s := open(t, seed)
 		checkOrder(t, "forms", func(o formsapi.Order) []time.Time {
-			return formTimes(walkForms(t, s, AccountA, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o}))
+			return formTimes(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
 		}, func(o formsapi.Order) []string {
-			return formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o}))
+			return formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
 		})
 	})
 	t.Run("ListForms/Pagination", func(t *testing.T) {
 		s := open(t, seed)
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
-			all := formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o}))
+			all := formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
 			for limit := 1; limit <= len(all)+1; limit++ {
 				got := formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: limit, Order: o}))
 				if !slices.Equal(got, all) {
@@ -141,7 +141,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListSubmissions/Fields", func(t *testing.T) {
 		s := open(t, seed)
 		for _, form := range []string{FormBusy, FormSmall} {
-			got := walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: formsapi.MaxPageSize})
+			got := walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: MaxLimit})
 			if len(got) != len(x.subs[form]) {
 				t.Errorf("form %s: got %d submissions, want %d", form, len(got), len(x.subs[form]))
 			}
@@ -175,7 +175,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListSubmissions/Order", func(t *testing.T) {
 		s := open(t, seed)
 		list := func(o formsapi.Order) []formsapi.Submission {
-			return walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o})
+			return walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o})
 		}
 		checkOrder(t, "submissions", func(o formsapi.Order) []time.Time { return submissionTimes(list(o)) },
 			func(o formsapi.Order) []string { return submissionKeys(list(o)) })
@@ -183,7 +183,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListSubmissions/Pagination", func(t *testing.T) {
 		s := open(t, seed)
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
-			all := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: formsapi.MaxPageSize, Order: o}))
+			all := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o}))
 			for limit := 1; limit <= len(all)+1; limit++ {
 				got := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: limit, Order: o}))
 				if !slices.Equal(got, all) {
@@ -196,7 +196,7 @@ func Run(t *testing.T, open Open) {
 		s := open(t, seed)
 		for _, r := range x.ranges() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
-				for _, limit := range []int{3, formsapi.MaxPageSize} {
+				for _, limit := range []int{3, MaxLimit} {
 					q := formsapi.Query{Limit: limit, Order: o, Since: r.since, Until: r.until}
 					got := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, q))
 					want := x.submissionKeysIn(FormBusy, q)
@@ -233,7 +233,7 @@ func Run(t *testing.T, open Open) {
 	})
 	t.Run("NotAliased", func(t *testing.T) {
 		s := open(t, seed)
-		q := formsapi.Query{Limit: formsapi.MaxPageSize}
+		q := formsapi.Query{Limit: MaxLimit}
 		before := walkSubmissions(t, s, AccountA, FormBusy, q)
 		want, _ := json.Marshal(before)
 		for i := range before {

@@ -87,6 +87,10 @@ func Load(ctx context.Context, w formsapi.Writer, seed Seed) error {
 	return nil
 }
 
+// MaxLimit is the largest page size the suite asks a store for: the
+// handler's largest by default (formsapi.WithPageSize changes it).
+const MaxLimit = 1000
+
 // Accounts and forms of the seed that Run and RunKeys load.
 const (
 	AccountA     = "acct-a" // four forms, many submissions

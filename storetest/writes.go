@@ -210,7 +210,7 @@ func snapshot(t *testing.T, s WriteStore) []byte {
 		Keys        map[string]string
 	}
 	v := view{Forms: map[string][]formsapi.Form{}, Submissions: map[string][]formsapi.Submission{}, Keys: map[string]string{}}
-	q := formsapi.Query{Limit: formsapi.MaxPageSize}
+	q := formsapi.Query{Limit: MaxLimit}
 	accounts := []string{AccountA, AccountB, AccountEmpty, "", "acct-new",
 		accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes), accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes + 1)}
 	for _, account := range append(accounts, badAccounts...) {
