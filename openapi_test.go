@@ -754,9 +754,9 @@ func TestOpenAPILimitBounds(t *testing.T) {
 	p := c.doc.Components.Parameters["limit"]
 	is.True(p != nil && p.Value != nil) // #/components/parameters/limit exists
 	s := p.Value.Schema.Value
-	is.True(s.Min != nil && *s.Min == 1)                             // minimum 1
+	is.True(s.Min != nil && *s.Min == 1)                           // minimum 1
 	is.True(s.Max != nil && *s.Max == float64(storetest.MaxLimit)) // maximum is MaxPageSize
-	is.Equal(s.Default, float64(100))           // default is DefaultPageSize
+	is.Equal(s.Default, float64(100))                              // default is DefaultPageSize
 	h := seededHandler(t)
 	for limit, want := range map[string]int{"1": 200, fmt.Sprint(storetest.MaxLimit): 200, "0": 400, fmt.Sprint(storetest.MaxLimit + 1): 400} {
 		res := do(t, h, "GET", "/v1/forms?limit="+limit, bearer(storetest.KeyA)...)
