@@ -6,8 +6,12 @@
 --
 --   wrk -t2 -c512 -d20s -s bench/unknownkeys.lua 'http://127.0.0.1:8080/v1/forms'
 --
+-- With "-- bad-checksum" after the URL, every key has a wrong checksum
+-- instead: the control, refused before any lookup.
+--
 -- Every answer should be 401 (or 503 when a request waited past the
--- server's store timeout for a lookup slot); wrk counts them as non-2xx.
+-- server's store timeout for a lookup slot); after wrk's summary the
+-- script prints "status 401: N" for each status.
 
 local bit = require("bit")
 local base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -57,19 +61,47 @@ local function newkey()
   return "fapi_" .. random .. table.concat(d)
 end
 
-local threads = 0
+local threads = {}
 function setup(thread)
-  threads = threads + 1
-  thread:set("id", threads)
+  table.insert(threads, thread)
+  thread:set("id", #threads)
 end
 
 function init(args)
+  counts = {}
   math.randomseed(os.time() * 1000 + (id or 0) * 7919 + math.floor(os.clock() * 1e6))
+  bad = args[1] == "bad-checksum"
   if args[1] == "print" then
     io.write(newkey() .. "\n")
   end
 end
 
 function request()
-  return wrk.format("GET", nil, { Authorization = "Bearer " .. newkey() })
+  local key = newkey()
+  if bad then
+    -- the control: the same key with its last checksum character changed,
+    -- which the handler refuses before any lookup
+    key = string.sub(key, 1, -2) .. (string.sub(key, -1) == "0" and "1" or "0")
+  end
+  return wrk.format("GET", nil, { Authorization = "Bearer " .. key })
+end
+
+function response(status, headers, body)
+  counts[status] = (counts[status] or 0) + 1
+end
+
+function done(summary, latency, requests)
+  local total, keys = {}, {}
+  for _, t in ipairs(threads) do
+    for s, n in pairs(t:get("counts")) do
+      if not total[s] then
+        table.insert(keys, s)
+      end
+      total[s] = (total[s] or 0) + n
+    end
+  end
+  table.sort(keys)
+  for _, s in ipairs(keys) do
+    io.write(string.format("status %d: %d\n", s, total[s]))
+  end
 end

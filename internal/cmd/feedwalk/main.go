@@ -235,7 +235,7 @@ func walkCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	var pages, bytes, largest, items atomic.Int64
+	var pages, bytes, largest, items, retries atomic.Int64
 	errs := make(chan error, *clients)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -243,7 +243,7 @@ func walkCmd(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := walk(*base, key, *mode, *limit, &pages, &bytes, &largest)
+			n, err := walk(*base, key, *mode, *limit, &pages, &bytes, &largest, &retries)
 			items.Add(int64(n))
 			if err == nil && *want > 0 && n != *want {
 				err = fmt.Errorf("a %s walk saw %d submissions, want %d", *mode, n, *want)
@@ -258,8 +258,8 @@ func walkCmd(args []string) error {
 	if err := <-errs; err != nil {
 		return err
 	}
-	fmt.Printf("walk %s: clients %d, limit %d: %d pages, %d submissions, %.1f MiB in %.1f s, largest page %.2f MiB\n",
-		*mode, *clients, *limit, pages.Load(), items.Load(), float64(bytes.Load())/(1<<20), time.Since(start).Seconds(), float64(largest.Load())/(1<<20))
+	fmt.Printf("walk %s: clients %d, limit %d: %d pages, %d submissions, %.1f MiB in %.1f s, largest page %.2f MiB, %d retried after 503\n",
+		*mode, *clients, *limit, pages.Load(), items.Load(), float64(bytes.Load())/(1<<20), time.Since(start).Seconds(), float64(largest.Load())/(1<<20), retries.Load())
 	if *pid > 0 {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", *pid))
 		if err != nil {
@@ -283,7 +283,7 @@ var itemStart = []byte(`{"formId":"` + formID + `"`)
 // The envelope's fields after the items (nextCursor, or syncToken and
 // hasMore) are read from the body's tail, so that the client's own CPU
 // goes to reading bodies, not to decoding megabytes of JSON it ignores.
-func walk(base, key, mode string, limit int, pages, nbytes, largest *atomic.Int64) (int, error) {
+func walk(base, key, mode string, limit int, pages, nbytes, largest, retries *atomic.Int64) (int, error) {
 	items := 0
 	next := "start"
 	if mode == "list" {
@@ -297,19 +297,9 @@ func walk(base, key, mode string, limit int, pages, nbytes, largest *atomic.Int6
 		case next != "":
 			u += "&cursor=" + url.QueryEscape(next)
 		}
-		req, _ := http.NewRequest("GET", u, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := http.DefaultClient.Do(req)
+		body, err := get(u, key, retries)
 		if err != nil {
 			return items, err
-		}
-		body, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil {
-			return items, err
-		}
-		if res.StatusCode != 200 {
-			return items, fmt.Errorf("status %d: %.200s", res.StatusCode, body)
 		}
 		pages.Add(1)
 		nbytes.Add(int64(len(body)))
@@ -347,6 +337,34 @@ func walk(base, key, mode string, limit int, pages, nbytes, largest *atomic.Int6
 		next = tail.SyncToken
 		if !*tail.HasMore {
 			return items, nil
+		}
+	}
+}
+
+// get reads u whole. A 503 (the server's store timeout, which 32
+// clients of megabyte pages on two shared cores can reach) is asked
+// again after a second, as a client would, and counted in retries.
+func get(u, key string, retries *atomic.Int64) ([]byte, error) {
+	for try := 1; ; try++ {
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case res.StatusCode == 200:
+			return body, nil
+		case res.StatusCode == 503 && try < 10:
+			retries.Add(1)
+			time.Sleep(time.Second)
+		default:
+			return nil, fmt.Errorf("status %d: %.200s", res.StatusCode, body)
 		}
 	}
 }
