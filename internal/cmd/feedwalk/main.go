@@ -140,7 +140,7 @@ func seed(args []string) error {
 		return err
 	}
 	at := sub.Attachments[0]
-	fmt.Printf("seeded form %s of account %s: %d submissions in %.1f s, each %d bytes of data and %d attachments of strings %d/%d/%d bytes ('<' each): %d bytes stored as given, %d bytes (%.2f MiB) as the API sends it\n",
+	fmt.Printf("seeded form %s of account %s: %d submissions in %.1f s, each %d bytes of data and %d attachments of strings %d/%d/%d bytes ('<' but for the URL's and media type's heads): %d bytes stored as given, %d bytes (%.2f MiB) as the API sends it\n",
 		formID, account, *n, time.Since(start).Seconds(), len(sub.Data), len(sub.Attachments),
 		len(at.FieldName), len(at.FileURL), len(at.MIMEType), rawSize(sub), len(wire), float64(len(wire))/(1<<20))
 	return nil
