@@ -5,6 +5,7 @@
 # limited like any request."
 #
 #   bash bench/conditional.sh            # DUR=10s CONN=16 (about 1.5 min)
+#   PERF=1 bash bench/conditional.sh     # and where the server's CPU goes in each run (perf record)
 #
 # Data: internal/cmd/gendata's realistic submissions, one form of 2,000
 # (bench-form-000, key bench-key) in a SQLite file; every request asks for
@@ -41,9 +42,19 @@ AUTH="Authorization: Bearer bench-key"
 run() {
   local name=$1 p=$2 out
   shift 2
+  if [ "${PERF:-}" = 1 ]; then
+    perf record -F 499 -g -p "$p" -o "$DIR/perf.data" -- sleep "${DUR%s}" >/dev/null 2>&1 &
+    perfpid=$!
+  fi
   out=$("$DIR/cpuwatch" -pid "$p" -- wrk -t2 -c"$CONN" -d"$DUR" -s "$LUA/statuses.lua" "$@")
   echo "--- $name"
   echo "$out" | grep -E "requests in|Requests/sec|Latency|^status|cpuwatch"
+  if [ "${PERF:-}" = 1 ]; then
+    wait "$perfpid" || true
+    echo "perf, share of the server's CPU samples under each (children included; >= 4%):"
+    perf report -i "$DIR/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
+      awk '$1 ~ /%$/ && $1+0 >= 4 && $3 == "[.]" {print "  " $1, $4}' | head -25
+  fi
   local line n
   line=$(echo "$out" | grep '^cpuwatch:')
   n=$(requests "$out")

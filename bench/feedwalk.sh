@@ -4,7 +4,7 @@
 # escaped attachments each stay within the same peak RSS as 32 list
 # walkers over the same data, on SQLite and on PostgreSQL."
 #
-#   bash bench/feedwalk.sh                     # N=100 N_PG=20 C=32 (about 8 min)
+#   bash bench/feedwalk.sh                     # N=100 N_PG=20 C=32 (about 9 min)
 #   PG= bash bench/feedwalk.sh                 # SQLite only
 #   STORES=pg N_PG=10 bash bench/feedwalk.sh   # PostgreSQL only
 #
@@ -21,7 +21,9 @@
 # Then for each store and each walk (list: limit=1000, following
 # nextCursor; feed: limit=1000 from sync=start, following syncToken while
 # hasMore) it starts a fresh examples/server (default 4 MiB page budget,
-# -rate-limit 0: this measures memory, not the limiter), has C clients
+# -rate-limit 0: this measures memory, not the limiter; over SQLite the
+# list walk runs a second time with -cache-mib 0, to show what the read
+# cache's copies add), has C clients
 # walk the whole form once at the same time, checks each saw every
 # submission, and reports pages, bytes, the largest page, the server's
 # peak RSS (VmHWM from /proc/PID/status), and the CPU time per page of the
@@ -64,7 +66,7 @@ serve() {
     start_server pg -postgres "$PG&application_name=$APP" -schema "$SCHEMA" -demo-key-file pg.demo-key -rate-limit 0
     watch=(-pid "$pid" -pg "$PG" -pg-app "$APP")
   else
-    start_server sqlite -db forms.db -rate-limit 0
+    start_server sqlite -db forms.db -rate-limit 0 "${@:2}"
     watch=(-pid "$pid")
   fi
 }
@@ -76,11 +78,14 @@ for store in "${stores[@]}"; do
   key=$DIR/$store.key
   n=$N
   [ "$store" = pg ] && n=$N_PG
-  for mode in list feed; do
-    serve "$store"
+  walks=(list feed)
+  [ "$store" = sqlite ] && walks+=(list,cache-off)
+  for walk in "${walks[@]}"; do
+    mode=${walk%,*}
+    if [ "$walk" = list,cache-off ]; then serve "$store" -cache-mib 0; else serve "$store"; fi
     idle=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
     out=$("$DIR/cpuwatch" "${watch[@]}" -- "$DIR/feedwalk" walk -url "$url" -keyfile "$key" -mode $mode -c "$C" -want "$n" -pid "$pid")
-    echo "--- $store, $mode walk, $C clients, $n submissions (idle VmHWM $idle kB)"
+    echo "--- $store, $walk walk, $C clients, $n submissions (idle VmHWM $idle kB)"
     echo "$out"
     line=$(echo "$out" | grep '^cpuwatch:')
     pages=$(echo "$out" | sed -n 's/.*: \([0-9]*\) pages.*/\1/p')
@@ -90,8 +95,8 @@ for store in "${stores[@]}"; do
     hwm=$(echo "$out" | awk '/^VmHWM/ {print $2}')
     pgms=-
     [ "$store" = pg ] && pgms=$(per "$(field "$line" pg)" "$pages")
-    rows+=("$store $mode $n $pages $mib $largest $(ratio "$idle" 976.5625) $(ratio "$hwm" 976.5625) $(per "$(field "$line" "pid:$pid")" "$pages") $pgms $retried")
-    if [ "$mode" = feed ]; then
+    rows+=("$store $walk $n $pages $mib $largest $(ratio "$idle" 976.5625) $(ratio "$hwm" 976.5625) $(per "$(field "$line" "pid:$pid")" "$pages") $pgms $retried")
+    if [ "$walk" = feed ]; then
       "$DIR/feedwalk" sync -url "$url" -keyfile "$key" -want "$n" | sed "s/^/$store: /"
     fi
     stop_server "$pid"
@@ -110,8 +115,8 @@ done
 
 echo
 echo "C=$C clients, limit=1000, default 4 MiB page budget; load average before: $load"
-printf '%-7s %-5s %5s %6s %9s %12s %8s %9s %14s %11s %5s\n' store walk subs pages MiB "largest MiB" "idle MB" "VmHWM MB" "server ms/page" "pg ms/page" 503s
-for r in "${rows[@]}"; do printf '%-7s %-5s %5s %6s %9s %12s %8.1f %9.1f %14s %11s %5s\n' $r; done
+printf '%-7s %-15s %5s %6s %9s %12s %8s %9s %14s %11s %5s\n' store walk subs pages MiB "largest MiB" "idle MB" "VmHWM MB" "server ms/page" "pg ms/page" 503s
+for r in "${rows[@]}"; do printf '%-7s %-15s %5s %6s %9s %12s %8.1f %9.1f %14s %11s %5s\n' $r; done
 echo
 echo "first page, 20 requests each (one submission per answer either way):"
 printf '%-7s %-16s %14s %11s\n' store request "server ms/req" "pg ms/req"

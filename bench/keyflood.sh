@@ -66,12 +66,13 @@ for store in "${stores[@]}"; do
     sleep 2
     if [ "${PERF:-}" = 1 ] && [ $kind = unknown ]; then
       perf record -F 499 -g -p "$pid" -o "$DIR/perf-$store.data" -- sleep "$secs" >/dev/null 2>&1 &
+      perfpid=$!
     fi
     busy=$("$DIR/probe" -url "$url$PROBE_PATH" -keyfile "$keyfile" -rate "$RATE" -d "$D")
     echo "$kind-key flood: $busy"
     wait $flood || true
     if [ "${PERF:-}" = 1 ] && [ $kind = unknown ]; then
-      wait # perf
+      wait "$perfpid" || true
       echo "perf, share of the server's CPU samples under each (children included):"
       perf report -i "$DIR/perf-$store.data" --children --sort symbol --stdio -g none 2>/dev/null |
         grep -E '\] (net/http\.\(\*conn\)\.serve|net/http\.\(\*conn\)\.readRequest|net/http\.\(\*response\)\.finishRequest|github\.com/formsapi/formsapi\.\(\*api\)\.authorize|runtime\.gcBgMarkWorker|runtime\.schedule) ' |

@@ -62,7 +62,12 @@ line=$(grep '^cpuwatch:' "$DIR/flood.out")
 n=$(requests "$(cat "$DIR/flood.out")")
 echo "CPU per flood request: node A $(per "$(field "$line" "pid:$A_PID")" "$n") ms, node B $(per "$(field "$line" "pid:$B_PID")" "$n") ms, PostgreSQL backends $(per "$(field "$line" pg)" "$n") ms ($(field "$line" pgpids) backends), wrk $(per "$(field "$line" client)" "$n") ms"
 echo "warnings and errors logged: node A: $(grep -cE '"level":"(WARN|ERROR)"' "$DIR/nodeA.log" || true), node B: $(grep -cE '"level":"(WARN|ERROR)"' "$DIR/nodeB.log" || true)"
-grep -hE '"level":"(WARN|ERROR)"' "$DIR/nodeA.log" "$DIR/nodeB.log" | sed 's/.*"msg":"\([^"]*\)".*/  \1/' | sort | uniq -c || true
+# Failure lines are throttled to one a second per kind, each carrying
+# how many it stands for beyond itself ("suppressed").
+grep -hE '"level":"(WARN|ERROR)"' "$DIR/nodeA.log" "$DIR/nodeB.log" |
+  sed 's/.*"msg":"\([^"]*\)".*"suppressed":\([0-9]*\).*/\2 \1/; s/.*"msg":"\([^"]*\)".*/0 \1/' |
+  awk '{n = $1; $1 = ""; c[$0] += n + 1} END {for (m in c) printf "  %d times:%s\n", c[m], m}' || true
+echo "the scoped key's own ceiling: 30 a minute in bursts of 30, so about $((30 + (secs + 4) / 2)) answers of 200 over the flood's $((secs + 4)) s (one spent by the request above), more by as many as the limiter failed and the request was served"
 statuses=$(field "$probe" statuses)
 if [[ $statuses =~ ^200:[0-9]+$ ]]; then
   echo "ok: every request of the full key got 200 ($statuses)"
