@@ -37,6 +37,14 @@ source bench/lib.sh
 PATH_Q=/v1/forms/bench-form-000/submissions?limit=1000
 AUTH="Authorization: Bearer bench-key"
 
+# What PERF=1 reports: the key lookup, the rate limiter, reading the page
+# (from the read cache or SQLite), reading SQLite, the page's tag, sending
+# the body, the rest of net/http's work, and the garbage collector.
+PERF_FUNCS="github.com/formsapi/formsapi.(*api).authorize github.com/formsapi/formsapi.(*api).rateLimit
+github.com/formsapi/formsapi/sqlitestore.(*Store).appendSubmissions github.com/formsapi/formsapi/sqlitestore.(*Store).readEncoded
+github.com/formsapi/formsapi.(*api).pageTag github.com/formsapi/formsapi.writePage github.com/formsapi/formsapi.writeError
+net/http.(*conn).readRequest net/http.(*response).finishRequest runtime.gcBgMarkWorker runtime.memmove"
+
 # run NAME PID wrk-args...: wrk under cpuwatch; prints its output and
 # records "NAME requests server-seconds client-seconds" in $DIR/rows.
 run() {
@@ -51,9 +59,10 @@ run() {
   echo "$out" | grep -E "requests in|Requests/sec|Latency|^status|cpuwatch"
   if [ "${PERF:-}" = 1 ]; then
     wait "$perfpid" || true
-    echo "perf, share of the server's CPU samples under each (children included; >= 4%):"
-    perf report -i "$DIR/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
-      awk '$1 ~ /%$/ && $1+0 >= 4 && $3 == "[.]" {print "  " $1, $4}' | head -25
+    echo "perf, share of the server's CPU samples under each (children included):"
+    perf report -i "$DIR/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | awk -v want="$PERF_FUNCS" '
+      BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) keep[w[i]] = 1 }
+      $3 == "[.]" && ($4 in keep) { print "  " $1, $4 }' 
   fi
   local line n
   line=$(echo "$out" | grep '^cpuwatch:')

@@ -33,7 +33,7 @@ start_server() {
   SERVERS+=("$pid")
   url=
   for _ in $(seq 600); do
-    url=$(sed -n 's/^forms API on \(http:[^ ]*\) over.*/\1/p' "$DIR/$name.err" 2>/dev/null)
+    url=$(sed -n 's/^forms API on \(http:[^ ]*\) over.*/\1/p' "$DIR/$name.err" 2>/dev/null || true) # the file may not be there yet
     [ -n "$url" ] && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
