@@ -7,6 +7,7 @@
 #   bash bench/feedwalk.sh                     # N=100 N_PG=20 C=32 (about 9 min)
 #   PG= bash bench/feedwalk.sh                 # SQLite only
 #   STORES=pg N_PG=10 bash bench/feedwalk.sh   # PostgreSQL only
+#   OLD=7cd4cd5^ bash bench/feedwalk.sh        # and the SQLite walks on the main before the fix
 #
 # `internal/cmd/feedwalk seed` puts submissions into form "big" of a new
 # account "bench", each as large as formsapi.DefaultLimits accept: data of
@@ -35,6 +36,12 @@
 # holds two of these submissions) and 20 with limit=1000: the same answer, so
 # any difference in CPU is rows read and thrown away.
 #
+# With OLD=REV (and the SQLite store), examples/server is also built from commit REV (git
+# archive; its migrations must match this tree's) and both SQLite walks
+# run against it over the same file first, each stopped after
+# OLD_TIMEOUT (120s): the baseline on the same data. A walk that fails or
+# is stopped still reports how far it got and the peak RSS.
+#
 # Everything runs on 127.0.0.1; servers are stopped, the schema dropped and
 # the temporary directory removed on exit. Not part of `go test`.
 set -euo pipefail
@@ -53,6 +60,12 @@ has() { [[ " ${stores[*]} " == *" $1 "* ]]; }
 if has sqlite; then
   "$DIR/feedwalk" seed -db "$DIR/forms.db" -n "$N" -keyfile "$DIR/sqlite.key"
 fi
+if [ -n "${OLD:-}" ]; then
+  mkdir -p "$DIR/old-src"
+  git archive "$OLD" | tar -x -C "$DIR/old-src"
+  (cd "$DIR/old-src" && go build -o "$DIR/old-server" ./examples/server)
+  stores=(old "${stores[@]}")
+fi
 if has pg; then
   psql -q "$PG" -c "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1
   SCHEMAS+=("$SCHEMA")
@@ -66,7 +79,9 @@ serve() {
     start_server pg -postgres "$PG&application_name=$APP" -schema "$SCHEMA" -demo-key-file pg.demo-key -rate-limit 0
     watch=(-pid "$pid" -pg "$PG" -pg-app "$APP")
   else
-    start_server sqlite -db forms.db -rate-limit 0 "${@:2}"
+    local bin=./server
+    [ "$1" = old ] && bin=./old-server
+    SERVER_BIN=$bin start_server "$1" -db forms.db -rate-limit 0 "${@:2}"
     watch=(-pid "$pid")
   fi
 }
@@ -78,13 +93,20 @@ for store in "${stores[@]}"; do
   key=$DIR/$store.key
   n=$N
   [ "$store" = pg ] && n=$N_PG
+  extra=()
+  if [ "$store" = old ]; then
+    key=$DIR/sqlite.key
+    extra=(-timeout "${OLD_TIMEOUT:-120s}")
+  fi
   walks=(list feed)
   [ "$store" = sqlite ] && walks+=(list,cache-off)
   for walk in "${walks[@]}"; do
     mode=${walk%,*}
     if [ "$walk" = list,cache-off ]; then serve "$store" -cache-mib 0; else serve "$store"; fi
     idle=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
-    out=$("$DIR/cpuwatch" "${watch[@]}" -- "$DIR/feedwalk" walk -url "$url" -keyfile "$key" -mode $mode -c "$C" -want "$n" -pid "$pid")
+    status=ok
+    out=$("$DIR/cpuwatch" "${watch[@]}" -- "$DIR/feedwalk" walk -url "$url" -keyfile "$key" -mode $mode -c "$C" -want "$n" -pid "$pid" "${extra[@]}") || status=failed
+    [ $status = ok ] || [ "$store" = old ] || exit 1
     echo "--- $store, $walk walk, $C clients, $n submissions (idle VmHWM $idle kB)"
     echo "$out"
     line=$(echo "$out" | grep '^cpuwatch:')
@@ -95,12 +117,14 @@ for store in "${stores[@]}"; do
     hwm=$(echo "$out" | awk '/^VmHWM/ {print $2}')
     pgms=-
     [ "$store" = pg ] && pgms=$(per "$(field "$line" pg)" "$pages")
+    [ $status = ok ] || walk=$walk,FAILED
     rows+=("$store $walk $n $pages $mib $largest $(ratio "$idle" 976.5625) $(ratio "$hwm" 976.5625) $(per "$(field "$line" "pid:$pid")" "$pages") $pgms $retried")
-    if [ "$walk" = feed ]; then
+    if [ "$walk" = feed ] && [ "$store" != old ]; then
       "$DIR/feedwalk" sync -url "$url" -keyfile "$key" -want "$n" | sed "s/^/$store: /"
     fi
     stop_server "$pid"
   done
+  [ "$store" = old ] && continue
   serve "$store"
   per_page=$(curl -sf -H "Authorization: Bearer $(cat "$key")" "$url/v1/forms/big/submissions?limit=1000" | grep -o '{"formId":"big"' | wc -l)
   for limit in "$per_page" 1000; do
@@ -117,6 +141,7 @@ done
 
 echo
 echo "C=$C clients, limit=1000, default 4 MiB page budget; load average before: $load"
+[ -n "${OLD:-}" ] && echo "store old: examples/server of $OLD over the same SQLite file"
 printf '%-7s %-15s %5s %6s %9s %12s %8s %9s %14s %11s %5s\n' store walk subs pages MiB "largest MiB" "idle MB" "VmHWM MB" "server ms/page" "pg ms/page" 503s
 for r in "${rows[@]}"; do printf '%-7s %-15s %5s %6s %9s %12s %8.1f %9.1f %14s %11s %5s\n' $r; done
 echo

@@ -21,14 +21,15 @@ fi
 go build -o "$DIR/" ./examples/server ./internal/cmd/cpuwatch ./internal/cmd/probe ./internal/cmd/gendata
 LUA=$PWD/bench
 
-# start_server NAME ARGS...: starts examples/server with ARGS on a free
-# port of 127.0.0.1 (no access log), waits until it listens, and sets
-# $pid and $url. Its stderr (the banner) goes to $DIR/NAME.err.
+# start_server NAME ARGS...: starts examples/server ($SERVER_BIN, a path
+# relative to $DIR, if set) with ARGS on a free port of 127.0.0.1 (no
+# access log), waits until it listens, and sets $pid and $url. Its stderr
+# (the banner) goes to $DIR/NAME.err.
 start_server() {
   local name=$1
   shift
   rm -f "$DIR/$name.err"
-  (cd "$DIR" && exec ./server -addr 127.0.0.1:0 -access-log=false "$@" >"$name.log" 2>"$name.err") &
+  (cd "$DIR" && exec "${SERVER_BIN:-./server}" -addr 127.0.0.1:0 -access-log=false "$@" >"$name.log" 2>"$name.err") &
   pid=$!
   SERVERS+=("$pid")
   url=

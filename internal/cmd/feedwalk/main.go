@@ -225,8 +225,15 @@ func walkCmd(args []string) error {
 	limit := fs.Int("limit", 1000, "limit parameter of each request")
 	pid := fs.Int("pid", 0, "server process whose peak memory to report")
 	want := fs.Int("want", 0, "submissions each walk must see (0: do not check)")
+	timeout := fs.Duration("timeout", 0, "stop the walks after this long, and fail (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	ctx := context.Background()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	if *mode != "list" && *mode != "feed" {
 		return fmt.Errorf("-mode %q: want list or feed", *mode)
@@ -243,7 +250,7 @@ func walkCmd(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := walk(*base, key, *mode, *limit, &pages, &bytes, &largest, &retries)
+			n, err := walk(ctx, *base, key, *mode, *limit, &pages, &bytes, &largest, &retries)
 			items.Add(int64(n))
 			if err == nil && *want > 0 && n != *want {
 				err = fmt.Errorf("a %s walk saw %d submissions, want %d", *mode, n, *want)
@@ -255,9 +262,7 @@ func walkCmd(args []string) error {
 	}
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
+	failed := <-errs
 	fmt.Printf("walk %s: clients %d, limit %d: %d pages, %d submissions, %.1f MiB in %.1f s, largest page %.2f MiB, %d retried after 503\n",
 		*mode, *clients, *limit, pages.Load(), items.Load(), float64(bytes.Load())/(1<<20), time.Since(start).Seconds(), float64(largest.Load())/(1<<20), retries.Load())
 	if *pid > 0 {
@@ -271,7 +276,7 @@ func walkCmd(args []string) error {
 			}
 		}
 	}
-	return nil
+	return failed // after the figures, which say how far the walks got
 }
 
 // itemStart begins every submission on a page and nothing else in this
@@ -283,7 +288,7 @@ var itemStart = []byte(`{"formId":"` + formID + `"`)
 // The envelope's fields after the items (nextCursor, or syncToken and
 // hasMore) are read from the body's tail, so that the client's own CPU
 // goes to reading bodies, not to decoding megabytes of JSON it ignores.
-func walk(base, key, mode string, limit int, pages, nbytes, largest, retries *atomic.Int64) (int, error) {
+func walk(ctx context.Context, base, key, mode string, limit int, pages, nbytes, largest, retries *atomic.Int64) (int, error) {
 	items := 0
 	next := "start"
 	if mode == "list" {
@@ -297,7 +302,7 @@ func walk(base, key, mode string, limit int, pages, nbytes, largest, retries *at
 		case next != "":
 			u += "&cursor=" + url.QueryEscape(next)
 		}
-		body, err := get(u, key, retries)
+		body, err := get(ctx, u, key, retries)
 		if err != nil {
 			return items, err
 		}
@@ -344,9 +349,9 @@ func walk(base, key, mode string, limit int, pages, nbytes, largest, retries *at
 // get reads u whole. A 503 (the server's store timeout, which 32
 // clients of megabyte pages on two shared cores can reach) is asked
 // again after a second, as a client would, and counted in retries.
-func get(u, key string, retries *atomic.Int64) ([]byte, error) {
+func get(ctx context.Context, u, key string, retries *atomic.Int64) ([]byte, error) {
 	for try := 1; ; try++ {
-		req, _ := http.NewRequest("GET", u, nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -362,7 +367,11 @@ func get(u, key string, retries *atomic.Int64) ([]byte, error) {
 			return body, nil
 		case res.StatusCode == 503 && try < 10:
 			retries.Add(1)
-			time.Sleep(time.Second)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Second):
+			}
 		default:
 			return nil, fmt.Errorf("status %d: %.200s", res.StatusCode, body)
 		}
