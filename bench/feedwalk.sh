@@ -33,8 +33,11 @@
 # formsclient's Sync with default options then reads the form to the end
 # (`feedwalk sync`). Last, on a fresh server, 20 requests for the first
 # page with the limit that the first page holds at limit=1000 (the budget
-# holds two of these submissions) and 20 with limit=1000: the same answer, so
-# any difference in CPU is rows read and thrown away.
+# holds two of these submissions) and 20 with limit=1000 (or each of
+# AMP_LIMITS): the same answer, so any difference in CPU is rows read and
+# thrown away. How that grows with the rows after the page:
+#
+#   STORES=pg N_PG=100 C=1 AMP_LIMITS="10 50 100 1000" bash bench/feedwalk.sh
 #
 # With OLD=REV (and the SQLite store), examples/server is also built from commit REV (git
 # archive; its migrations must match this tree's) and both SQLite walks
@@ -127,7 +130,7 @@ for store in "${stores[@]}"; do
   [ "$store" = old ] && continue
   serve "$store"
   per_page=$(curl -sf -H "Authorization: Bearer $(cat "$key")" "$url/v1/forms/big/submissions?limit=1000" | grep -o '{"formId":"big"' | wc -l)
-  for limit in "$per_page" 1000; do
+  for limit in "$per_page" ${AMP_LIMITS:-1000}; do
     for q in "limit=$limit" "limit=$limit&sync=start"; do
       size=$(curl -sf -o /dev/null -w '%{size_download}' -H "Authorization: Bearer $(cat "$key")" "$url/v1/forms/big/submissions?$q")
       line=$("$DIR/cpuwatch" "${watch[@]}" -- bash -c "for i in \$(seq 20); do curl -sf -o /dev/null -H \"Authorization: Bearer \$(cat $key)\" '$url/v1/forms/big/submissions?$q'; done" | grep '^cpuwatch:')

@@ -18,7 +18,9 @@
 // following nextCursor (-mode list) or syncToken while hasMore (-mode
 // feed), reading every body whole. It checks that every walk saw -want
 // submissions and prints pages, bytes, the largest page and the server's
-// VmHWM (peak resident memory) from /proc/PID/status.
+// VmHWM (peak resident memory) from /proc/PID/status. A 503 is asked again
+// after a second (up to nine times); -timeout stops the walks. A walk that
+// fails still prints those figures, for how far it got, before the error.
 //
 // sync reads the form's feed with formsclient's Sync and default options,
 // as an integration would, and prints how many submissions it got.
