@@ -407,7 +407,7 @@ func syncCmd(args []string) error {
 		return err
 	}
 	if *want > 0 && n != *want {
-		return fmt.Errorf("Sync handed over %d submissions, want %d", n, *want)
+		return fmt.Errorf("formsclient Sync handed over %d submissions, want %d", n, *want)
 	}
 	return nil
 }
