@@ -67,7 +67,7 @@ echo "warnings and errors logged: node A: $(grep -cE '"level":"(WARN|ERROR)"' "$
 grep -hE '"level":"(WARN|ERROR)"' "$DIR/nodeA.log" "$DIR/nodeB.log" |
   sed 's/.*"msg":"\([^"]*\)".*"suppressed":\([0-9]*\).*/\2 \1/; s/.*"msg":"\([^"]*\)".*/0 \1/' |
   awk '{n = $1; $1 = ""; c[$0] += n + 1} END {for (m in c) printf "  %d times:%s\n", c[m], m}' || true
-echo "the scoped key's own ceiling: 30 a minute in bursts of 30, so about $((30 + (secs + 4) / 2)) answers of 200 over the flood's $((secs + 4)) s (one spent by the request above), more by as many as the limiter failed and the request was served"
+echo "the scoped key's own ceiling: 30 a minute in bursts of 30, so about $((29 + (secs + 4) / 2)) answers of 200 over the flood's $((secs + 4)) s (29 left after the request above, one more every 2 s), more by as many as the limiter failed and the request was served"
 statuses=$(field "$probe" statuses)
 if [[ $statuses =~ ^200:[0-9]+$ ]]; then
   echo "ok: every request of the full key got 200 ($statuses)"
