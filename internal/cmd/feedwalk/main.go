@@ -162,7 +162,7 @@ func data(i int) json.RawMessage {
 // largest returns the largest submission the default limits accept with
 // data of MaxDataBytes and MaxAttachments attachments whose strings are
 // all '<' but for what a URL and a media type need: the longest strings
-// formsapi.PrepareSubmission accepts, found by bisection, so that it stays
+// formsapi.DefaultLimits.PrepareSubmission accepts, found by bisection, so that it stays
 // the largest whatever further limits (on the submission as sent, say)
 // the library adds.
 func largest() (formsapi.Submission, error) {
@@ -184,12 +184,12 @@ func largest() (formsapi.Submission, error) {
 	}
 	ok := func(n int) bool {
 		s := build(n)
-		return formsapi.PrepareSubmission(&s, formsapi.Metadata{}) == nil
+		return formsapi.DefaultLimits.PrepareSubmission(&s, &formsapi.Metadata{}) == nil
 	}
 	lo, hi := shortest, lim.MaxAttachmentString
 	if !ok(lo) {
 		s := build(lo)
-		return s, fmt.Errorf("the smallest attachments are refused: %w", formsapi.PrepareSubmission(&s, formsapi.Metadata{}))
+		return s, fmt.Errorf("the smallest attachments are refused: %w", formsapi.DefaultLimits.PrepareSubmission(&s, &formsapi.Metadata{}))
 	}
 	if ok(hi) {
 		return build(hi), nil
@@ -392,7 +392,10 @@ func syncCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	c := formsclient.New(*base, key)
+	c, err := formsclient.New(*base, key)
+	if err != nil {
+		return err
+	}
 	n, size := 0, 0
 	start := time.Now()
 	token, err := c.Sync(context.Background(), formID, formsclient.SyncStart, func(s formsapi.Submission) error {
