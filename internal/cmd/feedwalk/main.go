@@ -162,9 +162,9 @@ func data(i int) json.RawMessage {
 // largest returns the largest submission the default limits accept with
 // data of MaxDataBytes and MaxAttachments attachments whose strings are
 // all '<' but for what a URL and a media type need: the longest strings
-// formsapi.DefaultLimits.PrepareSubmission accepts, found by bisection, so that it stays
-// the largest whatever further limits (on the submission as sent, say)
-// the library adds.
+// formsapi.DefaultLimits.PrepareSubmission accepts, found by bisection,
+// so that it stays the largest whatever further limits (on the
+// submission as sent, say) the library adds.
 func largest() (formsapi.Submission, error) {
 	lim := formsapi.DefaultLimits
 	const urlHead, mimeHead = "https://files.example/", `application/pdf; x="`
