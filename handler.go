@@ -1,6 +1,7 @@
 package formsapi
 
 import (
+	"context"
 	"crypto/rand"
 	_ "embed"
 	"fmt"
@@ -28,11 +29,12 @@ type config struct {
 	pageBytes    int
 	cursorSecret []byte
 	storeTimeout time.Duration
-	baseURL      string           // from WithBaseURL, checked; "" means from the request
-	feed         FeedStore        // from WithFeed
-	now          func() time.Time // the clock; nil means time.Now (tests set it)
-	observer     observe.Observer // from WithObserver
-	access       accessConfig     // keys' scopes and rate limits (access.go)
+	baseURL      string                               // from WithBaseURL, checked; "" means from the request
+	feed         FeedStore                            // from WithFeed
+	now          func() time.Time                     // the clock; nil means time.Now (tests set it)
+	observer     observe.Observer                     // from WithObserver
+	sleep        func(context.Context, time.Duration) // nil: a timer; tests set it
+	access       accessConfig                         // keys' scopes and rate limits (access.go)
 }
 
 // Option configures the handler returned by NewHandler.
@@ -140,16 +142,17 @@ func readers(store Store, feed FeedStore) (pages, feeds pageReader) {
 }
 
 type api struct {
-	store  Store
-	pages  pageReader // reads pages of submissions: store's fast path, or checked
-	feed   pageReader // reads the sync feed; nil without one (501)
-	keys   KeyResolver
-	authz  KeyAuthorizer // keys as an authorizer, if it is one
-	both   bool          // keys embeds a store: ask ResolveKey and Authorize both
-	gate   *keyGate      // bounds lookups of keys not seen before
-	cfg    config
-	cursor cursorCodec
-	tags   tagger // computes page ETags, keyed by the cursor secret
+	store    Store
+	pages    pageReader // reads pages of submissions: store's fast path, or checked
+	feed     pageReader // reads the sync feed; nil without one (501)
+	keys     KeyResolver
+	authz    KeyAuthorizer // keys as an authorizer, if it is one
+	both     bool          // keys embeds a store: ask ResolveKey and Authorize both
+	gate     *keyGate      // bounds lookups of keys not seen before
+	authFail authThrottle  // paces the answers to refused keys
+	cfg      config
+	cursor   cursorCodec
+	tags     tagger // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap

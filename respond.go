@@ -68,6 +68,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi"`)
 		writeError(w, http.StatusUnauthorized, msgInvalidKey)
 	case errors.Is(err, ErrInvalidKey):
+		a.waitRefused(r.Context()) // at a bounded rate (authfail.go)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, msgInvalidKey)
 	case errors.Is(err, ErrFormNotFound):
