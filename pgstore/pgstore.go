@@ -29,10 +29,12 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyuse"
+	"github.com/formsapi/formsapi/internal/pagecache"
 )
 
 type config struct {
 	schema       string
+	cacheBytes   int
 	usedInterval time.Duration
 	limits       formsapi.Limits
 	now          func() time.Time
@@ -49,6 +51,20 @@ type Option func(*config)
 // on their search_path, usually public), determined once at open.
 func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
+}
+
+// DefaultCacheSize is the read cache of a store unless WithCacheSize
+// says otherwise: 12 MiB, as sqlitestore's, which holds 100-item pages of
+// typical 340-byte submissions for about 340 lists.
+const DefaultCacheSize = 12 << 20
+
+// WithCacheSize bounds the store's read cache to about n bytes of encoded
+// pages of submissions (DefaultCacheSize unless set); 0 turns it off, so
+// every page is read from the database. The cache never serves a page
+// older than the last commit to its form, whoever made it, on any node:
+// see the package documentation.
+func WithCacheSize(n int) Option {
+	return func(c *config) { c.cacheBytes = max(n, 0) }
 }
 
 // WithLastUsedInterval sets how often the store notes each key's use and
@@ -95,6 +111,7 @@ type Store struct {
 	used   *keyuse.Tracker // when keys were last used, noted in memory
 	limits formsapi.Limits
 	now    func() time.Time // see WithClock
+	cache  *pagecache.Cache // nil when off: see WithCacheSize
 }
 
 var (
@@ -158,7 +175,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -175,7 +192,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, cache: pagecache.New(cfg.cacheBytes)}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil
