@@ -40,8 +40,9 @@ func ListArgs(owner any, q formsapi.Query) ([]any, error) { return listArgs(owne
 
 // LookupSQL are the store's single-row lookups with example arguments.
 var LookupSQL = map[string][]any{
-	sqlFormOf:     {"form-id", "account-id"},
-	sqlResolveKey: {make([]byte, 32)},
+	sqlFormOf:        {"form-id", "account-id"},
+	sqlResolveKey:    {make([]byte, 32)},
+	sqlAuthorizeForm: {make([]byte, 32), "form-id"},
 }
 
 // MigrationCount is the number of embedded migrations.

@@ -77,6 +77,18 @@ func (s *Store) formVersion(ctx context.Context, accountID, formID string) (seq,
 	return seq, version, err
 }
 
+// knownForm is formVersion, answered by the handler's combined lookup
+// (see AuthorizeForm) when it made one: read before the page as well.
+func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (seq, version int64, err error) {
+	switch {
+	case known == nil:
+		return s.formVersion(ctx, accountID, formID)
+	case !known.Found:
+		return 0, 0, formsapi.ErrFormNotFound
+	}
+	return known.Seq, known.Version, ctx.Err()
+}
+
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
 	formSeq, _, err := s.formVersion(ctx, accountID, formID)
@@ -124,7 +136,7 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 }
 
 func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	formSeq, version, err := s.formVersion(ctx, accountID, formID)
+	formSeq, version, err := s.knownForm(ctx, accountID, formID, p.Form)
 	if err != nil {
 		return err
 	}

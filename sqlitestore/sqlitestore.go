@@ -114,10 +114,10 @@ type Store struct {
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
-	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
-	encodedDesc, encodedAsc                *sql.Stmt // on read
-	feed, feedEncoded                      *sql.Stmt // on read
-	formOf, resolveKey, listKeys           *sql.Stmt // on read
+	formsDesc, formsAsc, subsDesc, subsAsc      *sql.Stmt // on read
+	encodedDesc, encodedAsc                     *sql.Stmt // on read
+	feed, feedEncoded                           *sql.Stmt // on read
+	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 }
 
 var (
@@ -311,6 +311,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
+		{&s.authorizeForm, s.read, sqlAuthorizeForm},
 		{&s.listKeys, s.read, sqlListKeys},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
