@@ -74,3 +74,6 @@ func AddSubmissionSQL(s *Store) string { return s.sql.addSubmission }
 // FeedSQL returns the statements of the sync feed and its fast path,
 // whose arguments are form ID, account ID, after and the rows to fetch.
 func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded} }
+
+// CachedPages returns how many lists and bytes the store's cache holds.
+func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }
