@@ -38,18 +38,21 @@ CREATE TRIGGER formsapi_forms_update_version BEFORE UPDATE ON formsapi_forms
 FOR EACH ROW WHEN ((OLD.seq, OLD.id, OLD.account_id) IS DISTINCT FROM (NEW.seq, NEW.id, NEW.account_id))
 EXECUTE FUNCTION formsapi_new_form_version();
 
--- Statement-level triggers with transition tables: a statement that
--- writes many submissions of one form (a host's bulk import) changes the
--- form's version once, not once per row. An UPDATE changes the versions
--- of the forms of every row it touched, whichever columns it set: updates
--- are rare (a re-encoding at migration, a host's repair), and so no list
--- of columns can be left behind when a column is added.
+-- Inserts are the hot write path, one row at a time (AddSubmission): a
+-- row trigger costs the server less CPU there than a statement trigger
+-- with a transition table (measured in BENCHMARKS.md). A host's bulk
+-- insert then changes its form's version once per row: correct, slower.
+-- Updates and deletes are rare and may be bulk (a re-encoding at
+-- migration, a host's repair or purge): statement triggers with
+-- transition tables change each form touched once per statement. An
+-- UPDATE changes the versions of the forms of every row it touched,
+-- whichever columns it set, so no list of columns can be left behind
+-- when a column is added.
 
 CREATE FUNCTION formsapi_submissions_inserted() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
-    UPDATE formsapi_forms SET version = nextval('formsapi_versions')
-    WHERE seq IN (SELECT form_seq FROM formsapi_new_rows);
+    UPDATE formsapi_forms SET version = nextval('formsapi_versions') WHERE seq = NEW.form_seq;
     RETURN NULL;
 END
 $$;
@@ -82,8 +85,7 @@ END
 $$;
 
 CREATE TRIGGER formsapi_submissions_insert_version AFTER INSERT ON formsapi_submissions
-REFERENCING NEW TABLE AS formsapi_new_rows
-FOR EACH STATEMENT EXECUTE FUNCTION formsapi_submissions_inserted();
+FOR EACH ROW EXECUTE FUNCTION formsapi_submissions_inserted();
 
 CREATE TRIGGER formsapi_submissions_delete_version AFTER DELETE ON formsapi_submissions
 REFERENCING OLD TABLE AS formsapi_old_rows
