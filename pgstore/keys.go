@@ -100,16 +100,18 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 		return formsapi.Grant{}, wire.Form{}, err
 	}
 	h := keyformat.Hash(key)
-	var (
+	// One value for everything the statement scans into: the closure
+	// below makes it escape, as one allocation rather than one each.
+	var row struct {
 		g            formsapi.Grant
 		expires      *int64
 		seq, version pgtype.Int8 // NULL: no such form of the account
-	)
+	}
 	err := retry(ctx, func() error {
 		if formID == "" || !storableText(formID) { // no such form can be stored
-			return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&g.AccountID, &g.Forms, &expires)
+			return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&row.g.AccountID, &row.g.Forms, &row.expires)
 		}
-		return s.pool.QueryRow(ctx, s.sql.authorizeForm, h[:], formID).Scan(&g.AccountID, &g.Forms, &expires, &seq, &version)
+		return s.pool.QueryRow(ctx, s.sql.authorizeForm, h[:], formID).Scan(&row.g.AccountID, &row.g.Forms, &row.expires, &row.seq, &row.version)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
@@ -117,15 +119,16 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 	if err != nil {
 		return formsapi.Grant{}, wire.Form{}, withCtx(ctx, err)
 	}
+	g := row.g
 	now := s.now() // the store's clock, never the database's: see WithClock
-	if expires != nil {
-		if now.UnixNano() >= *expires {
+	if row.expires != nil {
+		if now.UnixNano() >= *row.expires {
 			return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
 		}
-		g.ExpiresAt = stored.Time(*expires)
+		g.ExpiresAt = stored.Time(*row.expires)
 	}
 	s.used.Note(h, now)
-	return g, wire.Form{Found: seq.Valid, Seq: seq.Int64, Version: version.Int64}, nil
+	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64}, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,
