@@ -29,7 +29,7 @@ func TestAuthThrottleDelays(t *testing.T) {
 	}
 	tat := th.tat
 	is.Equal(th.delay(now), authFailureMaxWait) // capped
-	is.Equal(th.tat, tat)                        // and no turn reserved past the cap
+	is.Equal(th.tat, tat)                       // and no turn reserved past the cap
 	later := now.Add(time.Hour)
 	is.Equal(th.delay(later), time.Duration(0)) // an hour on, at once again
 }

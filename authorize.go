@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // authorize returns the grant of token: from the resolver's Authorize
@@ -36,49 +38,91 @@ import (
 // option for it would add a name to the package, and the store is
 // where a host that keeps time by another clock already says so.
 //
+// For a list of formID over one of this module's stores that is also the
+// key resolver, the store looks the form up in the same statement as the
+// key (formAuthorizer), and the form is returned for the page's read;
+// otherwise the form is nil.
+//
 // A key this handler has not seen authenticate recently waits for one of
 // a few lookup slots first (see keyGate).
-func (a *api) authorize(ctx context.Context, token string) (Grant, error) {
+func (a *api) authorize(ctx context.Context, token, formID string) (Grant, *wire.Form, error) {
 	h := a.gate.hash(token)
 	if !a.gate.known(h) {
 		release, err := a.gate.enter(ctx)
 		if err != nil {
-			return Grant{}, err
+			return Grant{}, nil, err
 		}
 		defer release()
 	}
-	g, err := a.lookup(ctx, token)
+	g, form, err := a.lookup(ctx, token, formID)
 	switch {
 	case err == nil:
 		a.gate.remember(h)
 	case errors.Is(err, ErrInvalidKey):
 		a.gate.forget(h)
 	}
-	return g, err
+	return g, form, err
 }
 
-func (a *api) lookup(ctx context.Context, token string) (Grant, error) {
+func (a *api) lookup(ctx context.Context, token, formID string) (Grant, *wire.Form, error) {
 	if a.authz == nil {
 		account, err := a.keys.ResolveKey(ctx, token)
-		return Grant{AccountID: account}, err
+		return Grant{AccountID: account}, nil, err
 	}
-	g, err := a.authz.Authorize(ctx, token)
+	var (
+		g    Grant
+		form *wire.Form
+		err  error
+	)
+	if a.formAuthz != nil && formID != "" && ValidFormID(formID) {
+		var f wire.Form
+		g, f, err = a.formAuthz.AuthorizeForm(ctx, token, formID)
+		form = &f
+	} else {
+		g, err = a.authz.Authorize(ctx, token)
+	}
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
 	if a.both {
 		account, err := a.keys.ResolveKey(ctx, token)
 		if err != nil {
-			return Grant{}, err
+			return Grant{}, nil, err
 		}
 		if account != g.AccountID {
-			return Grant{}, fmt.Errorf("the key resolver's ResolveKey and Authorize name different accounts for one key")
+			return Grant{}, nil, fmt.Errorf("the key resolver's ResolveKey and Authorize name different accounts for one key")
 		}
 	}
 	if !g.ExpiresAt.IsZero() && !a.now().Before(g.ExpiresAt) {
-		return Grant{}, ErrInvalidKey
+		return Grant{}, nil, ErrInvalidKey
 	}
-	return g, nil
+	return g, form, nil
+}
+
+// formAuthorizer is one of this module's stores that answers a key
+// lookup with the requested form's lookup, in one round trip to its
+// database: the form's ownership and its version, which the store's read
+// cache checks its pages against. The handler then gives the form back
+// to the same store with the page (wire.Page.Form), and the store reads
+// nothing more for a page it holds. Its KeyAuthorizer contract is
+// Authorize's: the key's row is read on every call.
+type formAuthorizer interface {
+	AuthorizeForm(ctx context.Context, key, formID string) (Grant, wire.Form, error)
+}
+
+// combinedLookup returns keys as a formAuthorizer when the handler may
+// take its forms to store: both are the same store of this module, itself
+// and not a host's type that embeds it (whose overrides must be called),
+// so that a form found in the key's statement is one of the database the
+// page is read from.
+func combinedLookup(store Store, keys KeyResolver) formAuthorizer {
+	s, ok1 := fastPathOf(store)
+	k, ok2 := fastPathOf(keys)
+	f, ok3 := keys.(formAuthorizer)
+	if !ok1 || !ok2 || !ok3 || s.FastPath().Store != k.FastPath().Store {
+		return nil
+	}
+	return f
 }
 
 // keyGate bounds the key lookups in flight for keys that have not

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // blockingKeys knows one key; a lookup of any other counts itself and
@@ -30,16 +33,61 @@ func (b blockingKeys) ResolveKey(ctx context.Context, key string) (string, error
 	}
 }
 
+// blockingStore is blockingKeys as one of this module's stores that is
+// also its key resolver, so that the handler takes its combined lookup of
+// key and form, which blocks the same way.
+type blockingStore struct {
+	stubStore
+	blockingKeys
+}
+
+func (b *blockingStore) FastPath() wire.Self { return wire.Self{Store: b} }
+
+func (b *blockingStore) AppendSubmissions(context.Context, string, string, Query, *wire.Page) error {
+	return nil
+}
+
+func (b *blockingStore) AppendFeed(_ context.Context, _, _ string, after int64, _, _ int, _ *wire.Page) (int64, bool, error) {
+	return after, false, nil
+}
+
+func (b *blockingStore) Authorize(ctx context.Context, key string) (Grant, error) {
+	account, err := b.ResolveKey(ctx, key)
+	return Grant{AccountID: account}, err
+}
+
+func (b *blockingStore) AuthorizeForm(ctx context.Context, key, _ string) (Grant, wire.Form, error) {
+	if key != "known-key" {
+		key = "form:" + key // so that the test sees which lookup was made
+	}
+	g, err := b.Authorize(ctx, key)
+	return g, wire.Form{Found: err == nil}, err
+}
+
 // TestUnknownKeysWaitForASlot fills every lookup slot with keys that are
 // not registered and checks that one more such key never reaches the
 // resolver while they hold it (it gives up when its request does), and
-// that a key seen to work goes straight to its lookup meanwhile.
+// that a key seen to work goes straight to its lookup meanwhile; for the
+// handler's combined lookup of key and form too.
 func TestUnknownKeysWaitForASlot(t *testing.T) {
+	t.Run("ResolveKey", func(t *testing.T) {
+		keys := blockingKeys{entered: make(chan string, 100), release: make(chan struct{})}
+		unknownKeysWait(t, newAPI(stubStore{}, keys), keys, "", "unknown-")
+	})
+	t.Run("AuthorizeForm", func(t *testing.T) {
+		s := &blockingStore{blockingKeys: blockingKeys{entered: make(chan string, 100), release: make(chan struct{})}}
+		a := newAPI(s, s)
+		if a.formAuthz == nil {
+			t.Fatal("the combined lookup is not taken")
+		}
+		unknownKeysWait(t, a, s.blockingKeys, "f", "form:unknown-")
+	})
+}
+
+func unknownKeysWait(t *testing.T, a *api, keys blockingKeys, formID, entered string) {
 	is := is.New(t)
-	keys := blockingKeys{entered: make(chan string, 100), release: make(chan struct{})}
-	a := newAPI(stubStore{}, keys)
 	ctx := context.Background()
-	_, err := a.authorize(ctx, "known-key")
+	_, _, err := a.authorize(ctx, "known-key", formID)
 	is.NoErr(err) // remembered from now on
 
 	slots := cap(a.gate.slots)
@@ -49,21 +97,22 @@ func TestUnknownKeysWaitForASlot(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := a.authorize(ctx, fmt.Sprintf("unknown-%d", i))
+			_, _, err := a.authorize(ctx, fmt.Sprintf("unknown-%d", i), formID)
 			errs <- err
 		}()
 	}
 	for range slots {
-		<-keys.entered // every slot is taken by a blocked lookup
+		k := <-keys.entered                    // every slot is taken by a blocked lookup
+		is.True(strings.HasPrefix(k, entered)) // of the kind this handler makes
 	}
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = a.authorize(done, "unknown-one-more")
+	_, _, err = a.authorize(done, "unknown-one-more", formID)
 	is.True(errors.Is(err, context.Canceled)) // gave up waiting for a slot
 	is.Equal(len(keys.entered), 0)            // and never reached the resolver
 
-	g, err := a.authorize(ctx, "known-key")
+	g, _, err := a.authorize(ctx, "known-key", formID)
 	is.NoErr(err)                 // a key seen to work does not wait behind them
 	is.Equal(g.AccountID, "acct") // its own grant
 

@@ -142,17 +142,21 @@ func readers(store Store, feed FeedStore) (pages, feeds pageReader) {
 }
 
 type api struct {
-	store    Store
-	pages    pageReader // reads pages of submissions: store's fast path, or checked
-	feed     pageReader // reads the sync feed; nil without one (501)
-	keys     KeyResolver
-	authz    KeyAuthorizer // keys as an authorizer, if it is one
-	both     bool          // keys embeds a store: ask ResolveKey and Authorize both
-	gate     *keyGate      // bounds lookups of keys not seen before
-	authFail authThrottle  // paces the answers to refused keys
-	cfg      config
-	cursor   cursorCodec
-	tags     tagger // computes page ETags, keyed by the cursor secret
+	store Store
+	pages pageReader // reads pages of submissions: store's fast path, or checked
+	feed  pageReader // reads the sync feed; nil without one (501)
+	keys  KeyResolver
+	authz KeyAuthorizer // keys as an authorizer, if it is one
+	both  bool          // keys embeds a store: ask ResolveKey and Authorize both
+	// formAuthz is keys when it is store itself, with the combined lookup
+	// of key and form (authorize.go); nil otherwise.
+	formAuthz formAuthorizer
+	feedForm  bool         // the feed is read from formAuthz's store too
+	gate      *keyGate     // bounds lookups of keys not seen before
+	authFail  authThrottle // paces the answers to refused keys
+	cfg       config
+	cursor    cursorCodec
+	tags      tagger // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -209,6 +213,11 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	a.pages, a.feed = readers(store, cfg.feed)
 	a.authz, _ = keys.(KeyAuthorizer)
 	a.both = a.authz != nil && embedsStore(keys)
+	if a.formAuthz = combinedLookup(store, keys); a.formAuthz != nil {
+		// WithFeed may name another store, to which the form means nothing.
+		f, ok := a.feed.(fastStore)
+		a.feedForm = ok && f.FastPath().Store == a.formAuthz.(fastStore).FastPath().Store
+	}
 	a.gate = newKeyGate()
 	if cfg.observer != nil {
 		a.observe(cfg.observer)

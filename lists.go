@@ -101,7 +101,7 @@ func (a *api) handleListSubmissions() http.Handler {
 		}
 		req.q.MaxBytes = a.cfg.pageBytes
 		withBuffer(func(b []byte) []byte {
-			p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+			p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
 			if err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
 				a.fail(w, r, err)
 				return p.Body
@@ -124,6 +124,9 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 	}
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+		if a.feedForm {
+			p.Form = req.form
+		}
 		next, more, err := a.feed.AppendFeed(req.ctx, req.account, formID, req.after, req.q.Limit, a.cfg.pageBytes, &p)
 		if err != nil {
 			a.fail(w, r, err)

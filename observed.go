@@ -63,6 +63,9 @@ func (a *api) observe(o observe.Observer) {
 	if a.authz != nil {
 		a.authz = observedAuthorizer{a.authz, o}
 	}
+	if a.formAuthz != nil {
+		a.formAuthz = observedFormAuthorizer{a.formAuthz, o}
+	}
 	if a.cfg.access.limiter != nil {
 		a.cfg.access.limiter = observedLimiter{a.cfg.access.limiter, o}
 	}
@@ -195,6 +198,23 @@ func (k observedAuthorizer) Authorize(ctx context.Context, key string) (Grant, e
 		observedIn(ctx).accountID = g.AccountID
 	}
 	return g, err
+}
+
+// observedFormAuthorizer reports the combined lookup of key and form as
+// the key's lookup it is.
+type observedFormAuthorizer struct {
+	formAuthorizer
+	o observe.Observer
+}
+
+func (k observedFormAuthorizer) AuthorizeForm(ctx context.Context, key, formID string) (Grant, wire.Form, error) {
+	cctx, done := call(k.o, ctx, observe.OpAuthorize, "", "")
+	g, f, err := k.formAuthorizer.AuthorizeForm(cctx, key, formID)
+	done(err)
+	if err == nil {
+		observedIn(ctx).accountID = g.AccountID
+	}
+	return g, f, err
 }
 
 type observedLimiter struct {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // request is what begin established about an authenticated list request.
@@ -15,7 +17,8 @@ type request struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
-	grant   Grant // what the key may read
+	grant   Grant      // what the key may read
+	form    *wire.Form // the form, from the combined lookup (authorize.go), or nil
 	list    listID
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
@@ -46,7 +49,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	case badToken:
 		return fail(ErrInvalidKey)
 	}
-	grant, err := a.authorize(ctx, token)
+	grant, form, err := a.authorize(ctx, token, formID)
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
@@ -59,7 +62,10 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		return fail(ErrFormNotFound)
 	}
 	account := grant.AccountID
-	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, list: listID{account, formID}}
+	// The form found with the key is used only here, after the checks
+	// above: a form that is not found is answered by the store, after
+	// the query's own checks.
+	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: form, list: listID{account, formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
 		return fail(badRequest(msg))
 	}

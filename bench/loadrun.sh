@@ -3,7 +3,7 @@
 # and the example server over SQLite (first page, 99%-deep pages in both
 # orders, since/until windows, the forms list) with its read cache on and
 # with it off (-cache-mib 0), and once more with a writer committing every
-# 2 ms; then the example server over PostgreSQL (pgstore, no cache) on the
+# 2 ms; then the example server over PostgreSQL (pgstore, with its read cache) on the
 # same data and the same targets; one after the other with the same wrk
 # settings, then single-client latency, the example servers' memory, and
 # how the CPU was shared between PostgreSQL, the API server and the rest
@@ -76,7 +76,7 @@ DEEP_DESC=$(deep desc $S)
 DEEP_ASC=$(deep asc $S)
 UDEEP_DESC=$(deep desc $U)
 UDEEP_ASC=$(deep asc $U)
-P=http://127.0.0.1:18096 # the example server over PostgreSQL: every request queries it
+P=http://127.0.0.1:18096 # the example server over PostgreSQL: every request looks its key up there
 PDEEP_DESC=$(deep desc $P)
 PDEEP_ASC=$(deep asc $P)
 

@@ -51,7 +51,7 @@ type Call struct {
 
 // The operations a Call may name.
 const (
-	OpAuthorize       = "authorize"        // the key resolver: Authorize or ResolveKey
+	OpAuthorize       = "authorize"        // the key resolver: Authorize or ResolveKey, or a store's lookup of the key with the form
 	OpRateLimit       = "rate_limit"       // the rate limiter's Allow
 	OpListForms       = "list_forms"       // Store.ListForms
 	OpListSubmissions = "list_submissions" // a page of submissions

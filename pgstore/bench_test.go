@@ -1,7 +1,10 @@
 package pgstore_test
 
 import (
+	"crypto/rand"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/formsapi/formsapi/internal/benchdata"
 	"github.com/formsapi/formsapi/internal/pgtest"
@@ -10,15 +13,18 @@ import (
 
 const benchPerForm = 100_000
 
-// BenchmarkHandler measures the handler over pgstore, which has no cache:
-// every request resolves its key and reads its page in PostgreSQL, over
-// loopback. The data is loaded with synchronous_commit=off, which changes
-// nothing for reads.
+// BenchmarkHandler measures the handler over pgstore, over loopback: every
+// request looks its key up in PostgreSQL, with the form (one statement),
+// and the same page again and again comes from the store's read cache. It
+// reports the CPU time of the store's PostgreSQL backends per request as
+// pg-cpu-ns/op (when the server runs on this machine). The data is loaded
+// with synchronous_commit=off, which changes nothing for reads.
 //
 //	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench . -benchmem ./pgstore/
 func BenchmarkHandler(b *testing.B) {
 	dsn, schema := pgtest.Schema(b)
-	s, err := pgstore.Open(ctx, withParam(dsn, "synchronous_commit", "off"), pgstore.WithSchema(schema))
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	s, err := pgstore.Open(ctx, withAppName(withParam(dsn, "synchronous_commit", "off"), app), pgstore.WithSchema(schema))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,15 +35,19 @@ func BenchmarkHandler(b *testing.B) {
 	if _, err := pgstore.Pool(s).Exec(ctx, "ANALYZE "+quote(schema)+".formsapi_submissions"); err != nil {
 		b.Fatal(err)
 	}
-	benchdata.RunHandler(b, s, s, benchPerForm)
+	benchdata.RunHandlerCPU(b, s, s, benchPerForm, func() (time.Duration, bool) { return backendCPU(b, dsn, app) })
 }
 
 // BenchmarkAddSubmission measures the write path with the server's
 // default durability: one transaction per call, each waiting for its
-// commit to be flushed, and the form's row locked until then.
+// commit to be flushed, and the form's row locked until then. It reports
+// the CPU time of the store's PostgreSQL backends per write as
+// pg-cpu-ns/op (when the server runs on this machine): the statement, the
+// triggers that keep the forms' versions (migration 0006), the commit.
 func BenchmarkAddSubmission(b *testing.B) {
 	dsn, schema := pgtest.Schema(b)
-	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,12 +55,21 @@ func BenchmarkAddSubmission(b *testing.B) {
 	if err := benchdata.Load(ctx, s, []int{0}, "", nil); err != nil {
 		b.Fatal(err)
 	}
+	sub, m := benchdata.Submission(benchdata.FormID(0), 0)
+	if err := s.AddSubmission(ctx, sub, m); err != nil { // opens the connection and prepares the statement
+		b.Fatal(err)
+	}
+	cpu0, ok := backendCPU(b, dsn, app)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		sub, m := benchdata.Submission(benchdata.FormID(0), i)
+		sub, m := benchdata.Submission(benchdata.FormID(0), i+1)
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StopTimer()
+	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 	}
 }

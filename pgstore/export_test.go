@@ -53,15 +53,16 @@ func ListArgs(q formsapi.Query) ([]any, error) {
 func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
-		q.formOf, q.resolveKey, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
+		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
 		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
 }
 
 // LookupSQL returns the store's single-row lookups with example arguments.
 func LookupSQL(s *Store) map[string][]any {
 	return map[string][]any{
-		s.sql.formOf:     {"form-id", "account-id"},
-		s.sql.resolveKey: {make([]byte, 32)},
+		s.sql.formOf:        {"form-id", "account-id"},
+		s.sql.resolveKey:    {make([]byte, 32)},
+		s.sql.authorizeForm: {make([]byte, 32), "form-id"},
 	}
 }
 
@@ -73,3 +74,6 @@ func AddSubmissionSQL(s *Store) string { return s.sql.addSubmission }
 // FeedSQL returns the statements of the sync feed and its fast path,
 // whose arguments are form ID, account ID, after and the rows to fetch.
 func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded} }
+
+// CachedPages returns how many lists and bytes the store's cache holds.
+func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }

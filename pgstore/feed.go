@@ -38,7 +38,7 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 
 func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Next: after}
-	rows, err := s.feedRows(ctx, s.sql.feed, accountID, formID, after, limit)
+	rows, err := s.feedRows(ctx, s.sql.feed, accountID, formID, after, limit, false)
 	if err != nil {
 		return p, err
 	}
@@ -79,7 +79,13 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after 
 }
 
 func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
-	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit)
+	// The handler's combined lookup may have found the form already (see
+	// AuthorizeForm): then no statement needs to ask whether it exists.
+	found := p.Form != nil && p.Form.Found
+	if p.Form != nil && !found {
+		return 0, false, formsapi.ErrFormNotFound
+	}
+	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit, found)
 	if err != nil {
 		return 0, false, err
 	}
@@ -118,7 +124,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	if err := rows.Err(); err != nil {
 		return 0, false, err
 	}
-	if n == 0 {
+	if n == 0 && !found {
 		if err := s.checkForm(ctx, accountID, formID); err != nil {
 			return 0, false, err
 		}
@@ -127,9 +133,9 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 }
 
 // feedRows checks the page's arguments, answering ErrFormNotFound first
-// for a form that is not accountID's, and runs st for one page and one
-// row more.
-func (s *Store) feedRows(ctx context.Context, st string, accountID, formID string, after int64, limit int) (pgx.Rows, error) {
+// for a form that is not accountID's (unless found says it is), and runs
+// st for one page and one row more.
+func (s *Store) feedRows(ctx context.Context, st string, accountID, formID string, after int64, limit int, found bool) (pgx.Rows, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,8 +143,10 @@ func (s *Store) feedRows(ctx context.Context, st string, accountID, formID strin
 		return nil, formsapi.ErrFormNotFound // no such form can be stored
 	}
 	if limit < 1 || after < 0 {
-		if err := s.checkForm(ctx, accountID, formID); err != nil {
-			return nil, err
+		if !found {
+			if err := s.checkForm(ctx, accountID, formID); err != nil {
+				return nil, err
+			}
 		}
 		if limit < 1 {
 			return nil, fmt.Errorf("limit %d is below 1", limit)

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // AddKeyWith registers key as an API key of accountID restricted to
@@ -57,7 +59,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 // looks the key's hash up in the database on every call, so a revocation
 // through any store over the same schema holds for the very next request.
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	g, err := s.authorize(ctx, key)
+	g, _, err := s.authorize(ctx, key, "")
 	if err != nil {
 		return "", fmt.Errorf("pgstore: resolve key: %w", err)
 	}
@@ -70,40 +72,63 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // store writes noted uses in one statement per WithLastUsedInterval (a minute), and on
 // Close.
 func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
-	g, err := s.authorize(ctx, key)
+	g, _, err := s.authorize(ctx, key, "")
 	if err != nil {
 		return formsapi.Grant{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
 	return g, nil
 }
 
-func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+// AuthorizeForm is Authorize for the handler's fast path on a list of
+// formID: in the same statement, one round trip, it also looks up formID
+// among the forms of the key's account, for the page the handler reads
+// next through this store (see wire.Form). The key's row is read on every
+// call, as Authorize reads it, so revocation and expiry hold for the very
+// next request.
+func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
+	g, f, err := s.authorize(ctx, key, formID)
+	if err != nil {
+		return formsapi.Grant{}, wire.Form{}, fmt.Errorf("pgstore: authorize: %w", err)
+	}
+	return g, f, nil
+}
+
+// authorize looks key up, and formID among the forms of its account
+// unless formID is "".
+func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
 	if err := ctx.Err(); err != nil {
-		return formsapi.Grant{}, err
+		return formsapi.Grant{}, wire.Form{}, err
 	}
 	h := keyformat.Hash(key)
-	var (
-		g       formsapi.Grant
-		expires *int64
-	)
+	// One value for everything the statement scans into: the closure
+	// below makes it escape, as one allocation rather than one each.
+	var row struct {
+		g            formsapi.Grant
+		expires      *int64
+		seq, version pgtype.Int8 // NULL: no such form of the account
+	}
 	err := retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&g.AccountID, &g.Forms, &expires)
+		if formID == "" || !storableText(formID) { // no such form can be stored
+			return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&row.g.AccountID, &row.g.Forms, &row.expires)
+		}
+		return s.pool.QueryRow(ctx, s.sql.authorizeForm, h[:], formID).Scan(&row.g.AccountID, &row.g.Forms, &row.expires, &row.seq, &row.version)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return formsapi.Grant{}, formsapi.ErrInvalidKey
+		return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
 	}
 	if err != nil {
-		return formsapi.Grant{}, withCtx(ctx, err)
+		return formsapi.Grant{}, wire.Form{}, withCtx(ctx, err)
 	}
+	g := row.g
 	now := s.now() // the store's clock, never the database's: see WithClock
-	if expires != nil {
-		if now.UnixNano() >= *expires {
-			return formsapi.Grant{}, formsapi.ErrInvalidKey
+	if row.expires != nil {
+		if now.UnixNano() >= *row.expires {
+			return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
 		}
-		g.ExpiresAt = stored.Time(*expires)
+		g.ExpiresAt = stored.Time(*row.expires)
 	}
 	s.used.Note(h, now)
-	return g, nil
+	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64}, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,

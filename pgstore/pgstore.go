@@ -10,9 +10,58 @@
 // at open in one transaction under an advisory lock, so several nodes
 // starting at once migrate exactly once and none sees half a schema.
 //
-// The store keeps no cache: every read goes to the database, so several
-// API nodes over one database all see every write at once, and a revoked
-// key is refused by each of them on the very next request.
+// # The read cache
+//
+// Each store keeps recently read pages of submissions in memory
+// ([WithCacheSize], [DefaultCacheSize]), and serves one only while its
+// form has not changed, on whichever node or connection the change was
+// made. Migration 0006 gives every form a version, which triggers on the
+// submissions table set to a fresh value from a sequence in the
+// transaction of each insert, update, delete or TRUNCATE, whoever runs it
+// (this package, the host's own SQL, another program); a new form, or one
+// whose ID, owner or seq changes, gets a fresh version too. Versions never
+// repeat, so a form's version names one state of its submissions.
+//
+// A request reads the form's version with its ownership check, before it
+// looks in the cache, and is served a cached page only if the page carries
+// that very version. A page read from the database carries the version its
+// own statement read from the form's row, in the same snapshot as the
+// page: it is tagged with exactly the state it holds.
+//
+// Why that is exact at read committed, with the version and the page read
+// by two statements on different connections, even of different nodes:
+// a transaction that changes a form's submissions also updates the form's
+// row, so the row's lock orders it after every earlier such transaction
+// of that form, and it becomes visible at once with its new version. A
+// snapshot that shows version V therefore shows exactly the submissions
+// committed up to the transaction that set V, and every snapshot showing
+// V shows the same ones: a page tagged V is the page of any moment the
+// form has V. The request's version was current when its first statement
+// ran, so a hit serves the form as it was then. On a miss the page's
+// statement starts after the first one returned, so (PostgreSQL's
+// snapshots see every transaction that committed before they were taken,
+// on any connection) the page is as new as the version read first or
+// newer, never older; when newer, it is tagged with its own version, and
+// a page whose start the cache held at the first version and whose rest
+// was read at another is read again whole, so no page mixes two states.
+// Pages that left a damaged row out are never cached, so every read logs
+// the damage. A writer that bypasses the triggers (disabled triggers,
+// session_replication_role = replica, a host setting the version column
+// itself or resetting the sequence) is not seen.
+//
+// Keys are never cached: the key's row is read on every request, so a
+// revoked or expired key is refused on the very next request, on every
+// node.
+//
+// # One round trip for a cached page
+//
+// A handler given the store as both its Store and its KeyResolver
+// (formsapi.NewHandler(s, s)) looks the key up together with the requested
+// form's ownership and version, in one statement ([Store.AuthorizeForm]),
+// and hands the form back to the store with the page: a page the cache
+// holds then costs that one statement, and one that it does not, one
+// more. A host's type that embeds the store keeps its overrides and takes
+// the separate statements.
 //
 // Only the SHA-256 of each API key is stored, never the key itself.
 package pgstore
@@ -29,10 +78,12 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyuse"
+	"github.com/formsapi/formsapi/internal/pagecache"
 )
 
 type config struct {
 	schema       string
+	cacheBytes   int
 	usedInterval time.Duration
 	limits       formsapi.Limits
 	now          func() time.Time
@@ -49,6 +100,22 @@ type Option func(*config)
 // on their search_path, usually public), determined once at open.
 func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
+}
+
+// DefaultCacheSize is the read cache of a store unless WithCacheSize
+// says otherwise: 12 MiB, as sqlitestore's, which holds 100-item pages of
+// typical 340-byte submissions for about 340 lists.
+const DefaultCacheSize = 12 << 20
+
+// WithCacheSize bounds the store's read cache to about n bytes of encoded
+// pages of submissions (DefaultCacheSize unless set, for a store from Open
+// and from New alike); 0 turns it off, so every page is read from the
+// database. The cache never serves a page older than the last commit to
+// its form, whoever made it, on any node: see the package documentation.
+// Each node keeps its own cache; a write forgets only its own form's
+// pages, and lazily (the next request for them reads them again).
+func WithCacheSize(n int) Option {
+	return func(c *config) { c.cacheBytes = max(n, 0) }
 }
 
 // WithLastUsedInterval sets how often the store notes each key's use and
@@ -95,6 +162,7 @@ type Store struct {
 	used   *keyuse.Tracker // when keys were last used, noted in memory
 	limits formsapi.Limits
 	now    func() time.Time // see WithClock
+	cache  *pagecache.Cache // nil when off: see WithCacheSize
 }
 
 var (
@@ -158,7 +226,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -175,7 +243,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, cache: pagecache.New(cfg.cacheBytes)}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil

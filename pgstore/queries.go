@@ -42,20 +42,33 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = 
 ORDER BY created_at ASC, seq ASC
 LIMIT $7`
 
-	// The handler's fast path: each submission as the API sends it.
-	sqlAppendSubmissionsDesc = `SELECT seq, created_at, json
-FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-ORDER BY created_at DESC, seq DESC
-LIMIT $7`
+	// The handler's fast path: each submission as the API sends it, with
+	// the seq and version of its form read in the same snapshot, which
+	// tag the page in the read cache exactly. The form is looked up by ID
+	// and owner; the LATERAL subquery refers to it, so PostgreSQL runs it
+	// as a nested loop inside that one form row, and the rows come out in
+	// the subquery's order. A form without submissions in range gives one
+	// row of NULLs after its seq and version; a form that is not
+	// accountID's, none at all.
+	sqlAppendSubmissionsDesc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json
+FROM formsapi_forms f
+LEFT JOIN LATERAL (
+    SELECT seq, created_at, json FROM formsapi_submissions
+    WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    ORDER BY created_at DESC, seq DESC
+    LIMIT $7
+) s ON true
+WHERE f.id = $1 AND f.account_id = $2`
 
-	sqlAppendSubmissionsAsc = `SELECT seq, created_at, json
-FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-ORDER BY created_at ASC, seq ASC
-LIMIT $7`
+	sqlAppendSubmissionsAsc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json
+FROM formsapi_forms f
+LEFT JOIN LATERAL (
+    SELECT seq, created_at, json FROM formsapi_submissions
+    WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    ORDER BY created_at ASC, seq ASC
+    LIMIT $7
+) s ON true
+WHERE f.id = $1 AND f.account_id = $2`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos), one row more than the limit, to learn whether
@@ -75,12 +88,21 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = 
 ORDER BY feed_pos
 LIMIT $4`
 
-	// The ownership check: a form of another account is not found.
-	sqlFormOf = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2`
+	// The ownership check: a form of another account is not found. The
+	// version (migration 0006) is what the read cache checks its pages by.
+	sqlFormOf = `SELECT seq, version FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
 	// Expiry is checked by the caller against the store's clock (see
 	// WithClock), never the database's now().
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
+
+	// The handler's combined lookup: the key, and the form it asks for
+	// among its account's forms, in one round trip. No row: no live key;
+	// NULLs after expires_at: no such form of the key's account.
+	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version
+FROM formsapi_keys k
+LEFT JOIN formsapi_forms f ON f.id = $2 AND f.account_id = k.account_id
+WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
 FROM formsapi_keys WHERE account_id = $1 ORDER BY created_at, key_hash`
@@ -133,7 +155,7 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
-	formOf, resolveKey, listKeys, touchKeys                         string
+	formOf, resolveKey, authorizeForm, listKeys, touchKeys          string
 	addForm, addSubmission, addKey, revokeKey                       string
 	rateLimit, ratePrune                                            string
 	feed, feedEncoded                                               string
@@ -164,7 +186,8 @@ func newQueries(schema string) queries {
 		formsDesc: q(sqlListFormsDesc), formsAsc: q(sqlListFormsAsc),
 		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
 		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
-		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
+		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm),
+		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -132,57 +133,115 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 	return nil
 }
 
-func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) (err error) {
-	b, err := s.submissionBounds(ctx, accountID, formID, q)
+func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !storableText(accountID) || !storableText(formID) {
+		return formsapi.ErrFormNotFound // no such form can be stored
+	}
+	form, err := s.knownForm(ctx, accountID, formID, p.Form)
 	if err != nil {
 		return err
 	}
-	st := s.sql.encodedDesc
-	if q.Order == formsapi.Oldest {
-		st = s.sql.encodedAsc
-	}
-	rows, err := s.pool.Query(ctx, st, formID, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	mark := p.Mark()
-	defer func() {
+	r, err := s.cache.Begin(form.Version, form.Seq, q, p)
+	if err != nil {
+		if !form.Found { // the form is not known yet: answer ErrFormNotFound first
+			if ferr := s.checkForm(ctx, accountID, formID); ferr != nil {
+				return ferr
+			}
+		}
+		return err
+	}
+	for whole := false; !r.Served(); whole = true {
+		version, same, err := s.readPage(ctx, accountID, formID, q.Order, form.Seq, &r, p)
 		if err != nil {
 			p.Rewind(mark) // retry reads the page again from here
-		}
-	}()
-	var last, cur keyset.Pos
-	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
-	budget := keyset.NewBudget(q)
-	n := 0
-	for ; rows.Next(); n++ {
-		if n == q.Limit {
-			p.NextCursor = last.String()
-			break
-		}
-		if err := rows.Scan(&cur.Seq, &cur.At, &encoded); err != nil {
 			return err
 		}
-		if !budget.Fits(len(encoded)) {
-			p.NextCursor = last.String()
-			break
+		// The page began with items the cache held at the version read
+		// first, and the rest was read at another (a commit came between):
+		// read it all again, so that every page is one version's. The
+		// second time nothing held is used, so it ends there.
+		if !whole && r.Mixed(version) {
+			p.Rewind(mark)
+			if r, err = s.cache.BeginWhole(version, form.Seq, q, p); err != nil {
+				return err
+			}
+			continue
 		}
-		last = cur
-		// The database may have been edited by hand: Add leaves out what
-		// is not the object AppendSubmissionJSON wrote.
-		if p.Add(last.Seq, encoded) {
-			budget.Count(len(encoded))
+		if same {
+			r.Done(version)
+		}
+		return nil
+	}
+	return nil
+}
+
+// knownForm returns what the read cache needs of formID, a form of
+// accountID: from the handler's combined lookup (see AuthorizeForm) if it
+// made one, else from the database when the cache is on. Without the
+// cache and the lookup it returns a zero Form, Found false: the page
+// statement checks ownership itself. It returns ErrFormNotFound for a
+// form that is not accountID's.
+func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (wire.Form, error) {
+	switch {
+	case known != nil && !known.Found:
+		return wire.Form{}, formsapi.ErrFormNotFound
+	case known != nil:
+		return *known, nil
+	case s.cache == nil:
+		return wire.Form{}, nil
+	}
+	f := wire.Form{Found: true}
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&f.Seq, &f.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return wire.Form{}, formsapi.ErrFormNotFound
+	}
+	return f, err
+}
+
+// readPage reads the rows r asks for, in one statement that also returns
+// the form's seq and version in the same snapshot, and returns that
+// version, and whether the form's seq is seq (a form deleted and made
+// again since seq was read has another: its page is not to be kept under
+// seq). A form that is no longer formID of accountID is ErrFormNotFound.
+// On failure p may hold part of the page.
+func (s *Store) readPage(ctx context.Context, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, same bool, err error) {
+	st := s.sql.encodedDesc
+	if order == formsapi.Oldest {
+		st = s.sql.encodedAsc
+	}
+	lo, hi, fetch := r.Range()
+	rows, err := s.pool.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	var (
+		formSeq     int64
+		found       bool
+		itemSeq, at pgtype.Int8        // NULL for a form without submissions in range
+		encoded     pgtype.DriverBytes // valid until the next Next: Row copies it
+	)
+	for rows.Next() {
+		if err := rows.Scan(&formSeq, &version, &itemSeq, &at, &encoded); err != nil {
+			return 0, false, err
+		}
+		found = true
+		if !itemSeq.Valid || !r.Row(keyset.Pos{At: at.Int64, Seq: itemSeq.Int64}, encoded) {
+			break
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, false, err
 	}
-	if n == 0 {
-		return s.checkForm(ctx, accountID, formID)
+	if !found {
+		return 0, false, formsapi.ErrFormNotFound
 	}
-	return nil
+	return version, seq == 0 || formSeq == seq, nil
 }
 
 // retry runs the read f, and runs it again if it failed because its
@@ -272,8 +331,8 @@ func (s *Store) submissionBounds(ctx context.Context, accountID, formID string, 
 // checkForm returns an error wrapping ErrFormNotFound unless formID is a
 // form of accountID: the ownership check.
 func (s *Store) checkForm(ctx context.Context, accountID, formID string) error {
-	var seq int64
-	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&seq)
+	var seq, version int64
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&seq, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return formsapi.ErrFormNotFound
 	}

@@ -40,8 +40,9 @@ func ListArgs(owner any, q formsapi.Query) ([]any, error) { return listArgs(owne
 
 // LookupSQL are the store's single-row lookups with example arguments.
 var LookupSQL = map[string][]any{
-	sqlFormOf:     {"form-id", "account-id"},
-	sqlResolveKey: {make([]byte, 32)},
+	sqlFormOf:        {"form-id", "account-id"},
+	sqlResolveKey:    {make([]byte, 32)},
+	sqlAuthorizeForm: {make([]byte, 32), "form-id"},
 }
 
 // MigrationCount is the number of embedded migrations.
@@ -54,30 +55,14 @@ func MigrationCount() int {
 }
 
 // CachedPages returns how many lists and bytes the store's cache holds.
-func CachedPages(s *Store) (pages, bytes int) {
-	if s.cache == nil {
-		return 0, 0
-	}
-	return s.cache.stats()
-}
+func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }
 
 // ReadConns is the size of the read pool of a store from Open.
 var ReadConns = readConns
 
 // CachedVersions returns, for each form with pages in the store's cache,
 // the versions those pages carry.
-func CachedVersions(s *Store) map[int64][]int64 {
-	m := map[int64][]int64{}
-	for i := range s.cache.shards {
-		sh := &s.cache.shards[i]
-		sh.mu.RLock()
-		for k, e := range sh.pages {
-			m[k.formSeq] = append(m[k.formSeq], e.version)
-		}
-		sh.mu.RUnlock()
-	}
-	return m
-}
+func CachedVersions(s *Store) map[int64][]int64 { return s.cache.Versions() }
 
 // MigrateBefore brings db to the schema just before the migration whose
 // file is named NNNN_<name>.sql, as an older version of the package left it.

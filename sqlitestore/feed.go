@@ -29,7 +29,7 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 
 func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Next: after}
-	rows, err := s.feedRows(ctx, s.feed, accountID, formID, after, limit)
+	rows, err := s.feedRows(ctx, s.feed, accountID, formID, after, limit, nil)
 	if err != nil {
 		return p, err
 	}
@@ -58,7 +58,7 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after 
 }
 
 func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
-	rows, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit)
+	rows, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit, p.Form)
 	if err != nil {
 		return 0, false, err
 	}
@@ -92,10 +92,11 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	return next, more, nil
 }
 
-// feedRows checks that formID is a form of accountID, then the page's
-// arguments, and runs st; the caller reads one row more than the page.
-func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID string, after int64, limit int) (*sql.Rows, error) {
-	formSeq, _, err := s.formVersion(ctx, accountID, formID)
+// feedRows checks that formID is a form of accountID (known, if not nil,
+// says whether it is), then the page's arguments, and runs st; the caller
+// reads one row more than the page.
+func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID string, after int64, limit int, known *wire.Form) (*sql.Rows, error) {
+	formSeq, _, err := s.knownForm(ctx, accountID, formID, known)
 	if err != nil {
 		return nil, err
 	}

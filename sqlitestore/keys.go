@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // grant is a live key's row; expiry is checked against the store's clock
@@ -65,7 +66,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 // formsapi.ErrInvalidKey if the key is unknown, revoked or expired. A
 // revocation holds for the very next request: keys are never cached.
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	g, err := s.authorize(ctx, key)
+	g, _, err := s.authorize(ctx, key, "")
 	if err != nil {
 		return "", fmt.Errorf("sqlitestore: resolve key: %w", err)
 	}
@@ -78,25 +79,41 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // store writes noted uses in one transaction per WithLastUsedInterval (a minute), and on
 // Close.
 func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
-	g, err := s.authorize(ctx, key)
+	g, _, err := s.authorize(ctx, key, "")
 	if err != nil {
 		return formsapi.Grant{}, fmt.Errorf("sqlitestore: authorize: %w", err)
 	}
 	return g, nil
 }
 
-func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, error) {
+// AuthorizeForm is Authorize for the handler's fast path on a list of
+// formID: in the same statement it also looks up formID among the forms
+// of the key's account, for the page the handler reads next through this
+// store (see wire.Form). The key's row is read on every call, as
+// Authorize reads it, so revocation and expiry hold for the very next
+// request.
+func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
+	g, f, err := s.authorize(ctx, key, formID)
+	if err != nil {
+		return formsapi.Grant{}, wire.Form{}, fmt.Errorf("sqlitestore: authorize: %w", err)
+	}
+	return g, f, nil
+}
+
+// authorize looks key up, and formID among the forms of its account
+// unless formID is "".
+func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
 	if err := ctx.Err(); err != nil {
-		return formsapi.Grant{}, err
+		return formsapi.Grant{}, wire.Form{}, err
 	}
 	h := keyformat.Hash(key)
-	g, err := s.lookupKey(ctx, h)
+	g, f, err := s.lookupKey(ctx, h, formID)
 	if err != nil {
-		return formsapi.Grant{}, err
+		return formsapi.Grant{}, wire.Form{}, err
 	}
 	now := s.now()
 	if g.expiresAt != 0 && now.UnixNano() >= g.expiresAt {
-		return formsapi.Grant{}, formsapi.ErrInvalidKey
+		return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
 	}
 	s.used.Note(h, now)
 	out := formsapi.Grant{AccountID: g.account}
@@ -106,32 +123,40 @@ func (s *Store) authorize(ctx context.Context, key string) (formsapi.Grant, erro
 	if g.expiresAt != 0 {
 		out.ExpiresAt = time.Unix(0, g.expiresAt).UTC()
 	}
-	return out, nil
+	return out, f, nil
 }
 
-// lookupKey returns the row of a live key. It reads the row on every
-// call (one primary-key lookup), never from a cache, so a revocation holds
-// for the very next request, whoever made it.
-func (s *Store) lookupKey(ctx context.Context, h [32]byte) (grant, error) {
+// lookupKey returns the row of a live key, and formID's seq and version
+// if it is a form of the key's account (formID "" looks up only the key).
+// It reads the row on every call (one primary-key lookup), never from a
+// cache, so a revocation holds for the very next request, whoever made
+// it.
+func (s *Store) lookupKey(ctx context.Context, h [32]byte, formID string) (grant, wire.Form, error) {
 	var (
-		g       grant
-		forms   sql.NullString
-		expires sql.NullInt64
+		g            grant
+		forms        sql.NullString
+		expires      sql.NullInt64
+		seq, version sql.NullInt64 // NULL: no such form of the account
+		err          error
 	)
-	err := s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&g.account, &forms, &expires)
+	if formID == "" {
+		err = s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&g.account, &forms, &expires)
+	} else {
+		err = s.authorizeForm.QueryRowContext(ctx, h[:], formID).Scan(&g.account, &forms, &expires, &seq, &version)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return grant{}, formsapi.ErrInvalidKey
+		return grant{}, wire.Form{}, formsapi.ErrInvalidKey
 	}
 	if err != nil {
-		return grant{}, err
+		return grant{}, wire.Form{}, err
 	}
 	if forms.Valid {
 		if err := json.Unmarshal([]byte(forms.String), &g.forms); err != nil || g.forms == nil {
-			return grant{}, fmt.Errorf("the forms of key %x… are damaged", h[:4])
+			return grant{}, wire.Form{}, fmt.Errorf("the forms of key %x… are damaged", h[:4])
 		}
 	}
 	g.expiresAt = expires.Int64
-	return g, nil
+	return g, wire.Form{Found: seq.Valid, Seq: seq.Int64, Version: version.Int64}, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,

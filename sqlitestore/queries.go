@@ -64,6 +64,14 @@ ORDER BY created_at ASC, seq ASC`
 	// Expiry is checked by the caller against the current time.
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
 
+	// The handler's combined lookup: the key, and the form it asks for
+	// among its account's forms, in one statement. No row: no live key;
+	// NULLs after expires_at: no such form of the key's account.
+	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version
+FROM formsapi_keys k
+LEFT JOIN formsapi_forms f ON f.id = ?2 AND f.account_id = k.account_id
+WHERE k.key_hash = ?1 AND k.revoked_at IS NULL`
+
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
 FROM formsapi_keys WHERE account_id = ? ORDER BY created_at, key_hash`
 

@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -78,6 +77,18 @@ func (s *Store) formVersion(ctx context.Context, accountID, formID string) (seq,
 	return seq, version, err
 }
 
+// knownForm is formVersion, answered by the handler's combined lookup
+// (see AuthorizeForm) when it made one: read before the page as well.
+func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (seq, version int64, err error) {
+	switch {
+	case known == nil:
+		return s.formVersion(ctx, accountID, formID)
+	case !known.Found:
+		return 0, 0, formsapi.ErrFormNotFound
+	}
+	return known.Seq, known.Version, ctx.Err()
+}
+
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
 	formSeq, _, err := s.formVersion(ctx, accountID, formID)
@@ -125,106 +136,40 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 }
 
 func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	formSeq, version, err := s.formVersion(ctx, accountID, formID)
+	formSeq, version, err := s.knownForm(ctx, accountID, formID, p.Form)
 	if err != nil {
 		return err
 	}
-	if _, err := keyset.Fetch(q); err != nil { // before the cache could answer it
+	r, err := s.cache.Begin(version, formSeq, q, p)
+	if err != nil || r.Served() {
 		return err
-	}
-	lo, hi, err := keyset.Bounds(q)
-	if err != nil {
-		return err
-	}
-	start := len(p.Body)
-	budget := keyset.NewBudget(q)
-	if s.cache == nil {
-		return s.readEncoded(ctx, formSeq, q.Order, lo, hi, keyset.Pos{}, q.Limit, &budget, p, start, nil)
-	}
-	key := newPageKey(formSeq, q, lo, hi)
-	held := s.cache.get(version, key)
-	if body, next, ok := held.serve(q, p.Body); ok {
-		p.Body, p.NextCursor = body, next
-		return nil
 	}
 	// Read after the version: the page is at least as new as its tag.
-	e := &entry{version: version}
-	if n := len(held.items()); n > 0 {
-		// The cache holds the start of the page at this version: read only
-		// the rest, after its last item.
-		p.AddTrusted(held.body) // read and checked at this version
-		e.ends = append(make([]int, 0, q.Limit), held.ends...)
-		e.pos = append(make([]keyset.Pos, 0, q.Limit), held.pos...)
-		for i := range n {
-			budget.Count(held.itemSize(i)) // serve found that they all fit
-		}
-		if q.Order == formsapi.Oldest {
-			lo = held.pos[n-1]
-		} else {
-			hi = held.pos[n-1]
-		}
-		if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, held.pos[n-1], q.Limit-n, &budget, p, start, e); err != nil {
-			return err
-		}
-	} else if err := s.readEncoded(ctx, formSeq, q.Order, lo, hi, keyset.Pos{}, q.Limit, &budget, p, start, e); err != nil {
-		return err
-	}
-	if len(p.Skipped) > 0 {
-		return nil // not cached, so that every read logs the damage
-	}
-	e.body = bytes.Clone(p.Body[start:])
-	e.more = p.NextCursor != ""
-	s.cache.put(key, e)
-	return nil
-}
-
-// readEncoded appends to p.Body at most limit encoded submissions of the
-// form with seq formSeq whose positions lie strictly between lo and hi, in
-// order, and sets p.NextCursor if more follow. What p.Body holds after
-// start is earlier items of the same page, which budget has counted, the
-// last of them at prev; the page ends early where budget says. If e is
-// not nil, it records where each item ends after start, and its keyset
-// position.
-func (s *Store) readEncoded(ctx context.Context, formSeq int64, order formsapi.Order, lo, hi, prev keyset.Pos, limit int, budget *keyset.Budget, p *wire.Page, start int, e *entry) error {
 	st := s.encodedDesc
-	if order == formsapi.Oldest {
+	if q.Order == formsapi.Oldest {
 		st = s.encodedAsc
 	}
+	lo, hi, _ := r.Range() // the statement has no LIMIT: Row says when to stop
 	rows, err := st.QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	last, cur := prev, keyset.Pos{}
-	var encoded sql.RawBytes // valid until the next Next: copied at once
-	for n := 0; rows.Next(); n++ {
-		if n == limit {
-			p.NextCursor = last.String()
-			break
-		}
-		if err := rows.Scan(&cur.Seq, &cur.At, &encoded); err != nil {
+	var pos keyset.Pos
+	var encoded sql.RawBytes // valid until the next Next: Row copies it
+	for rows.Next() {
+		if err := rows.Scan(&pos.Seq, &pos.At, &encoded); err != nil {
 			return err
 		}
-		if !budget.Fits(len(encoded)) {
-			p.NextCursor = last.String()
-			if e != nil {
-				e.nextSize = len(encoded)
-			}
+		if !r.Row(pos, encoded) {
 			break
 		}
-		last = cur
-		// The file may have been damaged or edited: Add leaves out what is
-		// not the object AppendSubmissionJSON wrote.
-		if !p.Add(last.Seq, encoded) {
-			continue
-		}
-		budget.Count(len(encoded))
-		if e != nil {
-			e.ends = append(e.ends, len(p.Body)-start)
-			e.pos = append(e.pos, last)
-		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	r.Done(version)
+	return nil
 }
 
 // listArgs returns the arguments of a list statement for the list owner

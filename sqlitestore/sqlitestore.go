@@ -30,6 +30,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyuse"
+	"github.com/formsapi/formsapi/internal/pagecache"
 )
 
 // readConns bounds the read-only pool of a store from Open: enough for
@@ -106,17 +107,17 @@ type Store struct {
 	read   *sql.DB // read-only pool; the same handle as write for New
 	owned  bool    // Close closes the pools only when Open made them
 	stmts  []*sql.Stmt
-	cache  *cache          // for a store from Open; nil for one from New
-	used   *keyuse.Tracker // when keys were last used, noted in memory
+	cache  *pagecache.Cache // nil when off: see WithCacheSize
+	used   *keyuse.Tracker  // when keys were last used, noted in memory
 	limits formsapi.Limits
 	now    func() time.Time // see WithClock
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
-	formsDesc, formsAsc, subsDesc, subsAsc *sql.Stmt // on read
-	encodedDesc, encodedAsc                *sql.Stmt // on read
-	feed, feedEncoded                      *sql.Stmt // on read
-	formOf, resolveKey, listKeys           *sql.Stmt // on read
+	formsDesc, formsAsc, subsDesc, subsAsc      *sql.Stmt // on read
+	encodedDesc, encodedAsc                     *sql.Stmt // on read
+	feed, feedEncoded                           *sql.Stmt // on read
+	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 }
 
 var (
@@ -218,9 +219,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := sideFilesLikeMain(path); err != nil {
 		return fail(err)
 	}
-	if cfg.cacheBytes > 0 {
-		s.cache = newCache(cfg.cacheBytes)
-	}
+	s.cache = pagecache.New(cfg.cacheBytes)
 	s.used.Start()
 	return s, nil
 }
@@ -253,9 +252,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now}
-	if cfg.cacheBytes > 0 {
-		s.cache = newCache(cfg.cacheBytes) // exact here too: the triggers see the host's writes
-	}
+	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
@@ -314,6 +311,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
+		{&s.authorizeForm, s.read, sqlAuthorizeForm},
 		{&s.listKeys, s.read, sqlListKeys},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)

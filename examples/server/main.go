@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
-	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB; 0 turns it off")
+	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
 	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		lockSeeding func(context.Context) (unlock func(), err error)
 	)
 	if *dsn != "" {
-		var opts []pgstore.Option
+		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20)}
 		if *schema != "" {
 			opts = append(opts, pgstore.WithSchema(*schema))
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/formsapi/formsapi"
 )
@@ -31,6 +32,13 @@ func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), n
 // The store must hold Load's data for at least one form of perForm
 // submissions, with Key registered.
 func RunHandler(b *testing.B, store formsapi.Store, keys formsapi.KeyResolver, perForm int) {
+	RunHandlerCPU(b, store, keys, perForm, nil)
+}
+
+// RunHandlerCPU is RunHandler that also reports, as pg-cpu-ns/op, the
+// CPU time the database server spent per request, from cpu, which returns
+// the server's CPU time so far (and false when it cannot tell).
+func RunHandlerCPU(b *testing.B, store formsapi.Store, keys formsapi.KeyResolver, perForm int, cpu func() (time.Duration, bool)) {
 	h := formsapi.NewHandler(store, keys)
 	sub := "/v1/forms/" + FormID(0) + "/submissions"
 	deep := func(order string) string {
@@ -55,12 +63,23 @@ func RunHandler(b *testing.B, store formsapi.Store, keys formsapi.KeyResolver, p
 				b.Fatalf("GET %s: status %d", c.target, w.status)
 			}
 			b.SetBytes(int64(w.n))
+			var cpu0 time.Duration
+			ok := cpu != nil
+			if ok {
+				cpu0, ok = cpu()
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				w.n = 0
 				clear(w.h)
 				h.ServeHTTP(w, r)
+			}
+			b.StopTimer()
+			if ok {
+				if cpu1, ok := cpu(); ok {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
+				}
 			}
 		})
 	}

@@ -16,8 +16,27 @@ type Page struct {
 	// Skipped lists the stored submissions Add left out as damaged, for
 	// the handler to log; the rest of the page is served as usual.
 	Skipped []Skipped
+	// Form is what the store told the handler about the page's form when
+	// the request's key was looked up (see Form), or nil: the store then
+	// reads it itself.
+	Form *Form
 
 	items int // objects appended so far, for the separating commas
+}
+
+// Form is the form a request lists, as a store of this module found it
+// in the same statement as the request's key: the handler's combined
+// lookup, which saves a cached page every database round trip but that
+// one. The handler hands it back to the same store with the page (and
+// only to that store: Seq and Version mean nothing to another), which
+// then skips its own ownership check and version read.
+type Form struct {
+	// Found reports whether the form is one of the key's account; the
+	// other fields are zero when it is not.
+	Found bool
+	// Seq is the form's row in the store, and Version its version when it
+	// was read (see internal/pagecache).
+	Seq, Version int64
 }
 
 // Skipped names a stored submission left out of a page, by the store's

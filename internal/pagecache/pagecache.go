@@ -1,0 +1,413 @@
+// Package pagecache is the exact read cache of sqlitestore and pgstore:
+// encoded pages of submissions kept in memory, each tagged with the
+// version its form had when it was read, and served only while the form
+// still has that version.
+//
+// The cache itself knows nothing of databases. What makes it exact is the
+// contract its stores keep:
+//
+//   - A form's version changes, to a value it never had before, in the
+//     same transaction as any change to its submissions, whoever commits
+//     it (the stores keep versions with triggers, so a host's own SQL is
+//     covered too).
+//   - A store reads the form's current version with its ownership check,
+//     before it looks in the cache, and asks for the page at that version
+//     (Begin): a page tagged with another version is never served.
+//   - A page it reads is tagged (Done) with a version that is not newer
+//     than the data it holds: the version read in the same snapshot as the
+//     page (pgstore), or one read before the page (sqlitestore). In the
+//     second case a commit in between makes the page newer than its tag;
+//     the form then has another version already, and since versions never
+//     come back, the page is never served.
+//
+// A store that cannot tell a form's current version does not use the
+// cache: it reads from the database.
+//
+// A page is stored under its list (form, order and filters, keyset
+// bounds) without its limit, holding the items read and whether more
+// follow, so a page of 100 answers any limit up to 100 and a shorter list
+// any limit at all; a request for more items than are held reads only the
+// rest, after the last one held.
+//
+// The cache is split in shards, each with its own lock, so concurrent
+// requests rarely meet on one lock; hits take it only for reading. The
+// byte budget is the whole cache's, so one big page can use all of it.
+// Eviction is random: no bookkeeping on the hit path.
+package pagecache
+
+import (
+	"bytes"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// Cache keeps encoded pages of submissions, each tagged with the version
+// of its form when it was read. A nil *Cache is no cache: Begin reads
+// every page from the store. It is safe for concurrent use.
+type Cache struct {
+	seed     maphash.Seed
+	shards   [shards]shard
+	bytes    atomic.Int64 // held by all shards together
+	maxBytes int64
+}
+
+// shards is well above the number of cores a server has, so two
+// requests rarely want the same shard at once.
+const shards = 32
+
+type shard struct {
+	mu    sync.RWMutex
+	pages map[key]*entry
+	_     [64]byte // keeps shards' locks off each other's cache lines
+}
+
+// key names a list's page: the form, what selects the list (its order and
+// filters, formsapi.Query.AppendKey, so a parameter added to Query is in
+// the key without a change here) and the page's keyset bounds.
+type key struct {
+	formSeq int64
+	list    string
+	lo, hi  keyset.Pos
+}
+
+// newKey is the key of q's page of the form with seq formSeq, between the
+// bounds lo and hi that keyset.Bounds found for q.
+func newKey(formSeq int64, q formsapi.Query, lo, hi keyset.Pos) key {
+	var buf [32]byte
+	return key{formSeq: formSeq, list: string(q.AppendKey(buf[:0])), lo: lo, hi: hi}
+}
+
+// entry is the start of one list: its first len(ends) items. It never
+// changes once stored.
+type entry struct {
+	version int64
+	body    []byte       // the items' JSON objects, separated by commas
+	ends    []int        // ends[i]: the end of item i in body
+	pos     []keyset.Pos // pos[i]: the keyset position of item i
+	more    bool         // an item follows the last one held
+	// nextSize is the length of the item after the last one held when a
+	// byte budget ended the read there, 0 when not known (no item is 0
+	// bytes long): it lets a page that the same budget ends be served.
+	nextSize int
+}
+
+// itemSize returns the length of item i's JSON.
+func (e *entry) itemSize(i int) int {
+	if i == 0 {
+		return e.ends[0]
+	}
+	return e.ends[i] - e.ends[i-1] - 1 // less the comma
+}
+
+// entryOverhead approximates an entry's bytes beyond its slices.
+const entryOverhead = 128
+
+func (e *entry) size() int64 {
+	return int64(len(e.body) + len(e.ends)*8 + len(e.pos)*16 + entryOverhead)
+}
+
+// New returns a cache of about maxBytes bytes of pages, or nil (no cache)
+// if maxBytes is not positive.
+func New(maxBytes int) *Cache {
+	if maxBytes <= 0 {
+		return nil
+	}
+	c := &Cache{seed: maphash.MakeSeed(), maxBytes: int64(maxBytes)}
+	for i := range c.shards {
+		c.shards[i].pages = map[key]*entry{}
+	}
+	return c
+}
+
+func (c *Cache) shard(k key) int {
+	return int(maphash.Comparable(c.seed, k) % shards)
+}
+
+// get returns what the cache holds for list k at version v, or nil.
+func (c *Cache) get(v int64, k key) *entry {
+	sh := &c.shards[c.shard(k)]
+	sh.mu.RLock()
+	e := sh.pages[k]
+	sh.mu.RUnlock()
+	if e == nil || e.version != v {
+		return nil
+	}
+	return e
+}
+
+// serve appends the first limit items of e's list to body and returns
+// body and the page's next cursor, if e holds them all (a nil e holds
+// none).
+func (e *entry) serve(q formsapi.Query, body []byte) ([]byte, string, bool) {
+	if e == nil {
+		return body, "", false
+	}
+	n := len(e.ends)
+	m, budget := 0, keyset.NewBudget(q)
+	for m < min(q.Limit, n) && budget.Take(e.itemSize(m)) {
+		m++
+	}
+	if m == n && q.Limit > n && e.more && (e.nextSize == 0 || budget.Fits(e.nextSize)) {
+		return body, "", false // the page needs items not held
+	}
+	if m == 0 {
+		return body, "", true
+	}
+	body = append(body, e.body[:e.ends[m-1]]...)
+	if m < n || e.more {
+		return body, e.pos[m-1].String(), true
+	}
+	return body, "", true
+}
+
+// put stores e for list k unless the cache holds a newer version or as
+// many items of the same version. It makes room by dropping entries at
+// random, from k's shard first and then from the next ones.
+//
+// "Newer" is the larger version: the stores take versions from counters
+// that grow, so that is the later state of one form. Exactness never
+// depends on it: an entry is served only at its exact version.
+func (c *Cache) put(k key, e *entry) {
+	size := e.size()
+	if size > c.maxBytes {
+		return
+	}
+	home := c.shard(k)
+	sh := &c.shards[home]
+	sh.mu.Lock()
+	ok := c.replace(sh, k, e)
+	sh.mu.Unlock()
+	if !ok {
+		return
+	}
+	for i := 0; i < shards && c.bytes.Load()+size > c.maxBytes; i++ {
+		c.evict(&c.shards[(home+i)%shards], size)
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.replace(sh, k, e) { // again: another request may have stored k meanwhile
+		sh.pages[k] = e
+		c.bytes.Add(size)
+	}
+}
+
+// replace reports whether e should take the place of what sh holds for k,
+// and if so drops that. The caller holds sh's lock.
+func (c *Cache) replace(sh *shard, k key, e *entry) bool {
+	old, ok := sh.pages[k]
+	if !ok {
+		return true
+	}
+	if old.version > e.version || old.version == e.version && (len(old.ends) >= len(e.ends) || !old.more) {
+		return false
+	}
+	delete(sh.pages, k)
+	c.bytes.Add(-old.size())
+	return true
+}
+
+// evict drops entries of sh in map order, which Go randomises, until size
+// more bytes fit: random eviction, with no bookkeeping on the hit path.
+func (c *Cache) evict(sh *shard, size int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for k, e := range sh.pages {
+		if c.bytes.Load()+size <= c.maxBytes {
+			return
+		}
+		delete(sh.pages, k)
+		c.bytes.Add(-e.size())
+	}
+}
+
+// Stats returns how many lists and bytes the cache holds.
+func (c *Cache) Stats() (entries, bytes int) {
+	if c == nil {
+		return 0, 0
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		entries += len(sh.pages)
+		sh.mu.RUnlock()
+	}
+	return entries, int(c.bytes.Load())
+}
+
+// Versions returns, for each form with pages in the cache, the versions
+// those pages carry: what the stores' tests check that a write changed.
+func (c *Cache) Versions() map[int64][]int64 {
+	m := map[int64][]int64{}
+	if c == nil {
+		return m
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		for k, e := range sh.pages {
+			m[k.formSeq] = append(m[k.formSeq], e.version)
+		}
+		sh.mu.RUnlock()
+	}
+	return m
+}
+
+// Read is one page of a list being appended to a wire.Page: from the
+// cache where it holds the whole page, else from the rows the store reads
+// for it (Range, Row), after any start of the page the cache held. Done
+// then keeps the page for the next request.
+//
+//	r, err := cache.Begin(version, formSeq, q, p)
+//	if err != nil || r.Served() { ... }
+//	lo, hi, fetch := r.Range()
+//	// read at most fetch rows strictly between lo and hi, in q.Order:
+//	for each row { if !r.Row(pos, json) { break } }
+//	r.Done(version of the rows)
+type Read struct {
+	c       *Cache
+	key     key
+	p       *wire.Page
+	start   int // where the page's items begin in p.Body
+	skipped int // len(p.Skipped) before the page
+	budget  keyset.Budget
+	lo, hi  keyset.Pos // the rows still to read lie strictly between
+	last    keyset.Pos // the position of the last item read or held
+	limit   int        // items still to read
+	n       int        // rows given to Row
+	served  bool
+	held    bool   // the page starts with items from the cache
+	e       *entry // what Done stores; nil when nothing will be
+}
+
+// Begin starts q's page of the form with seq formSeq, whose version the
+// store just read, into p: q.Limit items at most, within q.MaxBytes (see
+// keyset). If the cache holds the whole page at that version, it is
+// appended and Served reports true; if it holds the start of the page,
+// that is appended and Range leaves it out. It returns an error for a
+// query no store serves (a limit below 1, a malformed cursor). c may be
+// nil.
+func (c *Cache) Begin(version, formSeq int64, q formsapi.Query, p *wire.Page) (Read, error) {
+	return c.begin(version, formSeq, q, p, true)
+}
+
+// BeginWhole is Begin for a page that must not start with items the
+// cache holds: it serves the whole page from the cache or reads all of
+// it. A store calls it after Mixed.
+func (c *Cache) BeginWhole(version, formSeq int64, q formsapi.Query, p *wire.Page) (Read, error) {
+	return c.begin(version, formSeq, q, p, false)
+}
+
+func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, extend bool) (Read, error) {
+	if _, err := keyset.Fetch(q); err != nil { // before the cache could answer it
+		return Read{}, err
+	}
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return Read{}, err
+	}
+	r := Read{c: c, p: p, start: len(p.Body), skipped: len(p.Skipped), budget: keyset.NewBudget(q), lo: lo, hi: hi, limit: q.Limit}
+	if c == nil {
+		return r, nil
+	}
+	r.key = newKey(formSeq, q, lo, hi)
+	held := c.get(version, r.key)
+	if body, next, ok := held.serve(q, p.Body); ok {
+		p.Body, p.NextCursor, r.served = body, next, true
+		return r, nil
+	}
+	r.e = &entry{version: version}
+	if !extend || held == nil || len(held.ends) == 0 {
+		return r, nil
+	}
+	// The cache holds the start of the page at this version: read only
+	// the rest, after its last item. serve found that they all fit.
+	n := len(held.ends)
+	p.AddTrusted(held.body) // read and checked at this version
+	r.e.ends = append(make([]int, 0, q.Limit), held.ends...)
+	r.e.pos = append(make([]keyset.Pos, 0, q.Limit), held.pos...)
+	for i := range n {
+		r.budget.Count(held.itemSize(i))
+	}
+	r.last, r.held, r.limit = held.pos[n-1], true, q.Limit-n
+	if q.Order == formsapi.Oldest {
+		r.lo = r.last
+	} else {
+		r.hi = r.last
+	}
+	return r, nil
+}
+
+// Served reports whether Begin served the whole page from the cache.
+func (r *Read) Served() bool { return r.served }
+
+// Range returns the rows the store must read, in the query's order: those
+// strictly between lo and hi, at most fetch of them (one more than the
+// items wanted, to learn whether more follow).
+func (r *Read) Range() (lo, hi keyset.Pos, fetch int) {
+	fetch = r.limit
+	if fetch < math.MaxInt {
+		fetch++
+	}
+	return r.lo, r.hi, fetch
+}
+
+// Row takes the next row the store read: its position and its stored
+// JSON, which it copies. It appends the row unless it is damaged (then
+// it is left out and recorded in the page's Skipped), and reports false
+// when the page is full: the row was not taken, the page's NextCursor is
+// set, and the store stops reading.
+func (r *Read) Row(pos keyset.Pos, encoded []byte) bool {
+	if r.n == r.limit {
+		r.p.NextCursor = r.last.String()
+		return false
+	}
+	r.n++
+	if !r.budget.Fits(len(encoded)) {
+		r.p.NextCursor = r.last.String()
+		if r.e != nil {
+			r.e.nextSize = len(encoded)
+		}
+		return false
+	}
+	r.last = pos
+	// The database may have been damaged or edited by hand: Add leaves
+	// out what is not the object AppendSubmissionJSON wrote.
+	if !r.p.Add(pos.Seq, encoded) {
+		return true
+	}
+	r.budget.Count(len(encoded))
+	if r.e != nil {
+		r.e.ends = append(r.e.ends, len(r.p.Body)-r.start)
+		r.e.pos = append(r.e.pos, pos)
+	}
+	return true
+}
+
+// Mixed reports whether the page began with items the cache held at
+// another version than v, the version the store read the rest at: a
+// commit came between, and no single version describes the page. It is
+// still an answer two reads in a row could give, and Done does not keep
+// it; a store that can tell (one whose rows carry their version) reads
+// the page again with BeginWhole instead, so that every page it serves is
+// the page of one version.
+func (r *Read) Mixed(v int64) bool { return r.held && v != r.e.version }
+
+// Done ends a page read from rows, which the store read at the form's
+// version v (or later: see the package doc), and keeps it in the cache
+// tagged with v, unless a damaged row was left out of it (so that every
+// read logs the damage) or it is Mixed.
+func (r *Read) Done(v int64) {
+	if r.e == nil || r.served || len(r.p.Skipped) > r.skipped || r.Mixed(v) {
+		return
+	}
+	r.e.version = v
+	r.e.body = bytes.Clone(r.p.Body[r.start:])
+	r.e.more = r.p.NextCursor != ""
+	r.c.put(r.key, r.e)
+}
