@@ -33,6 +33,7 @@ const (
 type authThrottle struct {
 	mu  sync.Mutex
 	tat time.Time
+	now func() time.Time // time.Now unless a test sets it: the rate is real time's
 }
 
 // delay reserves the next refusal's turn at now and returns how long its
@@ -60,7 +61,11 @@ func (t *authThrottle) delay(now time.Time) time.Duration {
 // waitRefused holds the answer to a refused key for its turn, or until
 // the client goes away.
 func (a *api) waitRefused(ctx context.Context) {
-	d := a.authFail.delay(a.now())
+	now := time.Now
+	if a.authFail.now != nil {
+		now = a.authFail.now
+	}
+	d := a.authFail.delay(now())
 	if d <= 0 {
 		return
 	}

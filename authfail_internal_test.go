@@ -45,14 +45,14 @@ func TestRefusedKeysArePaced(t *testing.T) {
 	keys := blockingKeys{entered: make(chan string, 1000), release: make(chan struct{})}
 	close(keys.release) // unknown keys are refused at once
 	a := newAPI(stubStore{}, keys, func(c *config) {
-		c.now = func() time.Time { return frozen }
 		c.sleep = func(_ context.Context, d time.Duration) {
 			mu.Lock()
 			waits = append(waits, d)
 			mu.Unlock()
 		}
 	})
-	h := NewHandler(stubStore{}, keys, func(c *config) { *c = a.cfg })
+	a.authFail.now = func() time.Time { return frozen }
+	h := a.handler()
 	get := func(key string) int {
 		r := httptest.NewRequest("GET", "/v1/forms", nil)
 		if key != "" {

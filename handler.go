@@ -173,8 +173,11 @@ func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {
 	if store == nil || keys == nil {
 		panic("formsapi: NewHandler needs a Store and a KeyResolver")
 	}
-	a := newAPI(store, keys, opts...)
+	return newAPI(store, keys, opts...).handler()
+}
 
+// handler returns the http.Handler that serves a.
+func (a *api) handler() http.Handler {
 	// Method-less twins and "/" keep the mux's own plain-text 404 and 405
 	// from ever reaching a client.
 	mux := http.NewServeMux()
