@@ -85,7 +85,8 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	if p.Form != nil && !found {
 		return 0, false, formsapi.ErrFormNotFound
 	}
-	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit, found)
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
+	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit, found, budget.Room())
 	if err != nil {
 		return 0, false, err
 	}
@@ -96,9 +97,8 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 			p.Rewind(mark) // a retry reads the page again from here
 		}
 	}()
-	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
 	next = after
-	var pos int64
+	var pos, total int64
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
 	n := 0
 	for ; rows.Next(); n++ {
@@ -106,7 +106,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 			more = true
 			break
 		}
-		if err := rows.Scan(&pos, &encoded); err != nil {
+		if err := rows.Scan(&pos, &encoded, &total); err != nil {
 			return 0, false, err
 		}
 		if !budget.Fits(len(encoded)) {
@@ -124,6 +124,9 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	if err := rows.Err(); err != nil {
 		return 0, false, err
 	}
+	if !more && int64(n) < total {
+		more = true // the statement's byte bound ended the rows, not the feed
+	}
 	if n == 0 && !found {
 		if err := s.checkForm(ctx, accountID, formID); err != nil {
 			return 0, false, err
@@ -135,7 +138,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 // feedRows checks the page's arguments, answering ErrFormNotFound first
 // for a form that is not accountID's (unless found says it is), and runs
 // st for one page and one row more.
-func (s *Store) feedRows(ctx context.Context, st string, accountID, formID string, after int64, limit int, found bool) (pgx.Rows, error) {
+func (s *Store) feedRows(ctx context.Context, st string, accountID, formID string, after int64, limit int, found bool, extra ...any) (pgx.Rows, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -153,5 +156,5 @@ func (s *Store) feedRows(ctx context.Context, st string, accountID, formID strin
 		}
 		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
 	}
-	return s.pool.Query(ctx, st, formID, accountID, after, limit+1)
+	return s.pool.Query(ctx, st, append([]any{formID, accountID, after, limit + 1}, extra...)...)
 }

@@ -218,7 +218,24 @@ FROM generate_series(1, 40000) g`, schema),
 		for _, after := range []int64{0, 19_800} {
 			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 				name := fmt.Sprintf("feed %d/after %d/%s", i, after, mode)
-				plan := explain(t, conn.Conn(), sql, fmt.Sprintf("'form-1', 'big', %d, %d", after, fetch), mode, mode == "force_custom_plan")
+				args := fmt.Sprintf("'form-1', 'big', %d, %d", after, fetch)
+				if i == 1 {
+					args += ", 4194304" // the fast path's byte room
+				}
+				plan := explain(t, conn.Conn(), sql, args, mode, mode == "force_custom_plan")
+				if i == 1 {
+					// Bounded in bytes around the limit: check from the
+					// limit down, and that nothing above it sorts.
+					for _, n := range nodes(plan) {
+						if n.NodeType == "Limit" {
+							plan = n
+							break
+						}
+						if n.NodeType == "Sort" || n.NodeType == "Incremental Sort" {
+							t.Errorf("%s: %s node above the limit", name, n.NodeType)
+						}
+					}
+				}
 				if plan.NodeType != "Limit" {
 					t.Errorf("%s: the plan starts with %s, want Limit", name, plan.NodeType)
 				}

@@ -50,23 +50,51 @@ LIMIT $7`
 	// the subquery's order. A form without submissions in range gives one
 	// row of NULLs after its seq and version; a form that is not
 	// accountID's, none at all.
-	sqlAppendSubmissionsDesc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json
+	//
+	// Rows are bounded in bytes too ($8, the room left in the page's byte
+	// budget): only rows whose earlier rows total at most $8 bytes come
+	// out, which is every row that fits and the first that does not, so
+	// that the store sees where the budget ends the page, and none of the
+	// rows after it are read from their TOAST tables and sent, whatever
+	// the limit. octet_length of a bytea reads only its header. total is
+	// how many rows the limit let through, so that a store that counts
+	// fewer bytes than this statement does (it leaves damaged rows out of
+	// its count) can tell rows cut here from the end of the range.
+	sqlAppendSubmissionsDesc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
 FROM formsapi_forms f
 LEFT JOIN LATERAL (
-    SELECT seq, created_at, json FROM formsapi_submissions
-    WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    SELECT seq, created_at, json, total FROM (
+        SELECT seq, created_at, json,
+            sum(octet_length(json)) OVER (ORDER BY created_at DESC, seq DESC ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
+            count(*) OVER () AS total
+        FROM (
+            SELECT seq, created_at, json FROM formsapi_submissions
+            WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+            ORDER BY created_at DESC, seq DESC
+            LIMIT $7
+        ) lim
+    ) sized
+    WHERE before <= $8
     ORDER BY created_at DESC, seq DESC
-    LIMIT $7
 ) s ON true
 WHERE f.id = $1 AND f.account_id = $2`
 
-	sqlAppendSubmissionsAsc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json
+	sqlAppendSubmissionsAsc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
 FROM formsapi_forms f
 LEFT JOIN LATERAL (
-    SELECT seq, created_at, json FROM formsapi_submissions
-    WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    SELECT seq, created_at, json, total FROM (
+        SELECT seq, created_at, json,
+            sum(octet_length(json)) OVER (ORDER BY created_at ASC, seq ASC ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
+            count(*) OVER () AS total
+        FROM (
+            SELECT seq, created_at, json FROM formsapi_submissions
+            WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+            ORDER BY created_at ASC, seq ASC
+            LIMIT $7
+        ) lim
+    ) sized
+    WHERE before <= $8
     ORDER BY created_at ASC, seq ASC
-    LIMIT $7
 ) s ON true
 WHERE f.id = $1 AND f.account_id = $2`
 
@@ -81,12 +109,22 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = 
 ORDER BY feed_pos
 LIMIT $4`
 
-	sqlFeedEncoded = `SELECT feed_pos, json
-FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-  AND feed_pos > $3
-ORDER BY feed_pos
-LIMIT $4`
+	// The fast path is bounded in bytes as pages are ($5; see
+	// sqlAppendSubmissionsDesc).
+	sqlFeedEncoded = `SELECT feed_pos, json, total FROM (
+    SELECT feed_pos, json,
+        sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
+        count(*) OVER () AS total
+    FROM (
+        SELECT feed_pos, json FROM formsapi_submissions
+        WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
+          AND feed_pos > $3
+        ORDER BY feed_pos
+        LIMIT $4
+    ) lim
+) sized
+WHERE before <= $5
+ORDER BY feed_pos`
 
 	// The ownership check: a form of another account is not found. The
 	// version (migration 0006) is what the read cache checks its pages by.

@@ -214,23 +214,29 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 		st = s.sql.encodedAsc
 	}
 	lo, hi, fetch := r.Range()
-	rows, err := s.pool.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch)
+	rows, err := s.pool.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch, r.Room())
 	if err != nil {
 		return 0, false, err
 	}
 	defer rows.Close()
 	var (
-		formSeq     int64
-		found       bool
-		itemSeq, at pgtype.Int8        // NULL for a form without submissions in range
-		encoded     pgtype.DriverBytes // valid until the next Next: Row copies it
+		formSeq            int64
+		found, full        bool
+		itemSeq, at, total pgtype.Int8        // NULL for a form without submissions in range
+		encoded            pgtype.DriverBytes // valid until the next Next: Row copies it
+		read               int64
 	)
 	for rows.Next() {
-		if err := rows.Scan(&formSeq, &version, &itemSeq, &at, &encoded); err != nil {
+		if err := rows.Scan(&formSeq, &version, &itemSeq, &at, &encoded, &total); err != nil {
 			return 0, false, err
 		}
 		found = true
-		if !itemSeq.Valid || !r.Row(keyset.Pos{At: at.Int64, Seq: itemSeq.Int64}, encoded) {
+		if !itemSeq.Valid {
+			break
+		}
+		read++
+		if !r.Row(keyset.Pos{At: at.Int64, Seq: itemSeq.Int64}, encoded) {
+			full = true
 			break
 		}
 	}
@@ -240,6 +246,9 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 	}
 	if !found {
 		return 0, false, formsapi.ErrFormNotFound
+	}
+	if !full && total.Valid && read < total.Int64 {
+		r.Cut() // the statement's byte bound ended the rows, not the range
 	}
 	return version, seq == 0 || formSeq == seq, nil
 }

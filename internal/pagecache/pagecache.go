@@ -389,6 +389,19 @@ func (r *Read) Row(pos keyset.Pos, encoded []byte) bool {
 	return true
 }
 
+// Room returns the bytes of rows the store may read before the page's
+// byte budget ends it, the row that passes it aside (see wire.Budget).
+func (r *Read) Room() int { return r.budget.Room() }
+
+// Cut ends the page after the last row Row took, with a cursor: the store
+// stopped reading before Row said the page was full, because it counts
+// the budget over rows it could not tell were damaged, and rows follow.
+func (r *Read) Cut() {
+	if r.p.NextCursor == "" {
+		r.p.NextCursor = r.last.String()
+	}
+}
+
 // Mixed reports whether the page began with items the cache held at
 // another version than v, the version the store read the rest at: a
 // commit came between, and no single version describes the page. It is

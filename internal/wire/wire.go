@@ -4,7 +4,10 @@
 // host's store always goes through the checked formsapi.Store path.
 package wire
 
-import "unicode/utf8"
+import (
+	"math"
+	"unicode/utf8"
+)
 
 // Page is a page of submissions being appended to a response body.
 type Page struct {
@@ -180,6 +183,16 @@ func (b *Budget) Fits(size int) bool {
 func (b *Budget) Count(size int) {
 	b.used += size
 	b.n++
+}
+
+// Room returns how many more bytes of items fit before the budget ends
+// the page (the item that passes it comes after them): math.MaxInt for no
+// budget. A store may bound what it reads by it.
+func (b *Budget) Room() int {
+	if b.max <= 0 {
+		return math.MaxInt
+	}
+	return max(b.max-b.used, 0)
 }
 
 // Take counts an item of size bytes and reports true if it fits.
