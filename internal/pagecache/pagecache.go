@@ -414,9 +414,17 @@ func (r *Read) Mixed(v int64) bool { return r.held && v != r.e.version }
 // Done ends a page read from rows, which the store read at the form's
 // version v (or later: see the package doc), and keeps it in the cache
 // tagged with v, unless a damaged row was left out of it (so that every
-// read logs the damage) or it is Mixed.
+// read logs the damage), it is Mixed, or it is larger than an eighth of
+// the cache.
 func (r *Read) Done(v int64) {
 	if r.e == nil || r.served || len(r.p.Skipped) > r.skipped || r.Mixed(v) {
+		return
+	}
+	// A page of more than an eighth of the cache is not kept: it would
+	// push out many others to serve one list, and copying it (a page of
+	// large submissions is megabytes) would double the memory a request
+	// takes, on every miss.
+	if int64(len(r.p.Body)-r.start)*8 > r.c.maxBytes {
 		return
 	}
 	r.e.version = v
