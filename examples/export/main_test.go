@@ -124,22 +124,22 @@ func TestMainExports(t *testing.T) {
 	}
 }
 
-// The README shows this very program: it compiles because it is this file.
-func TestREADMEShowsThisProgram(t *testing.T) {
+// docs/client.md shows this very program: it compiles because it is this file.
+func TestDocsShowThisProgram(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/client.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)\n## Reading the API from Go\n.*?\n```go\n(// Command export .*?)```\n").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)\n```go\n(// Command export .*?)```\n").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal(`README.md has no Go block starting "// Command export" under "## Reading the API from Go"`)
+		t.Fatal(`docs/client.md has no Go block starting "// Command export"`)
 	}
 	src, err := os.ReadFile("main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(string(src), string(m[1])); diff != "" {
-		t.Errorf("README's example differs from examples/export/main.go (-main.go +README):\n%s", diff)
+		t.Errorf("docs/client.md's example differs from examples/export/main.go (-main.go +docs):\n%s", diff)
 	}
 }
