@@ -1,7 +1,8 @@
 // Package memstore keeps forms, submissions and API keys in memory. It
-// implements formsapi.Store and formsapi.KeyManager (scoped, expiring keys
-// and when each was last used), is safe for
-// concurrent use, and has the same write side as sqlitestore, so tests and
+// implements formsapi.Store, formsapi.FeedStore (the sync feed),
+// formsapi.KeyManager (scoped and expiring keys, last used; a
+// formsapi.KeyAuthorizer and KeyResolver) and formsapi.Writer, exactly as
+// sqlitestore and pgstore do, and is safe for concurrent use, so tests and
 // small hosts can use it in place of a database.
 package memstore
 

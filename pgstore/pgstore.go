@@ -1,7 +1,10 @@
 // Package pgstore keeps forms, submissions and API keys in PostgreSQL
 // through github.com/jackc/pgx/v5. It implements formsapi.Store,
-// formsapi.KeyResolver and formsapi.Writer, exactly as sqlitestore does:
-// the same data gives the same API responses, byte for byte.
+// formsapi.FeedStore (the sync feed), formsapi.KeyManager (scoped and
+// expiring keys, last used; a formsapi.KeyAuthorizer and KeyResolver) and
+// formsapi.Writer, exactly as sqlitestore and memstore do: the same data
+// gives the same API responses, byte for byte. [Store.RateLimiter] is a
+// ratelimit.Limiter shared by every node on the database.
 //
 // [Open] makes a pool the store owns; [New] uses a *pgxpool.Pool the host
 // already has. Every table is named formsapi_ and lives in one schema
