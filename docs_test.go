@@ -28,7 +28,7 @@ type goBlock struct {
 	src  string
 }
 
-var fence = regexp.MustCompile("(?m)^```(\\S*)\\n")
+var fence = regexp.MustCompile("(?m)^( *)```(\\S*)\\n")
 
 // goBlocks returns the ```go blocks of the documents.
 func goBlocks(t *testing.T) []goBlock {
@@ -45,16 +45,18 @@ func goBlocks(t *testing.T) []goBlock {
 			if m == nil {
 				break
 			}
-			lang := rest[m[2]:m[3]]
+			indent, lang := rest[m[2]:m[3]], rest[m[4]:m[5]]
 			body := rest[m[1]:]
-			end := strings.Index(body, "\n```")
+			end := strings.Index(body, "\n"+indent+"```")
 			if end < 0 {
 				t.Fatalf("%s: a code block never ends", f)
 			}
 			if lang == "go" {
-				blocks = append(blocks, goBlock{f, 1 + strings.Count(string(text[:off+m[1]]), "\n"), body[:end+1]})
+				// A block in a list item is indented; the file is not.
+				src := strings.ReplaceAll("\n"+body[:end+1], "\n"+indent, "\n")[1:]
+				blocks = append(blocks, goBlock{f, 1 + strings.Count(string(text[:off+m[1]]), "\n"), src})
 			}
-			adv := m[1] + end + len("\n```")
+			adv := m[1] + end + len("\n"+indent+"```")
 			off += adv
 			rest = rest[adv:]
 		}
@@ -153,7 +155,7 @@ func withoutCode(text []byte) []byte {
 	var out bytes.Buffer
 	in := false
 	for _, l := range bytes.SplitAfter(text, []byte("\n")) {
-		if bytes.HasPrefix(l, []byte("```")) {
+		if bytes.HasPrefix(bytes.TrimLeft(l, " "), []byte("```")) {
 			in = !in
 			continue
 		}
