@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -162,6 +163,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
+	// Listen before seeding: a port taken must stop the server before it
+	// makes a demo key that it would then never show.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	defer ln.Close() // if seeding fails; Serve closes it otherwise
 	demoKey, created, err := seed(ctx, store, *keyFile, lockSeeding)
 	if err != nil {
 		return err
@@ -217,10 +225,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", *addr, err)
-	}
 	base := "http://" + ln.Addr().String()
 	logger.Info("listening", slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter))
 	printBanner(stderr, base, where, *keyFile, demoKey, created)
@@ -254,6 +258,11 @@ func printBanner(w io.Writer, base, where, keyFile, key string, created bool) {
 	case created:
 		fmt.Fprintf(w, "demo API key (shown this once; kept in %s, mode 0600): %s\n", keyFile, key)
 	case key != "":
+		// The curl lines name the file by its absolute path, so that they
+		// work from any directory.
+		if abs, err := filepath.Abs(keyFile); err == nil {
+			keyFile = abs
+		}
 		fmt.Fprintf(w, "demo API key: in %s (not printed again)\n", keyFile)
 		auth = `"Authorization: Bearer $(cat ` + shellQuote(keyFile) + `)"`
 	default:

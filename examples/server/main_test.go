@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -147,22 +151,50 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 }
 
 // TestCurlLineFromKeyFileWorks runs the curl line a later run prints,
-// through a shell, when curl and sh are installed.
+// through a shell, from another directory than the server's, when curl
+// and sh are installed. The database is named by a relative path, which
+// the line must not repeat as it is.
 func TestCurlLineFromKeyFileWorks(t *testing.T) {
 	is := is.New(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed; the later runs' curl line cannot be run")
 	}
-	db := filepath.Join(t.TempDir(), "it's forms.db") // a quote, to check the quoting
+	t.Chdir(t.TempDir())
+	db := "it's forms.db" // a quote, to check the quoting
 	first := start(t, db)
 	is.NoErr(first.stop())
 	second := start(t, db)
 	defer second.stop()
 	line := regexp.MustCompile(`curl -H .*/v1/forms'`).FindString(second.term.String())
 	is.True(line != "") // a curl line
-	out, err := exec.Command("sh", "-c", line+" -s").Output()
+	cmd := exec.Command("sh", "-c", line+" -s")
+	cmd.Dir = t.TempDir() // elsewhere
+	out, err := cmd.Output()
 	is.NoErr(err)                                                // it runs
 	is.True(strings.Contains(string(out), `"formId":"contact"`)) // and lists the demo forms
+}
+
+// TestPortTakenMakesNoKey: a first run that cannot listen stops before it
+// makes the demo key, so the run after it shows the key rather than
+// pointing to a file made by a run whose banner nobody saw.
+func TestPortTakenMakesNoKey(t *testing.T) {
+	is := is.New(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	is.NoErr(err)
+	defer taken.Close()
+	db := filepath.Join(t.TempDir(), "forms.db")
+	var term bytes.Buffer
+	err = run(context.Background(), []string{"-db", db, "-addr", taken.Addr().String()}, io.Discard, &term)
+	is.True(err != nil)                                // the port is taken
+	is.True(strings.Contains(err.Error(), "listen"))   // and it says so
+	is.True(!strings.Contains(term.String(), "fapi_")) // no key shown
+	_, err = os.Stat(db + ".demo-key")
+	is.True(errors.Is(err, fs.ErrNotExist)) // and none kept
+	s := start(t, db)
+	defer s.stop()
+	is.True(strings.Contains(s.term.String(), "shown this once")) // the next run shows it
+	code, _ := s.get(t, "/v1/forms", s.key)
+	is.Equal(code, 200)
 }
 
 func TestAccessLogTruncatesLongPaths(t *testing.T) {
