@@ -38,6 +38,7 @@ type observed struct {
 	rateLimit         observe.RateLimit
 	feed              bool
 	accountID, formID string
+	cache             observe.Cache
 }
 
 type observedKey struct{}
@@ -94,6 +95,7 @@ func observeRequests(o observe.Observer, route func(*http.Request) string, next 
 			KeyRefused: status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
 			AccountID:  seen.accountID,
 			FormID:     seen.formID,
+			Cache:      seen.cache,
 		})
 	})
 }
@@ -154,10 +156,12 @@ type observedReader struct {
 }
 
 func (r observedReader) AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error {
-	observedIn(ctx).formID = formID
+	seen := observedIn(ctx)
+	seen.formID = formID
 	ctx, done := call(r.o, ctx, observe.OpListSubmissions, accountID, formID)
 	err := r.pageReader.AppendSubmissions(ctx, accountID, formID, q, p)
 	done(err)
+	seen.cache = p.Cache
 	return err
 }
 

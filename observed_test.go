@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -146,4 +148,39 @@ func TestObserverSeesStoreFailures(t *testing.T) {
 	calls, reqs := o.take()
 	is.Equal(calls[len(calls)-1], "list_forms:error")
 	is.Equal(reqs[0].Status, 500)
+}
+
+// TestObserverSeesTheReadCache: over sqlitestore, whose read cache is on
+// by default, a page is reported missed the first time, hit the next,
+// held in part when a longer page starts with it, and missed again after
+// a write to its form; memstore has no cache, and no other request is a
+// page the cache could serve.
+func TestObserverSeesTheReadCache(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	sq, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
+	is.NoErr(err)
+	defer sq.Close()
+	is.NoErr(storetest.Load(ctx, sq, storetest.DefaultSeed()))
+	o := &recordingObserver{}
+	h := formsapi.NewHandler(sq, sq, formsapi.WithObserver(o))
+	page := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
+	cacheOf := func(path string) observe.Cache {
+		t.Helper()
+		res := do(t, h, "GET", path, bearer(storetest.KeyA)...)
+		is.Equal(res.status, 200)
+		_, reqs := o.take()
+		return reqs[0].Cache
+	}
+	is.Equal(cacheOf(page), observe.CacheMiss)                                                      // first read
+	is.Equal(cacheOf(page), observe.CacheHit)                                                       // again: from the cache
+	is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?limit=5"), observe.CachePartial) // starts with the held page
+	is.Equal(cacheOf("/v1/forms"), observe.CacheNone)                                               // not a page of submissions
+	is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?sync=start"), observe.CacheNone) // the feed is not cached
+	is.NoErr(sq.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"a":1}`), CreatedAt: time.Now()}, formsapi.Metadata{}))
+	is.Equal(cacheOf(page), observe.CacheMiss) // a write: read again
+
+	m := seeded(t)
+	h = formsapi.NewHandler(m, m, formsapi.WithObserver(o))
+	is.Equal(cacheOf(page), observe.CacheNone) // memstore has no cache
 }

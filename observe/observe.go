@@ -86,6 +86,34 @@ type Request struct {
 	// AccountID and FormID name what the request read, once known; ""
 	// before authentication and for the forms list's form.
 	AccountID, FormID string
+	// Cache is what the store's read cache did for the request's page of
+	// submissions: CacheNone for any other request, and over a store
+	// without a cache (memstore, a host's own) or with it turned off.
+	Cache Cache
+}
+
+// Cache is what a store's read cache (sqlitestore's and pgstore's) did
+// for a page of submissions.
+type Cache int
+
+const (
+	CacheNone    Cache = iota // no cache was asked: not a page of submissions, or no cache
+	CacheHit                  // the cache held the whole page; the database was not read for it
+	CachePartial              // the cache held the start of the page; only the rest was read
+	CacheMiss                 // the page was read from the database
+)
+
+// String returns the outcome's name: "none", "hit", "partial" or "miss".
+func (c Cache) String() string {
+	switch c {
+	case CacheHit:
+		return "hit"
+	case CachePartial:
+		return "partial"
+	case CacheMiss:
+		return "miss"
+	}
+	return "none"
 }
 
 // RateLimit is what the rate limiter decided about a request.

@@ -45,6 +45,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/observe"
 )
 
 // Cache keeps encoded pages of submissions, each tagged with the version
@@ -319,12 +320,15 @@ func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, ex
 	held := c.get(version, r.key)
 	if body, next, ok := held.serve(q, p.Body); ok {
 		p.Body, p.NextCursor, r.served = body, next, true
+		p.Cache = observe.CacheHit
 		return r, nil
 	}
 	r.e = &entry{version: version}
+	p.Cache = observe.CacheMiss
 	if !extend || held == nil || len(held.ends) == 0 {
 		return r, nil
 	}
+	p.Cache = observe.CachePartial
 	// The cache holds the start of the page at this version: read only
 	// the rest, after its last item. serve found that they all fit.
 	n := len(held.ends)

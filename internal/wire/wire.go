@@ -7,6 +7,8 @@ package wire
 import (
 	"math"
 	"unicode/utf8"
+
+	"github.com/formsapi/formsapi/observe"
 )
 
 // Page is a page of submissions being appended to a response body.
@@ -23,6 +25,9 @@ type Page struct {
 	// the request's key was looked up (see Form), or nil: the store then
 	// reads it itself.
 	Form *Form
+	// Cache is what the store's read cache did for the page, for an
+	// observer (internal/pagecache sets it); CacheNone without a cache.
+	Cache observe.Cache
 
 	items int // objects appended so far, for the separating commas
 }

@@ -1,0 +1,319 @@
+// Package formsotel reports what the forms API's handler does to
+// OpenTelemetry: request, store, cache and rate-limit metrics under the
+// semantic conventions' names, and a span over every call the handler
+// makes to the key resolver, the rate limiter and the store, nested under
+// the span of the request (an otelhttp handler's, say) through the
+// request's context. Give the handler an Observer:
+//
+//	obs, err := formsotel.New()
+//	…
+//	api := formsapi.NewHandler(store, store, formsapi.WithObserver(obs))
+//	http.ListenAndServe(addr, otelhttp.NewHandler(api, "forms API"))
+//
+// # Metrics
+//
+//   - http.server.request.duration (histogram, s): every request the
+//     handler answers, with http.request.method, http.route (the pattern
+//     that answered, "/v1/forms/{formId}/submissions"; none for a path the
+//     API does not serve) and http.response.status_code.
+//   - db.client.operation.duration (histogram, s): every call to the key
+//     resolver or the store, with db.operation.name (one of the
+//     observe.Op constants but rate_limit), db.system.name when given
+//     with WithDBSystemName, and error.type when the call failed:
+//     "timeout", "canceled" or "_OTHER". A refused key and a form not
+//     found are answers, not failures.
+//   - formsapi.rate_limit.duration (histogram, s): every call to the rate
+//     limiter, with error.type likewise.
+//   - formsapi.cache.lookups (counter): pages of submissions for which the
+//     store's read cache was asked, by formsapi.cache.result: "hit" (the
+//     whole page from memory), "partial" (its start), "miss".
+//   - formsapi.rate_limit.decisions (counter): by
+//     formsapi.rate_limit.decision: "allowed", "refused" (a 429) or
+//     "failed" (the limiter did not answer in time, or failed).
+//   - formsapi.keys.refused (counter): requests whose key was refused
+//     (malformed, unknown, revoked or expired); requests without a key
+//     are not counted.
+//   - formsapi.feed.pages (counter): pages of the sync feed served (200).
+//   - formsapi.page.bytes (counter, By): the bytes of the pages served
+//     (200), as sent (compressed, when they were), by formsapi.page.kind:
+//     "forms", "submissions" or "feed".
+//
+// No metric attribute, and no span attribute, carries an API key, a
+// cursor or submission data, ever; nor an account ID or a form ID unless
+// the host opts in with WithIDAttributes. Every account and form would
+// make series of their own on every metric (a metrics backend's cost
+// grows with the number of series, and one tenant's burst of new forms
+// would grow it), and an account ID may be personal data that a
+// telemetry pipeline, kept longer and seen by more people than the
+// database, should not hold by default.
+//
+// # Spans
+//
+// Every call gets a client span named by its operation ("authorize",
+// "rate_limit", "list_forms", "list_submissions", "sync_submissions"),
+// with db.operation.name and db.system.name, child of the span in the
+// request's context and parent of whatever the dependency starts itself
+// (pgx's tracer, go-redis's). A failed call's span has status Error and
+// error.type, never the error's text, which may quote SQL or a server's
+// address. When the request's own span records, it gets http.route.
+package formsotel
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/observe"
+)
+
+// ScopeName is the instrumentation scope of the meter and tracer.
+const ScopeName = "github.com/formsapi/formsapi/formsotel"
+
+// The attributes of this package's own: the semantic conventions have no
+// names for them.
+const (
+	CacheResultKey       = attribute.Key("formsapi.cache.result")
+	RateLimitDecisionKey = attribute.Key("formsapi.rate_limit.decision")
+	PageKindKey          = attribute.Key("formsapi.page.kind")
+	AccountIDKey         = attribute.Key("formsapi.account.id") // only with WithIDAttributes
+	FormIDKey            = attribute.Key("formsapi.form.id")    // only with WithIDAttributes
+)
+
+// Option configures an Observer.
+type Option func(*config)
+
+type config struct {
+	meters   metric.MeterProvider
+	tracers  trace.TracerProvider
+	dbSystem string
+	ids      bool
+}
+
+// WithMeterProvider records metrics with mp instead of the global
+// provider (otel.GetMeterProvider() when New is called).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meters = mp }
+}
+
+// WithTracerProvider starts spans with tp instead of the global provider
+// (otel.GetTracerProvider() when New is called).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracers = tp }
+}
+
+// WithDBSystemName sets db.system.name on the store's spans and
+// db.client.operation.duration, in the conventions' words:
+// "postgresql", "sqlite", or the store the host wrote over. The observer
+// cannot tell which store the handler has.
+func WithDBSystemName(name string) Option {
+	return func(c *config) { c.dbSystem = name }
+}
+
+// WithIDAttributes adds the account ID (formsapi.account.id) and the form
+// ID (formsapi.form.id), where known, to every metric and span. Without
+// it neither is recorded anywhere. Turn it on only with few accounts and
+// forms, and when the telemetry backend may hold account IDs: each
+// account and form makes series of its own on every metric.
+func WithIDAttributes() Option {
+	return func(c *config) { c.ids = true }
+}
+
+// Observer records what a formsapi handler does as OpenTelemetry metrics
+// and spans. Give it to formsapi.WithObserver. It is safe for concurrent
+// use.
+type Observer struct {
+	tracer trace.Tracer
+	ids    bool
+	system []attribute.KeyValue // db.system.name, or none
+
+	requestDuration metric.Float64Histogram
+	dbDuration      metric.Float64Histogram
+	limitDuration   metric.Float64Histogram
+	cacheLookups    metric.Int64Counter
+	limitDecisions  metric.Int64Counter
+	refusedKeys     metric.Int64Counter
+	feedPages       metric.Int64Counter
+	pageBytes       metric.Int64Counter
+}
+
+var _ observe.Observer = (*Observer)(nil)
+
+// The histograms' bucket boundaries, in seconds: those the semantic
+// conventions advise for HTTP server and database client durations.
+var (
+	httpBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	dbBuckets   = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+)
+
+// New returns an Observer recording to the global meter and tracer
+// providers, or those the options name. It fails only if an instrument
+// cannot be made.
+func New(opts ...Option) (*Observer, error) {
+	c := config{}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.meters == nil {
+		c.meters = otel.GetMeterProvider()
+	}
+	if c.tracers == nil {
+		c.tracers = otel.GetTracerProvider()
+	}
+	meter := c.meters.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	o := &Observer{tracer: c.tracers.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), ids: c.ids}
+	if c.dbSystem != "" {
+		o.system = []attribute.KeyValue{semconv.DBSystemNameKey.String(c.dbSystem)}
+	}
+	var errs []error
+	histogram := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		n, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return n
+	}
+	o.requestDuration = histogram("http.server.request.duration", "Duration of HTTP server requests.", httpBuckets)
+	o.dbDuration = histogram("db.client.operation.duration", "Duration of database client operations.", dbBuckets)
+	o.limitDuration = histogram("formsapi.rate_limit.duration", "Duration of the rate limiter's calls.", dbBuckets)
+	o.cacheLookups = counter("formsapi.cache.lookups", "{lookup}", "Pages of submissions the read cache was asked for, by result.")
+	o.limitDecisions = counter("formsapi.rate_limit.decisions", "{decision}", "Rate-limit decisions, by decision.")
+	o.refusedKeys = counter("formsapi.keys.refused", "{request}", "Requests whose API key was refused.")
+	o.feedPages = counter("formsapi.feed.pages", "{page}", "Pages of the sync feed served.")
+	o.pageBytes = counter("formsapi.page.bytes", "By", "Bytes of the pages served, as sent.")
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Call starts a span over a call to a dependency and returns its context,
+// and a func that ends the span and records the call's duration.
+func (o *Observer) Call(ctx context.Context, c observe.Call) (context.Context, func(error)) {
+	start := time.Now()
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, semconv.DBOperationNameKey.String(c.Op))
+	attrs = append(attrs, o.system...)
+	attrs = o.appendIDs(attrs, c.AccountID, c.FormID)
+	ctx, span := o.tracer.Start(ctx, c.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithTimestamp(start))
+	hist := o.dbDuration
+	if c.Op == observe.OpRateLimit {
+		hist = o.limitDuration
+	}
+	return ctx, func(err error) {
+		elapsed := time.Since(start)
+		if t := errorType(err); t != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(t))
+			span.SetAttributes(semconv.ErrorTypeKey.String(t))
+			span.SetStatus(codes.Error, t)
+		}
+		span.End()
+		hist.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributes(attrs...))
+	}
+}
+
+// errorType classifies a failed call for error.type, "" for success and
+// for the answers that are no failure: a refused key, a form not found.
+func errorType(err error) string {
+	switch {
+	case err == nil, errors.Is(err, formsapi.ErrInvalidKey), errors.Is(err, formsapi.ErrFormNotFound):
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "_OTHER"
+}
+
+// Request records a request the handler answered.
+func (o *Observer) Request(ctx context.Context, r observe.Request) {
+	ctx = context.WithoutCancel(ctx) // a client gone still counts
+	route := routePath(r.Route)
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(r.Method)), semconv.HTTPResponseStatusCodeKey.Int(r.Status))
+	if route != "" {
+		attrs = append(attrs, semconv.HTTPRouteKey.String(route))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(semconv.HTTPRouteKey.String(route))
+		}
+	}
+	attrs = o.appendIDs(attrs, r.AccountID, r.FormID)
+	o.requestDuration.Record(ctx, r.Duration.Seconds(), metric.WithAttributes(attrs...))
+
+	ids := o.appendIDs(nil, r.AccountID, r.FormID)
+	if r.Cache != observe.CacheNone {
+		o.cacheLookups.Add(ctx, 1, metric.WithAttributes(append(ids, CacheResultKey.String(r.Cache.String()))...))
+	}
+	if r.RateLimit != observe.RateLimitNone {
+		o.limitDecisions.Add(ctx, 1, metric.WithAttributes(append(ids, RateLimitDecisionKey.String(r.RateLimit.String()))...))
+	}
+	if r.KeyRefused {
+		o.refusedKeys.Add(ctx, 1) // no account: the key was not one
+	}
+	if r.Status != http.StatusOK {
+		return
+	}
+	kind := ""
+	switch {
+	case r.Feed:
+		kind = "feed"
+		o.feedPages.Add(ctx, 1, metric.WithAttributes(ids...))
+	case route == "/v1/forms":
+		kind = "forms"
+	case route == "/v1/forms/{formId}/submissions":
+		kind = "submissions"
+	default:
+		return // the OpenAPI document is no page
+	}
+	o.pageBytes.Add(ctx, r.BodyBytes, metric.WithAttributes(append(ids, PageKindKey.String(kind))...))
+}
+
+// appendIDs appends the account and form IDs that are known, if the host
+// opted in.
+func (o *Observer) appendIDs(attrs []attribute.KeyValue, account, form string) []attribute.KeyValue {
+	if !o.ids {
+		return attrs
+	}
+	if account != "" {
+		attrs = append(attrs, AccountIDKey.String(account))
+	}
+	if form != "" {
+		attrs = append(attrs, FormIDKey.String(form))
+	}
+	return attrs
+}
+
+// routePath returns the path of a route pattern, "GET /v1/forms" as
+// "/v1/forms": http.route is the path template, the method has its own
+// attribute.
+func routePath(route string) string {
+	if _, path, ok := strings.Cut(route, " "); ok {
+		return path
+	}
+	return route
+}
+
+// method returns m if it is one of the methods HTTP defines, and "_OTHER"
+// otherwise, as the conventions ask: a client can send any token as a
+// method, and each would make series of its own.
+func method(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
+}
