@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# The fleet (issue 16): API nodes over one PostgreSQL, back to back in one
+# run, on the multi-tenant workload of bench/mixed.sh (20 accounts × 10
+# forms × 500 submissions; bench/mixed.lua: a random key, one of its forms,
+# limit 10/25/50/100, random order, and 1 in 20 lists the key's forms),
+# spread over the nodes by bench/fleet.lua (wrk's thread i talks to node
+# i mod n). Rows, each with a fresh set of nodes:
+#
+#   baseline      benchserver -mode static: a precomputed 100-item page
+#   sqlite        1 examples/server over SQLite (rate limits in memory)
+#   pg1-redis     1 node over PostgreSQL, rate limits in Redis (-redis)
+#   pg2-redis     2 nodes, the same
+#   pg3-redis     3 nodes, the same
+#   pg1-pglimit   1 node over PostgreSQL, rate limits in PostgreSQL
+#   bouncer1      1 node through PgBouncer (transaction mode, DSN with
+#                 default_query_exec_mode=exec), rate limits in Redis
+#   bouncer2      2 nodes, the same
+#   pg3+writer    pg3-redis while `tenants write` adds a submission to a
+#                 random form every WRITE_EVERY (2ms) through pgstore
+#
+# Every node has rate limiting on (a policy of 10,000,000 a minute per
+# account, which never refuses) and the default 12 MiB read cache; nodes
+# of a row start all at once (so several first starts race on the
+# migration and seed locks, through PgBouncer too). Before each measured
+# run, WARM (2s) of the same requests fill the caches and pools.
+#
+# Each row prints req/s and the CPU time (user + system, internal/cmd/
+# cpuwatch) per request of: the API nodes (summed), the PostgreSQL
+# backends serving them (application_name of this run, from
+# pg_stat_activity; autovacuum, the WAL writer and the writer's own
+# backend are left out), PgBouncer's process, the Redis server (the whole
+# process: other users of this Redis count too) and wrk; the ratios to the
+# baseline; and the requests that were not 2xx/3xx or failed on the socket
+# (must be 0). Then the capacity model those figures give: API requests a
+# second per core of PostgreSQL, of Redis, and of the nodes. On a shared
+# two-core machine req/s moves with the neighbours' load; CPU per request
+# is the steady figure, and the one that carries over to real machines.
+#
+#   bash bench/fleet.sh                      # DUR=8s CONN=32, about 3 min
+#   ROWS="baseline pg1-redis" bash bench/fleet.sh
+#   PG=... REDIS=... bash bench/fleet.sh     # default: the test services
+#
+# PgBouncer (apt-get install pgbouncer) runs from a config of its own on a
+# free port, as nobody, and is stopped at the end. The SQLite dataset is
+# generated once into $WORK (/tmp/formsapi-fleet) and copied for each run;
+# the PostgreSQL one once into schema formsapi_fleet (one transaction per
+# submission: a few minutes), kept with its keys file in $WORK and reused
+# (the writer's additions accumulate; remove $WORK/pg-*.keys to start
+# afresh). Everything runs on 127.0.0.1 and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-8s}
+WARM=${WARM:-2s}
+CONN=${CONN:-32}
+WRITE_EVERY=${WRITE_EVERY:-2ms}
+WORK=${WORK:-/tmp/formsapi-fleet}
+REDIS=${REDIS-redis://127.0.0.1:6379/0}
+ROWS=${ROWS:-baseline sqlite pg1-redis pg2-redis pg3-redis pg1-pglimit bouncer1 bouncer2 pg3+writer}
+SCHEMA=formsapi_fleet
+RATE=(-rate-limit 10000000 -rate-window 1m)
+source bench/lib.sh
+[ -n "$PG" ] || { echo "fleet.sh needs PostgreSQL: set PG to a DSN" >&2; exit 1; }
+[ -n "$REDIS" ] || { echo "fleet.sh needs Redis: set REDIS to a URL" >&2; exit 1; }
+if ! command -v pgbouncer >/dev/null; then
+  apt-get install -y pgbouncer >/dev/null || { echo "pgbouncer is missing: apt-get install pgbouncer" >&2; exit 1; }
+fi
+go build -o "$DIR/" ./internal/cmd/benchserver ./internal/cmd/tenants
+APP=formsapi-fleet-$$
+export FORMSAPI_CURSOR_SECRET=fleet-bench-$$-shared-by-every-node
+# dsn BASE PARAMS: BASE with PARAMS appended as query parameters.
+dsn() { case $1 in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac; }
+
+# Datasets, named after the schema, so a new migration makes a new one.
+mkdir -p "$WORK"
+PRISTINE="$WORK/sqlite-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
+KEYS="$PRISTINE.keys"
+if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
+  rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
+  "$DIR/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+fi
+cp "$PRISTINE" "$DIR/fleet.db"
+PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8).keys"
+if [ ! -f "$PGKEYS" ]; then
+  "$DIR/tenants" gen -postgres "$PG" -schema "$SCHEMA" -keys "$PGKEYS.tmp" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+  mv "$PGKEYS.tmp" "$PGKEYS"
+fi
+
+# PgBouncer in transaction mode on a free port, logging in to PostgreSQL as
+# the user of $PG (auth_type any: the bench's clients are trusted).
+BOUNCER_PID=
+start_bouncer() {
+  local host port db user port2
+  host=$(psql -Atq "$PG" -c "SELECT coalesce(inet_server_addr()::text, 'localhost')" | sed 's,/.*,,')
+  port=$(psql -Atq "$PG" -c "SELECT current_setting('port')")
+  db=$(psql -Atq "$PG" -c "SELECT current_database()")
+  user=$(psql -Atq "$PG" -c "SELECT current_user")
+  for port2 in $(shuf -i 20000-60000 -n 50); do # one nothing listens on
+    (exec 3<>"/dev/tcp/127.0.0.1/$port2") 2>/dev/null || break
+  done
+  mkdir -p "$DIR/pgbouncer"
+  cat >"$DIR/pgbouncer/pgbouncer.ini" <<EOF
+[databases]
+$db = host=$host port=$port dbname=$db user=$user
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port2
+unix_socket_dir =
+auth_type = any
+pool_mode = transaction
+default_pool_size = ${BOUNCER_POOL:-8}
+max_client_conn = 1000
+logfile = $DIR/pgbouncer/pgbouncer.log
+pidfile = $DIR/pgbouncer/pgbouncer.pid
+EOF
+  chmod 755 "$DIR" "$DIR/pgbouncer"
+  chown -R nobody "$DIR/pgbouncer"
+  pgbouncer -u nobody "$DIR/pgbouncer/pgbouncer.ini" >/dev/null 2>&1 &
+  BOUNCER_PID=$!
+  SERVERS+=("$BOUNCER_PID")
+  BOUNCER="postgres://$user@127.0.0.1:$port2/$db?sslmode=disable"
+  for _ in $(seq 100); do
+    psql -Atq "$BOUNCER" -c 'SELECT 1' >/dev/null 2>&1 && BOUNCER=$(dsn "$BOUNCER" default_query_exec_mode=exec) && return 0
+    sleep 0.1
+  done
+  echo "pgbouncer did not start:" >&2
+  cat "$DIR/pgbouncer/pgbouncer.log" >&2
+  return 1
+}
+
+# start_nodes NAME N ARGS...: starts N example servers with ARGS at once,
+# each on a free port, and waits for all; sets NODES (host:port ...),
+# NODE_PIDS (comma-separated) and NODE_URL (the first one's URL).
+start_nodes() {
+  local name=$1 n=$2 i u p
+  shift 2
+  local pids=()
+  for i in $(seq "$n"); do
+    rm -f "$DIR/$name-$i.err"
+    (cd "$DIR" && exec ./server -addr 127.0.0.1:0 -access-log=false -demo-key-file "$name.demo-key" "$@" >"$name-$i.log" 2>"$name-$i.err") &
+    pids+=($!)
+    SERVERS+=($!)
+  done
+  NODES=
+  NODE_PIDS=
+  NODE_URL=
+  for i in $(seq "$n"); do
+    p=${pids[$((i - 1))]}
+    u=
+    for _ in $(seq 600); do
+      u=$(sed -n 's/^forms API on \(http:[^ ]*\) over.*/\1/p' "$DIR/$name-$i.err" 2>/dev/null || true)
+      [ -n "$u" ] && break
+      kill -0 "$p" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ -z "$u" ]; then
+      echo "node $name-$i did not start:" >&2
+      cat "$DIR/$name-$i.err" >&2
+      return 1
+    fi
+    NODES="$NODES ${u#http://}"
+    NODE_PIDS="$NODE_PIDS${NODE_PIDS:+,}$p"
+    [ -n "$NODE_URL" ] || NODE_URL=$u
+  done
+}
+stop_nodes() { local p; for p in ${NODE_PIDS//,/ }; do stop_server "$p"; done; }
+
+REDIS_PID=$(redis-cli -u "$REDIS" INFO server | tr -d '\r' | sed -n 's/^process_id://p')
+[ -n "$REDIS_PID" ] && [ -d "/proc/$REDIS_PID" ] || { echo "fleet.sh: Redis at $REDIS is not a process of this machine" >&2; exit 1; }
+
+# measure NAME NODES THREADS URL WRK_ARGS...: WARM then DUR of wrk; appends
+# "NAME nodes req/s node pg bouncer redis wrk errors" (seconds of CPU, the
+# figures per request come later) to $DIR/rows.
+measure() {
+  local name=$1 n=$2 t=$3 url=$4 c out line reqs errs pids
+  shift 4
+  c=$(((CONN + t - 1) / t * t)) # a whole number of connections per thread
+  FLEET_NODES=$NODES wrk -t"$t" -c"$c" -d"$WARM" "$@" "$url" -- "${LUAARGS[@]}" >/dev/null 2>&1 || true
+  pids=$NODE_PIDS,$REDIS_PID
+  [ -n "$BOUNCER_PID" ] && pids=$pids,$BOUNCER_PID
+  out=$(FLEET_NODES=$NODES "$DIR/cpuwatch" -pid "$pids" -pg "$PG" -pg-app "$APP" -- \
+    wrk -t"$t" -c"$c" -d"$DUR" "$@" "$url" -- "${LUAARGS[@]}" 2>&1)
+  line=$(echo "$out" | grep '^cpuwatch:')
+  reqs=$(requests "$out")
+  errs=$(echo "$out" | awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}')
+  local node=0 p
+  for p in ${NODE_PIDS//,/ }; do node=$(awk -v a="$node" -v b="$(field "$line" "pid:$p")" 'BEGIN {print a + b}'); done
+  local bouncer=-
+  [ -n "$BOUNCER_PID" ] && bouncer=$(field "$line" "pid:$BOUNCER_PID")
+  echo "$name $n $(echo "$out" | awk '/Requests\/sec/ {print $2}') $reqs $node $(field "$line" pg) $bouncer $(field "$line" "pid:$REDIS_PID") $(field "$line" client) $errs" >>"$DIR/rows"
+  echo "$name: $reqs requests, errors $errs; $line" >&2
+  if [ "$errs" != 0 ]; then echo "$out" >&2; fi
+}
+
+# node_row NAME N THREADS NODE_ARGS...: starts N nodes, measures, stops them.
+node_row() {
+  local name=$1 n=$2 t=$3
+  shift 3
+  start_nodes "$name" "$n" "$@"
+  LUAARGS=("$PGKEYS")
+  measure "$name" "$n" "$t" "$NODE_URL" -s "$LUA/fleet.lua"
+  stop_nodes
+}
+
+PGNODE=(-postgres "$(dsn "$PG" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}")
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+: >"$DIR/rows"
+for row in $ROWS; do
+  BOUNCER_PID=
+  case $row in
+  baseline)
+    "$DIR/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null 2>&1 &
+    bs=$!
+    SERVERS+=("$bs")
+    for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18190/ && break || sleep 0.1; done
+    NODES= NODE_PIDS=$bs LUAARGS=()
+    measure baseline 1 2 "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100" -H "Authorization: Bearer bench-key"
+    stop_server "$bs"
+    ;;
+  sqlite)
+    start_nodes sqlite 1 -db fleet.db "${RATE[@]}"
+    LUAARGS=("$KEYS")
+    measure sqlite 1 2 "$NODE_URL" -s "$LUA/fleet.lua"
+    stop_nodes
+    ;;
+  pg1-redis) node_row "$row" 1 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
+  pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
+  pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
+  pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
+  bouncer1 | bouncer2)
+    start_bouncer
+    n=${row#bouncer}
+    node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
+    stop_server "$BOUNCER_PID"
+    ;;
+  pg3+writer)
+    start_nodes "$row" 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP"
+    "$DIR/tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$SCHEMA" \
+      -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
+    writer=$!
+    LUAARGS=("$PGKEYS")
+    measure "$row" 3 3 "$NODE_URL" -s "$LUA/fleet.lua"
+    wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
+    echo "$(cat "$DIR/writer.out")" >&2
+    stop_nodes
+    ;;
+  *) echo "fleet.sh: unknown row $row" >&2; exit 1 ;;
+  esac
+done
+
+echo
+echo "wrk -c$CONN (rounded up to a multiple of the threads) -d$DUR after -d$WARM of warm-up, $(date -u +%FT%TZ), main at $(git rev-parse --short HEAD 2>/dev/null || echo '?'); load average before: $load"
+echo "CPU µs per request (user + system over the run / requests): nodes summed; PostgreSQL: the nodes' backends; Redis: the whole server"
+printf '%-12s %5s %9s %8s %9s %8s %8s %8s %8s %8s %7s\n' row nodes req/s "x base" node-µs "x base" pg-µs pgb-µs redis-µs wrk-µs errors
+base_rps=$(awk '$1=="baseline" {print $3}' "$DIR/rows")
+base_cpu=$(awk '$1=="baseline" {print 1e6 * $5 / $4}' "$DIR/rows")
+us() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "-" || n <= 0) print "-"; else printf "%.1f", 1e6 * s / n }'; }
+while read -r name n rps reqs node pg bouncer redis client errs; do
+  [ "$name" = baseline ] && pg=- && redis=-
+  case $name in sqlite) pg=- ;; esac
+  nus=$(us "$node" "$reqs")
+  printf '%-12s %5s %9.0f %8s %9s %8s %8s %8s %8s %8s %7s\n' "$name" "$n" "$rps" "$(ratio "$rps" "${base_rps:-0}")" "$nus" \
+    "$(ratio "$nus" "${base_cpu:-0}")" "$(us "$pg" "$reqs")" "$(us "$bouncer" "$reqs")" "$(us "$redis" "$reqs")" "$(us "$client" "$reqs")" "$errs"
+done <"$DIR/rows"
+
+echo
+echo "Capacity model (per core, from the CPU per request above): API requests a second one core of each serves"
+printf '%-12s %14s %14s %14s %14s %22s\n' row PostgreSQL PgBouncer Redis "API node" "node cores per PG core"
+while read -r name n rps reqs node pg bouncer redis client errs; do
+  case $name in baseline | sqlite) continue ;; esac
+  cap() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "-" || s <= 0) print "-"; else printf "%.0f", n / s }'; }
+  printf '%-12s %14s %14s %14s %14s %22s\n' "$name" "$(cap "$pg" "$reqs")" "$(cap "$bouncer" "$reqs")" "$(cap "$redis" "$reqs")" \
+    "$(cap "$node" "$reqs")" "$(ratio "$node" "$pg")"
+done <"$DIR/rows"
