@@ -62,6 +62,14 @@ type Metadata struct {
 	UserAgent string
 	Geo       json.RawMessage
 	TraceID   string
+	// ID is the host's own name for the submission (its row in the
+	// collection side's database, say), by which [Writer.DeleteSubmission]
+	// finds it again; "" for none. When set it is unique within its form:
+	// AddSubmission refuses a second submission with the same ID in the
+	// same form (ErrInvalidInput), so a retried write cannot store a
+	// submission twice. It must be valid UTF-8 without control
+	// characters, at most 256 bytes, and counts towards MaxMetadataBytes.
+	ID string
 }
 
 // Errors of the Store and KeyResolver contracts. Implementations return them
@@ -88,6 +96,9 @@ var (
 	// ErrInvalidInput means a write was refused because its input is
 	// malformed; the wrapping error says which field and why.
 	ErrInvalidInput = errors.New("formsapi: invalid input")
+	// ErrSubmissionNotFound means no submission of the form has the
+	// [Metadata.ID] a deletion named (see [Writer.DeleteSubmission]).
+	ErrSubmissionNotFound = errors.New("formsapi: submission not found")
 )
 
 // maxFormIDLen is the longest form ID the library accepts.

@@ -206,9 +206,15 @@ func (l Limits) checkSubmissionSize(s Submission) error {
 // or Geo is present but not valid JSON, and replaces the bytes of its
 // fields that are not valid UTF-8 with U+FFFD.
 func (l Limits) prepareMetadata(m *Metadata) error {
-	if n := len(m.ClientIP) + len(m.UserAgent) + len(m.Geo) + len(m.TraceID); n > l.MaxMetadataBytes {
-		return fmt.Errorf("%w: metadata is %d bytes (client IP, user agent, geo and trace ID together), over the limit MaxMetadataBytes (%d)",
+	if n := len(m.ClientIP) + len(m.UserAgent) + len(m.Geo) + len(m.TraceID) + len(m.ID); n > l.MaxMetadataBytes {
+		return fmt.Errorf("%w: metadata is %d bytes (client IP, user agent, geo, trace ID and ID together), over the limit MaxMetadataBytes (%d)",
 			ErrInvalidInput, n, l.MaxMetadataBytes)
+	}
+	if len(m.ID) > maxSubmissionIDBytes {
+		return fmt.Errorf("%w: metadata ID is %d bytes, over %d", ErrInvalidInput, len(m.ID), maxSubmissionIDBytes)
+	}
+	if bad := badText(m.ID); bad != "" {
+		return fmt.Errorf("%w: metadata ID %s", ErrInvalidInput, bad)
 	}
 	for _, f := range []*string{&m.ClientIP, &m.UserAgent, &m.TraceID} {
 		if !utf8.ValidString(*f) {
@@ -334,6 +340,9 @@ func (l Limits) checkAttachments(atts []Attachment) error {
 	}
 	return nil
 }
+
+// maxSubmissionIDBytes bounds Metadata.ID: a handle, not data.
+const maxSubmissionIDBytes = 256
 
 // badText says what is wrong with s as text, or "" if nothing is: it must
 // be valid UTF-8 without control characters (C0, DEL or C1).

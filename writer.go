@@ -54,4 +54,47 @@ type Writer interface {
 	// on every handler over the same data. It returns an error wrapping
 	// ErrInvalidKey if the key is not registered or already revoked.
 	RevokeKey(ctx context.Context, key string) error
+
+	// UpdateForm replaces the Title, Icon and NotificationEmail of the
+	// form f.ID of accountID with f's, under the same limits as AddForm;
+	// the form keeps its ID, account, creation time and submissions
+	// (f.CreatedAt is ignored). The next forms list shows the new fields.
+	// It returns an error wrapping ErrFormNotFound if f.ID is not a form
+	// of accountID (whether it does not exist or is another account's),
+	// and one wrapping ErrInvalidInput if accountID or f is malformed or
+	// beyond the store's limits.
+	UpdateForm(ctx context.Context, accountID string, f Form) error
+
+	// DeleteForm deletes the form formID of accountID with all its
+	// submissions and their metadata. Lists, feeds and cached pages of
+	// the form answer 404 from the next request on. It returns an error
+	// wrapping ErrFormNotFound if formID is not a form of accountID, and
+	// one wrapping ErrInvalidInput if formID is malformed.
+	DeleteForm(ctx context.Context, accountID, formID string) error
+
+	// DeleteSubmission deletes the submission of formID, a form of
+	// accountID, whose [Metadata.ID] is id, with its metadata. It is
+	// gone from the next list page and from cached pages; a cursor or
+	// sync token issued before still continues with the submissions after
+	// it; a store with a sync feed records the deletion there (see
+	// [FeedStore]). It returns an error wrapping ErrFormNotFound if formID
+	// is not a form of accountID, one wrapping ErrSubmissionNotFound if no
+	// submission of the form has that ID (never a silent success: a typo
+	// must not pass for a deletion), and one wrapping ErrInvalidInput if
+	// id is empty or formID malformed.
+	DeleteSubmission(ctx context.Context, accountID, formID, id string) error
+
+	// Erase deletes, with their metadata, every submission of every form
+	// of accountID whose data has a member named field, at the top level
+	// of its object, holding the JSON string value (compared exactly,
+	// byte for byte after JSON unescaping, as for a respondent's e-mail
+	// address), and returns how many it deleted; 0 and no error when none
+	// matched. Each deletion is recorded as DeleteSubmission records it.
+	// Submissions committed while it runs may not be seen. It returns an
+	// error wrapping ErrInvalidInput, and deletes nothing, if accountID,
+	// field or value is empty.
+	//
+	// The data is deleted from the store, not hidden; what that means on
+	// disk (free pages, a write-ahead log, backups) is each store's to say.
+	Erase(ctx context.Context, accountID, field, value string) (int, error)
 }

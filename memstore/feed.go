@@ -60,14 +60,18 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 	if after < 0 {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w: position %d", formsapi.ErrInvalidCursor, after)
 	}
-	if after >= int64(len(fm.feed)) {
-		return after, false, nil
-	}
-	end := int(after) + min(limit, len(fm.feed)-int(after))
-	for i, r := range fm.feed[after:end] {
-		if !visit(r) {
-			return after + int64(i), true, nil
+	next = after
+	n := 0
+	for i := after; i < int64(len(fm.feed)); i++ {
+		r := fm.feed[i]
+		if r == nil {
+			continue // deleted
 		}
+		if n == limit || !visit(r) {
+			return next, true, nil
+		}
+		n++
+		next = i + 1
 	}
-	return int64(end), end < len(fm.feed), nil
+	return next, false, nil
 }

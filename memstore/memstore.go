@@ -62,16 +62,19 @@ type form struct {
 	form    formsapi.Form
 	subs    []*submission // sorted by keyset position
 	// feed is the form's submissions in commit order: the one at index i
-	// has feed position i+1. Appended under the write lock, so a reader
-	// under the read lock sees a prefix of it, never a gap.
+	// has feed position i+1, and is nil once deleted. Appended under the
+	// write lock, so a reader under the read lock sees a prefix of it,
+	// never a gap.
 	feed []*submission
+	ids  map[string]*submission // by Metadata.ID, for those that have one
 }
 
 type submission struct {
-	pos  keyset.Pos
-	sub  formsapi.Submission
-	json []byte            // the submission as the API sends it
-	meta formsapi.Metadata // kept, as the collection side would; never returned
+	pos     keyset.Pos
+	feedPos int64 // its index in the form's feed, plus one
+	sub     formsapi.Submission
+	json    []byte            // the submission as the API sends it
+	meta    formsapi.Metadata // kept, as the collection side would; never returned
 }
 
 // Option configures a store made by New.
@@ -172,10 +175,20 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if !ok {
 		return fmt.Errorf("memstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
 	}
+	if _, dup := fm.ids[m.ID]; dup && m.ID != "" {
+		return fmt.Errorf("memstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+	}
 	s.seq++
 	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, json: encoded, meta: m}
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
 	fm.feed = append(fm.feed, rec)
+	rec.feedPos = int64(len(fm.feed))
+	if m.ID != "" {
+		if fm.ids == nil {
+			fm.ids = map[string]*submission{}
+		}
+		fm.ids[m.ID] = rec
+	}
 	return nil
 }
 

@@ -73,3 +73,8 @@ func TestByteBudgetHonoured(t *testing.T) {
 		t.Fatalf("AppendSubmissions with a one-byte budget: %d items (%v), want one", len(items), err)
 	}
 }
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	storetest.RunLifecycle(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore { return open(t, seed) })
+}

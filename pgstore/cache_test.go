@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -178,7 +179,7 @@ func TestCacheExactAcrossNodes(t *testing.T) {
 		check func(status int, items []string) bool
 	}{
 		{"AddSubmission on node a", func() {
-			is.NoErr(a.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"via":"node a"}`), CreatedAt: newest}, formsapi.Metadata{}))
+			is.NoErr(a.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"via":"node a"}`), CreatedAt: newest}, formsapi.Metadata{ID: "via-a"}))
 		}, func(_ int, items []string) bool { return items[0] == `{"via":"node a"}` }},
 		{"INSERT on the host's connection", func() {
 			sql("INSERT INTO "+q+`.formsapi_submissions (form_seq, feed_pos, created_at, data, json)
@@ -193,6 +194,14 @@ SELECT seq, feed_last + 1, $2, '{"via":"host"}', $3 FROM `+q+".formsapi_forms WH
 		{"DELETE of a submission", func() {
 			sql("DELETE FROM " + q + `.formsapi_submissions WHERE data = '{"via":"edited"}'`)
 		}, func(_ int, items []string) bool { return items[0] == `{"via":"node a"}` && len(items) == 4 }},
+		{"DeleteSubmission on node a", func() {
+			is.NoErr(a.store.DeleteSubmission(ctx, storetest.AccountA, storetest.FormSmall, "via-a"))
+		}, func(_ int, items []string) bool { return len(items) == 3 && items[0] != `{"via":"node a"}` }},
+		{"Erase on node a", func() {
+			n, err := a.store.Erase(ctx, storetest.AccountA, "plan", "pro")
+			is.NoErr(err)
+			is.Equal(n, 3)
+		}, func(_ int, items []string) bool { return len(items) == 0 }},
 	}
 	for _, step := range steps {
 		_, held := cached(small, storetest.KeyA)
@@ -226,6 +235,13 @@ SELECT seq, feed_last + 1, $2, '{"via":"host"}', $3 FROM `+q+".formsapi_forms WH
 	is.Equal(get(b, small, expiring).status, http.StatusUnauthorized) // expired: refused on the very next request
 	status, _ = cached(small, storetest.KeyA)
 	is.Equal(status, 200) // the page is still cached for the keys that work
+
+	// The form itself: renamed and deleted on node a, seen by node b at once.
+	is.NoErr(a.store.UpdateForm(ctx, storetest.AccountA, formsapi.Form{ID: storetest.FormSmall, Title: "Renamed on node a"}))
+	is.True(bytes.Contains(get(b, "/v1/forms", storetest.KeyA).body, []byte("Renamed on node a")))
+	is.NoErr(a.store.DeleteForm(ctx, storetest.AccountA, storetest.FormSmall))
+	is.Equal(get(b, small, storetest.KeyA).status, http.StatusNotFound) // its cached page is never served again
+	is.True(!bytes.Contains(get(b, "/v1/forms", storetest.KeyA).body, []byte(storetest.FormSmall)))
 }
 
 // TestRoundTrips counts the statements and round trips of each kind of

@@ -130,6 +130,16 @@ func TestWriteContract(t *testing.T) {
 	}
 }
 
+func TestLifecycleContract(t *testing.T) {
+	pgtest.DSN(t)
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunLifecycle(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore { return f.open(t, seed) })
+		})
+	}
+}
+
 func TestFeedContract(t *testing.T) {
 	pgtest.DSN(t)
 	for _, f := range factories {

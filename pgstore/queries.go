@@ -181,8 +181,33 @@ VALUES ($1, $2, $3, $4, $5, $6)`
     UPDATE formsapi_forms SET feed_last = feed_last + 1 WHERE id = $1 RETURNING seq, feed_last
 )
 INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id)
-SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea FROM f`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text FROM f`
+
+	// The data lifecycle (lifecycle.go). Each names the form by ID and
+	// owner, so another account's form is not found.
+	sqlUpdateForm = `UPDATE formsapi_forms SET title = $3, icon = $4, notification_email = $5
+WHERE id = $1 AND account_id = $2`
+
+	sqlFormCreatedAt = `SELECT created_at FROM formsapi_forms WHERE id = $1 AND account_id = $2`
+
+	sqlDeleteSubmission = `DELETE FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND host_id = $3
+RETURNING form_seq`
+
+	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)`
+
+	sqlDeleteForm = `DELETE FROM formsapi_forms WHERE id = $1 AND account_id = $2 RETURNING seq`
+
+	// Erase reads the data of every submission of the account and
+	// matches it in Go (stored.Holds), the one rule of all stores: a cast
+	// to jsonb would fail on a \u0000 escape, which JSON allows.
+	sqlAccountData = `SELECT s.seq, s.data FROM formsapi_submissions s
+JOIN formsapi_forms f ON f.seq = s.form_seq
+WHERE f.account_id = $1`
+
+	sqlDeleteBySeqs = `DELETE FROM formsapi_submissions WHERE seq = ANY($1::bigint[]) RETURNING form_seq`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES ($1, $2, $3, $4, $5)`
 
@@ -197,6 +222,8 @@ type queries struct {
 	addForm, addSubmission, addKey, revokeKey                       string
 	rateLimit, ratePrune                                            string
 	feed, feedEncoded                                               string
+	updateForm, formCreatedAt, deleteSubmission                     string
+	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
 }
 
 func newQueries(schema string) queries {
@@ -230,5 +257,8 @@ func newQueries(schema string) queries {
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),
+		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
+		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm),
+		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),
 	}
 }

@@ -96,7 +96,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
 	tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version)
+		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
 	}

@@ -88,8 +88,32 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// form. A trigger moves the form's counter to the position taken
 	// (see migrations/0004_feed.sql).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id)
-SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+
+	// The data lifecycle (lifecycle.go). Each names the form by ID and
+	// owner, so another account's form is not found.
+	sqlUpdateForm = `UPDATE formsapi_forms SET title = ?, icon = ?, notification_email = ?
+WHERE id = ? AND account_id = ?`
+
+	sqlFormCreatedAt = `SELECT created_at FROM formsapi_forms WHERE id = ? AND account_id = ?`
+
+	sqlDeleteSubmission = `DELETE FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?) AND host_id = ?
+RETURNING form_seq`
+
+	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
+
+	sqlDeleteForm = `DELETE FROM formsapi_forms WHERE id = ? AND account_id = ? RETURNING seq`
+
+	// Erase reads the data of every submission of the account and
+	// matches it in Go (stored.Holds), the one rule of all stores.
+	sqlAccountData = `SELECT s.seq, s.form_seq, s.data FROM formsapi_submissions s
+JOIN formsapi_forms f ON f.seq = s.form_seq
+WHERE f.account_id = ?`
+
+	sqlDeleteBySeq = `DELETE FROM formsapi_submissions WHERE seq = ?`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos). Like the lists, no LIMIT ?: the caller steps

@@ -168,8 +168,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// busy_timeout comes first so every later pragma waits for locks rather
 	// than failing. _pragma (not an Exec after opening) reaches every
 	// connection the pool ever opens.
+	//
+	// secure_delete: deleted rows (DeleteSubmission, DeleteForm, Erase, an
+	// erasure must not leave a respondent's data in free pages) are
+	// overwritten with zeros. It costs writes only when rows are deleted.
 	write, err := sql.Open("sqlite", uri+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"+
-		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=secure_delete(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}

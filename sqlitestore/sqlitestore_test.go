@@ -124,6 +124,14 @@ func TestWriteContract(t *testing.T) {
 	}
 }
 
+func TestLifecycleContract(t *testing.T) {
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			storetest.RunLifecycle(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore { return f.open(t, seed) })
+		})
+	}
+}
+
 func TestFeedContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {

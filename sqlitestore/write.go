@@ -79,7 +79,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		}
 	}
 	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
-		m.ClientIP, m.UserAgent, geo, m.TraceID, sub.FormID)
+		m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
 	}

@@ -227,6 +227,31 @@ func (c *Cache) evict(sh *shard, size int64) {
 	}
 }
 
+// Forget drops every page the cache holds of the forms with these seqs:
+// what a store calls after deleting their submissions, so that deleted
+// data does not stay in memory until evicted. Exactness never depends on
+// it (a page of an older version is never served), and a page a reader
+// puts back afterwards is of the old version, never served either.
+func (c *Cache) Forget(formSeqs ...int64) {
+	if c == nil || len(formSeqs) == 0 {
+		return
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.pages {
+			for _, seq := range formSeqs {
+				if k.formSeq == seq {
+					delete(sh.pages, k)
+					c.bytes.Add(-e.size())
+					break
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // Stats returns how many lists and bytes the cache holds.
 func (c *Cache) Stats() (entries, bytes int) {
 	if c == nil {

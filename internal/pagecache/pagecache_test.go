@@ -406,3 +406,24 @@ func pageOf(t *testing.T, p wire.Page, q formsapi.Query, v, newest int64, items 
 
 // until is a distinct Until for list i, after every fake item.
 func until(i int) time.Time { return time.Unix(0, int64(1_000+i)) }
+
+func TestForget(t *testing.T) {
+	is := is.New(t)
+	c := pagecache.New(1 << 20)
+	items := list(1, 30)
+	page(t, c, 1, items, formsapi.Query{Limit: 10})
+	page(t, c, 1, items, formsapi.Query{Limit: 10, Order: formsapi.Oldest})
+	entries, _ := c.Stats()
+	is.Equal(entries, 2)
+	c.Forget(8) // another form: nothing goes
+	entries, _ = c.Stats()
+	is.Equal(entries, 2)
+	c.Forget(7)
+	entries, bytes := c.Stats()
+	is.Equal(entries, 0) // every page of the form is gone from memory
+	is.Equal(bytes, 0)
+	_, read := page(t, c, 1, items, formsapi.Query{Limit: 10})
+	is.Equal(read, 11) // and is read again
+	var none *pagecache.Cache
+	none.Forget(7) // no cache: nothing to do
+}

@@ -54,3 +54,28 @@ func TestMigrations(t *testing.T) {
 		}
 	}
 }
+
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		data, field, value string
+		want               bool
+	}{
+		{`{"email":"a@x.org"}`, "email", "a@x.org", true},
+		{`{"email":"A@x.org"}`, "email", "a@x.org", false},
+		{`{"email":"a\u0040x.org"}`, "email", "a@x.org", true},
+		{`{"e\u006dail":"a@x.org"}`, "email", "a@x.org", true},
+		{`{"email":"b@x.org","email":"a@x.org"}`, "email", "a@x.org", true},
+		{`{"email":"a@x.org","email":"b@x.org"}`, "email", "a@x.org", true},
+		{`{"other":"a@x.org"}`, "email", "a@x.org", false},
+		{`{"nested":{"email":"a@x.org"}}`, "email", "a@x.org", false},
+		{`{"email":["a@x.org"]}`, "email", "a@x.org", false},
+		{`{"email":1}`, "email", "1", false},
+		{`{"email":"a@x.org"`, "email", "a@x.org", false},
+		{`["email","a@x.org"]`, "email", "a@x.org", false},
+	} {
+		if got := Holds([]byte(c.data), c.field, c.value); got != c.want {
+			t.Errorf("Holds(%s, %q, %q) = %v, want %v", c.data, c.field, c.value, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package stored
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/formsapi/formsapi"
+)
+
+// CheckErase refuses an erasure that could match nothing by mistake: an
+// empty account, field or value is a caller's bug (an unset variable, a
+// blank form field), never a request to erase every submission.
+func CheckErase(accountID, field, value string) error {
+	switch {
+	case accountID == "":
+		return fmt.Errorf("%w: erase: empty account ID", formsapi.ErrInvalidInput)
+	case field == "":
+		return fmt.Errorf("%w: erase: empty field name", formsapi.ErrInvalidInput)
+	case value == "":
+		return fmt.Errorf("%w: erase: empty value", formsapi.ErrInvalidInput)
+	}
+	return nil
+}
+
+// Holds reports whether data, a submission's JSON object, has a member
+// named field at its top level whose value is the JSON string value, both
+// compared after unescaping: the one rule by which every store's Erase
+// matches. A name given twice matches by either value (an erasure must
+// not miss the copy encoding/json would drop). Data that does not decode
+// (damaged by hand) matches nothing.
+func Holds(data []byte, field, value string) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return false
+		}
+		if name, _ := t.(string); name != field || len(v) == 0 || v[0] != '"' {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil && s == value {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,134 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
+)
+
+// UpdateForm replaces the title, icon and notification e-mail of the form
+// f.ID of accountID (see formsapi.Writer.UpdateForm). It returns an error
+// wrapping formsapi.ErrFormNotFound if f.ID is not a form of accountID,
+// and one wrapping formsapi.ErrInvalidInput if f or accountID is
+// malformed or beyond the store's limits; either way nothing changes.
+func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.Form) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: update form: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fm, ok := s.forms[f.ID]
+	if ok && fm.account == accountID {
+		f.CreatedAt = fm.form.CreatedAt // kept, and measured as sent
+	}
+	if err := s.limits.PrepareForm(accountID, &f); err != nil {
+		return fmt.Errorf("memstore: update form: %w", err)
+	}
+	if !ok || fm.account != accountID {
+		return fmt.Errorf("memstore: update form %q: %w", f.ID, formsapi.ErrFormNotFound)
+	}
+	fm.form.Title, fm.form.Icon, fm.form.NotificationEmail = f.Title, f.Icon, f.NotificationEmail
+	return nil
+}
+
+// DeleteForm deletes the form formID of accountID with its submissions
+// (see formsapi.Writer.DeleteForm). It returns an error wrapping
+// formsapi.ErrFormNotFound if formID is not a form of accountID, and one
+// wrapping formsapi.ErrInvalidInput if formID is malformed.
+func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: delete form: %w", err)
+	}
+	if !formsapi.ValidFormID(formID) {
+		return fmt.Errorf("memstore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return fmt.Errorf("memstore: delete form %q: %w", formID, formsapi.ErrFormNotFound)
+	}
+	delete(s.forms, formID)
+	list := s.accounts[accountID]
+	i := slices.Index(list, fm)
+	list = slices.Delete(list, i, i+1)
+	if len(list) == 0 {
+		delete(s.accounts, accountID)
+	} else {
+		s.accounts[accountID] = list
+	}
+	// Readers hold the form only under the read lock: dropping the
+	// references here leaves its submissions to the garbage collector.
+	*fm = form{}
+	return nil
+}
+
+// DeleteSubmission deletes the submission of formID, a form of accountID,
+// whose metadata ID is id (see formsapi.Writer.DeleteSubmission). It
+// returns an error wrapping formsapi.ErrFormNotFound if formID is not a
+// form of accountID, one wrapping formsapi.ErrSubmissionNotFound if no
+// submission of the form has that ID, and one wrapping
+// formsapi.ErrInvalidInput if id is empty.
+func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: delete submission: %w", err)
+	}
+	if id == "" {
+		return fmt.Errorf("memstore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return fmt.Errorf("memstore: delete submission of form %q: %w", formID, formsapi.ErrFormNotFound)
+	}
+	r, ok := fm.ids[id]
+	if !ok {
+		return fmt.Errorf("memstore: delete submission %q of form %q: %w", id, formID, formsapi.ErrSubmissionNotFound)
+	}
+	s.remove(fm, r)
+	return nil
+}
+
+// Erase deletes every submission of accountID's forms whose data holds
+// value in its top-level member field, and returns how many (see
+// formsapi.Writer.Erase). It returns an error wrapping
+// formsapi.ErrInvalidInput, and deletes nothing, if accountID, field or
+// value is empty. Nothing of an erased submission stays referenced by the
+// store: its data, JSON and metadata go to the garbage collector.
+func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: erase: %w", err)
+	}
+	if err := stored.CheckErase(accountID, field, value); err != nil {
+		return 0, fmt.Errorf("memstore: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, fm := range s.accounts[accountID] {
+		for _, r := range slices.Clone(fm.subs) {
+			if stored.Holds(r.sub.Data, field, value) {
+				s.remove(fm, r)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// remove deletes r from fm under the write lock. A reader never holds a
+// submission past the read lock, so the record can be cleared for the
+// garbage collector at once.
+func (s *Store) remove(fm *form, r *submission) {
+	i := slices.Index(fm.subs, r)
+	fm.subs = slices.Delete(fm.subs, i, i+1)
+	fm.feed[r.feedPos-1] = nil
+	if r.meta.ID != "" {
+		delete(fm.ids, r.meta.ID)
+	}
+	*r = submission{}
+}

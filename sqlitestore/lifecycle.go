@@ -1,0 +1,217 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
+)
+
+// UpdateForm replaces the title, icon and notification e-mail of the form
+// f.ID of accountID (see formsapi.Writer.UpdateForm); its ID, owner,
+// creation time and submissions stay. It returns an error wrapping
+// formsapi.ErrFormNotFound if f.ID is not a form of accountID, and one
+// wrapping formsapi.ErrInvalidInput if f or accountID is malformed or
+// beyond the store's limits; either way nothing changes.
+func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.Form) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: update form: %w", err)
+	}
+	// The form is measured against MaxFormBytes as it will be sent: with
+	// the creation time it keeps.
+	var at int64
+	switch err := s.write.QueryRowContext(ctx, sqlFormCreatedAt, f.ID, accountID).Scan(&at); {
+	case err == nil:
+		f.CreatedAt = time.Unix(0, at)
+	case errors.Is(err, sql.ErrNoRows):
+		f.CreatedAt = s.now() // checked for its other fields, then not found
+	default:
+		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, err)
+	}
+	if err := s.limits.PrepareForm(accountID, &f); err != nil {
+		return fmt.Errorf("sqlitestore: update form: %w", err)
+	}
+	res, err := s.write.ExecContext(ctx, sqlUpdateForm, f.Title, f.Icon, f.NotificationEmail, f.ID, accountID)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, formsapi.ErrFormNotFound)
+	}
+	return nil
+}
+
+// DeleteForm deletes the form formID of accountID with its submissions
+// and their metadata, in one transaction (see formsapi.Writer.DeleteForm
+// and, for what stays on disk, Erase). It returns an error wrapping
+// formsapi.ErrFormNotFound if formID is not a form of accountID, and one
+// wrapping formsapi.ErrInvalidInput if formID is malformed.
+func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: delete form: %w", err)
+	}
+	if !formsapi.ValidFormID(formID) {
+		return fmt.Errorf("sqlitestore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
+	}
+	var seq int64
+	err := s.deleting(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlDeleteFormSubmissions, formID, accountID); err != nil {
+			return err
+		}
+		err := tx.QueryRowContext(ctx, sqlDeleteForm, formID, accountID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return formsapi.ErrFormNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: delete form %q: %w", formID, err)
+	}
+	s.cache.Forget(seq)
+	return nil
+}
+
+// DeleteSubmission deletes the submission of formID, a form of accountID,
+// whose metadata ID is id, with its metadata (see
+// formsapi.Writer.DeleteSubmission). It returns an error wrapping
+// formsapi.ErrFormNotFound if formID is not a form of accountID, one
+// wrapping formsapi.ErrSubmissionNotFound if no submission of the form
+// has that ID, and one wrapping formsapi.ErrInvalidInput if id is empty.
+func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: delete submission: %w", err)
+	}
+	if id == "" {
+		return fmt.Errorf("sqlitestore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
+	}
+	var seq int64
+	err := s.deleting(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, sqlDeleteSubmission, formID, accountID, id).Scan(&seq)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// Nothing deleted: say whether the form or the submission is
+		// what does not exist.
+		var at int64
+		if err := tx.QueryRowContext(ctx, sqlFormCreatedAt, formID, accountID).Scan(&at); errors.Is(err, sql.ErrNoRows) {
+			return formsapi.ErrFormNotFound
+		} else if err != nil {
+			return err
+		}
+		return formsapi.ErrSubmissionNotFound
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: delete submission %q of form %q: %w", id, formID, err)
+	}
+	s.cache.Forget(seq)
+	return nil
+}
+
+// Erase deletes every submission of accountID's forms whose data holds
+// value in its top-level member field, with their metadata, in one
+// transaction, and returns how many (see formsapi.Writer.Erase). It
+// reads the data of every submission of the account to match it. It
+// returns an error wrapping formsapi.ErrInvalidInput, and deletes
+// nothing, if accountID, field or value is empty.
+//
+// What stays on disk: the rows are deleted with SQLite's secure_delete
+// on, so their bytes in the database file are overwritten with zeros,
+// not left in free pages. The write-ahead log (the -wal file) still holds
+// earlier versions of those pages until a checkpoint copies the log back
+// and the log is restarted; Erase ends with PRAGMA
+// wal_checkpoint(TRUNCATE), which does both at once unless a reader is
+// still using the log, in which case the next checkpoint does (SQLite
+// checkpoints by itself every 1000 pages of log). VACUUM is not needed for
+// erasure: secure_delete already zeroed the freed space; VACUUM only
+// gives it back to the filesystem. Copies outside the file (backups, a
+// Litestream replica, filesystem snapshots) are the host's to erase.
+func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
+	}
+	if err := stored.CheckErase(accountID, field, value); err != nil {
+		return 0, fmt.Errorf("sqlitestore: %w", err)
+	}
+	var forms []int64
+	n := 0
+	err := s.deleting(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlAccountData, accountID)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		for rows.Next() {
+			var seq, form int64
+			var data []byte
+			if err := rows.Scan(&seq, &form, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			if stored.Holds(data, field, value) {
+				seqs = append(seqs, seq)
+				forms = append(forms, form)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, seq := range seqs {
+			if _, err := tx.ExecContext(ctx, sqlDeleteBySeq, seq); err != nil {
+				return err
+			}
+		}
+		n = len(seqs)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
+	}
+	s.cache.Forget(forms...)
+	if n > 0 {
+		// Best effort: the erasure is committed; a busy log is truncated
+		// by a later checkpoint.
+		_, _ = s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	}
+	return n, nil
+}
+
+// deleting runs fn in a write transaction on one connection with
+// secure_delete on, so deleted rows are overwritten in the file, not left
+// in free pages. Open's connection has it on already; on a host's handle
+// (New) it is turned on for the transaction and restored after.
+func (s *Store) deleting(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if !s.owned {
+		var was int
+		if err := conn.QueryRowContext(ctx, "PRAGMA secure_delete").Scan(&was); err != nil {
+			return err
+		}
+		if was == 0 {
+			if _, err := conn.ExecContext(ctx, "PRAGMA secure_delete = 1"); err != nil {
+				return err
+			}
+			defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA secure_delete = 0") }()
+		}
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
