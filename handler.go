@@ -35,6 +35,7 @@ type config struct {
 	observer     observe.Observer                     // from WithObserver
 	sleep        func(context.Context, time.Duration) // nil: a timer; tests set it
 	access       accessConfig                         // keys' scopes and rate limits (access.go)
+	cors         *corsPolicy                          // from WithCORS; nil: no CORS header
 }
 
 // Option configures the handler returned by NewHandler.
@@ -189,6 +190,9 @@ func (a *api) handler() http.Handler {
 	mux.Handle("/v1/forms/{formId}/submissions", a.handleMethodNotAllowed())
 	mux.Handle("/", a.handleNotFound())
 	h := a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+	if a.cfg.cors != nil {
+		h = a.cfg.cors.handler(h) // preflights answered before anything else
+	}
 	if o := a.cfg.observer; o != nil {
 		h = observeRequests(o, func(r *http.Request) string {
 			if _, pattern := mux.Handler(r); pattern != "/" {
