@@ -99,8 +99,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
 	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
 	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
+	baseURL := fs.String("base-url", "", "the API's public URL as clients reach it, through a proxy that changes the host or terminates TLS (https://forms.example.com/api): the next-page links start with it (default: from each request)")
+	corsOrigins := fs.String("cors-origins", "", "comma-separated origins of browser apps allowed to call the API (https://app.example.com,http://localhost:5173), or * for any (default: none)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+
+	// The options from flags are checked before anything is opened or
+	// seeded: a typo stops the server before it makes a demo key.
+	var flagOpts []formsapi.Option
+	if *baseURL != "" {
+		o, err := checked("-base-url", func() formsapi.Option { return formsapi.WithBaseURL(*baseURL) })
+		if err != nil {
+			return err
+		}
+		flagOpts = append(flagOpts, o)
+	}
+	if origins := splitList(*corsOrigins); len(origins) > 0 {
+		o, err := checked("-cors-origins", func() formsapi.Option { return formsapi.WithCORS(origins...) })
+		if err != nil {
+			return err
+		}
+		flagOpts = append(flagOpts, o)
 	}
 
 	secret, err := cursorSecret(*secretFile)
@@ -110,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		store       backend
 		where       string
+		dbSystem    = "sqlite" // for db.system.name
 		lockSeeding func(context.Context) (unlock func(), err error)
 	)
 	if *dsn != "" {
@@ -127,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pg.Close()
-		store, where = pg, "PostgreSQL schema "+pg.Schema()
+		store, where, dbSystem = pg, "PostgreSQL schema "+pg.Schema(), "postgresql"
 		lockSeeding = func(ctx context.Context) (func(), error) { return seedLock(ctx, pool, pg.Schema()) }
 		if *keyFile == "" {
 			*keyFile = "postgres.demo-key"
@@ -163,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
+	logger := slog.New(slog.NewJSONHandler(stdout, nil))
 	// Listen before seeding: a port taken must stop the server before it
 	// makes a demo key that it would then never show.
 	ln, err := net.Listen("tcp", *addr)
@@ -170,15 +193,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	defer ln.Close() // if seeding fails; Serve closes it otherwise
+	var m *metrics
+	if *metricsAddr != "" {
+		if m, err = newMetrics(*metricsAddr, dbSystem, logger); err != nil {
+			return err
+		}
+		defer m.ln.Close()
+	}
 	demoKey, created, err := seed(ctx, store, *keyFile, lockSeeding)
 	if err != nil {
 		return err
 	}
 
-	logger := slog.New(slog.NewJSONHandler(stdout, nil))
 	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout), formsapi.WithPageBytes(*pageMiB << 20)}
 	if secret != nil {
 		opts = append(opts, formsapi.WithCursorSecret(secret))
+	}
+	opts = append(opts, flagOpts...)
+	if m != nil {
+		opts = append(opts, formsapi.WithObserver(m.observer))
 	}
 	limiter := "off"
 	if *rateLimit > 0 {
@@ -216,6 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *accessLog {
 		handler = logRequests(logger, api)
 	}
+	handler = withHealth(handler, storeReady(store), logger)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -226,11 +260,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	base := "http://" + ln.Addr().String()
-	logger.Info("listening", slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter))
+	attrs := []any{slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter)}
+	if m != nil {
+		attrs = append(attrs, slog.String("metrics", m.url()))
+	}
+	logger.Info("listening", attrs...)
 	printBanner(stderr, base, where, *keyFile, demoKey, created)
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if m != nil {
+		go func() { errc <- m.serve() }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -244,6 +285,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if m != nil {
+		if err := m.shutdown(shutdown); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
 }
