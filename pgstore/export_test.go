@@ -77,3 +77,10 @@ func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded}
 
 // CachedPages returns how many lists and bytes the store's cache holds.
 func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }
+
+// WaitingLookups is how many key lookups wait for the next statement.
+func WaitingLookups(s *Store) int {
+	s.lookups.mu.Lock()
+	defer s.lookups.mu.Unlock()
+	return len(s.lookups.waiting)
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
@@ -100,19 +99,10 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 		return formsapi.Grant{}, wire.Form{}, err
 	}
 	h := keyformat.Hash(key)
-	// One value for everything the statement scans into: the closure
-	// below makes it escape, as one allocation rather than one each.
-	var row struct {
-		g            formsapi.Grant
-		expires      *int64
-		seq, version pgtype.Int8 // NULL: no such form of the account
+	if !storableText(formID) {
+		formID = "" // no such form can be stored
 	}
-	err := retry(ctx, func() error {
-		if formID == "" || !storableText(formID) { // no such form can be stored
-			return s.pool.QueryRow(ctx, s.sql.resolveKey, h[:]).Scan(&row.g.AccountID, &row.g.Forms, &row.expires)
-		}
-		return s.pool.QueryRow(ctx, s.sql.authorizeForm, h[:], formID).Scan(&row.g.AccountID, &row.g.Forms, &row.expires, &row.seq, &row.version)
-	})
+	row, err := s.lookupKey(ctx, h[:], formID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
 	}

@@ -158,14 +158,15 @@ func WithClock(now func() time.Time) Option {
 // Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
 // PostgreSQL. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
-	pool   *pgxpool.Pool
-	owned  bool   // Close closes the pool only when Open made it
-	schema string // the schema the tables are in
-	sql    queries
-	used   *keyuse.Tracker // when keys were last used, noted in memory
-	limits formsapi.Limits
-	now    func() time.Time // see WithClock
-	cache  *pagecache.Cache // nil when off: see WithCacheSize
+	pool    *pgxpool.Pool
+	owned   bool   // Close closes the pool only when Open made it
+	schema  string // the schema the tables are in
+	sql     queries
+	used    *keyuse.Tracker // when keys were last used, noted in memory
+	limits  formsapi.Limits
+	now     func() time.Time // see WithClock
+	cache   *pagecache.Cache // nil when off: see WithCacheSize
+	lookups lookups          // key lookups waiting for a statement: see lookups.go
 }
 
 var (

@@ -142,6 +142,15 @@ FROM formsapi_keys k
 LEFT JOIN formsapi_forms f ON f.id = $2 AND f.account_id = k.account_id
 WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 
+	// The lookups of several concurrent requests in one statement (see
+	// lookups.go): for each (key hash, form ID) pair, numbered from 1, a
+	// row with the key's columns, NULL for no live key, and the form's,
+	// NULL for no such form of the key's account (or an empty form ID).
+	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version
+FROM unnest($1::bytea[], $2::text[]) WITH ORDINALITY AS u (h, form_id, n)
+LEFT JOIN formsapi_keys k ON k.key_hash = u.h AND k.revoked_at IS NULL
+LEFT JOIN formsapi_forms f ON f.id = u.form_id AND f.account_id = k.account_id`
+
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
 FROM formsapi_keys WHERE account_id = $1 ORDER BY created_at, key_hash`
 
@@ -218,7 +227,8 @@ WHERE f.account_id = $1`
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
-	formOf, resolveKey, authorizeForm, listKeys, touchKeys          string
+	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
+	touchKeys                                                       string
 	addForm, addSubmission, addKey, revokeKey                       string
 	rateLimit, ratePrune                                            string
 	feed, feedEncoded                                               string
@@ -251,7 +261,7 @@ func newQueries(schema string) queries {
 		formsDesc: q(sqlListFormsDesc), formsAsc: q(sqlListFormsAsc),
 		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
 		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
-		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm),
+		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
