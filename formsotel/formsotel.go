@@ -23,7 +23,9 @@
 //     "timeout", "canceled" or "_OTHER". A refused key and a form not
 //     found are answers, not failures.
 //   - formsapi.rate_limit.duration (histogram, s): every call to the rate
-//     limiter, with error.type likewise.
+//     limiter, with db.operation.name "rate_limit" and error.type
+//     likewise; no db.system.name, since the limiter may not be the
+//     store (it may keep its counts in memory or in Redis).
 //   - formsapi.cache.lookups (counter): pages of submissions for which the
 //     store's read cache was asked, by formsapi.cache.result: "hit" (the
 //     whole page from memory), "partial" (its start), "miss".
@@ -51,7 +53,7 @@
 //
 // Every call gets a client span named by its operation ("authorize",
 // "rate_limit", "list_forms", "list_submissions", "sync_submissions"),
-// with db.operation.name and db.system.name, child of the span in the
+// with db.operation.name and db.system.name (not for rate_limit), child of the span in the
 // request's context and parent of whatever the dependency starts itself
 // (pgx's tracer, go-redis's). A failed call's span has status Error and
 // error.type, never the error's text, which may quote SQL or a server's
@@ -205,13 +207,14 @@ func (o *Observer) Call(ctx context.Context, c observe.Call) (context.Context, f
 	start := time.Now()
 	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs, semconv.DBOperationNameKey.String(c.Op))
-	attrs = append(attrs, o.system...)
-	attrs = o.appendIDs(attrs, c.AccountID, c.FormID)
-	ctx, span := o.tracer.Start(ctx, c.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithTimestamp(start))
 	hist := o.dbDuration
 	if c.Op == observe.OpRateLimit {
-		hist = o.limitDuration
+		hist = o.limitDuration // the limiter is not the store: in memory, Redis or the database
+	} else {
+		attrs = append(attrs, o.system...)
 	}
+	attrs = o.appendIDs(attrs, c.AccountID, c.FormID)
+	ctx, span := o.tracer.Start(ctx, c.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithTimestamp(start))
 	return ctx, func(err error) {
 		elapsed := time.Since(start)
 		if t := errorType(err); t != "" {
