@@ -12,7 +12,9 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -150,37 +152,64 @@ func TestObserverSeesStoreFailures(t *testing.T) {
 	is.Equal(reqs[0].Status, 500)
 }
 
-// TestObserverSeesTheReadCache: over sqlitestore, whose read cache is on
-// by default, a page is reported missed the first time, hit the next,
-// held in part when a longer page starts with it, and missed again after
-// a write to its form; memstore has no cache, and no other request is a
-// page the cache could serve.
+// TestObserverSeesTheReadCache: over sqlitestore and pgstore, whose read
+// caches are on by default, a page is reported missed the first time,
+// hit the next, held in part when a longer page starts with it, and
+// missed again after a write to its form; memstore has no cache, and no
+// other request is a page the cache could serve.
 func TestObserverSeesTheReadCache(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	sq, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
-	is.NoErr(err)
-	defer sq.Close()
-	is.NoErr(storetest.Load(ctx, sq, storetest.DefaultSeed()))
-	o := &recordingObserver{}
-	h := formsapi.NewHandler(sq, sq, formsapi.WithObserver(o))
-	page := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
-	cacheOf := func(path string) observe.Cache {
-		t.Helper()
-		res := do(t, h, "GET", path, bearer(storetest.KeyA)...)
+	open := map[string]func(t *testing.T) storetest.WriteStore{
+		"sqlitestore": func(t *testing.T) storetest.WriteStore {
+			sq, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sq.Close() })
+			return sq
+		},
+		"pgstore": func(t *testing.T) storetest.WriteStore {
+			dsn, schema := pgtest.Schema(t)
+			pg, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pg.Close)
+			return pg
+		},
+	}
+	for name, open := range open {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			ctx := context.Background()
+			st := open(t)
+			is.NoErr(storetest.Load(ctx, st, storetest.DefaultSeed()))
+			o := &recordingObserver{}
+			h := formsapi.NewHandler(st, st, formsapi.WithObserver(o))
+			page := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
+			cacheOf := func(path string) observe.Cache {
+				t.Helper()
+				res := do(t, h, "GET", path, bearer(storetest.KeyA)...)
+				is.Equal(res.status, 200)
+				_, reqs := o.take()
+				return reqs[0].Cache
+			}
+			is.Equal(cacheOf(page), observe.CacheMiss)                                                      // first read
+			is.Equal(cacheOf(page), observe.CacheHit)                                                       // again: from the cache
+			is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?limit=5"), observe.CachePartial) // starts with the held page
+			is.Equal(cacheOf("/v1/forms"), observe.CacheNone)                                               // not a page of submissions
+			is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?sync=start"), observe.CacheNone) // the feed is not cached
+			is.NoErr(st.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"a":1}`), CreatedAt: time.Now()}, formsapi.Metadata{}))
+			is.Equal(cacheOf(page), observe.CacheMiss) // a write: read again
+		})
+	}
+	t.Run("memstore", func(t *testing.T) {
+		is := is.New(t)
+		o := &recordingObserver{}
+		m := seeded(t)
+		h := formsapi.NewHandler(m, m, formsapi.WithObserver(o))
+		res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=2", bearer(storetest.KeyA)...)
 		is.Equal(res.status, 200)
 		_, reqs := o.take()
-		return reqs[0].Cache
-	}
-	is.Equal(cacheOf(page), observe.CacheMiss)                                                      // first read
-	is.Equal(cacheOf(page), observe.CacheHit)                                                       // again: from the cache
-	is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?limit=5"), observe.CachePartial) // starts with the held page
-	is.Equal(cacheOf("/v1/forms"), observe.CacheNone)                                               // not a page of submissions
-	is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?sync=start"), observe.CacheNone) // the feed is not cached
-	is.NoErr(sq.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"a":1}`), CreatedAt: time.Now()}, formsapi.Metadata{}))
-	is.Equal(cacheOf(page), observe.CacheMiss) // a write: read again
-
-	m := seeded(t)
-	h = formsapi.NewHandler(m, m, formsapi.WithObserver(o))
-	is.Equal(cacheOf(page), observe.CacheNone) // memstore has no cache
+		is.Equal(reqs[0].Cache, observe.CacheNone) // memstore has no cache
+	})
 }
