@@ -36,7 +36,7 @@ func WithObserver(o observe.Observer) Option {
 // context for the middleware to report.
 type observed struct {
 	rateLimit         observe.RateLimit
-	feed              bool
+	feed, feedHasMore bool
 	accountID, formID string
 	cache             observe.Cache
 }
@@ -85,17 +85,18 @@ func observeRequests(o observe.Observer, route func(*http.Request) string, next 
 			status = http.StatusOK
 		}
 		o.Request(r.Context(), observe.Request{
-			Method:     r.Method,
-			Route:      route(r),
-			Status:     status,
-			Duration:   time.Since(start),
-			BodyBytes:  rec.bytes,
-			Feed:       seen.feed,
-			RateLimit:  seen.rateLimit,
-			KeyRefused: status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
-			AccountID:  seen.accountID,
-			FormID:     seen.formID,
-			Cache:      seen.cache,
+			Method:      r.Method,
+			Route:       route(r),
+			Status:      status,
+			Duration:    time.Since(start),
+			BodyBytes:   rec.bytes,
+			Feed:        seen.feed,
+			FeedHasMore: seen.feedHasMore,
+			RateLimit:   seen.rateLimit,
+			KeyRefused:  status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
+			AccountID:   seen.accountID,
+			FormID:      seen.formID,
+			Cache:       seen.cache,
 		})
 	})
 }
@@ -171,6 +172,7 @@ func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string
 	ctx, done := call(r.o, ctx, observe.OpSyncSubmissions, accountID, formID)
 	next, more, err := r.pageReader.AppendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
 	done(err)
+	seen.feedHasMore = more
 	return next, more, err
 }
 

@@ -106,10 +106,11 @@ func TestObserverSeesRequestsAndCalls(t *testing.T) {
 	_, reqs = o.take()
 	is.Equal(reqs[0].Route, "GET /v1/forms")
 
-	res = do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?sync=start", bearer(storetest.KeyA)...)
+	res = do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?sync=start&limit=1", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)
 	calls, reqs = o.take()
-	is.True(reqs[0].Feed) // a feed page
+	is.True(reqs[0].Feed)        // a feed page
+	is.True(reqs[0].FeedHasMore) // one of many: more follow
 	is.Equal(calls[len(calls)-1], "sync_submissions:ok")
 
 	res = do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)

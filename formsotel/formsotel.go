@@ -35,7 +35,10 @@
 //   - formsapi.keys.refused (counter): requests whose key was refused
 //     (malformed, unknown, revoked or expired); requests without a key
 //     are not counted.
-//   - formsapi.feed.pages (counter): pages of the sync feed served (200).
+//   - formsapi.feed.pages (counter): pages of the sync feed served (200),
+//     by formsapi.feed.has_more: true when the page ended before the
+//     feed's end, so its client is behind (a share of true that grows
+//     says the feed's readers are falling behind its writers).
 //   - formsapi.page.bytes (counter, By): the bytes of the pages served
 //     (200), as sent (compressed, when they were), by formsapi.page.kind:
 //     "forms", "submissions" or "feed".
@@ -87,6 +90,7 @@ const (
 	CacheResultKey       = attribute.Key("formsapi.cache.result")
 	RateLimitDecisionKey = attribute.Key("formsapi.rate_limit.decision")
 	PageKindKey          = attribute.Key("formsapi.page.kind")
+	FeedHasMoreKey       = attribute.Key("formsapi.feed.has_more")
 	AccountIDKey         = attribute.Key("formsapi.account.id") // only with WithIDAttributes
 	FormIDKey            = attribute.Key("formsapi.form.id")    // only with WithIDAttributes
 )
@@ -273,7 +277,7 @@ func (o *Observer) Request(ctx context.Context, r observe.Request) {
 	switch {
 	case r.Feed:
 		kind = "feed"
-		o.feedPages.Add(ctx, 1, metric.WithAttributes(ids...))
+		o.feedPages.Add(ctx, 1, metric.WithAttributes(append(ids, FeedHasMoreKey.Bool(r.FeedHasMore))...))
 	case route == "/v1/forms":
 		kind = "forms"
 	case route == "/v1/forms/{formId}/submissions":

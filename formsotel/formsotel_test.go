@@ -175,15 +175,15 @@ func TestMetrics(t *testing.T) {
 		formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "test", Quota: 4, Window: time.Hour}))
 	srv := tel.serve(t, api)
 
-	is.Equal(get(t, srv, page, storetest.KeyA), 200)                                                      // a miss
-	is.Equal(get(t, srv, page, storetest.KeyA), 200)                                                      // a hit
-	is.Equal(get(t, srv, "/v1/forms/"+storetest.FormBusy+"/submissions?sync=start", storetest.KeyA), 200) // a feed page
-	is.Equal(get(t, srv, "/v1/forms", storetest.KeyA), 200)                                               // the last the limit allows
-	is.Equal(get(t, srv, "/v1/forms", storetest.KeyA), 429)                                               // refused
-	is.Equal(get(t, srv, "/v1/forms", storetest.KeyNotAdded), 401)                                        // a refused key
-	is.Equal(get(t, srv, "/v1/forms", ""), 401)                                                           // no key: not a refused one
-	is.Equal(get(t, srv, "/v1/nowhere", storetest.KeyA), 404)                                             // no route
-	is.Equal(get(t, srv, "/v1/openapi.json", ""), 200)                                                    // no page
+	is.Equal(get(t, srv, page, storetest.KeyA), 200)                                                              // a miss
+	is.Equal(get(t, srv, page, storetest.KeyA), 200)                                                              // a hit
+	is.Equal(get(t, srv, "/v1/forms/"+storetest.FormBusy+"/submissions?sync=start&limit=1", storetest.KeyA), 200) // a feed page, with more after it
+	is.Equal(get(t, srv, "/v1/forms", storetest.KeyA), 200)                                                       // the last the limit allows
+	is.Equal(get(t, srv, "/v1/forms", storetest.KeyA), 429)                                                       // refused
+	is.Equal(get(t, srv, "/v1/forms", storetest.KeyNotAdded), 401)                                                // a refused key
+	is.Equal(get(t, srv, "/v1/forms", ""), 401)                                                                   // no key: not a refused one
+	is.Equal(get(t, srv, "/v1/nowhere", storetest.KeyA), 404)                                                     // no route
+	is.Equal(get(t, srv, "/v1/openapi.json", ""), 200)                                                            // no page
 
 	m := tel.collect(t)
 	const subs = "/v1/forms/{formId}/submissions"
@@ -214,7 +214,7 @@ func TestMetrics(t *testing.T) {
 	is.Equal(find(m, "formsapi.rate_limit.decisions", map[string]string{"formsapi.rate_limit.decision": "allowed"}), int64(4))
 	is.Equal(find(m, "formsapi.rate_limit.decisions", map[string]string{"formsapi.rate_limit.decision": "refused"}), int64(1))
 	is.Equal(find(m, "formsapi.keys.refused", map[string]string{}), int64(1))
-	is.Equal(find(m, "formsapi.feed.pages", map[string]string{}), int64(1))
+	is.Equal(find(m, "formsapi.feed.pages", map[string]string{"formsapi.feed.has_more": "true"}), int64(1)) // its client is behind
 	subsBytes := find(m, "formsapi.page.bytes", map[string]string{"formsapi.page.kind": "submissions"})
 	is.True(subsBytes > 2*100) // two pages of two submissions
 	is.True(find(m, "formsapi.page.bytes", map[string]string{"formsapi.page.kind": "feed"}) > 0)

@@ -78,6 +78,9 @@ type Request struct {
 	BodyBytes int64
 	// Feed is true for a page of the sync feed.
 	Feed bool
+	// FeedHasMore is true for a page of the sync feed that ended before
+	// the feed's end (the page's hasMore): its client is behind.
+	FeedHasMore bool
 	// RateLimit is what the rate limiter decided, if it was asked.
 	RateLimit RateLimit
 	// KeyRefused is true when the request presented a key that was
