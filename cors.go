@@ -20,7 +20,9 @@ package formsapi
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -79,8 +81,12 @@ func WithCORS(origins ...string) Option {
 	return func(c *config) { c.cors = p }
 }
 
-// parseOrigin returns o as a browser serializes an origin (lower-case
-// scheme and host), or an error if it is not one.
+// parseOrigin returns o as a browser serializes an origin (RFC 6454: the
+// scheme and host in lower case, the port only when it is not the
+// scheme's default), or an error if no browser could send it, so that a
+// listed origin never silently allows nothing: a port that is empty, has
+// a leading zero or is out of range, a wildcard, or a host that is not
+// ASCII (browsers send an internationalized name in its xn-- form).
 func parseOrigin(o string) (string, error) {
 	u, err := url.Parse(o)
 	switch {
@@ -88,10 +94,39 @@ func parseOrigin(o string) (string, error) {
 		return "", fmt.Errorf("not a URL")
 	case u.Scheme != "http" && u.Scheme != "https":
 		return "", fmt.Errorf("want an http or https origin")
-	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || u.ForceQuery:
 		return "", fmt.Errorf(`want "scheme://host[:port]" and nothing more`)
 	}
-	return u.Scheme + "://" + strings.ToLower(u.Host), nil
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if strings.HasSuffix(u.Host, ":") {
+		return "", fmt.Errorf("an empty port")
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return "", fmt.Errorf("port %q: want 1 to 65535 without leading zeros", port)
+		}
+	}
+	if strings.HasPrefix(u.Host, "[") { // an IPv6 literal
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Is6() || ip.Zone() != "" {
+			return "", fmt.Errorf("host %q: not an IPv6 address", host)
+		}
+		host = "[" + ip.String() + "]"
+	} else {
+		for _, r := range host {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				return "", fmt.Errorf("host %q: want letters, digits, '-' and '.' (an internationalized name in its xn-- form, as browsers send it; no wildcard)", host)
+			}
+		}
+	}
+	if port == map[string]string{"http": "80", "https": "443"}[u.Scheme] {
+		port = "" // browsers leave the default port out
+	}
+	if port != "" {
+		return u.Scheme + "://" + host + ":" + port, nil
+	}
+	return u.Scheme + "://" + host, nil
 }
 
 type corsPolicy struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -195,7 +196,10 @@ func TestCORSExposesEveryHeaderSent(t *testing.T) {
 // TestWithCORSPanics on what is no origin.
 func TestWithCORSPanics(t *testing.T) {
 	for _, origins := range [][]string{nil, {""}, {"app.example.com"}, {"ftp://app.example.com"}, {"https://app.example.com/path"},
-		{"https://user@app.example.com"}, {"https://app.example.com?q"}, {"https://"}} {
+		{"https://user@app.example.com"}, {"https://app.example.com?q"}, {"https://"},
+		// what no browser sends, which would silently allow nothing
+		{"https://app.example.com:"}, {"https://app.example.com:0443"}, {"https://app.example.com:0"}, {"https://app.example.com:70000"},
+		{"https://*.example.com"}, {"https://bücher.example"}, {"https://[fe80::1%25eth0]"}, {"https://app.example.com/?"}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -206,4 +210,28 @@ func TestWithCORSPanics(t *testing.T) {
 		}()
 	}
 	formsapi.WithCORS("https://App.Example.com:8443/", "http://localhost:5173", "*") // these are fine
+}
+
+// TestWithCORSListsOriginsAsBrowsersSendThem: an origin given with its
+// scheme's default port, in upper case or as a long IPv6 form is the
+// origin a browser sends without them.
+func TestWithCORSListsOriginsAsBrowsersSendThem(t *testing.T) {
+	t.Parallel()
+	for given, sent := range map[string]string{
+		"https://app.example.com:443":   "https://app.example.com",
+		"http://APP.example.com:80/":    "http://app.example.com",
+		"https://app.example.com:80":    "https://app.example.com:80",
+		"http://[0:0:0:0:0:0:0:1]:8080": "http://[::1]:8080",
+		"https://xn--bcher-kva.example": "https://xn--bcher-kva.example",
+	} {
+		h := formsapi.NewHandler(memstore.New(), memstore.New(), formsapi.WithCORS(given))
+		r := httptest.NewRequest(http.MethodOptions, "/v1/forms", nil)
+		r.Header.Set("Origin", sent)
+		r.Header.Set("Access-Control-Request-Method", "GET")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent || w.Header().Get("Access-Control-Allow-Origin") != sent {
+			t.Errorf("WithCORS(%q), preflight from %q: %d, Allow-Origin %q", given, sent, w.Code, w.Header().Get("Access-Control-Allow-Origin"))
+		}
+	}
 }

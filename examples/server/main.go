@@ -116,7 +116,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		flagOpts = append(flagOpts, o)
 	}
-	if origins := splitList(*corsOrigins); len(origins) > 0 {
+	if *corsOrigins != "" { // a value that lists no origin (",") is an error, not CORS off
+		origins := splitList(*corsOrigins)
 		o, err := checked("-cors-origins", func() formsapi.Option { return formsapi.WithCORS(origins...) })
 		if err != nil {
 			return err

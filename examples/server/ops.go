@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,16 +57,45 @@ func storeReady(store formsapi.Store) func(context.Context) error {
 // Neither is logged per request (probes come every few seconds); a
 // change of readiness is, once, without the error's text, which may name
 // the database's address.
+//
+// Probes that arrive while a check is in flight share its answer, so that
+// however many come at once (anyone who can reach the port may send
+// them) they hold at most one of the store's connections.
 func withHealth(next http.Handler, ready func(context.Context) error, logger *slog.Logger) http.Handler {
 	var notReady atomic.Bool
+	var mu sync.Mutex
+	var inFlight *readyCheck
+	check := func() error {
+		mu.Lock()
+		c := inFlight
+		if c == nil {
+			c = &readyCheck{done: make(chan struct{})}
+			inFlight = c
+			go func() {
+				// Not a request's context: the answer serves other probes too.
+				ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+				defer cancel()
+				c.err = ready(ctx)
+				mu.Lock()
+				inFlight = nil
+				mu.Unlock()
+				close(c.done)
+			}()
+		}
+		mu.Unlock()
+		<-c.done
+		return c.err
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
 			writeHealth(w, r, http.StatusOK, "live")
 		case "/readyz":
-			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-			defer cancel()
-			if err := ready(ctx); err != nil {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				writeHealth(w, r, http.StatusMethodNotAllowed, "") // before any check
+				return
+			}
+			if err := check(); err != nil {
 				if !notReady.Swap(true) {
 					logger.Warn("not ready: the store does not answer", slog.Bool("timeout", errors.Is(err, context.DeadlineExceeded)))
 				}
@@ -80,6 +110,12 @@ func withHealth(next http.Handler, ready func(context.Context) error, logger *sl
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// readyCheck is one check of the store; err is set before done closes.
+type readyCheck struct {
+	done chan struct{}
+	err  error
 }
 
 func writeHealth(w http.ResponseWriter, r *http.Request, status int, what string) {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -298,7 +300,7 @@ func TestBaseURLAndCORSFlags(t *testing.T) {
 	is.Equal(got.Header.Get("Access-Control-Allow-Origin"), "https://app.example.com")
 	is.True(strings.Contains(got.Header.Get("Access-Control-Expose-Headers"), "Link"))
 
-	for _, flags := range [][]string{{"-base-url", "forms.example.com"}, {"-base-url", "https://user:pw@forms.example.com"}, {"-cors-origins", "app.example.com"}} {
+	for _, flags := range [][]string{{"-base-url", "forms.example.com"}, {"-base-url", "https://user:pw@forms.example.com"}, {"-cors-origins", "app.example.com"}, {"-cors-origins", ","}, {"-cors-origins", "https://app.example.com:"}} {
 		db := filepath.Join(t.TempDir(), "forms.db")
 		var term bytes.Buffer
 		err := run(context.Background(), append([]string{"-db", db, "-addr", "127.0.0.1:0"}, flags...), io.Discard, &term)
@@ -318,4 +320,49 @@ func decodeSubmissions(t *testing.T, b []byte) []json.RawMessage {
 		t.Fatalf("%v: %s", err, b)
 	}
 	return page.Submissions
+}
+
+// TestReadyzShareOneCheck: probes never run more than one check of the
+// store at a time, whatever their number, and a probe with another
+// method runs none.
+func TestReadyzShareOneCheck(t *testing.T) {
+	is := is.New(t)
+	var mu sync.Mutex
+	var active, most, calls int
+	ready := func(ctx context.Context) error {
+		mu.Lock()
+		active++
+		calls++
+		most = max(most, active)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			active--
+			mu.Unlock()
+		}()
+		return nil
+	}
+	h := withHealth(http.NotFoundHandler(), ready, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	code, _, _ := health(t, "POST", srv.URL+"/readyz")
+	is.Equal(code, 405)
+	is.Equal(calls, 0) // refused before any check
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 40)
+	for range 40 {
+		wg.Go(func() {
+			code, _, _ := health(t, "GET", srv.URL+"/readyz")
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		is.Equal(code, 200)
+	}
+	is.Equal(most, 1) // one check at a time
+	is.True(calls >= 1 && calls <= 40)
 }
