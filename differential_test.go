@@ -43,7 +43,7 @@ func TestDifferentialSQLiteAndPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pg.Close)
-		for _, s := range []storetest.WriteStore{lite, pg} {
+		for _, s := range []writeStore{lite, pg} {
 			if err := storetest.Load(ctx, s, w.seed); err != nil {
 				t.Fatalf("iteration %d: load: %v", iter, err)
 			}

@@ -7,7 +7,7 @@ import "context"
 // When the handler's Store implements it, the handler serves the sync feed
 // (GET /v1/forms/{formId}/submissions?sync=start, then ?sync=<syncToken>);
 // otherwise those requests get 501. memstore, sqlitestore and pgstore
-// implement it, and storetest.RunFeed checks the contract below, one subtest
+// implement it, and storetest.Run checks the contract below, one subtest
 // per clause, so a host's own store is held to it too.
 //
 // A feed exists because createdAt order cannot be resumed: a submission

@@ -15,7 +15,7 @@ import (
 // also implements KeyAuthorizer, the handler calls Authorize instead of
 // ResolveKey; resolvers with only ResolveKey keep working, with every key
 // reading every form of its account. memstore, sqlitestore and pgstore
-// implement it, and storetest.RunGrants checks the contract below.
+// implement it, and storetest.Run checks the contract below.
 //
 // The contract:
 //

@@ -7,8 +7,10 @@ import (
 
 // Store is where the handler reads forms and submissions. Every method is
 // scoped to one account: there is deliberately no way to look a form up
-// without saying whose it must be. Package storetest checks each clause
-// below, one subtest per clause; a host's own store runs it too.
+// without saying whose it must be. storetest.Run checks each clause
+// below, one subtest per clause (damaged data when the test says how to
+// damage the store's storage: storetest.WithDamage); a host's own store
+// runs it too.
 //
 // The contract:
 //

@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -204,51 +203,4 @@ func TestBlockedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovered(t, h)
-}
-
-// TestDamagedRowIsLeftOut damages one stored submission behind the
-// store's back, as sqlitestore's test does: the page leaves it out (or
-// mends its UTF-8), serves the rest as valid JSON, and logs the row's
-// position, never its content, on every read (the read cache keeps no
-// page that left a row out).
-func TestDamagedRowIsLeftOut(t *testing.T) {
-	t.Parallel()
-	s := load(t, mustOpen(t), storetest.DefaultSeed())
-	var logs bytes.Buffer
-	h := formsapi.NewHandler(s, s, formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
-	target := "/v1/forms/" + storetest.FormSmall + "/submissions"
-	if res := get(h, target, storetest.KeyA); res.status != http.StatusOK {
-		t.Fatalf("intact: %d %s", res.status, res.body)
-	}
-	update := "UPDATE " + quote(s.Schema()) + ".formsapi_submissions SET json = $1 WHERE seq = (SELECT MAX(seq) FROM " +
-		quote(s.Schema()) + ".formsapi_submissions WHERE form_seq = (SELECT seq FROM " + quote(s.Schema()) + ".formsapi_forms WHERE id = $2))"
-	for _, damage := range []struct {
-		stored string
-		items  int // of the three in the form, the damaged one counted if it is still sent
-	}{
-		{`{"formId":"signup-a","data":{"n":1`, 2},
-		{"{\"a\":\"\xff\"}", 3}, // invalid UTF-8 is sent as U+FFFD
-		{`[]`, 2},
-		{``, 2},
-	} {
-		if _, err := pgstore.Pool(s).Exec(ctx, update, []byte(damage.stored), storetest.FormSmall); err != nil {
-			t.Fatal(err)
-		}
-		// Twice: a page that left a row out is never cached, so every
-		// read of it logs the row again.
-		for read := 1; read <= 2; read++ {
-			logs.Reset()
-			res := get(h, target, storetest.KeyA)
-			var page struct{ Submissions []json.RawMessage }
-			if res.status != http.StatusOK || json.Unmarshal(res.body, &page) != nil || len(page.Submissions) != damage.items {
-				t.Errorf("damaged row %q, read %d: %d %s, want 200 with %d items", damage.stored, read, res.status, res.body, damage.items)
-			}
-			if logged := logs.Len() > 0; logged != (damage.items == 2) {
-				t.Errorf("damaged row %q, read %d: logged %v, want a log line exactly when the row is left out", damage.stored, read, logged)
-			}
-			if bytes.Contains(logs.Bytes(), []byte(`"n":1`)) {
-				t.Errorf("damaged row %q: its content reached the log: %s", damage.stored, logs.Bytes())
-			}
-		}
-	}
 }

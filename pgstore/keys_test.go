@@ -12,16 +12,6 @@ import (
 	"github.com/formsapi/formsapi/storetest"
 )
 
-func TestGrantContract(t *testing.T) {
-	pgtest.DSN(t)
-	for _, f := range factories {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore { return f.open(t, seed) })
-		})
-	}
-}
-
 // TestLastUsedWithoutAWritePerRequest: many uses of a key leave its row
 // untouched (same xmin) until the batch is written, and then another node
 // sees the time.

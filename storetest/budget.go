@@ -27,6 +27,9 @@ func checkByteBudget(t *testing.T, s formsapi.Store) {
 	ctx := context.Background()
 	for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 		all := walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o})
+		if len(all) != busyCount {
+			t.Fatalf("order %s: %d submissions in one page, want the seed's %d", o, len(all), busyCount)
+		}
 		sizes, total := make([]int, len(all)), 0
 		for i, sub := range all {
 			sizes[i] = itemSize(t, sub)

@@ -11,8 +11,8 @@ import (
 // exactly and no test waits for time to pass. It is safe for concurrent
 // use.
 //
-// RunGrants and RunWrites give each clause a fresh Clock in Seed.Clock. A
-// factory whose store can take a clock passes it on:
+// The grant and write clauses of Run give each clause a fresh Clock in
+// Seed.Clock. A factory whose store can take a clock passes it on:
 //
 //	s := memstore.New(memstore.WithClock(seed.Clock.Now))
 //

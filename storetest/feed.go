@@ -17,27 +17,20 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// SyncStore is what RunFeed checks: a store with the sync feed, and the
-// AddSubmission of the write side to add submissions while it is read.
-type SyncStore interface {
-	formsapi.Store
-	formsapi.FeedStore
-	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
-}
-
-// RunFeed checks the formsapi.FeedStore contract, one subtest per clause,
+// feedClauses checks the formsapi.FeedStore contract, one subtest per clause,
 // each on a fresh store from open loaded with DefaultSeed (which Load adds
 // one submission at a time, in the seed's order). Besides reading the
 // seed, it adds submissions while a poller resumes from the positions it
 // stored: several writers at once, each going back in createdAt as it goes,
 // so that commit order and createdAt order disagree. At the end the
 // poller must have seen every submission of the form exactly once.
-func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
+func feedClauses(t *testing.T, open func(t *testing.T, seed Seed) syncStore, cfg *config) {
 	seed := DefaultSeed()
 	x := expectations(seed)
 	ctx := context.Background()
 
-	t.Run("Feed/FromTheStart", func(t *testing.T) {
+	t.Run("FromTheStart", func(t *testing.T) {
+		cfg.parallel(t)
 		// Load added the seed one by one: the feed gives them in that order.
 		s := open(t, seed)
 		for _, form := range []string{FormBusy, FormSmall} {
@@ -51,7 +44,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			}
 		}
 	})
-	t.Run("Feed/Fields", func(t *testing.T) {
+	t.Run("Fields", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, sub := range walkFeed(t, s, AccountA, FormBusy, 0, 5) {
 			want, ok := x.byData[Canonical(sub.Data)]
@@ -67,7 +61,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			}
 		}
 	})
-	t.Run("Feed/Pages", func(t *testing.T) {
+	t.Run("Pages", func(t *testing.T) {
+		cfg.parallel(t)
 		// Any page size gives the same feed, each page resuming at the
 		// previous one's Next.
 		s := open(t, seed)
@@ -78,7 +73,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			}
 		}
 	})
-	t.Run("Feed/Next", func(t *testing.T) {
+	t.Run("Next", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		var after int64
 		for pages := 0; ; pages++ {
@@ -112,7 +108,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			}
 		}
 	})
-	t.Run("Feed/More", func(t *testing.T) {
+	t.Run("More", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		var after int64
 		for limit := 4; ; {
@@ -133,7 +130,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			after = p.Next
 		}
 	})
-	t.Run("Feed/EmptyForm", func(t *testing.T) {
+	t.Run("EmptyForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		p, err := s.SyncSubmissions(ctx, AccountA, FormEmpty, 0, 10)
 		if err != nil {
@@ -143,7 +141,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			t.Errorf("got %d items, Next %d, More %v; want none, 0, false", len(p.Items), p.Next, p.More)
 		}
 	})
-	t.Run("Feed/AddedLater", func(t *testing.T) {
+	t.Run("AddedLater", func(t *testing.T) {
+		cfg.parallel(t)
 		// Submissions added after the poller reached the end come next,
 		// in the order they were added, even with createdAt far earlier
 		// than anything seen: createdAt plays no part.
@@ -161,17 +160,20 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			t.Errorf("after the end of the feed: got %v, want what was added since, in order: %v", got, want)
 		}
 	})
-	t.Run("Feed/UnknownForm", func(t *testing.T) {
+	t.Run("UnknownForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		checkFeedNotFound(t, s, AccountA, FormNone)
 	})
-	t.Run("Feed/AnotherAccountsForm", func(t *testing.T) {
+	t.Run("AnotherAccountsForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		checkFeedNotFound(t, s, AccountA, FormB)
 		checkFeedNotFound(t, s, AccountB, FormBusy)
 		checkFeedNotFound(t, s, AccountEmpty, FormBusy)
 	})
-	t.Run("Feed/NegativeAfter", func(t *testing.T) {
+	t.Run("NegativeAfter", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, after := range []int64{-1, math.MinInt64} {
 			if _, err := s.SyncSubmissions(ctx, AccountA, FormBusy, after, 10); !errors.Is(err, formsapi.ErrInvalidCursor) {
@@ -179,15 +181,18 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			}
 		}
 	})
-	t.Run("Feed/Limit", func(t *testing.T) {
+	t.Run("Limit", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
-		for _, limit := range []int{0, -1} {
-			if _, err := s.SyncSubmissions(ctx, AccountA, FormBusy, 0, limit); err == nil {
-				t.Errorf("limit %d: got no error, want one", limit)
-			}
+		for _, limit := range badLimits {
+			checkBadLimit(t, "SyncSubmissions", limit, func() (int, error) {
+				p, err := s.SyncSubmissions(ctx, AccountA, FormBusy, 0, limit)
+				return len(p.Items), err
+			})
 		}
 	})
-	t.Run("Feed/CanceledContext", func(t *testing.T) {
+	t.Run("CanceledContext", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -195,7 +200,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			t.Errorf("got error %v, want context.Canceled", err)
 		}
 	})
-	t.Run("Feed/NotAliased", func(t *testing.T) {
+	t.Run("NotAliased", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		before := walkFeed(t, s, AccountA, FormBusy, 0, MaxLimit)
 		want, _ := json.Marshal(before)
@@ -211,7 +217,8 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 			t.Errorf("changing returned submissions changed the store:\nbefore %s\nafter  %s", want, after)
 		}
 	})
-	t.Run("Feed/ConcurrentWriters", func(t *testing.T) {
+	t.Run("ConcurrentWriters", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		checkFeedUnderWriters(t, s, x)
 	})
@@ -225,7 +232,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, seed Seed) SyncStore) {
 // have seen every submission of the form exactly once, each writer's in
 // the order it added them, and a fresh read from the start must give the
 // same sequence: positions never change.
-func checkFeedUnderWriters(t *testing.T, s SyncStore, x *expect) {
+func checkFeedUnderWriters(t *testing.T, s syncStore, x *expect) {
 	t.Helper()
 	ctx := context.Background()
 	const writers, perWriter = 4, 40

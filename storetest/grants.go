@@ -12,14 +12,7 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// GrantStore is a store with scoped and expiring keys: memstore,
-// sqlitestore and pgstore are each one.
-type GrantStore interface {
-	formsapi.KeyManager
-	RevokeKey(ctx context.Context, key string) error
-}
-
-// RunGrants checks the KeyAuthorizer and KeyManager contracts on stores
+// grantClauses checks the KeyAuthorizer and KeyManager contracts on stores
 // from open, each loaded with DefaultSeed: grants of unscoped, scoped and
 // expiring keys, refused AddKeyWith calls that change nothing (among them
 // account IDs beyond formsapi.DefaultLimits), ListKeys, and last-used
@@ -30,10 +23,10 @@ type GrantStore interface {
 // reads it; CreatedAt, RevokedAt and LastUsedAt are checked exactly on a
 // store that does, and within a second of the wall clock on one that
 // does not.
-func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
+func grantClauses(t *testing.T, open func(t *testing.T, seed Seed) grantStore, cfg *config) {
 	ctx := context.Background()
 	// clocked opens a store on DefaultSeed and a fresh clock.
-	clocked := func(t *testing.T) (GrantStore, *Clock) {
+	clocked := func(t *testing.T) (grantStore, *Clock) {
 		t.Helper()
 		seed := DefaultSeed()
 		seed.Clock = newClock()
@@ -42,14 +35,14 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	// keepsTime reports whether s keeps time by clock: whether it has read
 	// it, once asked to authorize a live key (of AccountB, whose keys no
 	// clause lists) if it had not yet.
-	keepsTime := func(s GrantStore, clock *Clock) bool {
+	keepsTime := func(s grantStore, clock *Clock) bool {
 		if !clock.read() {
 			s.Authorize(ctx, KeyB)
 		}
 		return clock.read()
 	}
 	// needsClock skips a clause that must move the store's clock.
-	needsClock := func(t *testing.T, s GrantStore, clock *Clock) {
+	needsClock := func(t *testing.T, s grantStore, clock *Clock) {
 		t.Helper()
 		if !keepsTime(s, clock) {
 			t.Skip("the store never read seed.Clock: have the factory give it seed.Clock.Now as its clock (see storetest.Clock) to check expiry without waiting for it")
@@ -67,7 +60,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 			t.Errorf("%s is %s, not the time it happened (from %s)", what, got, from)
 		}
 	}
-	grant := func(t *testing.T, s GrantStore, key string) formsapi.Grant {
+	grant := func(t *testing.T, s grantStore, key string) formsapi.Grant {
 		t.Helper()
 		g, err := s.Authorize(ctx, key)
 		if err != nil {
@@ -78,7 +71,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 		return g
 	}
-	invalid := func(t *testing.T, s GrantStore, key string) {
+	invalid := func(t *testing.T, s grantStore, key string) {
 		t.Helper()
 		if g, err := s.Authorize(ctx, key); !errors.Is(err, formsapi.ErrInvalidKey) || g.AccountID != "" || g.Forms != nil {
 			t.Errorf("Authorize: got (%+v, %v), want ErrInvalidKey", g, err)
@@ -89,6 +82,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	}
 
 	t.Run("UnscopedKeys", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		for key, account := range map[string]string{KeyA: AccountA, KeyA2: AccountA, KeyB: AccountB} {
 			g := grant(t, s, key)
@@ -98,12 +92,14 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("InvalidKeys", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		invalid(t, s, KeyNotAdded)
 		invalid(t, s, KeyRevoked)
 		invalid(t, s, "")
 	})
 	t.Run("ScopedKey", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		key := mustNewKey()
 		if err := s.AddKeyWith(ctx, key, AccountA, formsapi.KeyOptions{Forms: []string{FormSmall, FormBusy, FormSmall, "not-yet-created"}}); err != nil {
@@ -119,6 +115,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ExpiryKept", func(t *testing.T) {
+		cfg.parallel(t)
 		s, clock := clocked(t)
 		key := mustNewKey()
 		at := clock.peek().Add(time.Hour + 123456789*time.Nanosecond).In(time.FixedZone("X", -7*3600))
@@ -131,6 +128,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ExpiredKey", func(t *testing.T) {
+		cfg.parallel(t)
 		s, clock := clocked(t)
 		needsClock(t, s, clock)
 		key := mustNewKey()
@@ -148,6 +146,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		invalid(t, s, key)
 	})
 	t.Run("NotAliased", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		key := mustNewKey()
 		forms := []string{FormBusy, FormSmall}
@@ -164,6 +163,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("CanceledContext", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -203,6 +203,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	}
 	for _, c := range refused {
 		t.Run("Refused/"+c.name, func(t *testing.T) {
+			cfg.parallel(t)
 			s, clock := clocked(t)
 			if c.advance != 0 {
 				needsClock(t, s, clock)
@@ -248,6 +249,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 	}
 
 	t.Run("AccountIDAtTheLimit", func(t *testing.T) {
+		cfg.parallel(t)
 		s, _ := clocked(t)
 		key := mustNewKey()
 		account := accountOfSize(formsapi.DefaultLimits.MaxAccountIDBytes)
@@ -263,6 +265,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("ListKeys", func(t *testing.T) {
+		cfg.parallel(t)
 		s, clock := clocked(t)
 		exact := keepsTime(s, clock)
 		seeded := clock.peek() // when the seed's keys were added and revoked
@@ -328,6 +331,7 @@ func RunGrants(t *testing.T, open func(t *testing.T, seed Seed) GrantStore) {
 		}
 	})
 	t.Run("LastUsed", func(t *testing.T) {
+		cfg.parallel(t)
 		s, clock := clocked(t)
 		exact := keepsTime(s, clock)
 		lastUsed := func(key string) time.Time {

@@ -15,7 +15,7 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// RunLifecycle checks the data lifecycle of the write side (UpdateForm,
+// lifecycleClauses checks the data lifecycle of the write side (UpdateForm,
 // DeleteForm, DeleteSubmission and Erase of formsapi.Writer), one subtest
 // per clause, each on a fresh store from open loaded with DefaultSeed:
 // each write is seen by the very next read of the store and of a handler
@@ -26,12 +26,13 @@ import (
 // error and changes nothing; an erasure removes exactly the matching
 // submissions of the one account. A store that is also a
 // formsapi.FeedStore has its feed checked across deletions too.
-func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
+func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStore, cfg *config) {
 	seed := DefaultSeed()
 	ctx := context.Background()
 	all := formsapi.Query{Limit: MaxLimit, Order: formsapi.Oldest}
 
-	t.Run("Lifecycle/UpdateForm", func(t *testing.T) {
+	t.Run("UpdateForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		before := walkForms(t, s, AccountA, all)
 		h := newProbe(t, s)
@@ -62,7 +63,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/DeleteForm", func(t *testing.T) {
+	t.Run("DeleteForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		h := newProbe(t, s)
 		formsTag := h.get(t, "/v1/forms", "", http.StatusOK)
@@ -95,7 +97,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/DeleteSubmission", func(t *testing.T) {
+	t.Run("DeleteSubmission", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		ids := addWithIDs(t, s, FormEmpty, 6)
 		h := newProbe(t, s)
@@ -120,7 +123,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/SubmissionIDUniqueInForm", func(t *testing.T) {
+	t.Run("SubmissionIDUniqueInForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		ids := addWithIDs(t, s, FormEmpty, 1)
 		before := snapshot(t, s)
@@ -142,56 +146,57 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/Refused", func(t *testing.T) {
+	t.Run("Refused", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		ids := addWithIDs(t, s, FormEmpty, 2)
 		before := snapshot(t, s)
 		for _, r := range []refusal{
-			{"UpdateUnknownForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"UpdateUnknownForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.UpdateForm(ctx, AccountA, formsapi.Form{ID: FormNone, Title: "x"})
 			}},
-			{"UpdateAnotherAccountsForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"UpdateAnotherAccountsForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.UpdateForm(ctx, AccountA, formsapi.Form{ID: FormB, Title: "x"})
 			}},
-			{"UpdateTitleWithControlCharacter", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"UpdateTitleWithControlCharacter", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				return s.UpdateForm(ctx, AccountA, formsapi.Form{ID: FormSmall, Title: "a\x01b"})
 			}},
-			{"UpdateBeyondMaxFormBytes", formsapi.ErrInvalidInput, "MaxFormBytes", func(s WriteStore) error {
+			{"UpdateBeyondMaxFormBytes", formsapi.ErrInvalidInput, "MaxFormBytes", func(s writeStore) error {
 				return s.UpdateForm(ctx, AccountA, formsapi.Form{ID: FormSmall, Title: strings.Repeat("t", formsapi.DefaultLimits.MaxFormBytes)})
 			}},
-			{"DeleteUnknownForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"DeleteUnknownForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.DeleteForm(ctx, AccountA, FormNone)
 			}},
-			{"DeleteAnotherAccountsForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"DeleteAnotherAccountsForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.DeleteForm(ctx, AccountA, FormB)
 			}},
-			{"DeleteMalformedFormID", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"DeleteMalformedFormID", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				return s.DeleteForm(ctx, AccountA, "a/b")
 			}},
-			{"DeleteUnknownSubmission", formsapi.ErrSubmissionNotFound, "", func(s WriteStore) error {
+			{"DeleteUnknownSubmission", formsapi.ErrSubmissionNotFound, "", func(s writeStore) error {
 				return s.DeleteSubmission(ctx, AccountA, FormEmpty, "no-such-submission")
 			}},
-			{"DeleteSubmissionOfAnotherForm", formsapi.ErrSubmissionNotFound, "", func(s WriteStore) error {
+			{"DeleteSubmissionOfAnotherForm", formsapi.ErrSubmissionNotFound, "", func(s writeStore) error {
 				return s.DeleteSubmission(ctx, AccountA, FormSmall, ids[0])
 			}},
-			{"DeleteSubmissionOfAnotherAccount", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"DeleteSubmissionOfAnotherAccount", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.DeleteSubmission(ctx, AccountB, FormEmpty, ids[0])
 			}},
-			{"DeleteSubmissionOfUnknownForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+			{"DeleteSubmissionOfUnknownForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 				return s.DeleteSubmission(ctx, AccountA, FormNone, ids[0])
 			}},
-			{"DeleteSubmissionWithoutID", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"DeleteSubmissionWithoutID", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				return s.DeleteSubmission(ctx, AccountA, FormEmpty, "")
 			}},
-			{"EraseEmptyField", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"EraseEmptyField", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				_, err := s.Erase(ctx, AccountA, "", "p1@example.com")
 				return err
 			}},
-			{"EraseEmptyValue", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"EraseEmptyValue", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				_, err := s.Erase(ctx, AccountA, "email", "")
 				return err
 			}},
-			{"EraseEmptyAccount", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+			{"EraseEmptyAccount", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 				_, err := s.Erase(ctx, "", "email", "p1@example.com")
 				return err
 			}},
@@ -208,7 +213,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/Erase", func(t *testing.T) {
+	t.Run("Erase", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		const who = "erase.me@example.com"
 		add := func(form, data string) {
@@ -256,7 +262,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/CursorAcrossDeletion", func(t *testing.T) {
+	t.Run("CursorAcrossDeletion", func(t *testing.T) {
+		cfg.parallel(t)
 		for _, order := range []formsapi.Order{formsapi.Oldest, formsapi.Newest} {
 			s := open(t, seed)
 			ids := addWithIDs(t, s, FormEmpty, 12)
@@ -292,7 +299,8 @@ func RunLifecycle(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 
-	t.Run("Lifecycle/FeedAcrossDeletion", func(t *testing.T) {
+	t.Run("FeedAcrossDeletion", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		fs, ok := s.(formsapi.FeedStore)
 		if !ok {
@@ -365,7 +373,7 @@ func idOf(t *testing.T, s formsapi.Submission) int {
 // probe sends requests to a handler over a store, as AccountA's KeyA.
 type probe struct{ h http.Handler }
 
-func newProbe(t *testing.T, s WriteStore) probe {
+func newProbe(t *testing.T, s writeStore) probe {
 	t.Helper()
 	return probe{formsapi.NewHandler(s, s)}
 }

@@ -137,24 +137,24 @@ var badAccounts = []string{"acct-new\n", "acct-new\xff"}
 // message containing says.
 func limitRefusals(ctx context.Context) []refusal {
 	l := formsapi.DefaultLimits
-	sub := func(data string, att ...formsapi.Attachment) func(WriteStore) error {
-		return func(s WriteStore) error {
+	sub := func(data string, att ...formsapi.Attachment) func(writeStore) error {
+		return func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(data), Attachments: att}, formsapi.Metadata{})
 		}
 	}
-	att := func(change func(*formsapi.Attachment)) func(WriteStore) error {
+	att := func(change func(*formsapi.Attachment)) func(writeStore) error {
 		a := attachment(0)
 		change(&a)
 		return sub(`{"ok":true}`, a)
 	}
 	long := strings.Repeat("a", l.MaxAttachmentString+1)
-	meta := func(m formsapi.Metadata) func(WriteStore) error {
-		return func(s WriteStore) error {
+	meta := func(m formsapi.Metadata) func(writeStore) error {
+		return func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{"ok":true}`)}, m)
 		}
 	}
-	form := func(account string, f formsapi.Form) func(WriteStore) error {
-		return func(s WriteStore) error { return s.AddForm(ctx, account, f) }
+	form := func(account string, f formsapi.Form) func(writeStore) error {
+		return func(s writeStore) error { return s.AddForm(ctx, account, f) }
 	}
 	newForm := formsapi.Form{ID: "new-form", Title: "New", CreatedAt: base}
 	with := func(change func(*formsapi.Form)) formsapi.Form {
@@ -202,10 +202,10 @@ func limitRefusals(ctx context.Context) []refusal {
 		{"AttachmentMIMETypeEmpty", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "" })},
 		{"AttachmentMIMETypeBadParameter", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "text/plain; charset" })},
 		{"AttachmentMIMETypeSpaces", formsapi.ErrInvalidInput, "mimeType", att(func(a *formsapi.Attachment) { a.MIMEType = "text / plain" })},
-		{"SubmissionOneByteOverMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s WriteStore) error {
+		{"SubmissionOneByteOverMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s writeStore) error {
 			return s.AddSubmission(ctx, submissionOfSize(FormBusy, base, l.MaxSubmissionBytes+1), formsapi.Metadata{})
 		}},
-		{"SubmissionEscapesPastMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s WriteStore) error {
+		{"SubmissionEscapesPastMaxSubmissionBytes", formsapi.ErrInvalidInput, "MaxSubmissionBytes", func(s writeStore) error {
 			return s.AddSubmission(ctx, escaped, formsapi.Metadata{})
 		}},
 		{"MetadataOneByteOverMaxMetadataBytes", formsapi.ErrInvalidInput, "MaxMetadataBytes", meta(metadataOfSize(0, l.MaxMetadataBytes+1))},
@@ -223,13 +223,13 @@ func limitRefusals(ctx context.Context) []refusal {
 		{"FormAccountIDOneByteOverMaxAccountIDBytes", formsapi.ErrInvalidInput, "MaxAccountIDBytes", form(overAccount, newForm)},
 		{"FormAccountIDControl", formsapi.ErrInvalidInput, "control", form(badAccounts[0], newForm)},
 		{"FormAccountIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", form(badAccounts[1], newForm)},
-		{"KeyAccountIDOneByteOverMaxAccountIDBytes", formsapi.ErrInvalidInput, "MaxAccountIDBytes", func(s WriteStore) error {
+		{"KeyAccountIDOneByteOverMaxAccountIDBytes", formsapi.ErrInvalidInput, "MaxAccountIDBytes", func(s writeStore) error {
 			return s.AddKey(ctx, "a-fine-key", overAccount)
 		}},
-		{"KeyAccountIDControl", formsapi.ErrInvalidInput, "control", func(s WriteStore) error {
+		{"KeyAccountIDControl", formsapi.ErrInvalidInput, "control", func(s writeStore) error {
 			return s.AddKey(ctx, "a-fine-key", badAccounts[0])
 		}},
-		{"KeyAccountIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", func(s WriteStore) error {
+		{"KeyAccountIDInvalidUTF8", formsapi.ErrInvalidInput, "UTF-8", func(s writeStore) error {
 			return s.AddKey(ctx, "a-fine-key", badAccounts[1])
 		}},
 	}
@@ -291,7 +291,7 @@ func atLimits() []SeedSubmission {
 // encoding/json decodes, holding exactly what was added, and each
 // submission whose data was given compact comes back byte for byte as
 // formsapi.AppendSubmissionJSON makes it.
-func checkReadable(t *testing.T, s WriteStore) {
+func checkReadable(t *testing.T, s writeStore) {
 	ctx := context.Background()
 	subs := atLimits()
 	for i, sub := range subs {
@@ -379,7 +379,7 @@ func isCompact(data []byte) bool {
 // account whose ID is exactly MaxAccountIDBytes, and a key of that
 // account: each form comes back from ListForms field for field, and from
 // a handler over the store byte for byte as it was measured.
-func checkFormsAtLimits(t *testing.T, s WriteStore) {
+func checkFormsAtLimits(t *testing.T, s writeStore) {
 	ctx := context.Background()
 	l := formsapi.DefaultLimits
 	account := accountOfSize(l.MaxAccountIDBytes)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -17,20 +18,17 @@ import (
 	"github.com/formsapi/formsapi/internal/keyset"
 )
 
-// Open makes a fresh store loaded with seed for one subtest. Cleanup
-// belongs in t.Cleanup.
-type Open func(t *testing.T, seed Seed) formsapi.Store
-
-// Run checks the Store contract, one subtest per clause, each on a fresh
-// store from open loaded with DefaultSeed. Stores that also have the
-// Writer methods are further checked for pages that stay right while
+// storeClauses checks the Store contract, one subtest per clause, each on
+// a fresh store from open loaded with DefaultSeed. Stores that also have
+// the Writer methods are further checked for pages that stay right while
 // submissions are added between them.
-func Run(t *testing.T, open Open) {
+func storeClauses(t *testing.T, open Open, cfg *config) {
 	seed := DefaultSeed()
 	x := expectations(seed)
 	ctx := context.Background()
 
 	t.Run("ListForms/OnlyTheAccountsForms", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, account := range []string{AccountA, AccountB} {
 			got := walkForms(t, s, account, formsapi.Query{Limit: MaxLimit})
@@ -41,6 +39,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListForms/Fields", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, f := range walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit}) {
 			want, ok := x.forms[f.ID]
@@ -54,6 +53,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListForms/AccountWithoutForms", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		p, err := s.ListForms(ctx, AccountEmpty, formsapi.Query{Limit: 10})
 		if err != nil {
@@ -64,6 +64,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListForms/Order", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		checkOrder(t, "forms", func(o formsapi.Order) []time.Time {
 			return formTimes(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
@@ -72,6 +73,7 @@ func Run(t *testing.T, open Open) {
 		})
 	})
 	t.Run("ListForms/Pagination", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			all := formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
@@ -84,6 +86,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListForms/Filters", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, r := range x.ranges() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
@@ -97,6 +100,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListForms/InvalidCursor", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, c := range invalidCursors {
 			_, err := s.ListForms(ctx, AccountA, formsapi.Query{Limit: 10, Cursor: c})
@@ -106,7 +110,19 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("ListForms/Limit", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, limit := range badLimits {
+			checkBadLimit(t, "ListForms", limit, func() (int, error) {
+				p, err := s.ListForms(ctx, AccountA, formsapi.Query{Limit: limit})
+				return len(p.Items), err
+			})
+		}
+	})
+
 	t.Run("ListSubmissions/UnknownForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		p, err := s.ListSubmissions(ctx, AccountA, FormNone, formsapi.Query{Limit: 10})
 		if !errors.Is(err, formsapi.ErrFormNotFound) {
@@ -117,6 +133,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/AnotherAccountsForm", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, c := range []struct{ account, form string }{{AccountA, FormB}, {AccountB, FormBusy}, {AccountEmpty, FormBusy}, {"", FormBusy}} {
 			p, err := s.ListSubmissions(ctx, c.account, c.form, formsapi.Query{Limit: 10})
@@ -129,6 +146,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/FormWithoutSubmissions", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		p, err := s.ListSubmissions(ctx, AccountA, FormEmpty, formsapi.Query{Limit: 10})
 		if err != nil {
@@ -139,6 +157,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/Fields", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, form := range []string{FormBusy, FormSmall} {
 			got := walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: MaxLimit})
@@ -158,6 +177,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/NoMetadata", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, form := range []string{FormBusy, FormSmall} {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
@@ -173,6 +193,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/Order", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		list := func(o formsapi.Order) []formsapi.Submission {
 			return walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o})
@@ -181,6 +202,7 @@ func Run(t *testing.T, open Open) {
 			func(o formsapi.Order) []string { return submissionKeys(list(o)) })
 	})
 	t.Run("ListSubmissions/Pagination", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			all := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o}))
@@ -193,6 +215,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/Filters", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, r := range x.ranges() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
@@ -208,9 +231,11 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("ListSubmissions/ByteBudget", func(t *testing.T) {
+		cfg.parallel(t)
 		checkByteBudget(t, open(t, seed))
 	})
 	t.Run("ListSubmissions/InvalidCursor", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		for _, c := range invalidCursors {
 			_, err := s.ListSubmissions(ctx, AccountA, FormBusy, formsapi.Query{Limit: 10, Cursor: c})
@@ -219,7 +244,18 @@ func Run(t *testing.T, open Open) {
 			}
 		}
 	})
+	t.Run("ListSubmissions/Limit", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, limit := range badLimits {
+			checkBadLimit(t, "ListSubmissions", limit, func() (int, error) {
+				p, err := s.ListSubmissions(ctx, AccountA, FormBusy, formsapi.Query{Limit: limit})
+				return len(p.Items), err
+			})
+		}
+	})
 	t.Run("ListSubmissions/AddedBetweenPages", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		w, ok := s.(interface {
 			AddSubmission(context.Context, formsapi.Submission, formsapi.Metadata) error
@@ -232,6 +268,7 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 	t.Run("NotAliased", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		q := formsapi.Query{Limit: MaxLimit}
 		before := walkSubmissions(t, s, AccountA, FormBusy, q)
@@ -258,18 +295,27 @@ func Run(t *testing.T, open Open) {
 			t.Errorf("changing returned forms changed the store")
 		}
 	})
-	t.Run("CanceledContext", func(t *testing.T) {
+	t.Run("Context", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
-		cctx, cancel := context.WithCancel(ctx)
+		canceled, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := s.ListForms(cctx, AccountA, formsapi.Query{Limit: 10}); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListForms: got error %v, want context.Canceled", err)
-		}
-		if _, err := s.ListSubmissions(cctx, AccountA, FormBusy, formsapi.Query{Limit: 10}); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListSubmissions: got error %v, want context.Canceled", err)
+		expired, cancel := context.WithDeadline(ctx, time.Unix(0, 0))
+		defer cancel()
+		for _, c := range []struct {
+			ctx  context.Context
+			want error
+		}{{canceled, context.Canceled}, {expired, context.DeadlineExceeded}} {
+			if _, err := s.ListForms(c.ctx, AccountA, formsapi.Query{Limit: 10}); !errors.Is(err, c.want) {
+				t.Errorf("ListForms: got error %v, want %v", err, c.want)
+			}
+			if _, err := s.ListSubmissions(c.ctx, AccountA, FormBusy, formsapi.Query{Limit: 10}); !errors.Is(err, c.want) {
+				t.Errorf("ListSubmissions: got error %v, want %v", err, c.want)
+			}
 		}
 	})
 	t.Run("ConcurrentReads", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		q := formsapi.Query{Limit: 5, Order: formsapi.Oldest}
 		want := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, q))
@@ -295,12 +341,31 @@ func Run(t *testing.T, open Open) {
 	})
 }
 
+// badLimits are limits below 1, which the handler never sends: a store
+// returns an error rather than guess.
+var badLimits = []int{0, -1, math.MinInt}
+
+// checkBadLimit checks that list, asked for a page of limit items,
+// returns an error and no items, and does not panic.
+func checkBadLimit(t *testing.T, what string, limit int, list func() (int, error)) {
+	t.Helper()
+	defer func() {
+		if v := recover(); v != nil {
+			t.Errorf("%s with limit %d panics (%v), want an error", what, limit, v)
+		}
+	}()
+	n, err := list()
+	if err == nil || n != 0 {
+		t.Errorf("%s with limit %d: got %d items and error %v, want an error and no items", what, limit, n, err)
+	}
+}
+
 // invalidCursors are strings no store issues as a cursor.
 var invalidCursors = []string{"not a cursor", "\x00", "....", strings.Repeat("z", 2000), "' OR 1=1 --"}
 
-// RunKeys checks the KeyResolver contract on resolvers from open, each
+// keyClauses checks the KeyResolver contract on resolvers from open, each
 // loaded with DefaultSeed.
-func RunKeys(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolver) {
+func keyClauses(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolver, cfg *config) {
 	seed := DefaultSeed()
 	ctx := context.Background()
 	resolves := func(t *testing.T, r formsapi.KeyResolver, key, want string) {
@@ -318,18 +383,22 @@ func RunKeys(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolv
 		}
 	}
 	t.Run("KnownKeys", func(t *testing.T) {
+		cfg.parallel(t)
 		r := open(t, seed)
 		resolves(t, r, KeyA, AccountA)
 		resolves(t, r, KeyA2, AccountA)
 		resolves(t, r, KeyB, AccountB)
 	})
 	t.Run("UnknownKey", func(t *testing.T) {
+		cfg.parallel(t)
 		invalid(t, open(t, seed), KeyNotAdded)
 	})
 	t.Run("RevokedKey", func(t *testing.T) {
+		cfg.parallel(t)
 		invalid(t, open(t, seed), KeyRevoked)
 	})
 	t.Run("Lookalikes", func(t *testing.T) {
+		cfg.parallel(t)
 		r := open(t, seed)
 		flip := []byte(KeyA)
 		flip[0] ^= 0x20 // change the case of a letter
@@ -338,6 +407,7 @@ func RunKeys(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolv
 		}
 	})
 	t.Run("CanceledContext", func(t *testing.T) {
+		cfg.parallel(t)
 		r := open(t, seed)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -346,6 +416,7 @@ func RunKeys(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyResolv
 		}
 	})
 	t.Run("RevocationTakesEffectAtOnce", func(t *testing.T) {
+		cfg.parallel(t)
 		r := open(t, seed)
 		rv, ok := r.(interface {
 			RevokeKey(context.Context, string) error
@@ -379,11 +450,13 @@ func checkAddedBetweenPages(t *testing.T, s formsapi.Store, w interface {
 	last := first.Items[len(first.Items)-1].CreatedAt
 	// New items before, at and after the position already read, in both
 	// directions: none may make the rest of the walk skip or repeat.
+	added := map[string]time.Time{}
 	for i, at := range []time.Time{last, last.Add(-time.Nanosecond), last.Add(time.Nanosecond), base.Add(-time.Hour), base.Add(time.Hour)} {
 		data := fmt.Sprintf(`{"n":%d,"added":"%s"}`, 1000+i, o)
 		if err := w.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(data), CreatedAt: at}, canaryMetadata(i)); err != nil {
 			t.Fatalf("AddSubmission: %v", err)
 		}
+		added[Canonical([]byte(data))] = at
 	}
 	got := submissionKeys(first.Items)
 	q.Cursor = first.NextCursor
@@ -408,6 +481,21 @@ func checkAddedBetweenPages(t *testing.T, s formsapi.Store, w interface {
 	for _, k := range before {
 		if seen[k] == 0 {
 			t.Errorf("order %s: %s skipped after writes between pages", o, k)
+		}
+	}
+	// An added item that sorts after the cursor comes later in the walk;
+	// one that sorts before it does not. One at the cursor's very time
+	// sorts by the store's tie-breaker, either way.
+	for k, at := range added {
+		if at.Equal(last) {
+			continue
+		}
+		after := at.Before(last) == (o == formsapi.Newest)
+		if after && seen[k] != 1 {
+			t.Errorf("order %s: %s, added after the first page and sorting after it, returned %d times, want once", o, k, seen[k])
+		}
+		if !after && seen[k] != 0 {
+			t.Errorf("order %s: %s, added after the first page and sorting before it, returned %d times, want never", o, k, seen[k])
 		}
 	}
 }

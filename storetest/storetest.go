@@ -1,23 +1,28 @@
-// Package storetest checks a formsapi.Store or formsapi.KeyResolver
-// against the whole contract the handler relies on, the way testing/fstest
-// checks an fs.FS. memstore, sqlitestore and pgstore pass it; a host that writes its
-// own store runs it too:
+// Package storetest checks a formsapi.Store, and every optional contract
+// it implements, against what the handler relies on, the way
+// testing/fstest checks an fs.FS. memstore, sqlitestore and pgstore pass
+// it; a host that writes its own store runs it too, in one call:
 //
 //	func TestMyStore(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
-//			s := mystore.New(t.TempDir())
+//			s := mystore.New(t.TempDir(), mystore.WithClock(seed.Clock.Now))
 //			if err := storetest.Load(context.Background(), s, seed); err != nil {
 //				t.Fatal(err)
 //			}
 //			return s
-//		})
+//		}, storetest.WithDamage(func(t *testing.T, s formsapi.Store, accountID, formID string, c storetest.DamageCase) {
+//			// write c.Data over the stored data of formID's last submission
+//		}))
 //	}
 //
-// Every clause runs as its own subtest on a fresh store made by the
-// factory, so a failure names the clause that broke. No clause waits for
-// time to pass: a factory whose store takes a clock gives it
-// seed.Clock.Now (see [Clock]), and the clauses about time move that
-// clock instead.
+// Run learns what the store implements (formsapi.Store always;
+// KeyResolver, Writer, KeyManager, FeedStore, and this module's fast
+// paths) and runs every clause of each of those contracts, skipping the
+// groups that do not apply and saying why. Every clause runs as its own
+// parallel subtest on a fresh store made by the factory, so a failure
+// names the clause that broke. No clause waits for time to pass: a
+// factory whose store takes a clock gives it seed.Clock.Now (see
+// [Clock]), and the clauses about time move that clock instead.
 package storetest
 
 import (
@@ -35,8 +40,8 @@ type Seed struct {
 	Submissions []SeedSubmission
 	Keys        []SeedKey
 	// Clock, when not nil, is the clock to give the store as its notion
-	// of now (see [Clock]): RunGrants and RunWrites set a fresh one for
-	// each clause. DefaultSeed leaves it nil, and a nil Clock's Now is
+	// of now (see [Clock]): the grant and write clauses set a fresh one
+	// for each clause. DefaultSeed leaves it nil, and a nil Clock's Now is
 	// time.Now.
 	Clock *Clock
 }
@@ -91,7 +96,7 @@ func Load(ctx context.Context, w formsapi.Writer, seed Seed) error {
 // handler's largest by default (formsapi.WithPageSize changes it).
 const MaxLimit = 1000
 
-// Accounts and forms of the seed that Run and RunKeys load.
+// Accounts and forms of the seed that Run loads.
 const (
 	AccountA     = "acct-a" // four forms, many submissions
 	AccountB     = "acct-b" // three forms; its data carries CanaryB
@@ -132,7 +137,7 @@ func mustNewKey() string {
 	return k
 }
 
-// DefaultSeed returns the seed Run and RunKeys load: two accounts with
+// DefaultSeed returns the seed Run loads: two accounts with
 // forms created at distinct and at equal times, submissions in groups that
 // share a timestamp, times in a zone other than UTC, submissions with and
 // without attachments, user data with fields named like metadata ("ip",

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -27,38 +29,43 @@ var brokenStores = map[string]struct {
 }{
 	"ignores the account": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresAccount{m} },
-		failsIn:  "ListSubmissions/AnotherAccountsForm",
-		passesIn: "ListSubmissions/Pagination",
+		failsIn:  "Store/ListSubmissions/AnotherAccountsForm",
+		passesIn: "Store/ListSubmissions/Pagination",
 	},
 	"repeats an item across pages": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return &offsetPages{Store: m} },
-		failsIn:  "ListSubmissions/Pagination",
-		passesIn: "ListSubmissions/AnotherAccountsForm",
+		failsIn:  "Store/ListSubmissions/Pagination",
+		passesIn: "Store/ListSubmissions/AnotherAccountsForm",
 	},
 	"ignores filters": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresFilters{m} },
-		failsIn:  "ListSubmissions/Filters",
-		passesIn: "ListSubmissions/Order",
+		failsIn:  "Store/ListSubmissions/Filters",
+		passesIn: "Store/ListSubmissions/Order",
 	},
 	"returns shared memory": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return &aliases{Store: m} },
-		failsIn:  "NotAliased",
-		passesIn: "ListSubmissions/Fields",
+		failsIn:  "Store/NotAliased",
+		passesIn: "Store/ListSubmissions/Fields",
 	},
 	"ends budgeted pages early": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return budgetTimes{m, 0} },
-		failsIn:  "ListSubmissions/ByteBudget",
-		passesIn: "ListSubmissions/Pagination",
+		failsIn:  "Store/ListSubmissions/ByteBudget",
+		passesIn: "Store/ListSubmissions/Pagination",
 	},
 	"overfills budgeted pages": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return budgetTimes{m, 2} },
-		failsIn:  "ListSubmissions/ByteBudget",
-		passesIn: "ListSubmissions/Pagination",
+		failsIn:  "Store/ListSubmissions/ByteBudget",
+		passesIn: "Store/ListSubmissions/Pagination",
+	},
+	"ignores a limit below 1": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return guessesLimit{m} },
+		failsIn:  "Store/ListSubmissions/Limit",
+		passesIn: "Store/ListSubmissions/Pagination",
 	},
 	"ignores the context": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresContext{m} },
-		failsIn:  "CanceledContext",
-		passesIn: "ListSubmissions/Filters",
+		failsIn:  "Store/Context",
+		passesIn: "Store/ListSubmissions/Filters",
 	},
 }
 
@@ -70,7 +77,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 	for name, b := range brokenStores {
 		t.Run(name, func(t *testing.T) {
 			is := is.New(t)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenStore$", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenStore$/^Store$", "-test.v")
 			cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+name)
 			out, err := cmd.CombinedOutput()
 			is.True(err != nil)                                                                       // the suite fails on a broken store
@@ -92,13 +99,13 @@ func TestHelperBrokenStore(t *testing.T) {
 	})
 }
 
-// TestWriteSuiteCatchesAStoreWithoutSizeLimits runs RunWrites on a
+// TestWriteSuiteCatchesAStoreWithoutSizeLimits runs the write clauses on a
 // memstore whose size limits are far beyond formsapi.DefaultLimits, as a
 // store that never checked them would be: each size clause must fail,
 // and accepting what is within the limits must still pass.
 func TestWriteSuiteCatchesAStoreWithoutSizeLimits(t *testing.T) {
 	is := is.New(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperUnlimitedWrites$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperUnlimitedWrites$/^Writes$", "-test.v")
 	cmd.Env = append(os.Environ(), "STORETEST_UNLIMITED=1")
 	out, err := cmd.CombinedOutput()
 	is.True(err != nil) // the suite fails on the store
@@ -111,18 +118,18 @@ func TestWriteSuiteCatchesAStoreWithoutSizeLimits(t *testing.T) {
 		"Refused/FormAccountIDOneByteOverMaxAccountIDBytes",
 		"Refused/KeyAccountIDOneByteOverMaxAccountIDBytes",
 	} {
-		if !strings.Contains(string(out), "--- FAIL: TestHelperUnlimitedWrites/"+clause+" ") {
+		if !strings.Contains(string(out), "--- FAIL: TestHelperUnlimitedWrites/Writes/"+clause+" ") {
 			t.Errorf("the clause %s passes on a store without the limit", clause)
 		}
 	}
 	for _, clause := range []string{"AcceptedIsReadable", "FormsAtLimitsAreReadable", "Refused/DataTooLarge"} {
-		if !strings.Contains(string(out), "--- PASS: TestHelperUnlimitedWrites/"+clause+" ") {
+		if !strings.Contains(string(out), "--- PASS: TestHelperUnlimitedWrites/Writes/"+clause+" ") {
 			t.Errorf("the clause %s fails on a store whose limits only differ in size", clause)
 		}
 	}
 }
 
-// TestHelperUnlimitedWrites runs RunWrites on a memstore without size
+// TestHelperUnlimitedWrites runs the suite on a memstore without size
 // limits when TestWriteSuiteCatchesAStoreWithoutSizeLimits asks for it in
 // a child process.
 func TestHelperUnlimitedWrites(t *testing.T) {
@@ -130,7 +137,7 @@ func TestHelperUnlimitedWrites(t *testing.T) {
 		return // only meaningful in the child process
 	}
 	huge := formsapi.Limits{MaxSubmissionBytes: 1 << 30, MaxMetadataBytes: 1 << 30, MaxFormBytes: 1 << 30, MaxAccountIDBytes: 1 << 30}
-	storetest.RunWrites(t, func(t *testing.T, seed storetest.Seed) storetest.WriteStore {
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
 		s := memstore.New(memstore.WithLimits(huge))
 		if err := storetest.Load(context.Background(), s, seed); err != nil {
 			t.Fatal(err)
@@ -151,17 +158,17 @@ var grantClocks = map[string]func(seed storetest.Seed) []memstore.Option{
 }
 
 // TestGrantSuiteWithoutAClock: a store that cannot take the suite's clock
-// still passes RunGrants, skipping only the expiry clause, with the reason.
+// still passes the grant clauses, skipping only the expiry clause, with the reason.
 func TestGrantSuiteWithoutAClock(t *testing.T) {
 	is := is.New(t)
 	out, err := grantsChild("none")
-	is.NoErr(err)                                                                                     // the suite passes
-	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/ExpiredKey "))                          // the expiry clause skips
-	is.True(strings.Contains(out, "never read seed.Clock"))                                           // saying why
-	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/Refused/ExpiresBeforeTheStoresClock ")) // and so does the clause that moves the clock
-	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/ListKeys "))                            // times checked against the wall clock
-	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/LastUsed "))
-	is.Equal(strings.Count(out, "--- SKIP"), 2) // nothing else skips
+	is.NoErr(err)                                                                                            // the suite passes
+	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/Grants/ExpiredKey "))                          // the expiry clause skips
+	is.True(strings.Contains(out, "never read seed.Clock"))                                                  // saying why
+	is.True(strings.Contains(out, "--- SKIP: TestHelperGrants/Grants/Refused/ExpiresBeforeTheStoresClock ")) // and so does the clause that moves the clock
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/Grants/ListKeys "))                            // times checked against the wall clock
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/Grants/LastUsed "))
+	is.Equal(strings.Count(out, "--- SKIP: TestHelperGrants/Grants/"), 2) // nothing else skips
 }
 
 // TestGrantSuiteCatchesAnIgnoredClock: a store that reads the suite's
@@ -169,28 +176,28 @@ func TestGrantSuiteWithoutAClock(t *testing.T) {
 func TestGrantSuiteCatchesAnIgnoredClock(t *testing.T) {
 	is := is.New(t)
 	out, err := grantsChild("ignored")
-	is.True(err != nil)                                                      // the suite fails
-	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/ExpiredKey ")) // the key outlives its expiry on the suite's clock
-	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/ListKeys "))   // CreatedAt is not the clock's
-	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/LastUsed "))
-	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/ScopedKey ")) // and not elsewhere
+	is.True(err != nil)                                                             // the suite fails
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/Grants/ExpiredKey ")) // the key outlives its expiry on the suite's clock
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/Grants/ListKeys "))   // CreatedAt is not the clock's
+	is.True(strings.Contains(out, "--- FAIL: TestHelperGrants/Grants/LastUsed "))
+	is.True(strings.Contains(out, "--- PASS: TestHelperGrants/Grants/ScopedKey ")) // and not elsewhere
 }
 
 func grantsChild(clock string) (string, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGrants$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGrants$/^Grants$", "-test.v")
 	cmd.Env = append(os.Environ(), "STORETEST_GRANT_CLOCK="+clock)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
-// TestHelperGrants runs RunGrants on memstore with a clock of
+// TestHelperGrants runs the suite on memstore with a clock of
 // grantClocks when a test above asks for it in a child process.
 func TestHelperGrants(t *testing.T) {
 	name := os.Getenv("STORETEST_GRANT_CLOCK")
 	if name == "" {
 		return // only meaningful in the child process
 	}
-	storetest.RunGrants(t, func(t *testing.T, seed storetest.Seed) storetest.GrantStore {
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
 		s := memstore.New(grantClocks[name](seed)...)
 		if err := storetest.Load(context.Background(), s, seed); err != nil {
 			t.Fatal(err)
@@ -199,51 +206,47 @@ func TestHelperGrants(t *testing.T) {
 	})
 }
 
-// brokenFeeds each break one clause of the feed contract. RunFeed must
+// brokenFeeds each break one clause of the feed contract. The suite must
 // fail on each, in the subtest named beside it, and pass on memstore.
 var brokenFeeds = map[string]struct {
-	wrap     func(*memstore.Store) storetest.SyncStore
+	wrap     func(*memstore.Store) formsapi.Store
 	failsIn  string
 	passesIn string
 }{
 	"numbers before it commits": {
-		wrap:     func(m *memstore.Store) storetest.SyncStore { return &sequenceFeed{Store: m} },
-		failsIn:  "Feed/ConcurrentWriters",
-		passesIn: "Feed/Pages",
+		wrap:     func(m *memstore.Store) formsapi.Store { return &sequenceFeed{Store: m} },
+		failsIn:  "ConcurrentWriters",
+		passesIn: "Pages",
 	},
 	"resumes on the last item": {
-		wrap:     func(m *memstore.Store) storetest.SyncStore { return repeatsLast{m} },
-		failsIn:  "Feed/Pages",
-		passesIn: "Feed/EmptyForm",
+		wrap:     func(m *memstore.Store) formsapi.Store { return repeatsLast{m} },
+		failsIn:  "Pages",
+		passesIn: "EmptyForm",
 	},
-}
-
-func TestFeedSuitePassesOnMemstore(t *testing.T) {
-	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore { return load(t, seed) })
 }
 
 func TestFeedSuiteCatchesBrokenFeeds(t *testing.T) {
 	for name, b := range brokenFeeds {
 		t.Run(name, func(t *testing.T) {
 			is := is.New(t)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenFeed$", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenFeed$/^Feed$", "-test.v")
 			cmd.Env = append(os.Environ(), "STORETEST_BROKEN_FEED="+name)
 			out, err := cmd.CombinedOutput()
-			is.True(err != nil)                                                                      // the suite fails on a broken feed
-			is.True(strings.Contains(string(out), "--- FAIL: TestHelperBrokenFeed/"+b.failsIn+" "))  // in the clause it breaks
-			is.True(strings.Contains(string(out), "--- PASS: TestHelperBrokenFeed/"+b.passesIn+" ")) // and not in another
+			is.True(err != nil)                                                                           // the suite fails on a broken feed
+			is.True(strings.Contains(string(out), "--- FAIL: TestHelperBrokenFeed/Feed/"+b.failsIn+" "))  // in the clause it breaks
+			is.True(strings.Contains(string(out), "--- PASS: TestHelperBrokenFeed/Feed/"+b.passesIn+" ")) // and not in another
 		})
 	}
 }
 
-// TestHelperBrokenFeed runs RunFeed on a broken feed when
+// TestHelperBrokenFeed runs the suite on a broken feed when
 // TestFeedSuiteCatchesBrokenFeeds asks for it in a child process.
 func TestHelperBrokenFeed(t *testing.T) {
 	name := os.Getenv("STORETEST_BROKEN_FEED")
 	if name == "" {
 		return // only meaningful in the child process
 	}
-	storetest.RunFeed(t, func(t *testing.T, seed storetest.Seed) storetest.SyncStore {
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
 		s := brokenFeeds[name].wrap(memstore.New())
 		if err := storetest.Load(context.Background(), s.(formsapi.Writer), seed); err != nil {
 			t.Fatal(err)
@@ -368,6 +371,9 @@ func (s *offsetPages) ListSubmissions(ctx context.Context, account, formID strin
 	start := 0
 	if q.Cursor != "" {
 		start = len(q.Cursor) - 1 // the cursor is a run of n dots
+		if strings.Trim(q.Cursor, ".") != "" || start >= len(all.Items) {
+			return formsapi.Page[formsapi.Submission]{}, formsapi.ErrInvalidCursor
+		}
 	}
 	end := min(start+q.Limit, len(all.Items))
 	p := formsapi.Page[formsapi.Submission]{Items: all.Items[start:end]}
@@ -431,3 +437,179 @@ func (s budgetTimes) ListSubmissions(ctx context.Context, account, formID string
 	}
 	return s.Store.ListSubmissions(ctx, account, formID, q)
 }
+
+// guessesLimit lists ten items for a limit below 1 instead of refusing it.
+type guessesLimit struct{ *memstore.Store }
+
+func (s guessesLimit) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	if q.Limit < 1 {
+		q.Limit = 10
+	}
+	return s.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// damageModes are the ways damageable reads its damaged data back: the
+// suite must fail each but "" in the clause beside it, and pass the case
+// beside it, if any (the one case the mode gets right).
+var damageModes = map[string]struct{ failsIn, passesIn string }{
+	"":                                 {},
+	"fails the page":                   {failsIn: "Damage/NotAnObject"},
+	"ends the list at the damaged row": {failsIn: "Damage/Truncated"},
+	"mends the row into {}":            {failsIn: "Damage/NestsTooDeep", passesIn: "Damage/InvalidUTF8"},
+}
+
+// damageable is memstore with storage that a test can damage, as a
+// host's store whose rows are edited by hand would be: the damaged
+// submission reads back with the damaged data in place of its own, and
+// mode says how the store then answers (see damageModes).
+type damageable struct {
+	*memstore.Store
+	mode    string
+	mu      sync.Mutex
+	damaged map[string][]byte // damaged data by the canonical data it replaced
+}
+
+// damage replaces the data of the newest submission of formID, which in
+// the seed is the one added last.
+func damage(t *testing.T, s formsapi.Store, account, formID string, c storetest.DamageCase) {
+	d := s.(*damageable)
+	p, err := d.Store.ListSubmissions(context.Background(), account, formID, formsapi.Query{Limit: 1})
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("damage: newest submission: %v", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.damaged = map[string][]byte{storetest.Canonical(p.Items[0].Data): c.Data}
+}
+
+// read puts the damaged data in place in items; it reports false if
+// the page is to end at item i.
+func (d *damageable) read(items []formsapi.Submission) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range items {
+		data, ok := d.damaged[storetest.Canonical(items[i].Data)]
+		if !ok {
+			continue
+		}
+		switch d.mode {
+		case "fails the page":
+			return i, errors.New("damageable: submission cannot be decoded")
+		case "ends the list at the damaged row":
+			return i, nil
+		case "mends the row into {}":
+			data = []byte(`{}`)
+		}
+		items[i].Data = bytes.Clone(data)
+	}
+	return len(items), nil
+}
+
+func (d *damageable) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	p, err := d.Store.ListSubmissions(ctx, account, formID, q)
+	if err != nil {
+		return p, err
+	}
+	n, err := d.read(p.Items)
+	if n < len(p.Items) {
+		p.Items, p.NextCursor = p.Items[:n], ""
+	}
+	return p, err
+}
+
+func (d *damageable) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	p, err := d.Store.SyncSubmissions(ctx, account, formID, after, limit)
+	if err != nil {
+		return p, err
+	}
+	_, err = d.read(p.Items)
+	return p, err
+}
+
+func openDamageable(mode string) storetest.Open {
+	return func(t *testing.T, seed storetest.Seed) formsapi.Store {
+		d := &damageable{Store: memstore.New(), mode: mode}
+		if err := storetest.Load(context.Background(), d, seed); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+}
+
+// TestSuitePassesOnADamageableStore: a store that reads damaged data back
+// as it is stored, for the handler to leave out, passes every clause,
+// the damaged-data ones included.
+func TestSuitePassesOnADamageableStore(t *testing.T) {
+	storetest.Run(t, openDamageable(""), storetest.WithDamage(damage))
+}
+
+// TestDamageSuiteCatchesStoresThatMishandleDamage: a store that fails the
+// whole page at a damaged row, ends the list there, or mends the row into
+// something else fails the damaged-data clauses.
+func TestDamageSuiteCatchesStoresThatMishandleDamage(t *testing.T) {
+	for mode, m := range damageModes {
+		if mode == "" {
+			continue
+		}
+		t.Run(mode, func(t *testing.T) {
+			is := is.New(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDamage$/^Damage$", "-test.v")
+			cmd.Env = append(os.Environ(), "STORETEST_DAMAGE="+mode)
+			out, err := cmd.CombinedOutput()
+			is.True(err != nil)                                                                                      // the suite fails
+			is.True(strings.Contains(string(out), "--- FAIL: TestHelperDamage/"+m.failsIn+" "))                      // in a damage clause
+			is.True(m.passesIn == "" || strings.Contains(string(out), "--- PASS: TestHelperDamage/"+m.passesIn+" ")) // and not in the one it gets right
+		})
+	}
+}
+
+// TestHelperDamage runs the suite on a damageable store in a mode of
+// damageModes when a test above asks for it in a child process.
+func TestHelperDamage(t *testing.T) {
+	mode, ok := os.LookupEnv("STORETEST_DAMAGE")
+	if !ok {
+		return // only meaningful in the child process
+	}
+	storetest.Run(t, openDamageable(mode), storetest.WithDamage(damage))
+}
+
+// TestSkipsSayWhy: a store with nothing but the Store methods runs the
+// Store clauses and skips every other group, each naming what the store
+// lacks.
+func TestSkipsSayWhy(t *testing.T) {
+	is := is.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReadOnly$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_READONLY=1")
+	out, err := cmd.CombinedOutput()
+	is.NoErr(err) // the suite passes
+	for group, reason := range map[string]string{
+		"FastPath":     "no page fast path",
+		"Keys":         "does not implement formsapi.KeyResolver",
+		"Writes":       "does not implement formsapi.Writer",
+		"Lifecycle":    "does not implement formsapi.Writer",
+		"Grants":       "does not implement formsapi.KeyManager",
+		"Feed":         "does not implement formsapi.FeedStore",
+		"FeedFastPath": "does not implement formsapi.FeedStore",
+		"Damage":       "no storetest.WithDamage option",
+	} {
+		is.True(strings.Contains(string(out), "--- SKIP: TestHelperReadOnly/"+group+" ")) // the group skips
+		says := regexp.MustCompile(`(?m)^=== RUN   TestHelperReadOnly/` + group + `\n.*` + regexp.QuoteMeta(reason))
+		is.True(says.Match(out)) // saying why
+	}
+	is.True(strings.Contains(string(out), "--- PASS: TestHelperReadOnly/Store ")) // and the Store clauses run
+	is.True(strings.Contains(string(out), "--- SKIP: TestHelperReadOnly/Store/ListSubmissions/AddedBetweenPages "))
+}
+
+// TestHelperReadOnly runs the suite on a store with only the Store
+// methods when TestSkipsSayWhy asks for it in a child process.
+func TestHelperReadOnly(t *testing.T) {
+	if os.Getenv("STORETEST_READONLY") == "" {
+		return // only meaningful in the child process
+	}
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+		return readOnly{load(t, seed)}
+	})
+}
+
+// readOnly is a store with nothing but the Store methods.
+type readOnly struct{ formsapi.Store }

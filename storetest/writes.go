@@ -11,15 +11,7 @@ import (
 	"github.com/formsapi/formsapi"
 )
 
-// WriteStore is a store with the shared write side: memstore and
-// sqlitestore are both one.
-type WriteStore interface {
-	formsapi.Store
-	formsapi.KeyResolver
-	formsapi.Writer
-}
-
-// RunWrites checks the write side: each malformed or conflicting write is
+// writeClauses checks the write side: each malformed or conflicting write is
 // refused with the documented error and changes nothing, each write beyond
 // formsapi.DefaultLimits (which the store must enforce in AddForm,
 // AddSubmission and AddKey alike) is refused with ErrInvalidInput and a
@@ -34,79 +26,80 @@ type WriteStore interface {
 // A form or submission added without a CreatedAt gets the store's time:
 // exactly that of Seed.Clock on a store that keeps time by it (see
 // [Clock]), else the wall clock's, within a second.
-func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
+func writeClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStore, cfg *config) {
 	seed := DefaultSeed()
 	ctx := context.Background()
 	ok := []byte(`{"ok":true}`)
 	future := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 	refused := []refusal{
-		{"DuplicateFormSameAccount", formsapi.ErrFormExists, "", func(s WriteStore) error {
+		{"DuplicateFormSameAccount", formsapi.ErrFormExists, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: FormBusy, Title: "again"})
 		}},
-		{"DuplicateFormOtherAccount", formsapi.ErrFormExists, "", func(s WriteStore) error {
+		{"DuplicateFormOtherAccount", formsapi.ErrFormExists, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountB, formsapi.Form{ID: FormBusy, Title: "again"})
 		}},
-		{"FormWithoutAccount", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"FormWithoutAccount", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddForm(ctx, "", formsapi.Form{ID: "new-form"})
 		}},
-		{"FormIDWithSlash", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"FormIDWithSlash", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "a/b"})
 		}},
-		{"FormIDDotDot", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"FormIDDotDot", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: ".."})
 		}},
-		{"FormIDEmpty", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"FormIDEmpty", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{})
 		}},
-		{"FormOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"FormOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddForm(ctx, AccountA, formsapi.Form{ID: "future", CreatedAt: future})
 		}},
-		{"SubmissionToUnknownForm", formsapi.ErrFormNotFound, "", func(s WriteStore) error {
+		{"SubmissionToUnknownForm", formsapi.ErrFormNotFound, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormNone, Data: ok}, formsapi.Metadata{})
 		}},
-		{"DataNotAnObject", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"DataNotAnObject", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`[1,2]`)}, formsapi.Metadata{})
 		}},
-		{"DataBrokenJSON", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"DataBrokenJSON", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{"a":`)}, formsapi.Metadata{})
 		}},
-		{"DataTwoObjects", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"DataTwoObjects", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(`{}{}`)}, formsapi.Metadata{})
 		}},
-		{"DataMissing", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"DataMissing", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy}, formsapi.Metadata{})
 		}},
-		{"DataInvalidUTF8", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"DataInvalidUTF8", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte("{\"a\":\"\xff\"}")}, formsapi.Metadata{})
 		}},
-		{"BrokenGeo", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"BrokenGeo", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok}, formsapi.Metadata{Geo: []byte(`{`)})
 		}},
-		{"SubmissionOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"SubmissionOutOfTimeRange", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: ok, CreatedAt: future}, formsapi.Metadata{})
 		}},
-		{"EmptyKey", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"EmptyKey", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddKey(ctx, "", AccountA)
 		}},
-		{"KeyWithSpace", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"KeyWithSpace", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddKey(ctx, "a b", AccountA)
 		}},
-		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddKey(ctx, formsapi.KeyPrefix+"00000000000000000000000000000000000000", AccountA)
 		}},
-		{"KeyWithoutAccount", formsapi.ErrInvalidInput, "", func(s WriteStore) error {
+		{"KeyWithoutAccount", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddKey(ctx, "a-fine-key", "")
 		}},
-		{"DuplicateKey", formsapi.ErrKeyExists, "", func(s WriteStore) error {
+		{"DuplicateKey", formsapi.ErrKeyExists, "", func(s writeStore) error {
 			return s.AddKey(ctx, KeyA, AccountB)
 		}},
-		{"RevokeUnknownKey", formsapi.ErrInvalidKey, "", func(s WriteStore) error {
+		{"RevokeUnknownKey", formsapi.ErrInvalidKey, "", func(s writeStore) error {
 			return s.RevokeKey(ctx, KeyNotAdded)
 		}},
 	}
 	refused = append(refused, limitRefusals(ctx)...)
 	for _, c := range refused {
 		t.Run("Refused/"+c.name, func(t *testing.T) {
+			cfg.parallel(t)
 			s := open(t, seed)
 			before := snapshot(t, s)
 			err := c.write(s)
@@ -123,12 +116,15 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 	}
 
 	t.Run("AcceptedIsReadable", func(t *testing.T) {
+		cfg.parallel(t)
 		checkReadable(t, open(t, seed))
 	})
 	t.Run("FormsAtLimitsAreReadable", func(t *testing.T) {
+		cfg.parallel(t)
 		checkFormsAtLimits(t, open(t, seed))
 	})
 	t.Run("ZeroTimeMeansNow", func(t *testing.T) {
+		cfg.parallel(t)
 		seed := seed
 		seed.Clock = newClock()
 		s := open(t, seed)
@@ -156,6 +152,7 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 	t.Run("WritesVisibleAtOnce", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		at := base.Add(time.Hour).Add(time.Nanosecond).In(time.FixedZone("Z", 9*3600))
 		sub := formsapi.Submission{FormID: FormEmpty, Data: []byte(`{"x": [1, {"y": "z"}]}`), CreatedAt: at,
@@ -179,6 +176,7 @@ func RunWrites(t *testing.T, open func(t *testing.T, seed Seed) WriteStore) {
 		}
 	})
 	t.Run("RevokedKeyCannotBeAddedAgain", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		// A leaked key, once revoked, must stay dead.
 		if err := s.AddKey(ctx, KeyRevoked, AccountB); !errors.Is(err, formsapi.ErrKeyExists) {
@@ -196,12 +194,12 @@ type refusal struct {
 	name  string
 	want  error
 	says  string
-	write func(WriteStore) error
+	write func(writeStore) error
 }
 
 // snapshot renders everything a store shows: every list of every seed
 // account and form, and which seed keys resolve to whom.
-func snapshot(t *testing.T, s WriteStore) []byte {
+func snapshot(t *testing.T, s writeStore) []byte {
 	t.Helper()
 	ctx := context.Background()
 	type view struct {

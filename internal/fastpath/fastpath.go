@@ -55,7 +55,7 @@ func (s Store) ListSubmissions(ctx context.Context, accountID, formID string, q 
 }
 
 // FeedLister is a store with the sync feed's fast path, and what
-// storetest.RunFeed needs besides.
+// storetest's feed clauses need besides.
 type FeedLister interface {
 	formsapi.Store
 	formsapi.FeedStore

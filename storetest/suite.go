@@ -1,0 +1,258 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/fastpath"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// Open makes a fresh store loaded with seed for one clause; Run calls it
+// once per clause, and once more to learn what the store implements.
+// Cleanup belongs in t.Cleanup. Each call must give a store of its own:
+// the clauses run in parallel (see [Sequential]) and write to it.
+type Open func(t *testing.T, seed Seed) formsapi.Store
+
+// Option changes how [Run] checks a store.
+type Option func(*config)
+
+type config struct {
+	damage     Damage
+	sequential bool
+}
+
+// Damage damages, behind the store's back, the stored submission of
+// formID (a form of accountID) that was added last, the way c says: it
+// writes c.Data where the store keeps the submission's data, or c.Object
+// where it keeps the whole submission as the JSON the API sends
+// (sqlitestore and pgstore keep both, and write both), with SQL, a file
+// edit or whatever reaches the store's own storage. It fails t if it
+// cannot.
+type Damage func(t *testing.T, s formsapi.Store, accountID, formID string, c DamageCase)
+
+// DamageCase is one way stored data is damaged: written by hand, by a
+// bug, or before the write side had [formsapi.Limits]. Run damages a
+// seed submission each way, one clause per case, and reads its form
+// through a handler over the store.
+type DamageCase struct {
+	Name string
+	// Data is the submission's data once damaged.
+	Data []byte
+	// Object is the whole submission as one stored JSON object once
+	// damaged the same way.
+	Object []byte
+	// Served reports whether the submission is still served, once (its
+	// invalid UTF-8 as U+FFFD, or intact where the store cannot hold
+	// invalid UTF-8); otherwise it is left out of its page and logged.
+	Served bool
+}
+
+// WithDamage lets Run check the Store contract's damaged-data clause: d
+// damages one stored submission in the store's own storage, and the
+// handler over the store must leave it out of its page (or mend its
+// UTF-8), log its position and never its content, and serve the rest of
+// the page and the pages after it, on every read path the store has.
+// Without it that clause is skipped, saying why: a store whose storage
+// the test cannot reach (memstore's is its memory) cannot be damaged.
+func WithDamage(d Damage) Option {
+	return func(c *config) { c.damage = d }
+}
+
+// Sequential runs the clauses one at a time, for a store of which Open
+// cannot make two at once (one shared database, say). Without it every
+// clause runs in parallel with the others, each on its own store.
+func Sequential() Option {
+	return func(c *config) { c.sequential = true }
+}
+
+// parallel marks a clause as one to run in parallel, unless the store is
+// checked sequentially.
+func (c *config) parallel(t *testing.T) {
+	if !c.sequential {
+		t.Parallel()
+	}
+}
+
+// Run checks the store that open makes against every contract it
+// implements, each clause a subtest on a fresh store loaded with
+// DefaultSeed, run in parallel. It opens one store first to learn what
+// it implements, and runs these groups of clauses, each skipped with the
+// reason when it does not apply:
+//
+//   - Store: the formsapi.Store contract, every store. The clause on
+//     writes between pages needs the store's AddSubmission (formsapi.Writer).
+//   - FastPath: the Store clauses again, read through the page fast path
+//     that the handler takes on this module's own stores.
+//   - Keys: the formsapi.KeyResolver contract, with revocation when the
+//     store has RevokeKey.
+//   - Writes: the formsapi.Writer contract (a Writer that is also a
+//     KeyResolver): refused writes change nothing, formsapi.DefaultLimits
+//     enforced byte for byte, accepted writes readable through a handler.
+//   - Lifecycle: UpdateForm, DeleteForm, DeleteSubmission and Erase of
+//     formsapi.Writer (on the same stores as Writes), each seen by the very
+//     next read, of the store and of a handler over it, cursors and feed
+//     tokens across deletions, refused calls that change nothing.
+//   - Grants: the formsapi.KeyManager contract (scoped and expiring keys,
+//     ListKeys, last-used times) on a KeyManager with RevokeKey.
+//   - Feed: the formsapi.FeedStore contract, on a FeedStore with
+//     AddSubmission, with writers racing a poller.
+//   - FeedFastPath: the Feed clauses again, read through the feed's fast
+//     path on this module's own stores.
+//   - Damage: the damaged-data clause of the Store contract, one clause
+//     per case, when [WithDamage] says how to damage the store.
+func Run(t *testing.T, open Open, opts ...Option) {
+	c := &config{}
+	for _, o := range opts {
+		o(c)
+	}
+	probe := open(t, DefaultSeed())
+	group := func(name, skip string, clauses func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if skip != "" {
+				t.Skip(skip)
+			}
+			c.parallel(t)
+			clauses(t)
+		})
+	}
+
+	group("Store", "", func(t *testing.T) { storeClauses(t, open, c) })
+
+	fast := ""
+	switch fp, ok := probe.(fastStore); {
+	case !ok:
+		fast = "the store has no page fast path (AppendSubmissions): the handler reads it through ListSubmissions, which Store checks"
+	case fp.FastPath().Store != probe:
+		fast = "the store embeds one of this module's stores: the handler reads it through its own ListSubmissions, which Store checks, never the embedded fast path"
+	case !isWriter(probe):
+		fast = "the fast path is checked on stores with formsapi.Writer"
+	}
+	group("FastPath", fast, func(t *testing.T) {
+		storeClauses(t, func(t *testing.T, seed Seed) formsapi.Store {
+			return fastpath.Store{WriteLister: as[fastpath.WriteLister](t, open(t, seed))}
+		}, c)
+	})
+
+	keys := ""
+	if _, ok := probe.(formsapi.KeyResolver); !ok {
+		keys = "the store does not implement formsapi.KeyResolver"
+	}
+	group("Keys", keys, func(t *testing.T) {
+		keyClauses(t, func(t *testing.T, seed Seed) formsapi.KeyResolver {
+			return as[formsapi.KeyResolver](t, open(t, seed))
+		}, c)
+	})
+
+	writes := ""
+	switch _, ok := probe.(writeStore); {
+	case !isWriter(probe):
+		writes = "the store does not implement formsapi.Writer"
+	case !ok:
+		writes = "the store implements formsapi.Writer but not formsapi.KeyResolver, which the write clauses read keys back with"
+	}
+	group("Writes", writes, func(t *testing.T) {
+		writeClauses(t, func(t *testing.T, seed Seed) writeStore { return as[writeStore](t, open(t, seed)) }, c)
+	})
+	group("Lifecycle", writes, func(t *testing.T) {
+		lifecycleClauses(t, func(t *testing.T, seed Seed) writeStore { return as[writeStore](t, open(t, seed)) }, c)
+	})
+
+	grants := ""
+	switch _, ok := probe.(grantStore); {
+	case !isKeyManager(probe):
+		grants = "the store does not implement formsapi.KeyManager"
+	case !ok:
+		grants = "the store implements formsapi.KeyManager but has no RevokeKey, which the grant clauses revoke keys with"
+	}
+	group("Grants", grants, func(t *testing.T) {
+		grantClauses(t, func(t *testing.T, seed Seed) grantStore { return as[grantStore](t, open(t, seed)) }, c)
+	})
+
+	feed := ""
+	switch _, ok := probe.(syncStore); {
+	case !isFeedStore(probe):
+		feed = "the store does not implement formsapi.FeedStore"
+	case !ok:
+		feed = "the store implements formsapi.FeedStore but has no AddSubmission, which the feed clauses write with"
+	}
+	group("Feed", feed, func(t *testing.T) {
+		feedClauses(t, func(t *testing.T, seed Seed) syncStore { return as[syncStore](t, open(t, seed)) }, c)
+	})
+
+	feedFast := feed
+	if feedFast == "" {
+		switch fp, ok := probe.(fastFeed); {
+		case !ok:
+			feedFast = "the store has no feed fast path (AppendFeed): the handler reads its feed through SyncSubmissions, which Feed checks"
+		case fp.FastPath().Store != probe:
+			feedFast = "the store embeds one of this module's stores: the handler reads its feed through its own SyncSubmissions, which Feed checks"
+		}
+	}
+	group("FeedFastPath", feedFast, func(t *testing.T) {
+		feedClauses(t, func(t *testing.T, seed Seed) syncStore {
+			return fastpath.Feed{FeedLister: as[fastpath.FeedLister](t, open(t, seed))}
+		}, c)
+	})
+
+	damage := ""
+	if c.damage == nil {
+		damage = "no storetest.WithDamage option: the suite cannot damage the store's stored data to check the damaged-data clause"
+	}
+	group("Damage", damage, func(t *testing.T) { damageClauses(t, open, c) })
+}
+
+// fastStore is a store with the handler's page fast path, which the
+// handler takes only on the store itself (see wire.Self).
+type fastStore interface {
+	fastpath.Lister
+	FastPath() wire.Self
+}
+
+// fastFeed is a store with the handler's feed fast path.
+type fastFeed interface {
+	fastpath.FeedLister
+	FastPath() wire.Self
+}
+
+func isWriter(s formsapi.Store) bool     { _, ok := s.(formsapi.Writer); return ok }
+func isKeyManager(s formsapi.Store) bool { _, ok := s.(formsapi.KeyManager); return ok }
+func isFeedStore(s formsapi.Store) bool  { _, ok := s.(formsapi.FeedStore); return ok }
+
+// as asserts that a store open made implements T, as the one Run probed
+// did.
+func as[T any](t *testing.T, s formsapi.Store) T {
+	t.Helper()
+	v, ok := s.(T)
+	if !ok {
+		var zero T
+		t.Fatalf("open made a %T, which is not a %s as the first store it made was", s, typeName(&zero))
+	}
+	return v
+}
+
+func typeName(v any) string { return fmt.Sprintf("%T", v)[1:] }
+
+// writeStore is a store with the shared write side.
+type writeStore interface {
+	formsapi.Store
+	formsapi.KeyResolver
+	formsapi.Writer
+}
+
+// grantStore is a store with scoped and expiring keys.
+type grantStore interface {
+	formsapi.Store
+	formsapi.KeyManager
+	RevokeKey(ctx context.Context, key string) error
+}
+
+// syncStore is a store with the sync feed, and the AddSubmission of the
+// write side to add submissions while it is read.
+type syncStore interface {
+	formsapi.Store
+	formsapi.FeedStore
+	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
+}
