@@ -330,7 +330,8 @@ func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Quer
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p.Items = make([]formsapi.Form, 0, min(max(q.Limit, 0), prealloc)) // a limit below 1 is refused by walk
+	// walk refuses a limit below 1, for which nothing is reserved.
+	p.Items = make([]formsapi.Form, 0, min(max(q.Limit, 0), prealloc))
 	next, err := walk(s.accounts[accountID], q, func(f *form) keyset.Pos { return f.pos }, nil, func(f *form) {
 		p.Items = append(p.Items, f.form)
 	})
@@ -341,6 +342,7 @@ func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Quer
 // ListSubmissions implements formsapi.Store.
 func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
+	// walk refuses a limit below 1, for which nothing is reserved.
 	p.Items = make([]formsapi.Submission, 0, min(max(q.Limit, 0), prealloc))
 	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
 		p.Items = append(p.Items, cloneSubmission(r.sub))

@@ -69,30 +69,14 @@ func damageClauses(t *testing.T, open Open, cfg *config) {
 			if r, ok := s.(formsapi.KeyResolver); ok {
 				keys = r
 			}
-			paths := []struct {
-				name  string
-				store formsapi.Store
-				feed  bool
-			}{{"ListSubmissions", checkedOnly{s}, false}}
+			paths := []readPath{{"ListSubmissions", checkedOnly{s}, false}}
 			if fp, ok := s.(fastStore); ok && fp.FastPath().Store == s {
-				paths = append(paths, struct {
-					name  string
-					store formsapi.Store
-					feed  bool
-				}{"fast path", s, false})
+				paths = append(paths, readPath{"fast path", s, false})
 			}
 			if f, ok := s.(formsapi.FeedStore); ok {
-				paths = append(paths, struct {
-					name  string
-					store formsapi.Store
-					feed  bool
-				}{"SyncSubmissions", checkedFeed{s, f}, true})
+				paths = append(paths, readPath{"SyncSubmissions", checkedFeed{s, f}, true})
 				if fp, ok := s.(fastFeed); ok && fp.FastPath().Store == s {
-					paths = append(paths, struct {
-						name  string
-						store formsapi.Store
-						feed  bool
-					}{"feed fast path", s, true})
+					paths = append(paths, readPath{"feed fast path", s, true})
 				}
 			}
 			want := []string{`{"n":101,"plan":"pro"}`, `{"n":100,"plan":"pro"}`} // the rest, newest first
@@ -140,6 +124,14 @@ func damageClauses(t *testing.T, open Open, cfg *config) {
 			}
 		})
 	}
+}
+
+// readPath is a way the handler reads a store: store is what it is
+// given, and feed says whether the walk is of the sync feed.
+type readPath struct {
+	name  string
+	store formsapi.Store
+	feed  bool
 }
 
 // walkDamaged walks FormSmall newest first (the feed oldest first)
