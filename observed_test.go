@@ -159,8 +159,8 @@ func TestObserverSeesStoreFailures(t *testing.T) {
 // missed again after a write to its form; memstore has no cache, and no
 // other request is a page the cache could serve.
 func TestObserverSeesTheReadCache(t *testing.T) {
-	open := map[string]func(t *testing.T) storetest.WriteStore{
-		"sqlitestore": func(t *testing.T) storetest.WriteStore {
+	open := map[string]func(t *testing.T) writeStore{
+		"sqlitestore": func(t *testing.T) writeStore {
 			sq, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -168,7 +168,7 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 			t.Cleanup(func() { sq.Close() })
 			return sq
 		},
-		"pgstore": func(t *testing.T) storetest.WriteStore {
+		"pgstore": func(t *testing.T) writeStore {
 			dsn, schema := pgtest.Schema(t)
 			pg, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
 			if err != nil {
