@@ -13,33 +13,20 @@ import "strings"
 // row comparisons into the start and the end of one index range scan: no
 // OFFSET, no sort, however deep the page (TestExplain checks the plans).
 const (
-	sqlListFormsDesc = `SELECT seq, created_at, id, title, icon, notification_email
+	sqlListForms = `SELECT seq, created_at, id, title, icon, notification_email
 FROM formsapi_forms
 WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
-ORDER BY created_at DESC, seq DESC
-LIMIT $6`
-
-	sqlListFormsAsc = `SELECT seq, created_at, id, title, icon, notification_email
-FROM formsapi_forms
-WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
-ORDER BY created_at ASC, seq ASC
+ORDER BY created_at {DIR}, seq {DIR}
 LIMIT $6`
 
 	// The form is looked up by ID and owner inside the statement, so a
 	// page takes one round trip; an empty page asks sqlFormOf whether the
 	// form exists at all. Only public columns: metadata is never selected.
-	sqlListSubmissionsDesc = `SELECT seq, created_at, data, attachments, octet_length(json)
+	sqlListSubmissions = `SELECT seq, created_at, data, attachments, octet_length(json)
 FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
   AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-ORDER BY created_at DESC, seq DESC
-LIMIT $7`
-
-	sqlListSubmissionsAsc = `SELECT seq, created_at, data, attachments, octet_length(json)
-FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-  AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-ORDER BY created_at ASC, seq ASC
+ORDER BY created_at {DIR}, seq {DIR}
 LIMIT $7`
 
 	// The handler's fast path: each submission as the API sends it, with
@@ -60,41 +47,22 @@ LIMIT $7`
 	// how many rows the limit let through, so that a store that counts
 	// fewer bytes than this statement does (it leaves damaged rows out of
 	// its count) can tell rows cut here from the end of the range.
-	sqlAppendSubmissionsDesc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
+	sqlAppendSubmissions = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
 FROM formsapi_forms f
 LEFT JOIN LATERAL (
     SELECT seq, created_at, json, total FROM (
         SELECT seq, created_at, json,
-            sum(octet_length(json)) OVER (ORDER BY created_at DESC, seq DESC ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
+            sum(octet_length(json)) OVER (ORDER BY created_at {DIR}, seq {DIR} ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
             count(*) OVER () AS total
         FROM (
             SELECT seq, created_at, json FROM formsapi_submissions
             WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-            ORDER BY created_at DESC, seq DESC
+            ORDER BY created_at {DIR}, seq {DIR}
             LIMIT $7
         ) lim
     ) sized
     WHERE before <= $8
-    ORDER BY created_at DESC, seq DESC
-) s ON true
-WHERE f.id = $1 AND f.account_id = $2`
-
-	sqlAppendSubmissionsAsc = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
-FROM formsapi_forms f
-LEFT JOIN LATERAL (
-    SELECT seq, created_at, json, total FROM (
-        SELECT seq, created_at, json,
-            sum(octet_length(json)) OVER (ORDER BY created_at ASC, seq ASC ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
-            count(*) OVER () AS total
-        FROM (
-            SELECT seq, created_at, json FROM formsapi_submissions
-            WHERE form_seq = f.seq AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
-            ORDER BY created_at ASC, seq ASC
-            LIMIT $7
-        ) lim
-    ) sized
-    WHERE before <= $8
-    ORDER BY created_at ASC, seq ASC
+    ORDER BY created_at {DIR}, seq {DIR}
 ) s ON true
 WHERE f.id = $1 AND f.account_id = $2`
 
@@ -110,7 +78,7 @@ ORDER BY feed_pos
 LIMIT $4`
 
 	// The fast path is bounded in bytes as pages are ($5; see
-	// sqlAppendSubmissionsDesc).
+	// sqlAppendSubmissions).
 	sqlFeedEncoded = `SELECT feed_pos, json, total FROM (
     SELECT feed_pos, json,
         sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
@@ -224,6 +192,10 @@ WHERE f.account_id = $1`
 	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL`
 )
 
+// ordered fills a list statement's {DIR} with the order of its page:
+// each list is one statement, made once per order.
+func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", dir) }
+
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
@@ -258,9 +230,9 @@ func newQueries(schema string) queries {
 		}
 	}
 	return queries{
-		formsDesc: q(sqlListFormsDesc), formsAsc: q(sqlListFormsAsc),
-		subsDesc: q(sqlListSubmissionsDesc), subsAsc: q(sqlListSubmissionsAsc),
-		encodedDesc: q(sqlAppendSubmissionsDesc), encodedAsc: q(sqlAppendSubmissionsAsc),
+		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
+		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
+		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
 		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
