@@ -3,6 +3,7 @@ package formsapi
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -80,23 +81,44 @@ func (l listID) syncAdditionalData() []byte {
 	return append(b, "sync"...)
 }
 
-// sealSync returns the sync token of position pos in l's feed.
-func (c cursorCodec) sealSync(l listID, pos int64) string {
+// syncFloorVersion starts a token that carries a floor after its
+// position: the store's Purged when its reader began at sync=start, below
+// which forgotten deletions cannot concern that reader's copy (see
+// listFeed). Tokens of syncVersion, from before deletions were fed, have
+// floor 0.
+const syncFloorVersion = 0x82
+
+// sealSync returns the sync token of position pos in l's feed, for a
+// reader whose floor is floor.
+func (c cursorCodec) sealSync(l listID, pos, floor int64) string {
 	plain := binary.AppendUvarint([]byte{syncVersion}, uint64(pos))
+	if floor > 0 {
+		plain[0] = syncFloorVersion
+		plain = binary.AppendUvarint(plain, uint64(floor))
+	}
 	return c.sealBytes(l.syncAdditionalData(), plain)
 }
 
-// openSync returns the position a sync token of l's feed carries.
-func (c cursorCodec) openSync(l listID, tok string) (int64, bool) {
+// openSync returns the position and the floor a sync token of l's feed
+// carries.
+func (c cursorCodec) openSync(l listID, tok string) (pos, floor int64, ok bool) {
 	plain, ok := c.unseal(l.syncAdditionalData(), tok)
-	if !ok || len(plain) < 2 || plain[0] != syncVersion {
-		return 0, false
+	if !ok || len(plain) < 2 || plain[0] != syncVersion && plain[0] != syncFloorVersion {
+		return 0, 0, false
 	}
-	pos, n := binary.Uvarint(plain[1:])
-	if n != len(plain)-1 || pos > math.MaxInt64 {
-		return 0, false
+	p, n := binary.Uvarint(plain[1:])
+	if n <= 0 || p > math.MaxInt64 {
+		return 0, 0, false
 	}
-	return int64(pos), true
+	rest := plain[1+n:]
+	if plain[0] == syncVersion {
+		return int64(p), 0, len(rest) == 0
+	}
+	f, m := binary.Uvarint(rest)
+	if m != len(rest) || f > math.MaxInt64 || f == 0 {
+		return 0, 0, false
+	}
+	return int64(p), int64(f), true
 }
 
 // unseal returns the plaintext of tok if this codec sealed it with ad.
@@ -154,4 +176,36 @@ func readTime(b []byte, t *time.Time) ([]byte, bool) {
 	}
 	*t = time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), int64(binary.BigEndian.Uint32(b[9:13]))).UTC()
 	return b[13:], true
+}
+
+// refCodec makes the opaque reference ("ref") that the sync feed gives
+// each submission, and each deletion for the submission it deleted: an
+// HMAC-SHA256 of the account, the form and the submission's feed
+// position, under a key derived from the cursor secret, cut to 128 bits.
+// It is stable (the same submission has the same ref on every page and
+// every node that shares the secret) and reveals nothing: not the
+// position, not how many submissions the form has, and it cannot be
+// turned back into either. Consumers key their copy by it.
+type refCodec struct {
+	key [32]byte
+}
+
+func newRefCodec(secret []byte) refCodec {
+	return refCodec{key: sha256.Sum256(append([]byte("formsapi submission ref key\x00"), secret...))}
+}
+
+// refBytes is the length of a ref before base64: 128 bits, enough that
+// no two submissions of a form share one.
+const refBytes = 16
+
+// appendRef appends the JSON string of the ref of the submission at
+// position pos of l's feed.
+func (c refCodec) appendRef(b []byte, l listID, pos int64) []byte {
+	m := hmac.New(sha256.New, c.key[:])
+	m.Write(l.additionalData())
+	m.Write(binary.BigEndian.AppendUint64(nil, uint64(pos)))
+	var sum [sha256.Size]byte
+	b = append(b, '"')
+	b = base64.RawURLEncoding.AppendEncode(b, m.Sum(sum[:0])[:refBytes])
+	return append(b, '"')
 }

@@ -68,10 +68,29 @@ func appendNext(b []byte, next string) []byte {
 	return append(b, '}')
 }
 
-// appendFeedEnd closes a feed page that a pageReader wrote, with the
-// token to resume from and whether more can be read at once.
+// appendFeedEntries closes the submissions of a feed page that a
+// pageReader wrote and appends its refs (one for each submission, in
+// order) and deleted (the refs of the submissions whose deletions the
+// page holds, in commit order).
+func appendFeedEntries(b []byte, refs refCodec, l listID, positions, deleted []int64) []byte {
+	b = append(b, `],"refs":[`...)
+	for i, pos := range positions {
+		b = appendComma(b, i)
+		b = refs.appendRef(b, l, pos)
+	}
+	b = append(b, `],"deleted":[`...)
+	for i, pos := range deleted {
+		b = appendComma(b, i)
+		b = refs.appendRef(b, l, pos)
+	}
+	return append(b, ']')
+}
+
+// appendFeedEnd closes a feed page whose entries appendFeedEntries
+// closed, with the token to resume from and whether more can be read at
+// once.
 func appendFeedEnd(b []byte, token string, more bool) []byte {
-	b = append(b, `],"syncToken":`...)
+	b = append(b, `,"syncToken":`...)
 	b = appendString(b, token)
 	b = append(b, `,"hasMore":`...)
 	b = strconv.AppendBool(b, more)

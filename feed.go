@@ -20,7 +20,11 @@ import "context"
 //
 //   - Positions. Every submission of a form has a position: an int64
 //     greater than 0, given when the submission is stored, unique within
-//     its form and never changed. Positions need not be contiguous.
+//     its form and never changed. Positions need not be contiguous. So
+//     has every deletion of a submission (see [Writer.DeleteSubmission]
+//     and Erase): the feed's entries are the form's additions and
+//     deletions, in one order. "Submissions" below means both kinds of
+//     entry, except where it says items.
 //   - Commit order. A submission that a call could not see (it was not yet
 //     committed, or not yet visible to the call's reads) has a position
 //     greater than every position that call returned, and greater than
@@ -60,6 +64,27 @@ import "context"
 //   - Concurrency. It is safe for concurrent use with itself and with
 //     writes, and the page is the caller's: no slice in it is shared with
 //     the store or another result.
+//   - Items and deletions. A submission that was deleted is not an item
+//     of any later page (its position becomes a gap); its deletion is an
+//     entry at a position of its own, after every position the
+//     submission's form had when it was deleted, and the page that holds
+//     it lists, in FeedPage.Deleted, the position the deleted submission
+//     had. FeedPage.Positions[i] is the position of Items[i]. A caller
+//     that keeps a copy of the form, each item under its position, and
+//     removes the one each deletion names, holds exactly the form's
+//     submissions once it has read to the end, whatever it read before.
+//   - Retention. A store may forget deletions once they are old enough
+//     (the library's stores keep them 30 days by default): FeedPage.Purged
+//     is then the last position of a forgotten deletion (it never
+//     decreases), on every page, whatever after is. A caller whose after
+//     is between 0 and Purged, exclusive, may have missed one that
+//     concerns its copy, unless it began reading at after 0 when Purged
+//     was already at least that high (it never received the submissions
+//     those deletions deleted, since positions are in commit order): the
+//     handler keeps that floor in its sync tokens and answers 410 Gone
+//     to a token whose position and floor are both below Purged. The
+//     caller must then read the feed again from the start and replace
+//     its copy.
 //
 // The handler keeps the page byte budget (see [WithPageBytes]) on feed
 // pages too: it reads a FeedStore in calls of at most 16 submissions,
@@ -82,9 +107,21 @@ type FeedPage struct {
 	// Items are submissions in commit order; never nil in a result of
 	// the library's stores, and treated the same when nil.
 	Items []Submission
-	// Next is the position to pass as after to read on: the last item's
-	// position, or after itself when nothing follows it.
+	// Positions holds the position of each item: Positions[i] is that
+	// of Items[i]. The handler derives each item's opaque reference in
+	// the feed from it.
+	Positions []int64
+	// Deleted holds, for each deletion among the page's entries, in
+	// commit order, the position the deleted submission had.
+	Deleted []int64
+	// Next is the position to pass as after to read on: the last entry's
+	// position (an item's or a deletion's), or after itself when nothing
+	// follows it.
 	Next int64
-	// More reports that more submissions after Next could be read now.
+	// More reports that more entries after Next could be read now.
 	More bool
+	// Purged is the last position of a deletion the store no longer
+	// keeps, 0 when none: a caller whose after is above 0 and below it
+	// may have missed a deletion (see the Retention clause).
+	Purged int64
 }

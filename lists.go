@@ -128,12 +128,26 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 			p.Form = req.form
 		}
 		next, more, err := a.feed.AppendFeed(req.ctx, req.account, formID, req.after, req.q.Limit, a.cfg.pageBytes, &p)
+		// A reader that began at sync=start never received a submission
+		// whose deletion was forgotten by then: its floor is the store's
+		// Purged at that first page. Past it, a forgotten deletion after
+		// the token may concern a submission the reader holds (positions
+		// are in commit order), so it must start over.
+		if req.after == 0 {
+			req.floor = p.Purged
+		} else if err == nil && max(req.after, req.floor) < p.Purged {
+			err = errSyncExpired
+		}
+		if err == nil && len(p.Positions) != p.Objects() {
+			err = fmt.Errorf("sync submissions: the store gave %d positions for %d submissions", len(p.Positions), p.Objects())
+		}
 		if err != nil {
 			a.fail(w, r, err)
 			return p.Body
 		}
 		a.logSkipped(w, r, p.Skipped)
-		return a.respondFeed(w, r, req, p.Body, next, more)
+		body := appendFeedEntries(p.Body, a.refs, req.list, p.Positions, p.Deleted)
+		return a.respondFeed(w, r, req, body, next, more)
 	})
 }
 
@@ -273,7 +287,7 @@ func (c checkedReader) AppendSubmissions(ctx context.Context, accountID, formID 
 		if try == maxRecuts {
 			budget = wire.NewBudget(0) // serve it as the store gave it
 		}
-		cut := appendWithin(p, formID, page.Items, &budget)
+		cut := appendWithin(p, formID, page.Items, nil, &budget)
 		if cut < 0 {
 			p.NextCursor = page.NextCursor
 			return nil
@@ -300,21 +314,28 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 			if err != nil {
 				return 0, false, err
 			}
-			if page.Next < next || (len(page.Items) == 0 && page.Next != next) || len(page.Items) > want {
-				return 0, false, fmt.Errorf("sync submissions: the store moved from position %d to %d with %d items for a limit of %d", next, page.Next, len(page.Items), want)
+			entries := len(page.Items) + len(page.Deleted)
+			if page.Next < next || (entries == 0 && page.Next != next) || entries > want {
+				return 0, false, fmt.Errorf("sync submissions: the store moved from position %d to %d with %d entries for a limit of %d", next, page.Next, entries, want)
 			}
+			if len(page.Positions) != len(page.Items) {
+				return 0, false, fmt.Errorf("sync submissions: the store gave %d positions for %d submissions", len(page.Positions), len(page.Items))
+			}
+			p.Purged = max(p.Purged, page.Purged)
 			if try == maxRecuts {
 				unbounded := wire.NewBudget(0) // serve it as the store gave it
-				appendWithin(p, formID, page.Items, &unbounded)
+				appendWithin(p, formID, page.Items, page.Positions, &unbounded)
+				p.Deleted = append(p.Deleted, page.Deleted...)
 				return page.Next, page.More, nil
 			}
-			cut := appendWithin(p, formID, page.Items, &budget)
+			cut := appendWithin(p, formID, page.Items, page.Positions, &budget)
 			if cut < 0 {
-				next, read = page.Next, read+len(page.Items)
+				p.Deleted = append(p.Deleted, page.Deleted...)
+				next, read = page.Next, read+entries
 				if try > 0 {
 					return next, true, nil // cut to fit: the budget is spent
 				}
-				if !page.More || len(page.Items) == 0 || read >= limit {
+				if !page.More || entries == 0 || read >= limit {
 					return next, page.More, nil
 				}
 				break // the next chunk
@@ -333,9 +354,11 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 // appendWithin appends the submissions of formID among items to p,
 // encoded as AppendSubmissionJSON makes them, leaving out (in p.Skipped)
 // those of another form and those that cannot be encoded, and counts each
-// in budget. When item i does not fit, it stops and returns i, with p
-// holding the items before it; it returns -1 when all were appended.
-func appendWithin(p *wire.Page, formID string, items []Submission, budget *wire.Budget) int {
+// in budget; for a feed page, positions (else nil) holds each item's
+// position, recorded in p.Positions for those appended. When item i does
+// not fit, it stops and returns i, with p holding the items before it; it
+// returns -1 when all were appended.
+func appendWithin(p *wire.Page, formID string, items []Submission, positions []int64, budget *wire.Budget) int {
 	for i, s := range items {
 		if s.FormID != formID {
 			p.Skipped = append(p.Skipped, wire.Skipped{Seq: int64(i), Reason: reasonForeign})
@@ -350,6 +373,9 @@ func appendWithin(p *wire.Page, formID string, items []Submission, budget *wire.
 		if !budget.Take(size) {
 			p.Rewind(mark)
 			return i
+		}
+		if positions != nil {
+			p.Positions = append(p.Positions, positions[i])
 		}
 	}
 	return -1

@@ -502,7 +502,7 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 		submission = `{"formId":"f","data":{"ip":"x"},"attachments":[{"fieldName":"cv","fileUrl":"u","fileSize":1,"mimeType":"application/pdf"}],"createdAt":"2024-03-01T10:00:00.5Z"}`
 		formsPage  = `{"success":true,"message":"forms retrieved","forms":[` + form + `],"nextCursor":"abc"}`
 		subsPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `]}`
-		feedPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `],"syncToken":"tok","hasMore":false}`
+		feedPage   = `{"success":true,"message":"submissions retrieved","submissions":[` + submission + `],"refs":["AAAAAAAAAAAAAAAAAAAAAA"],"deleted":["BBBBBBBBBBBBBBBBBBBBBB"],"syncToken":"tok","hasMore":false}`
 		noRoute    = `{"success":false,"message":"not found"}`
 		notAllowed = `{"success":false,"message":"method not allowed"}`
 	)
@@ -557,6 +557,10 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 			ex("GET", "/v1/forms/f/submissions?limit=5", 200, page(), feedPage)},
 		{"a feed page with a nextCursor", "additional properties 'nextCursor' not allowed",
 			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `"hasMore":false`, `"hasMore":false,"nextCursor":"abc"`, 1))},
+		{"a feed page without refs", "missing property 'refs'",
+			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `"refs":["AAAAAAAAAAAAAAAAAAAAAA"],`, ``, 1))},
+		{"a feed page with a malformed ref", "does not match pattern",
+			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `"BBBBBBBBBBBBBBBBBBBBBB"`, `"42"`, 1))},
 		{"a feed page without hasMore", "missing property 'hasMore'",
 			ex("GET", "/v1/forms/f/submissions?sync=start", 200, page(), strings.Replace(feedPage, `,"hasMore":false`, ``, 1))},
 		{"extra field in a submission", "additional properties 'clientIp' not allowed",

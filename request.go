@@ -24,6 +24,7 @@ type request struct {
 	limit   string // the limit parameter as given, "" if absent
 	sync    bool   // a feed request: ?sync=start or ?sync=<token>
 	after   int64  // the feed position it reads after
+	floor   int64  // the token's floor (see listFeed)
 }
 
 // begin authenticates r and parses its query. formID is "" for the forms
@@ -136,11 +137,11 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 	case "":
 		return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 	default:
-		pos, ok := a.cursor.openSync(req.list, tok)
+		pos, floor, ok := a.cursor.openSync(req.list, tok)
 		if !ok {
 			return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 		}
-		req.after = pos
+		req.after, req.floor = pos, floor
 	}
 	return ""
 }

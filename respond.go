@@ -24,6 +24,7 @@ const (
 	msgMethodNotAllowed  = "method not allowed: use GET or HEAD"
 	msgInternal          = "internal server error"
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
+	msgSyncExpired       = "sync token expired: deletions after it are no longer kept; read the feed again from sync=start and replace your copy"
 	msgUnavailable       = "service unavailable: the request took too long, try again"
 	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
@@ -37,6 +38,7 @@ var (
 	errNoRoute        = errors.New("no such route")                   // 404
 	errMethod         = errors.New("method not allowed")              // 405
 	errNoFeed         = errors.New("the store has no sync feed")      // 501
+	errSyncExpired    = errors.New("the sync token is past retention") // 410
 	errRateLimited    = errors.New("rate limited")                    // 429
 	errLimiterRefused = errors.New("the rate limiter is not working") // 503, failing closed
 )
@@ -80,6 +82,10 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errMethod):
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, msgMethodNotAllowed)
+	case errors.Is(err, errSyncExpired):
+		// The token is good, and what it would resume needs deletions the
+		// store no longer keeps: the client must start over, not retry.
+		writeError(w, http.StatusGone, msgSyncExpired)
 	case errors.Is(err, errNoFeed):
 		// The request is good and this server cannot serve it.
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
@@ -160,7 +166,7 @@ func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, b
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
-	body = appendFeedEnd(body, a.cursor.sealSync(req.list, next), more)
+	body = appendFeedEnd(body, a.cursor.sealSync(req.list, next, req.floor), more)
 	writePage(w, r, tag, body)
 	return body
 }

@@ -330,9 +330,18 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case formsapi.ErrFormNotFound:
 		return e.StatusCode == http.StatusNotFound && e.formNotFound
+	case ErrResync:
+		return e.StatusCode == http.StatusGone
 	}
 	return false
 }
+
+// ErrResync is matched (errors.Is) by the *Error of a sync feed page the
+// server answered 410 Gone: the token is older than deletions the server
+// no longer keeps (its tombstone retention, 30 days by default), so a copy
+// resumed from it could keep submissions deleted since. Read the feed
+// again from [SyncStart] and replace the copy with what it brings.
+var ErrResync = errors.New("formsclient: the sync token is past the server's retention of deletions: read again from SyncStart")
 
 // ErrPaging is wrapped by the error that ends an iteration when the
 // server's pages break the API's paging rules, so that the client stops

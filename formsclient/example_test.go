@@ -138,8 +138,8 @@ func ExampleClient_Sync() {
 		return
 	}
 	token := formsclient.SyncStart // the first time; then the token stored last
-	token, err = c.Sync(ctx, "contact", token, func(s formsapi.Submission) error {
-		fmt.Println(string(s.Data)) // in commit order
+	token, err = c.Sync(ctx, "contact", token, func(ch formsclient.Change) error {
+		fmt.Println(string(ch.Submission.Data)) // in commit order
 		return nil
 	}, formsclient.PageSize(2))
 	if err != nil {
@@ -149,11 +149,11 @@ func ExampleClient_Sync() {
 	// Store token; the next Sync from it hands over only what was
 	// committed since.
 	n := 0
-	_, err = c.Sync(ctx, "contact", token, func(formsapi.Submission) error { n++; return nil })
+	_, err = c.Sync(ctx, "contact", token, func(formsclient.Change) error { n++; return nil })
 	fmt.Println(n, "new,", err)
 
 	// The feed cannot filter: Since is refused, not ignored.
-	_, err = c.Sync(ctx, "contact", token, func(formsapi.Submission) error { return nil }, formsclient.Since(time.Now()))
+	_, err = c.Sync(ctx, "contact", token, func(formsclient.Change) error { return nil }, formsclient.Since(time.Now()))
 	fmt.Println(err)
 	// Output:
 	// {"name":"Ada"}

@@ -239,7 +239,7 @@ func TestCallsRefuseBeforeAnyRequest(t *testing.T) {
 		{"zero Client", func() error { _, err := collect(t, zero.Forms(ctx)); return err }, nil, "not made by formsclient.New"},
 		{"nil Client", func() error { _, err := collect(t, none.Submissions(ctx, "x")); return err }, nil, "not made by formsclient.New"},
 		{"zero Client syncs", func() error {
-			_, err := zero.Sync(ctx, "x", formsclient.SyncStart, func(formsapi.Submission) error { return nil })
+			_, err := zero.Sync(ctx, "x", formsclient.SyncStart, func(formsclient.Change) error { return nil })
 			return err
 		}, nil, "not made by formsclient.New"},
 	} {

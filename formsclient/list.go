@@ -278,13 +278,15 @@ func (q *listQuery) check(t, last time.Time, yielded bool) error {
 // envelope is a list page as the API sends it. Only the field of the
 // list being walked is used.
 type envelope[T any] struct {
-	Success     *bool   `json:"success"`
-	Message     *string `json:"message"`
-	NextCursor  *string `json:"nextCursor"`
-	SyncToken   *string `json:"syncToken"`
-	HasMore     *bool   `json:"hasMore"`
-	Forms       *[]T    `json:"forms"`
-	Submissions *[]T    `json:"submissions"`
+	Success     *bool    `json:"success"`
+	Message     *string  `json:"message"`
+	NextCursor  *string  `json:"nextCursor"`
+	SyncToken   *string  `json:"syncToken"`
+	HasMore     *bool    `json:"hasMore"`
+	Refs        []string `json:"refs"`
+	Deleted     []string `json:"deleted"`
+	Forms       *[]T     `json:"forms"`
+	Submissions *[]T     `json:"submissions"`
 }
 
 // fetchPage gets one page of l and decodes its items and nextCursor.

@@ -12,18 +12,42 @@ import (
 // SyncStart is the token that reads a form's sync feed from its beginning.
 const SyncStart = "start"
 
-// Sync reads the submissions of formID committed after token, in commit
-// order, and hands each to fn. Pass SyncStart the first time, and after
-// that the token Sync returned last: the server's feed then gives every
-// submission of the form exactly once, including one whose createdAt is
-// earlier than submissions already seen (see the README's sync feed).
+// Change is one entry of a form's sync feed: a submission added, or one
+// deleted (by the host, or erased).
+type Change struct {
+	// Ref is the submission's reference: opaque, stable, the same for
+	// its addition and its deletion, and unique within the form. Keep
+	// the copy of each submission under it, to find it again when it is
+	// deleted. It stays the same for as long as the server keeps its
+	// cursor secret, like sync tokens. A server from before deletions
+	// were fed sends none: Ref is then "".
+	Ref string
+	// Deleted reports a deletion: remove the submission kept under Ref
+	// (there may be none, if it was deleted before you read it).
+	Deleted bool
+	// Submission is the submission added; zero for a deletion.
+	Submission formsapi.Submission
+}
+
+// Sync reads the changes to formID committed after token, in commit
+// order, and hands each to fn: each submission added, and each deletion
+// of one. Pass SyncStart the first time, and after that the token Sync
+// returned last: the server's feed then gives every submission of the
+// form exactly once, including one whose createdAt is earlier than
+// submissions already seen, and every deletion after the token (see the
+// README's sync feed). A caller that keeps each added submission under
+// its Ref and removes the one each deletion names holds exactly the
+// form's submissions after every call.
 //
 // Sync reads pages until the server says nothing more is committed, and
 // returns the token to store: the one after the last page whose every
-// submission fn accepted. If fn returns an error, Sync stops and returns
-// that page's starting token with the error, so resuming from it hands
-// those submissions to fn again rather than losing them. Errors from the
-// server are *Error values, as for Submissions; a server whose pages claim
+// change fn accepted. If fn returns an error, Sync stops and returns that
+// page's starting token with the error, so resuming from it hands those
+// changes to fn again rather than losing them (a deletion handed over
+// twice, or one of a submission never seen, removes nothing). Errors from
+// the server are *Error values, as for Submissions; one matching
+// ErrResync means the token is past the server's retention of deletions:
+// read again from SyncStart into a fresh copy. A server whose pages claim
 // more but bring nothing new ends the call with an error wrapping
 // ErrPaging rather than a loop.
 //
@@ -33,7 +57,7 @@ const SyncStart = "start"
 // filtered, so [Since], [Until], [Oldest] and [Newest] make Sync return an
 // error naming the option, as do a nil fn, an empty token, an empty form
 // ID and PageSize(0), all before any request and with token unchanged.
-func (c *Client) Sync(ctx context.Context, formID, token string, fn func(formsapi.Submission) error, opts ...ListOption) (string, error) {
+func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change) error, opts ...ListOption) (string, error) {
 	l := list[formsapi.Submission]{
 		op:    fmt.Sprintf("sync submissions of form %q", formID),
 		path:  "/v1/forms/" + url.PathEscape(formID) + "/submissions",
@@ -83,8 +107,22 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(formsap
 		if env.SyncToken == nil || *env.SyncToken == "" || env.HasMore == nil {
 			return token, fmt.Errorf("formsclient: %s: %w: a feed page without syncToken and hasMore", l.op, ErrPaging)
 		}
-		for _, s := range items {
-			if err := fn(s); err != nil {
+		if env.Refs != nil && len(env.Refs) != len(items) {
+			return token, fmt.Errorf("formsclient: %s: %w: a feed page with %d refs for %d submissions", l.op, ErrPaging, len(env.Refs), len(items))
+		}
+		// A submission is deleted after it was added, so additions first,
+		// then deletions, leave the copy as the page's order would.
+		for i, s := range items {
+			ch := Change{Submission: s}
+			if env.Refs != nil {
+				ch.Ref = env.Refs[i]
+			}
+			if err := fn(ch); err != nil {
+				return token, err
+			}
+		}
+		for _, ref := range env.Deleted {
+			if err := fn(Change{Ref: ref, Deleted: true}); err != nil {
 				return token, err
 			}
 		}
@@ -94,7 +132,7 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(formsap
 		}
 		// More promised and nothing brought, page after page: a broken
 		// server, not a feed to follow forever.
-		if len(items) == 0 {
+		if len(items)+len(env.Deleted) == 0 {
 			if empty++; empty >= 3 {
 				return token, fmt.Errorf("formsclient: %s: %w: hasMore with empty pages", l.op, ErrPaging)
 			}

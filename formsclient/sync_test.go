@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsclient"
+	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -27,8 +29,8 @@ func TestSyncAgainstTheRealHandler(t *testing.T) {
 			srv := serve(t, formsapi.NewHandler(store, keys), "/api")
 			c := newClient(t, srv.base, storetest.KeyA)
 			var seen []string
-			record := func(s formsapi.Submission) error {
-				seen = append(seen, string(s.Data))
+			record := func(ch formsclient.Change) error {
+				seen = append(seen, string(ch.Submission.Data))
 				return nil
 			}
 			token, err := c.Sync(ctx, storetest.FormSmall, formsclient.SyncStart, record, formsclient.PageSize(2))
@@ -53,7 +55,7 @@ func TestSyncAgainstTheRealHandler(t *testing.T) {
 				t.Fatalf("sync with nothing new: %v, %v, token %q", seen, err, again)
 			}
 			boom := errors.New("boom")
-			from, err := c.Sync(ctx, storetest.FormSmall, formsclient.SyncStart, func(formsapi.Submission) error { return boom }, formsclient.PageSize(2))
+			from, err := c.Sync(ctx, storetest.FormSmall, formsclient.SyncStart, func(formsclient.Change) error { return boom }, formsclient.PageSize(2))
 			if !errors.Is(err, boom) || from != formsclient.SyncStart {
 				t.Fatalf("a failing callback: token %q, %v; want the starting token and the error", from, err)
 			}
@@ -81,7 +83,7 @@ func TestSyncStopsOnAServerThatPromisesMore(t *testing.T) {
 		writeJSON(w, 200, `{"success":true,"message":"submissions retrieved","submissions":[],"syncToken":"same","hasMore":true}`)
 	})
 	c := newClient(t, f.URL, "key")
-	_, err := c.Sync(context.Background(), "f", formsclient.SyncStart, func(formsapi.Submission) error { return nil })
+	_, err := c.Sync(context.Background(), "f", formsclient.SyncStart, func(formsclient.Change) error { return nil })
 	if !errors.Is(err, formsclient.ErrPaging) {
 		t.Fatalf("got %v, want ErrPaging", err)
 	}
@@ -100,11 +102,11 @@ func TestSyncRefusesWhatTheFeedCannotHonour(t *testing.T) {
 	})
 	c := newClient(t, f.URL, key)
 	ctx := context.Background()
-	ok := func(formsapi.Submission) error { return nil }
+	ok := func(formsclient.Change) error { return nil }
 	now := time.Now()
 	for _, tc := range []struct {
 		name, form, token string
-		fn                func(formsapi.Submission) error
+		fn                func(formsclient.Change) error
 		opts              []formsclient.ListOption
 		msg               string
 	}{
@@ -159,7 +161,7 @@ func TestSyncPageSizeAndOversizedPages(t *testing.T) {
 	})
 	c := newClient(t, f.URL, key, formsclient.WithMaxResponseSize(2000))
 	n := 0
-	count := func(formsapi.Submission) error { n++; return nil }
+	count := func(formsclient.Change) error { n++; return nil }
 	token, err := c.Sync(context.Background(), "f", formsclient.SyncStart, count, formsclient.PageSize(2))
 	if err != nil || token != "t2" || n != 4 {
 		t.Errorf("PageSize(2): token %q, %d items, %v", token, n, err)
@@ -185,4 +187,103 @@ func TestSyncPageSizeAndOversizedPages(t *testing.T) {
 	if !errors.As(err, &e) || !strings.Contains(e.Message, "larger than 300 bytes") || token != "t1" {
 		t.Errorf("an item over the limit: token %q, %v", token, err)
 	}
+}
+
+// TestSyncDeletionsAndResync keeps a copy of a form by Ref through Sync
+// while the host deletes and erases: after each call the copy is exactly
+// the form's submissions, a deletion carries the Ref its submission came
+// with, and a token older than a deletion the server has forgotten gets
+// ErrResync, after which a copy read again from SyncStart is exact.
+func TestSyncDeletionsAndResync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.WithClock(clock.Now), memstore.WithTombstoneRetention(time.Hour))
+	if err := storetest.Load(ctx, store, storetest.DefaultSeed()); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, formsapi.NewHandler(store, store), "")
+	c := newClient(t, srv.base, storetest.KeyA)
+	add := func(id, data string) {
+		t.Helper()
+		if err := store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyOf := map[string]string{}
+	deleted := map[string]bool{}
+	apply := func(ch formsclient.Change) error {
+		if ch.Deleted {
+			deleted[ch.Ref] = true
+			delete(copyOf, ch.Ref)
+			return nil
+		}
+		copyOf[ch.Ref] = string(ch.Submission.Data)
+		return nil
+	}
+	exact := func(when string) {
+		t.Helper()
+		var want, got []string
+		p, err := store.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range p.Items {
+			want = append(want, string(s.Data))
+		}
+		for _, v := range copyOf {
+			got = append(got, v)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the copy holds %v, the form %v", when, got, want)
+		}
+	}
+	add("a", `{"email":"a@x.org"}`)
+	add("b", `{"email":"b@x.org"}`)
+	add("c", `{"email":"a@x.org","n":2}`)
+	token, err := c.Sync(ctx, storetest.FormEmpty, formsclient.SyncStart, apply, formsclient.PageSize(2))
+	if err != nil || len(copyOf) != 3 {
+		t.Fatalf("first sync: %v, copy %v", err, copyOf)
+	}
+	refOfB := ""
+	for ref, v := range copyOf {
+		if v == `{"email":"b@x.org"}` {
+			refOfB = ref
+		}
+	}
+	stale := token
+	if err := store.DeleteSubmission(ctx, storetest.AccountA, storetest.FormEmpty, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.Erase(ctx, storetest.AccountA, "email", "a@x.org"); err != nil || n != 2 {
+		t.Fatalf("Erase: %d, %v", n, err)
+	}
+	add("d", `{"email":"d@x.org"}`)
+	token, err = c.Sync(ctx, storetest.FormEmpty, token, apply, formsclient.PageSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact("after deletions and an erasure")
+	if len(deleted) != 3 || !deleted[refOfB] {
+		t.Errorf("deletions handed over: %v; want 3, with b's ref %q", deleted, refOfB)
+	}
+	clock.Advance(time.Hour)
+	if err := store.DeleteSubmission(ctx, storetest.AccountA, storetest.FormEmpty, "d"); err != nil {
+		t.Fatal(err) // the earlier deletions are an hour old: forgotten
+	}
+	if _, err := c.Sync(ctx, storetest.FormEmpty, token, apply); err != nil {
+		t.Fatalf("a token newer than every forgotten deletion: %v", err)
+	}
+	exact("after a deletion past which earlier ones were forgotten")
+	got, err := c.Sync(ctx, storetest.FormEmpty, stale, apply)
+	if !errors.Is(err, formsclient.ErrResync) || got != stale {
+		t.Fatalf("a token older than forgotten deletions: token %q, %v; want ErrResync and the token unchanged", got, err)
+	}
+	clear(copyOf)
+	if _, err := c.Sync(ctx, storetest.FormEmpty, formsclient.SyncStart, apply, formsclient.PageSize(1)); err != nil {
+		t.Fatal(err)
+	}
+	exact("read again from the start")
 }

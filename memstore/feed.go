@@ -10,20 +10,22 @@ import (
 )
 
 // SyncSubmissions implements formsapi.FeedStore: the submissions of
-// formID after position after, in the order they were added. Positions
-// are 1, 2, 3... per form, given under the store's lock, so a reader sees
-// every position up to the last one added and none beyond it.
+// formID after position after, in the order they were added, and the
+// deletions among them. Positions are 1, 2, 3... per form, given under
+// the store's lock to each submission and each deletion, so a reader sees
+// every position up to the last one given and none beyond it.
 func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
-	var p formsapi.FeedPage
-	items := make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, func(r *submission) bool {
-		items = append(items, cloneSubmission(r.sub))
+	p := formsapi.FeedPage{Items: make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))}
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.Purged, func(pos int64, r *submission) bool {
+		p.Items = append(p.Items, cloneSubmission(r.sub))
+		p.Positions = append(p.Positions, pos)
 		return true
 	})
 	if err != nil {
-		return p, err
+		return formsapi.FeedPage{}, err
 	}
-	return formsapi.FeedPage{Items: items, Next: next, More: more}, nil
+	p.Next, p.More = next, more
+	return p, nil
 }
 
 // AppendFeed is SyncSubmissions for the handler's fast path: it appends
@@ -33,18 +35,20 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 // counts them), unless it would be the page's first.
 func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	return s.feed(ctx, accountID, formID, after, limit, func(r *submission) bool {
+	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.Purged, func(pos int64, r *submission) bool {
 		if !budget.Take(len(r.json)) {
 			return false
 		}
-		p.AddTrusted(r.json) // made in this process, never out of its hands
+		p.AddTrustedAt(pos, r.json) // made in this process, never out of its hands
 		return true
 	})
 }
 
-// feed visits one page of a form's feed under the read lock; a visit
-// that returns false ends the page before that submission.
-func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, visit func(*submission) bool) (next int64, more bool, err error) {
+// feed visits one page of a form's feed under the read lock: each
+// submission with visit, which returning false ends the page before it,
+// and each deletion appended to *deleted. *purged is set to the form's
+// last forgotten deletion.
+func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, deleted *[]int64, purged *int64, visit func(int64, *submission) bool) (next int64, more bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w", err)
 	}
@@ -60,15 +64,23 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 	if after < 0 {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w: position %d", formsapi.ErrInvalidCursor, after)
 	}
+	*purged = fm.purged
 	next = after
 	n := 0
 	for i := after; i < int64(len(fm.feed)); i++ {
-		r := fm.feed[i]
-		if r == nil {
-			continue // deleted
+		e := fm.feed[i]
+		if e.sub == nil && e.of == 0 {
+			continue // a submission since deleted, or a forgotten deletion
 		}
-		if n == limit || !visit(r) {
+		if n == limit {
 			return next, true, nil
+		}
+		if e.sub != nil {
+			if !visit(i+1, e.sub) {
+				return next, true, nil
+			}
+		} else {
+			*deleted = append(*deleted, e.of)
 		}
 		n++
 		next = i + 1

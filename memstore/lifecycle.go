@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -89,7 +90,9 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if !ok {
 		return fmt.Errorf("memstore: delete submission %q of form %q: %w", id, formID, formsapi.ErrSubmissionNotFound)
 	}
-	s.remove(fm, r)
+	now := s.now()
+	s.remove(fm, r, now)
+	s.purge(fm, now)
 	return nil
 }
 
@@ -108,27 +111,43 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	n, now := 0, s.now()
 	for _, fm := range s.accounts[accountID] {
+		m := n
 		for _, r := range slices.Clone(fm.subs) {
 			if stored.Holds(r.sub.Data, field, value) {
-				s.remove(fm, r)
+				s.remove(fm, r, now)
 				n++
 			}
+		}
+		if n > m {
+			s.purge(fm, now)
 		}
 	}
 	return n, nil
 }
 
-// remove deletes r from fm under the write lock. A reader never holds a
-// submission past the read lock, so the record can be cleared for the
+// remove deletes r from fm under the write lock, and records the
+// deletion in the form's feed at the next position. A reader never holds
+// a submission past the read lock, so the record can be cleared for the
 // garbage collector at once.
-func (s *Store) remove(fm *form, r *submission) {
+func (s *Store) remove(fm *form, r *submission, now time.Time) {
 	i := slices.Index(fm.subs, r)
 	fm.subs = slices.Delete(fm.subs, i, i+1)
-	fm.feed[r.feedPos-1] = nil
+	fm.feed[r.feedPos-1] = feedEntry{}
+	fm.feed = append(fm.feed, feedEntry{of: r.feedPos, at: now})
 	if r.meta.ID != "" {
 		delete(fm.ids, r.meta.ID)
 	}
 	*r = submission{}
+}
+
+// purge forgets fm's deletions that are at least the retention old.
+func (s *Store) purge(fm *form, now time.Time) {
+	for i, e := range fm.feed {
+		if e.of > 0 && !e.at.Add(s.keep).After(now) {
+			fm.feed[i] = feedEntry{}
+			fm.purged = max(fm.purged, int64(i+1))
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/keyuse"
+	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -33,6 +34,7 @@ type Store struct {
 	keys     map[[32]byte]*keyRec
 	limits   formsapi.Limits
 	now      func() time.Time // see WithClock
+	keep     time.Duration    // see WithTombstoneRetention
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and
@@ -61,12 +63,20 @@ type form struct {
 	pos     keyset.Pos
 	form    formsapi.Form
 	subs    []*submission // sorted by keyset position
-	// feed is the form's submissions in commit order: the one at index i
-	// has feed position i+1, and is nil once deleted. Appended under the
-	// write lock, so a reader under the read lock sees a prefix of it,
-	// never a gap.
-	feed []*submission
-	ids  map[string]*submission // by Metadata.ID, for those that have one
+	// feed is the form's feed entries in commit order: the one at index
+	// i has feed position i+1. Appended under the write lock, so a
+	// reader under the read lock sees a prefix of it, never a gap.
+	feed   []feedEntry
+	purged int64                  // the last position of a forgotten deletion
+	ids    map[string]*submission // by Metadata.ID, for those that have one
+}
+
+// feedEntry is a submission, a deletion, or neither: a submission since
+// deleted, or a deletion past retention.
+type feedEntry struct {
+	sub *submission
+	of  int64     // a deletion: the position of the submission it deleted
+	at  time.Time // a deletion: when, by the store's clock
 }
 
 type submission struct {
@@ -104,6 +114,20 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// WithTombstoneRetention sets how long the store keeps a deletion in its
+// form's sync feed (30 days without it): a feed consumer whose token is
+// older than a deletion it has not read, once that deletion is
+// forgotten, gets 410 and must read the feed again from the start (see
+// formsapi.FeedStore). A deletion is forgotten at the store's first
+// deletion in the form at least d after it (by WithClock's clock), never
+// earlier. It panics if d is not positive.
+func WithTombstoneRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("memstore: WithTombstoneRetention with a retention that is not positive")
+	}
+	return func(s *Store) { s.keep = d }
+}
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
@@ -112,6 +136,7 @@ func New(opts ...Option) *Store {
 		keys:     make(map[[32]byte]*keyRec),
 		limits:   formsapi.DefaultLimits,
 		now:      time.Now,
+		keep:     stored.TombstoneRetention,
 	}
 	for _, o := range opts {
 		o(s)
@@ -181,7 +206,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	s.seq++
 	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, json: encoded, meta: m}
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
-	fm.feed = append(fm.feed, rec)
+	fm.feed = append(fm.feed, feedEntry{sub: rec})
 	rec.feedPos = int64(len(fm.feed))
 	if m.ID != "" {
 		if fm.ids == nil {

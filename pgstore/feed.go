@@ -43,19 +43,16 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 		return p, err
 	}
 	defer rows.Close()
-	if p, err = stored.Feed(rows, formID, after, limit); err != nil {
+	p, found, err := stored.Feed(rows, formID, after, limit)
+	if err != nil {
 		return formsapi.FeedPage{}, err
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return formsapi.FeedPage{}, err
 	}
-	if len(p.Items) == 0 {
-		// No row for a form that is not accountID's, as for one with
-		// nothing after the position: tell them apart.
-		if err := s.checkForm(ctx, accountID, formID); err != nil {
-			return formsapi.FeedPage{}, err
-		}
+	if !found {
+		return formsapi.FeedPage{}, formsapi.ErrFormNotFound // no row: not a form of accountID
 	}
 	return p, nil
 }
@@ -98,16 +95,27 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 		}
 	}()
 	next = after
-	var pos, total int64
+	var pos, of, total, limited int64
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
-	n := 0
-	for ; rows.Next(); n++ {
+	n, form := 0, false
+	for rows.Next() {
+		if err := rows.Scan(&pos, &encoded, &of, &total); err != nil {
+			return 0, false, err
+		}
+		if pos == 0 { // the form's row: first
+			p.Purged, form = of, true
+			continue
+		}
+		limited = total
 		if n == limit {
 			more = true
 			break
 		}
-		if err := rows.Scan(&pos, &encoded, &total); err != nil {
-			return 0, false, err
+		n++
+		if of > 0 { // a deletion
+			p.Deleted = append(p.Deleted, of)
+			next = pos
+			continue
 		}
 		if !budget.Fits(len(encoded)) {
 			more = true
@@ -116,7 +124,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 		next = pos
 		// The database may have been edited by hand: Add leaves out what
 		// is not the object AppendSubmissionJSON wrote.
-		if p.Add(pos, encoded) {
+		if p.AddAt(pos, encoded) {
 			budget.Count(len(encoded))
 		}
 	}
@@ -124,13 +132,11 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	if err := rows.Err(); err != nil {
 		return 0, false, err
 	}
-	if !more && int64(n) < total {
+	if !more && int64(n) < limited {
 		more = true // the statement's byte bound ended the rows, not the feed
 	}
-	if n == 0 && !found {
-		if err := s.checkForm(ctx, accountID, formID); err != nil {
-			return 0, false, err
-		}
+	if !form && !found {
+		return 0, false, formsapi.ErrFormNotFound // no row: not a form of accountID
 	}
 	return next, more, nil
 }

@@ -185,15 +185,32 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	return len(forms), nil
 }
 
-// inTx runs fn in a transaction at read committed, again when a conflict
-// aborted it (see exec).
+// inTx runs the deletion fn in a transaction at read committed, again
+// when a conflict aborted it (see exec), and in the same transaction
+// stamps the tombstones the triggers made with the store's clock and
+// forgets those past retention (see WithTombstoneRetention).
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var err error
 	for n := 0; n < conflictAttempts; n++ {
 		if n > 0 && backoff(ctx, n) != nil {
 			break
 		}
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			now := s.now()
+			cutoff := now.Add(-s.keep).UnixNano()
+			for _, st := range []struct {
+				sql string
+				arg int64
+			}{{s.sql.stampTombstones, now.UnixNano()}, {s.sql.purgedUpTo, cutoff}, {s.sql.purgeTombstones, cutoff}} {
+				if _, err := tx.Exec(ctx, st.sql, st.arg); err != nil {
+					return fmt.Errorf("tombstones: %w", err)
+				}
+			}
+			return nil
+		})
 		if !conflict(err) {
 			return err
 		}

@@ -82,6 +82,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 type config struct {
@@ -90,6 +91,7 @@ type config struct {
 	usedInterval time.Duration
 	limits       formsapi.Limits
 	now          func() time.Time
+	keep         time.Duration // see WithTombstoneRetention
 }
 
 // Option configures a store from Open or New.
@@ -131,6 +133,23 @@ func WithLastUsedInterval(d time.Duration) Option {
 	return func(c *config) { c.usedInterval = d }
 }
 
+// WithTombstoneRetention sets how long the store keeps a deletion in its
+// form's sync feed (30 days without it): a feed reader whose token is
+// older than a deletion it has not read, once that deletion is
+// forgotten, gets 410 and must read the feed again from the start (see
+// formsapi.FeedStore). A deletion is stamped with the store's clock (see
+// WithClock) at the first deletion through a store of the schema at or
+// after it (one in plain SQL is stamped at the next such deletion, so it
+// is kept longer), and forgotten at the first deletion at least d after
+// its stamp, never earlier. Nodes over one schema should agree on d. It
+// panics if d is not positive.
+func WithTombstoneRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("pgstore: WithTombstoneRetention with a retention that is not positive")
+	}
+	return func(c *config) { c.keep = d }
+}
+
 // WithLimits sets the limits AddForm, AddSubmission, AddKey and
 // AddKeyWith apply (formsapi.DefaultLimits without it); a zero field keeps
 // its default.
@@ -165,6 +184,7 @@ type Store struct {
 	used    *keyuse.Tracker // when keys were last used, noted in memory
 	limits  formsapi.Limits
 	now     func() time.Time // see WithClock
+	keep    time.Duration    // see WithTombstoneRetention
 	cache   *pagecache.Cache // nil when off: see WithCacheSize
 	lookups lookups          // key lookups waiting for a statement: see lookups.go
 }
@@ -230,7 +250,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now, keep: stored.TombstoneRetention}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -247,7 +267,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, cache: pagecache.New(cfg.cacheBytes)}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes)}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil

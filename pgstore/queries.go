@@ -67,32 +67,60 @@ LEFT JOIN LATERAL (
 WHERE f.id = $1 AND f.account_id = $2`
 
 	// The sync feed, and its fast path: one range of the index on
-	// (form_seq, feed_pos), one row more than the limit, to learn whether
-	// more follow. The form is looked up inside the statement, as for
-	// pages; an empty page asks sqlFormOf whether the form exists at all.
-	sqlFeed = `SELECT feed_pos, created_at, data, attachments
-FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-  AND feed_pos > $3
-ORDER BY feed_pos
-LIMIT $4`
+	// (form_seq, feed_pos) and one of the tombstones' primary key
+	// (migration 0008), each one row more than the limit, merged by
+	// position, to learn whether more follow. The form is looked up inside
+	// the statement, as for pages, and its row comes first, at position
+	// 0, with its feed_purged in the last column; no row at all means no
+	// form of the account. A tombstone's last column is the position of
+	// the submission it deleted; a submission's is 0.
+	sqlFeed = `SELECT 0::bigint, 0::bigint, NULL::text, NULL::text, feed_purged FROM formsapi_forms WHERE id = $1 AND account_id = $2
+UNION ALL
+(SELECT feed_pos, created_at, data, attachments, 0::bigint FROM formsapi_submissions
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+ORDER BY feed_pos LIMIT $4)
+UNION ALL
+(SELECT feed_pos, 0::bigint, NULL::text, NULL::text, of_pos FROM formsapi_tombstones
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+ORDER BY feed_pos LIMIT $4)
+ORDER BY 1`
 
 	// The fast path is bounded in bytes as pages are ($5; see
-	// sqlAppendSubmissions).
-	sqlFeedEncoded = `SELECT feed_pos, json, total FROM (
-    SELECT feed_pos, json,
-        sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING) - octet_length(json) AS before,
+	// sqlAppendSubmissions); a tombstone takes no bytes.
+	sqlFeedEncoded = `SELECT feed_pos, json, of_pos, total FROM (
+    SELECT feed_pos, json, of_pos,
+        coalesce(sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING), 0) - coalesce(octet_length(json), 0) AS before,
         count(*) OVER () AS total
     FROM (
-        SELECT feed_pos, json FROM formsapi_submissions
-        WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)
-          AND feed_pos > $3
+        SELECT feed_pos, json, of_pos FROM (
+            (SELECT feed_pos, json, 0::bigint AS of_pos FROM formsapi_submissions
+            WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+            ORDER BY feed_pos LIMIT $4)
+            UNION ALL
+            (SELECT feed_pos, NULL::bytea, of_pos FROM formsapi_tombstones
+            WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+            ORDER BY feed_pos LIMIT $4)
+        ) entries
         ORDER BY feed_pos
         LIMIT $4
     ) lim
 ) sized
 WHERE before <= $5
-ORDER BY feed_pos`
+UNION ALL
+SELECT 0, NULL, feed_purged, 0 FROM formsapi_forms WHERE id = $1 AND account_id = $2
+ORDER BY 1`
+
+	// Every deletion of the store stamps the tombstones the triggers made
+	// (its own and any writer's since its last deletion) with its clock,
+	// then forgets those past retention ($1: now less the retention),
+	// keeping the last position forgotten on each form.
+	sqlStampTombstones = `UPDATE formsapi_tombstones SET deleted_at = $1 WHERE deleted_at IS NULL`
+
+	sqlPurgedUpTo = `UPDATE formsapi_forms f SET feed_purged = p.pos
+FROM (SELECT form_seq, max(feed_pos) AS pos FROM formsapi_tombstones WHERE deleted_at <= $1 GROUP BY form_seq) AS p
+WHERE f.seq = p.form_seq AND f.feed_purged < p.pos`
+
+	sqlPurgeTombstones = `DELETE FROM formsapi_tombstones WHERE deleted_at <= $1`
 
 	// The ownership check: a form of another account is not found. The
 	// version (migration 0006) is what the read cache checks its pages by.
@@ -206,6 +234,7 @@ type queries struct {
 	feed, feedEncoded                                               string
 	updateForm, formCreatedAt, deleteSubmission                     string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
+	stampTombstones, purgedUpTo, purgeTombstones                    string
 }
 
 func newQueries(schema string) queries {
@@ -242,5 +271,6 @@ func newQueries(schema string) queries {
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
 		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),
+		stampTombstones: q(sqlStampTombstones), purgedUpTo: q(sqlPurgedUpTo), purgeTombstones: q(sqlPurgeTombstones),
 	}
 }

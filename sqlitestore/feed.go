@@ -34,7 +34,7 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 		return p, err
 	}
 	defer rows.Close()
-	if p, err = stored.Feed(rows, formID, after, limit); err != nil {
+	if p, _, err = stored.Feed(rows, formID, after, limit); err != nil {
 		return formsapi.FeedPage{}, err
 	}
 	if err := rows.Err(); err != nil {
@@ -65,15 +65,25 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	defer rows.Close()
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
 	next = after
-	var pos int64
+	var pos, of int64
 	var encoded sql.RawBytes // valid until the next Next: copied at once
-	for n := 0; rows.Next(); n++ {
+	for n := 0; rows.Next(); {
+		if err := rows.Scan(&pos, &encoded, &of); err != nil {
+			return 0, false, err
+		}
+		if pos == 0 { // the form's row
+			p.Purged = of
+			continue
+		}
 		if n == limit {
 			more = true
 			break
 		}
-		if err := rows.Scan(&pos, &encoded); err != nil {
-			return 0, false, err
+		n++
+		if of > 0 { // a deletion
+			p.Deleted = append(p.Deleted, of)
+			next = pos
+			continue
 		}
 		if !budget.Fits(len(encoded)) {
 			more = true
@@ -82,7 +92,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 		next = pos
 		// The file may have been damaged or edited: Add leaves out what is
 		// not the object AppendSubmissionJSON wrote.
-		if p.Add(pos, encoded) {
+		if p.AddAt(pos, encoded) {
 			budget.Count(len(encoded))
 		}
 	}

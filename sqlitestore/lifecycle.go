@@ -213,5 +213,25 @@ func (s *Store) deleting(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return errors.Join(err, tx.Rollback())
 	}
+	if err := s.purge(ctx, tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
 	return tx.Commit()
+}
+
+// purge stamps the tombstones the triggers made since the store's last
+// deletion with its clock, and forgets those past retention, in the
+// deleting transaction.
+func (s *Store) purge(ctx context.Context, tx *sql.Tx) error {
+	now := s.now()
+	cutoff := now.Add(-s.keep).UnixNano()
+	for _, st := range []struct {
+		sql string
+		arg int64
+	}{{sqlStampTombstones, now.UnixNano()}, {sqlPurgedUpTo, cutoff}, {sqlPurgeTombstones, cutoff}} {
+		if _, err := tx.ExecContext(ctx, st.sql, st.arg); err != nil {
+			return fmt.Errorf("tombstones: %w", err)
+		}
+	}
+	return nil
 }

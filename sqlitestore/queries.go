@@ -116,17 +116,37 @@ WHERE f.account_id = ?`
 	sqlDeleteBySeq = `DELETE FROM formsapi_submissions WHERE seq = ?`
 
 	// The sync feed, and its fast path: one range of the index on
-	// (form_seq, feed_pos). Like the lists, no LIMIT ?: the caller steps
-	// one row more than the page, to learn whether more follow, and stops.
-	sqlFeed = `SELECT feed_pos, created_at, data, attachments
-FROM formsapi_submissions
-WHERE form_seq = ? AND feed_pos > ?
-ORDER BY feed_pos`
+	// (form_seq, feed_pos) merged with one of the tombstones' primary key
+	// (migration 0007), by position. The first row, at position 0, is the
+	// form's: its last column is feed_purged. A tombstone's last column
+	// is the position of the submission it deleted; a submission's is 0.
+	// Like the lists, no LIMIT ?: the caller steps one row more than the
+	// page, to learn whether more follow, and stops.
+	sqlFeed = `SELECT 0, 0, NULL, NULL, feed_purged FROM formsapi_forms WHERE seq = ?1
+UNION ALL
+SELECT feed_pos, created_at, data, attachments, 0 FROM formsapi_submissions WHERE form_seq = ?1 AND feed_pos > ?2
+UNION ALL
+SELECT feed_pos, 0, NULL, NULL, of_pos FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
+ORDER BY 1`
 
-	sqlFeedEncoded = `SELECT feed_pos, json
-FROM formsapi_submissions
-WHERE form_seq = ? AND feed_pos > ?
-ORDER BY feed_pos`
+	sqlFeedEncoded = `SELECT 0, NULL, feed_purged FROM formsapi_forms WHERE seq = ?1
+UNION ALL
+SELECT feed_pos, json, 0 FROM formsapi_submissions WHERE form_seq = ?1 AND feed_pos > ?2
+UNION ALL
+SELECT feed_pos, NULL, of_pos FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
+ORDER BY 1`
+
+	// Every deletion of the store stamps the tombstones the triggers made
+	// (its own and any writer's since its last deletion) with its clock,
+	// then forgets those past retention ($1: now less the retention),
+	// keeping the last position forgotten on each form.
+	sqlStampTombstones = `UPDATE formsapi_tombstones SET deleted_at = ? WHERE deleted_at IS NULL`
+
+	sqlPurgedUpTo = `UPDATE formsapi_forms SET feed_purged = p.pos
+FROM (SELECT form_seq, max(feed_pos) AS pos FROM formsapi_tombstones WHERE deleted_at <= ?1 GROUP BY form_seq) AS p
+WHERE formsapi_forms.seq = p.form_seq AND formsapi_forms.feed_purged < p.pos`
+
+	sqlPurgeTombstones = `DELETE FROM formsapi_tombstones WHERE deleted_at <= ?`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES (?, ?, ?, ?, ?)`
 

@@ -31,6 +31,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // readConns bounds the read-only pool of a store from Open: enough for
@@ -50,6 +51,7 @@ type config struct {
 	usedInterval time.Duration
 	limits       formsapi.Limits
 	now          func() time.Time
+	keep         time.Duration // see WithTombstoneRetention
 }
 
 // Option configures a store from Open or New.
@@ -83,6 +85,22 @@ func WithLastUsedInterval(d time.Duration) Option {
 	return func(c *config) { c.usedInterval = d }
 }
 
+// WithTombstoneRetention sets how long the store keeps a deletion in its
+// form's sync feed (30 days without it): a feed reader whose token is
+// older than a deletion it has not read, once that deletion is
+// forgotten, gets 410 and must read the feed again from the start (see
+// formsapi.FeedStore). A deletion is stamped with the store's clock (see
+// WithClock) at the store's first deletion at or after it (a deletion in
+// plain SQL is stamped at the store's next one, so it is kept longer),
+// and forgotten at the first deletion at least d after its stamp, never
+// earlier. It panics if d is not positive.
+func WithTombstoneRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("sqlitestore: WithTombstoneRetention with a retention that is not positive")
+	}
+	return func(c *config) { c.keep = d }
+}
+
 // WithClock sets the store's notion of now: the time by which keys
 // expire (Authorize, ResolveKey and AddKeyWith, which refuses an
 // ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
@@ -111,6 +129,7 @@ type Store struct {
 	used   *keyuse.Tracker  // when keys were last used, noted in memory
 	limits formsapi.Limits
 	now    func() time.Time // see WithClock
+	keep   time.Duration    // see WithTombstoneRetention
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -156,7 +175,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
-	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
+	cfg := config{cacheBytes: DefaultCacheSize, usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now, keep: stored.TombstoneRetention}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -179,7 +198,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now}
+	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now, keep: cfg.keep}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
@@ -247,7 +266,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if _, ok := db.Driver().(*sqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlitestore: new: the database handle uses driver %T, not modernc.org/sqlite", db.Driver())
 	}
-	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now}
+	cfg := config{usedInterval: keyuse.DefaultInterval, limits: formsapi.DefaultLimits, now: time.Now, keep: stored.TombstoneRetention}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -255,7 +274,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep}
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {

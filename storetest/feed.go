@@ -366,20 +366,41 @@ func walkFeed(t *testing.T, s formsapi.FeedStore, account, form string, after in
 		if err != nil {
 			t.Fatalf("feed page %d after %d: %v", pages, after, err)
 		}
-		if len(p.Items) > limit {
-			t.Fatalf("feed page %d has %d items, more than the limit %d", pages, len(p.Items), limit)
-		}
-		if len(p.Items) > 0 && p.Next <= after || len(p.Items) == 0 && p.Next != after {
-			t.Fatalf("feed page %d after %d: %d items and Next %d", pages, after, len(p.Items), p.Next)
-		}
+		checkFeedPage(t, p, after, limit)
 		all = append(all, p.Items...)
 		if !p.More {
 			return all
 		}
-		if len(p.Items) < limit {
-			t.Fatalf("feed page %d has %d items, fewer than the limit %d, and yet More", pages, len(p.Items), limit)
-		}
 		after = p.Next
+	}
+}
+
+// checkFeedPage checks what every feed page read after position after
+// with limit must be: at most limit entries (items and deletions), no
+// fewer when More says more follow, a Next past after when it holds any
+// and equal to it when it holds none, and a position for each item,
+// ascending, after after and at most Next.
+func checkFeedPage(t *testing.T, p formsapi.FeedPage, after int64, limit int) {
+	t.Helper()
+	entries := len(p.Items) + len(p.Deleted)
+	if entries > limit {
+		t.Fatalf("feed page after %d has %d entries, more than the limit %d", after, entries, limit)
+	}
+	if entries > 0 && p.Next <= after || entries == 0 && p.Next != after {
+		t.Fatalf("feed page after %d: %d entries and Next %d", after, entries, p.Next)
+	}
+	if p.More && entries < limit {
+		t.Fatalf("feed page after %d has %d entries, fewer than the limit %d, and yet More", after, entries, limit)
+	}
+	if len(p.Positions) != len(p.Items) {
+		t.Fatalf("feed page after %d: %d positions for %d items", after, len(p.Positions), len(p.Items))
+	}
+	prev := after
+	for _, pos := range p.Positions {
+		if pos <= prev || pos > p.Next {
+			t.Fatalf("feed page after %d, Next %d: positions %v are not ascending within (after, Next]", after, p.Next, p.Positions)
+		}
+		prev = pos
 	}
 }
 

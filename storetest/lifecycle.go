@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
 )
 
 // lifecycleClauses checks the data lifecycle of the write side (UpdateForm,
@@ -307,41 +309,203 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 			t.Skip("the store has no sync feed")
 		}
 		ids := addWithIDs(t, s, FormEmpty, 10)
+		h := newProbe(t, s)
+		viaHTTP := feedCopy{}
+		token := viaHTTP.replay(t, h, FormEmpty, "start")
 		p, err := fs.SyncSubmissions(ctx, AccountA, FormEmpty, 0, 4)
 		if err != nil || len(p.Items) != 4 {
 			t.Fatalf("first feed page: %v (%d items)", err, len(p.Items))
 		}
-		// A token older than the deletions: one before it, the one it
-		// points at and one after it.
-		for _, i := range []int{1, 3, 5} {
+		early := copyOf(p)
+		// Deletions after that page's token: one before it, the one it
+		// ends at, one after it, and the form's last submission.
+		for _, i := range []int{1, 3, 5, 9} {
 			if err := s.DeleteSubmission(ctx, AccountA, FormEmpty, ids[i]); err != nil {
 				t.Fatalf("DeleteSubmission: %v", err)
 			}
 		}
-		got := submissionKeys(walkFeed(t, fs, AccountA, FormEmpty, p.Next, 2))
-		want := []string{`{"id":4}`, `{"id":6}`, `{"id":7}`, `{"id":8}`, `{"id":9}`}
-		if !slices.Equal(got, want) {
-			t.Errorf("resuming after deletions: got %v, want %v", got, want)
+		want := listCopy(t, s, FormEmpty)
+		if len(want) != 6 {
+			t.Fatalf("%d submissions left, want 6", len(want))
 		}
-		got = submissionKeys(walkFeed(t, fs, AccountA, FormEmpty, 0, 3))
-		want = []string{`{"id":0}`, `{"id":2}`, `{"id":4}`, `{"id":6}`, `{"id":7}`, `{"id":8}`, `{"id":9}`}
-		if !slices.Equal(got, want) {
-			t.Errorf("the feed from the start after deletions: got %v, want %v", got, want)
+		early.replayStore(t, fs, FormEmpty, p.Next, 2)
+		if got := early.values(); !slices.Equal(got, want) {
+			t.Errorf("a copy resumed from a token older than the deletions holds %v, want %v", got, want)
 		}
-		// Only deleted positions after the last one: an empty page, no
-		// more to read.
-		if err := s.DeleteSubmission(ctx, AccountA, FormEmpty, ids[9]); err != nil {
-			t.Fatalf("DeleteSubmission: %v", err)
+		fresh := feedCopy{}
+		fresh.replayStore(t, fs, FormEmpty, 0, 3)
+		if got := fresh.values(); !slices.Equal(got, want) {
+			t.Errorf("a copy read from the start holds %v, want %v", got, want)
 		}
-		last, err := fs.SyncSubmissions(ctx, AccountA, FormEmpty, 0, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end, err := fs.SyncSubmissions(ctx, AccountA, FormEmpty, last.Next, 100)
-		if err != nil || len(end.Items) != 0 || end.More {
-			t.Errorf("after the last live submission: %v, %d items, more %v", err, len(end.Items), end.More)
+		viaHTTP.replay(t, h, FormEmpty, token)
+		if got := viaHTTP.values(); !slices.Equal(got, want) {
+			t.Errorf("a copy kept by refs through the handler holds %v, want %v", got, want)
 		}
 	})
+
+	t.Run("Lifecycle/Retention", func(t *testing.T) {
+		seed := seed
+		seed.Clock = newClock()
+		s := open(t, seed)
+		fs, ok := s.(formsapi.FeedStore)
+		if !ok {
+			t.Skip("the store has no sync feed")
+		}
+		ids := addWithIDs(t, s, FormEmpty, 6)
+		h := newProbe(t, s)
+		stale := feedCopy{}
+		staleToken := stale.replay(t, h, FormEmpty, "start")
+		staleAt := (&feedCopy{}).replayStore(t, fs, FormEmpty, 0, MaxLimit)
+		del := func(i int) {
+			t.Helper()
+			if err := s.DeleteSubmission(ctx, AccountA, FormEmpty, ids[i]); err != nil {
+				t.Fatalf("DeleteSubmission: %v", err)
+			}
+		}
+		del(0) // at T0
+		if !seed.Clock.read() {
+			t.Skip("the store does not keep time by the seed's clock")
+		}
+		between := feedCopy{}
+		betweenAt := between.replayStore(t, fs, FormEmpty, 0, MaxLimit) // after the first deletion
+		keep := stored.TombstoneRetention
+		seed.Clock.Advance(keep - time.Nanosecond)
+		del(1) // the first deletion is not yet old enough to forget
+		p, err := fs.SyncSubmissions(ctx, AccountA, FormEmpty, staleAt, MaxLimit)
+		if err != nil || staleAt < p.Purged || len(p.Deleted) != 2 {
+			t.Fatalf("a token older than a deletion kept for less than the retention: %v, Purged %d (token at %d), %d deletions", err, p.Purged, staleAt, len(p.Deleted))
+		}
+		seed.Clock.Advance(time.Nanosecond)
+		del(2) // the first deletion is exactly the retention old: forgotten
+		p, err = fs.SyncSubmissions(ctx, AccountA, FormEmpty, staleAt, MaxLimit)
+		if err != nil || p.Purged <= staleAt {
+			t.Fatalf("a token older than a forgotten deletion: %v, Purged %d (token at %d); want Purged past the token", err, p.Purged, staleAt)
+		}
+		w := h.do(t, "/v1/forms/"+FormEmpty+"/submissions?sync="+url.QueryEscape(staleToken), "")
+		if w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "sync=start") {
+			t.Errorf("the handler's answer to a token past retention: %d %.200s, want 410 saying to start over", w.Code, w.Body)
+		}
+		// A token newer than the forgotten deletion resumes; the start
+		// always works.
+		want := listCopy(t, s, FormEmpty)
+		between.replayStore(t, fs, FormEmpty, betweenAt, 2)
+		if got := between.values(); !slices.Equal(got, want) {
+			t.Errorf("a copy resumed from after the forgotten deletion holds %v, want %v", got, want)
+		}
+		again := feedCopy{}
+		again.replay(t, h, FormEmpty, "start")
+		if got := again.values(); !slices.Equal(got, want) {
+			t.Errorf("a copy read again from the start holds %v, want %v", got, want)
+		}
+	})
+}
+
+// feedCopy is what a feed consumer keeps: each submission's data under
+// its reference (a position, read from a store, or a ref, through the
+// handler).
+type feedCopy map[string]string
+
+// copyOf starts a copy with one page read from a store.
+func copyOf(p formsapi.FeedPage) feedCopy {
+	c := feedCopy{}
+	c.apply(p)
+	return c
+}
+
+func (c feedCopy) apply(p formsapi.FeedPage) {
+	for i, sub := range p.Items {
+		c[fmt.Sprint(p.Positions[i])] = Canonical(sub.Data)
+	}
+	for _, pos := range p.Deleted {
+		delete(c, fmt.Sprint(pos))
+	}
+}
+
+// replayStore reads the store's feed of form from after to its end with
+// limit, applying each page, and returns the last page's Next. A reader
+// from the start takes the first page's Purged as its floor, as the
+// handler does; one resuming has none.
+func (c feedCopy) replayStore(t *testing.T, fs formsapi.FeedStore, form string, after int64, limit int) int64 {
+	t.Helper()
+	floor := int64(0)
+	for pages := 0; pages < 10_000; pages++ {
+		p, err := fs.SyncSubmissions(context.Background(), AccountA, form, after, limit)
+		if err != nil {
+			t.Fatalf("feed after %d: %v", after, err)
+		}
+		if after == 0 {
+			floor = p.Purged
+		} else if max(after, floor) < p.Purged {
+			t.Fatalf("feed after %d (floor %d): past retention (Purged %d)", after, floor, p.Purged)
+		}
+		checkFeedPage(t, p, after, limit)
+		c.apply(p)
+		after = p.Next
+		if !p.More {
+			return after
+		}
+	}
+	t.Fatal("more than 10,000 pages")
+	return 0
+}
+
+// replay reads the handler's feed of form from token to its end, as
+// AccountA, applying each page by its refs, and returns the last token.
+func (c feedCopy) replay(t *testing.T, h probe, form, token string) string {
+	t.Helper()
+	for pages := 0; pages < 10_000; pages++ {
+		w := h.do(t, "/v1/forms/"+form+"/submissions?limit=3&sync="+url.QueryEscape(token), "")
+		if w.Code != http.StatusOK {
+			t.Fatalf("feed from %q: status %d: %.200s", token, w.Code, w.Body)
+		}
+		var p struct {
+			Submissions []formsapi.Submission
+			Refs        []string
+			Deleted     []string
+			SyncToken   string
+			HasMore     bool
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("feed page: %v", err)
+		}
+		if len(p.Refs) != len(p.Submissions) {
+			t.Fatalf("feed page with %d refs for %d submissions", len(p.Refs), len(p.Submissions))
+		}
+		for i, sub := range p.Submissions {
+			c[p.Refs[i]] = Canonical(sub.Data)
+		}
+		for _, ref := range p.Deleted {
+			delete(c, ref)
+		}
+		token = p.SyncToken
+		if !p.HasMore {
+			return token
+		}
+	}
+	t.Fatal("more than 10,000 pages")
+	return ""
+}
+
+// values returns the data the copy holds, sorted.
+func (c feedCopy) values() []string {
+	out := make([]string, 0, len(c))
+	for _, v := range c {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// listCopy returns the data of every submission of AccountA's form, as
+// the list gives them, sorted: what a copy must hold.
+func listCopy(t *testing.T, s formsapi.Store, form string) []string {
+	t.Helper()
+	var out []string
+	for _, sub := range walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: MaxLimit}) {
+		out = append(out, Canonical(sub.Data))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // addWithIDs adds n submissions to form, with data {"id":i} and metadata

@@ -80,7 +80,7 @@ func (s Feed) SyncSubmissions(ctx context.Context, accountID, formID string, aft
 	if len(p.Skipped) > 0 {
 		return formsapi.FeedPage{}, fmt.Errorf("fastpath: the store left out %d rows as damaged", len(p.Skipped))
 	}
-	page := formsapi.FeedPage{Next: next, More: more}
+	page := formsapi.FeedPage{Next: next, More: more, Positions: p.Positions, Deleted: p.Deleted, Purged: p.Purged}
 	if err := json.Unmarshal(append(p.Body, ']'), &page.Items); err != nil {
 		return formsapi.FeedPage{}, fmt.Errorf("fastpath: the feed page is not valid JSON: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/formsapi/formsapi"
 )
@@ -56,3 +57,10 @@ func Holds(data []byte, field, value string) bool {
 	}
 	return false
 }
+
+// TombstoneRetention is how long the library's stores keep a deletion in
+// a form's sync feed unless told otherwise (each store's
+// WithTombstoneRetention): 30 days, as ODK Central keeps deleted
+// submissions. A feed consumer that polls at least this often never has
+// to start over.
+const TombstoneRetention = 30 * 24 * time.Hour

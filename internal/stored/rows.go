@@ -80,27 +80,41 @@ func Submissions(rows Rows, formID string, q formsapi.Query) (formsapi.Page[form
 }
 
 // Feed reads one page of a form's sync feed from rows that select
-// feed_pos, created_at, data and attachments in feed order, limit+1 of
-// them at most, after feed position after.
-func Feed(rows Rows, formID string, after int64, limit int) (formsapi.FeedPage, error) {
-	p := formsapi.FeedPage{Next: after, Items: make([]formsapi.Submission, 0, min(limit, prealloc))}
+// feed_pos, created_at, data, attachments and of_pos in feed order, after
+// feed position after: first the form's row, at position 0, whose of_pos
+// is its feed_purged, then submissions (of_pos 0) and tombstones (of_pos
+// the position of the submission deleted), limit+1 entries at most. found
+// reports whether the form's row was among them.
+func Feed(rows Rows, formID string, after int64, limit int) (p formsapi.FeedPage, found bool, err error) {
+	p = formsapi.FeedPage{Next: after, Items: make([]formsapi.Submission, 0, min(limit, prealloc))}
 	for rows.Next() {
-		if len(p.Items) == limit { // the extra row: more follow
+		var pos, at, of int64
+		var data, attachments []byte
+		if err := rows.Scan(&pos, &at, &data, &attachments, &of); err != nil {
+			return formsapi.FeedPage{}, false, err
+		}
+		if pos == 0 { // the form's row: first
+			p.Purged, found = of, true
+			continue
+		}
+		if len(p.Items)+len(p.Deleted) == limit { // the extra row: more follow
 			p.More = true
 			break
 		}
-		var at int64
-		var data, attachments []byte
-		if err := rows.Scan(&p.Next, &at, &data, &attachments); err != nil {
-			return formsapi.FeedPage{}, err
+		switch {
+		case of > 0:
+			p.Deleted = append(p.Deleted, of)
+		default:
+			sub, err := submission(formID, at, data, attachments)
+			if err != nil {
+				return formsapi.FeedPage{}, false, fmt.Errorf("submission at feed position %d: %w", pos, err)
+			}
+			p.Items = append(p.Items, sub)
+			p.Positions = append(p.Positions, pos)
 		}
-		sub, err := submission(formID, at, data, attachments)
-		if err != nil {
-			return formsapi.FeedPage{}, fmt.Errorf("submission at feed position %d: %w", p.Next, err)
-		}
-		p.Items = append(p.Items, sub)
+		p.Next = pos
 	}
-	return p, nil
+	return p, found, nil
 }
 
 func submission(formID string, at int64, data, attachments []byte) (formsapi.Submission, error) {

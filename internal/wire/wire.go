@@ -29,6 +29,15 @@ type Page struct {
 	// observer (internal/pagecache sets it); CacheNone without a cache.
 	Cache observe.Cache
 
+	// A feed page also records, as the store appends it, the feed
+	// position of each object it appended (Positions), the positions of
+	// the submissions whose deletions the page holds (Deleted), and the
+	// last position of a deletion the store no longer keeps (Purged).
+	// See formsapi.FeedPage.
+	Positions []int64
+	Deleted   []int64
+	Purged    int64
+
 	items int // objects appended so far, for the separating commas
 }
 
@@ -88,6 +97,25 @@ func (p *Page) AddTrusted(obj []byte) {
 	p.Body = append(p.Body, obj...)
 }
 
+// AddAt is Add for a feed page: it also records pos in p.Positions when
+// obj is appended.
+func (p *Page) AddAt(pos int64, obj []byte) bool {
+	if !p.Add(pos, obj) {
+		return false
+	}
+	p.Positions = append(p.Positions, pos)
+	return true
+}
+
+// AddTrustedAt is AddTrusted for a feed page, recording pos.
+func (p *Page) AddTrustedAt(pos int64, obj []byte) {
+	p.AddTrusted(obj)
+	p.Positions = append(p.Positions, pos)
+}
+
+// Objects returns how many objects were appended to p.
+func (p *Page) Objects() int { return p.items }
+
 // AddedAny reports whether any object was appended to p.
 func (p *Page) AddedAny() bool { return p.items > 0 }
 
@@ -140,12 +168,15 @@ func (p *Page) Append(enc func(b []byte) ([]byte, error)) (int, error) {
 // Mark is where a page stood, for Rewind.
 type Mark struct {
 	body, skipped, items int
+	positions, deleted   int
+	purged               int64
 	next                 string
 }
 
 // Mark records where p stands now.
 func (p *Page) Mark() Mark {
-	return Mark{body: len(p.Body), skipped: len(p.Skipped), items: p.items, next: p.NextCursor}
+	return Mark{body: len(p.Body), skipped: len(p.Skipped), items: p.items, next: p.NextCursor,
+		positions: len(p.Positions), deleted: len(p.Deleted), purged: p.Purged}
 }
 
 // Rewind undoes everything added to p since m: its objects, separating
@@ -154,6 +185,7 @@ func (p *Page) Mark() Mark {
 // stray comma or a duplicate item.
 func (p *Page) Rewind(m Mark) {
 	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
+	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
 }
 
 // Self is what a store of this module returns from its FastPath method:

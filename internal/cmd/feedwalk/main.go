@@ -398,9 +398,9 @@ func syncCmd(args []string) error {
 	}
 	n, size := 0, 0
 	start := time.Now()
-	token, err := c.Sync(context.Background(), formID, formsclient.SyncStart, func(s formsapi.Submission) error {
+	token, err := c.Sync(context.Background(), formID, formsclient.SyncStart, func(ch formsclient.Change) error {
 		n++
-		b, err := formsapi.AppendSubmissionJSON(nil, s)
+		b, err := formsapi.AppendSubmissionJSON(nil, ch.Submission)
 		size = max(size, len(b))
 		return err
 	})
