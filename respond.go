@@ -34,13 +34,13 @@ const (
 // fail answers each; the store's own errors (ErrFormNotFound,
 // ErrInvalidCursor, a deadline, anything else) are answered there too.
 var (
-	errNoCredentials  = errors.New("no bearer credentials")           // 401 without an error code
-	errNoRoute        = errors.New("no such route")                   // 404
-	errMethod         = errors.New("method not allowed")              // 405
-	errNoFeed         = errors.New("the store has no sync feed")      // 501
+	errNoCredentials  = errors.New("no bearer credentials")            // 401 without an error code
+	errNoRoute        = errors.New("no such route")                    // 404
+	errMethod         = errors.New("method not allowed")               // 405
+	errNoFeed         = errors.New("the store has no sync feed")       // 501
 	errSyncExpired    = errors.New("the sync token is past retention") // 410
-	errRateLimited    = errors.New("rate limited")                    // 429
-	errLimiterRefused = errors.New("the rate limiter is not working") // 503, failing closed
+	errRateLimited    = errors.New("rate limited")                     // 429
+	errLimiterRefused = errors.New("the rate limiter is not working")  // 503, failing closed
 )
 
 // badRequest is a 400 whose message names the parameter and what is wrong.

@@ -101,4 +101,3 @@ func TestFeedQueryPlans(t *testing.T) {
 		}
 	}
 }
-
