@@ -81,3 +81,22 @@ func TestEraseLeavesNoRow(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(len(p.Items), 3) // the rest is intact
 }
+
+// TestFeedCopyAcrossNodes runs storetest.RunFeedCopy with the writers on
+// one node and the consumer on another, each with its own pool and read
+// cache over one schema: the consumer's copy ends exact.
+func TestFeedCopyAcrossNodes(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	open := func() *pgstore.Store {
+		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := open(), open()
+	load(t, a, storetest.DefaultSeed())
+	storetest.RunFeedCopy(t, a, b)
+}

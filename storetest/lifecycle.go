@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,6 +344,14 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		}
 	})
 
+	t.Run("Lifecycle/FeedCopyWhileWriting", func(t *testing.T) {
+		s := open(t, seed)
+		if _, ok := s.(formsapi.FeedStore); !ok {
+			t.Skip("the store has no sync feed")
+		}
+		RunFeedCopy(t, s, s)
+	})
+
 	t.Run("Lifecycle/Retention", func(t *testing.T) {
 		seed := seed
 		seed.Clock = newClock()
@@ -454,36 +463,43 @@ func (c feedCopy) replayStore(t *testing.T, fs formsapi.FeedStore, form string, 
 func (c feedCopy) replay(t *testing.T, h probe, form, token string) string {
 	t.Helper()
 	for pages := 0; pages < 10_000; pages++ {
-		w := h.do(t, "/v1/forms/"+form+"/submissions?limit=3&sync="+url.QueryEscape(token), "")
-		if w.Code != http.StatusOK {
-			t.Fatalf("feed from %q: status %d: %.200s", token, w.Code, w.Body)
-		}
-		var p struct {
-			Submissions []formsapi.Submission
-			Refs        []string
-			Deleted     []string
-			SyncToken   string
-			HasMore     bool
-		}
-		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-			t.Fatalf("feed page: %v", err)
-		}
-		if len(p.Refs) != len(p.Submissions) {
-			t.Fatalf("feed page with %d refs for %d submissions", len(p.Refs), len(p.Submissions))
-		}
-		for i, sub := range p.Submissions {
-			c[p.Refs[i]] = Canonical(sub.Data)
-		}
-		for _, ref := range p.Deleted {
-			delete(c, ref)
-		}
-		token = p.SyncToken
-		if !p.HasMore {
+		var more bool
+		if token, more = c.page(t, h, form, token); !more {
 			return token
 		}
 	}
 	t.Fatal("more than 10,000 pages")
 	return ""
+}
+
+// page reads one page of the handler's feed of form from token, as
+// AccountA, applies it by its refs, and returns its token and hasMore.
+func (c feedCopy) page(t *testing.T, h probe, form, token string) (string, bool) {
+	t.Helper()
+	w := h.do(t, "/v1/forms/"+form+"/submissions?limit=3&sync="+url.QueryEscape(token), "")
+	if w.Code != http.StatusOK {
+		t.Fatalf("feed from %q: status %d: %.200s", token, w.Code, w.Body)
+	}
+	var p struct {
+		Submissions []formsapi.Submission
+		Refs        []string
+		Deleted     []string
+		SyncToken   string
+		HasMore     bool
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("feed page: %v", err)
+	}
+	if len(p.Refs) != len(p.Submissions) {
+		t.Fatalf("feed page with %d refs for %d submissions", len(p.Refs), len(p.Submissions))
+	}
+	for i, sub := range p.Submissions {
+		c[p.Refs[i]] = Canonical(sub.Data)
+	}
+	for _, ref := range p.Deleted {
+		delete(c, ref)
+	}
+	return p.SyncToken, p.HasMore
 }
 
 // values returns the data the copy holds, sorted.
@@ -574,4 +590,83 @@ func (p probe) body(t *testing.T, target, ifNoneMatch string, status int) string
 		t.Fatalf("GET %s after a change (If-None-Match %q): status %d, want %d (a 304 would hide the change)", target, ifNoneMatch, w.Code, status)
 	}
 	return w.Body.String()
+}
+
+// RunFeedCopy checks, as a feed consumer sees it, that the sync feed
+// keeps a copy exact while writers add and delete: on reader's handler,
+// a consumer polls AccountA's FormEmpty through the feed, keeping each
+// submission under its ref and removing the refs each page deletes,
+// while on writer three goroutines add submissions, each deleting one of
+// its earlier ones now and then, and a fourth erases by a field value.
+// Once the writers stop, one more poll must leave the copy exactly the
+// form's submissions. writer and reader may be one store, or two nodes
+// over the same data (two pgstore stores on one schema, say); both must
+// be loaded with DefaultSeed, and RunLifecycle runs it on one store.
+func RunFeedCopy(t *testing.T, writer, reader WriteStore) {
+	t.Helper()
+	ctx := context.Background()
+	h := newProbe(t, reader)
+	copyOf := feedCopy{}
+	const adds = 60 // by each writer
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []string
+			for i := range adds {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				data := fmt.Sprintf(`{"w":%d,"i":%d,"email":"r%d@example.com"}`, w, i, i%7)
+				if err := writer.AddSubmission(ctx, formsapi.Submission{FormID: FormEmpty, Data: []byte(data)}, formsapi.Metadata{ID: id}); err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, id)
+				if i%3 == 2 {
+					k := (i * 7) % len(mine)
+					err := writer.DeleteSubmission(ctx, AccountA, FormEmpty, mine[k])
+					if err != nil && !errors.Is(err, formsapi.ErrSubmissionNotFound) { // erased meanwhile
+						errs <- err
+						return
+					}
+					mine = slices.Delete(mine, k, k+1)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 10 {
+			if _, err := writer.Erase(ctx, AccountA, "email", fmt.Sprintf("r%d@example.com", 3+2*(i%2))); err != nil { // r3 and r5: the rest stay
+				errs <- err
+				return
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// Poll one page at a time while they write, as a consumer would.
+	token, polls := "start", 0
+	for writing := true; writing; polls++ {
+		select {
+		case <-done:
+			writing = false
+		default:
+		}
+		token, _ = copyOf.page(t, h, FormEmpty, token)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a writer: %v", err)
+	}
+	copyOf.replay(t, h, FormEmpty, token)
+	want := listCopy(t, reader, FormEmpty)
+	if got := copyOf.values(); !slices.Equal(got, want) {
+		t.Errorf("after %d polls, the consumer's copy holds %d submissions, the form %d:\n got %v\nwant %v", polls, len(got), len(want), got, want)
+	}
+	if len(want) == 0 {
+		t.Error("the writers left no submission: the check proves little")
+	}
 }
