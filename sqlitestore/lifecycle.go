@@ -60,7 +60,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 		return fmt.Errorf("sqlitestore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
 	}
 	var seq int64
-	err := s.deleting(ctx, func(tx *sql.Tx) error {
+	err := s.deleting(ctx, func(tx execer) error {
 		if _, err := tx.ExecContext(ctx, sqlDeleteFormSubmissions, formID, accountID); err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 		return fmt.Errorf("sqlitestore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
 	}
 	var seq int64
-	err := s.deleting(ctx, func(tx *sql.Tx) error {
+	err := s.deleting(ctx, func(tx execer) error {
 		err := tx.QueryRowContext(ctx, sqlDeleteSubmission, formID, accountID, id).Scan(&seq)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -140,7 +140,7 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	}
 	var forms []int64
 	n := 0
-	err := s.deleting(ctx, func(tx *sql.Tx) error {
+	err := s.deleting(ctx, func(tx execer) error {
 		rows, err := tx.QueryContext(ctx, sqlAccountData, accountID)
 		if err != nil {
 			return err
@@ -184,11 +184,23 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	return n, nil
 }
 
+// execer is what a deletion runs its statements on: the connection
+// deleting holds, inside its transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // deleting runs fn in a write transaction on one connection with
 // secure_delete on, so deleted rows are overwritten in the file, not left
 // in free pages. Open's connection has it on already; on a host's handle
-// (New) it is turned on for the transaction and restored after.
-func (s *Store) deleting(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// (New) it is turned on for the transaction and restored after. The
+// transaction is BEGIN IMMEDIATE whatever the handle's DSN says: a
+// deletion reads before it writes (Erase reads the account's data), and a
+// deferred transaction that must upgrade its lock while another writer
+// holds it fails at once with SQLITE_BUSY, busy_timeout or not.
+func (s *Store) deleting(ctx context.Context, fn func(tx execer) error) (err error) {
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
 		return err
@@ -206,23 +218,29 @@ func (s *Store) deleting(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA secure_delete = 0") }()
 		}
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+	defer func() {
+		if err != nil {
+			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			err = errors.Join(err, rerr)
+		}
+	}()
+	if err := fn(conn); err != nil {
+		return err
 	}
-	if err := s.purge(ctx, tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+	if err := s.purge(ctx, conn); err != nil {
+		return err
 	}
-	return tx.Commit()
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
 }
 
 // purge stamps the tombstones the triggers made since the store's last
 // deletion with its clock, and forgets those past retention, in the
 // deleting transaction.
-func (s *Store) purge(ctx context.Context, tx *sql.Tx) error {
+func (s *Store) purge(ctx context.Context, tx execer) error {
 	now := s.now()
 	cutoff := now.Add(-s.keep).UnixNano()
 	for _, st := range []struct {
