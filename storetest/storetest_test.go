@@ -315,6 +315,7 @@ func (s *sequenceFeed) SyncSubmissions(ctx context.Context, account, formID stri
 		sub.Data = bytes.Clone(sub.Data)
 		sub.Attachments = slices.Clone(sub.Attachments)
 		p.Items = append(p.Items, sub)
+		p.Positions = append(p.Positions, n.pos)
 		p.Next = n.pos
 	}
 	// The writes numbered below what this page showed commit now, behind
