@@ -344,7 +344,8 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		}
 	})
 
-	t.Run("Lifecycle/FeedCopyWhileWriting", func(t *testing.T) {
+	t.Run("FeedCopyWhileWriting", func(t *testing.T) {
+		cfg.parallel(t)
 		s := open(t, seed)
 		if _, ok := s.(formsapi.FeedStore); !ok {
 			t.Skip("the store has no sync feed")
@@ -352,7 +353,8 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		RunFeedCopy(t, s, s)
 	})
 
-	t.Run("Lifecycle/Retention", func(t *testing.T) {
+	t.Run("Retention", func(t *testing.T) {
+		cfg.parallel(t)
 		seed := seed
 		seed.Clock = newClock()
 		s := open(t, seed)
@@ -553,7 +555,10 @@ func idOf(t *testing.T, s formsapi.Submission) int {
 // probe sends requests to a handler over a store, as AccountA's KeyA.
 type probe struct{ h http.Handler }
 
-func newProbe(t *testing.T, s writeStore) probe {
+func newProbe(t *testing.T, s interface {
+	formsapi.Store
+	formsapi.KeyResolver
+}) probe {
 	t.Helper()
 	return probe{formsapi.NewHandler(s, s)}
 }
@@ -601,8 +606,11 @@ func (p probe) body(t *testing.T, target, ifNoneMatch string, status int) string
 // Once the writers stop, one more poll must leave the copy exactly the
 // form's submissions. writer and reader may be one store, or two nodes
 // over the same data (two pgstore stores on one schema, say); both must
-// be loaded with DefaultSeed, and RunLifecycle runs it on one store.
-func RunFeedCopy(t *testing.T, writer, reader WriteStore) {
+// be loaded with DefaultSeed. Run's Lifecycle group runs it on one store.
+func RunFeedCopy(t *testing.T, writer formsapi.Writer, reader interface {
+	formsapi.Store
+	formsapi.KeyResolver
+}) {
 	t.Helper()
 	ctx := context.Background()
 	h := newProbe(t, reader)

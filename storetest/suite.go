@@ -94,7 +94,11 @@ func (c *config) parallel(t *testing.T) {
 //   - Lifecycle: UpdateForm, DeleteForm, DeleteSubmission and Erase of
 //     formsapi.Writer (on the same stores as Writes), each seen by the very
 //     next read, of the store and of a handler over it, cursors and feed
-//     tokens across deletions, refused calls that change nothing.
+//     tokens across deletions, refused calls that change nothing; on a
+//     FeedStore, copies kept through the feed (by position, and by ref
+//     through a handler) exact across deletions and erasures, also while
+//     writers add and delete ([RunFeedCopy]), and the retention of
+//     deletions at its boundary on the seed's clock (30 days).
 //   - Grants: the formsapi.KeyManager contract (scoped and expiring keys,
 //     ListKeys, last-used times) on a KeyManager with RevokeKey.
 //   - Feed: the formsapi.FeedStore contract, on a FeedStore with
