@@ -479,6 +479,11 @@ func (c feedCopy) replay(t *testing.T, h probe, form, token string) string {
 func (c feedCopy) page(t *testing.T, h probe, form, token string) (string, bool) {
 	t.Helper()
 	w := h.do(t, "/v1/forms/"+form+"/submissions?limit=3&sync="+url.QueryEscape(token), "")
+	if w.Code == http.StatusNotImplemented {
+		// A type that embeds a store: the handler serves the feed only
+		// through the interfaces it was given (see the Feed group).
+		t.Skip("the handler serves no sync feed over this store")
+	}
 	if w.Code != http.StatusOK {
 		t.Fatalf("feed from %q: status %d: %.200s", token, w.Code, w.Body)
 	}
