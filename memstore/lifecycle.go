@@ -19,6 +19,9 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: update form: %w", err)
 	}
+	if err := stored.CheckDeletion(accountID, f.ID, false, ""); err != nil {
+		return fmt.Errorf("memstore: update form: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fm, ok := s.forms[f.ID]
@@ -43,8 +46,8 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: delete form: %w", err)
 	}
-	if !formsapi.ValidFormID(formID) {
-		return fmt.Errorf("memstore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
+	if err := stored.CheckDeletion(accountID, formID, false, ""); err != nil {
+		return fmt.Errorf("memstore: delete form: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,8 +80,8 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: delete submission: %w", err)
 	}
-	if id == "" {
-		return fmt.Errorf("memstore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
+	if err := stored.CheckDeletion(accountID, formID, true, id); err != nil {
+		return fmt.Errorf("memstore: delete submission: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -23,6 +23,9 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: update form: %w", err)
 	}
+	if err := stored.CheckDeletion(accountID, f.ID, false, ""); err != nil {
+		return fmt.Errorf("pgstore: update form: %w", err)
+	}
 	// The form is measured against MaxFormBytes as it will be sent: with
 	// the creation time it keeps.
 	var at int64
@@ -63,11 +66,16 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: delete form: %w", err)
 	}
-	if !formsapi.ValidFormID(formID) {
-		return fmt.Errorf("pgstore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
+	if err := stored.CheckDeletion(accountID, formID, false, ""); err != nil {
+		return fmt.Errorf("pgstore: delete form: %w", err)
 	}
 	var seq int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, s.sql.lockForm, formID, accountID).Scan(&seq); errors.Is(err, pgx.ErrNoRows) {
+			return formsapi.ErrFormNotFound
+		} else if err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, s.sql.deleteFormSubmissions, formID, accountID); err != nil {
 			return err
 		}
@@ -94,8 +102,8 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: delete submission: %w", err)
 	}
-	if id == "" {
-		return fmt.Errorf("pgstore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
+	if err := stored.CheckDeletion(accountID, formID, true, id); err != nil {
+		return fmt.Errorf("pgstore: delete submission: %w", err)
 	}
 	var seq int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

@@ -200,6 +200,13 @@ WHERE id = $1 AND account_id = $2`
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND host_id = $3
 RETURNING form_seq`
 
+	// A form's deletion first locks its row, the lock AddSubmission takes
+	// for the feed counter, so that no submission commits between the
+	// deletion of the form's submissions and that of the form, which the
+	// foreign key would refuse; each statement after it, at read
+	// committed, sees every submission that committed before the lock.
+	sqlLockForm = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2 FOR UPDATE`
+
 	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)`
 
@@ -234,6 +241,7 @@ type queries struct {
 	feed, feedEncoded                                               string
 	updateForm, formCreatedAt, deleteSubmission                     string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
+	lockForm                                                        string
 	stampTombstones, purgedUpTo, purgeTombstones                    string
 }
 
@@ -269,7 +277,7 @@ func newQueries(schema string) queries {
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
-		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm),
+		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),
 		stampTombstones: q(sqlStampTombstones), purgedUpTo: q(sqlPurgedUpTo), purgeTombstones: q(sqlPurgeTombstones),
 	}

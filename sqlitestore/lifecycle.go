@@ -21,6 +21,9 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: update form: %w", err)
 	}
+	if err := stored.CheckDeletion(accountID, f.ID, false, ""); err != nil {
+		return fmt.Errorf("sqlitestore: update form: %w", err)
+	}
 	// The form is measured against MaxFormBytes as it will be sent: with
 	// the creation time it keeps.
 	var at int64
@@ -56,8 +59,8 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: delete form: %w", err)
 	}
-	if !formsapi.ValidFormID(formID) {
-		return fmt.Errorf("sqlitestore: delete form: %w: form ID %q is malformed", formsapi.ErrInvalidInput, formID)
+	if err := stored.CheckDeletion(accountID, formID, false, ""); err != nil {
+		return fmt.Errorf("sqlitestore: delete form: %w", err)
 	}
 	var seq int64
 	err := s.deleting(ctx, func(tx execer) error {
@@ -87,8 +90,8 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: delete submission: %w", err)
 	}
-	if id == "" {
-		return fmt.Errorf("sqlitestore: delete submission: %w: empty ID", formsapi.ErrInvalidInput)
+	if err := stored.CheckDeletion(accountID, formID, true, id); err != nil {
+		return fmt.Errorf("sqlitestore: delete submission: %w", err)
 	}
 	var seq int64
 	err := s.deleting(ctx, func(tx execer) error {
@@ -126,8 +129,14 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 // earlier versions of those pages until a checkpoint copies the log back
 // and the log is restarted; Erase ends with PRAGMA
 // wal_checkpoint(TRUNCATE), which does both at once unless a reader is
-// still using the log, in which case the next checkpoint does (SQLite
-// checkpoints by itself every 1000 pages of log). VACUUM is not needed for
+// still using the log: then it waits for the busy timeout and gives up,
+// and the erased bytes stay in the -wal until a later checkpoint
+// completes with no reader on the log and later writes overwrite the log
+// from its start (SQLite's own checkpoints, every 1000 pages of log, are
+// passive and never truncate it), which on a busy database may take
+// long. A host that must be sure runs PRAGMA wal_checkpoint(TRUNCATE)
+// itself until it reports no busy reader. DeleteSubmission and
+// DeleteForm zero the database file's bytes too but do not checkpoint. VACUUM is not needed for
 // erasure: secure_delete already zeroed the freed space; VACUUM only
 // gives it back to the filesystem. Copies outside the file (backups, a
 // Litestream replica, filesystem snapshots) are the host's to erase.

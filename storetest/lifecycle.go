@@ -203,6 +203,31 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 				_, err := s.Erase(ctx, "", "email", "p1@example.com")
 				return err
 			}},
+			// Text no stored account, form or submission could have,
+			// refused the same way by every store (a database would
+			// otherwise answer with an error of its own).
+			{"DeleteSubmissionMalformedFormID", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.DeleteSubmission(ctx, AccountA, "bad id!", ids[0])
+			}},
+			{"DeleteSubmissionIDWithNUL", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.DeleteSubmission(ctx, AccountA, FormEmpty, "s\x001")
+			}},
+			{"DeleteSubmissionIDNotUTF8", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.DeleteSubmission(ctx, AccountA, FormEmpty, "s\xff")
+			}},
+			{"DeleteSubmissionAccountWithNUL", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.DeleteSubmission(ctx, AccountA+"\x00", FormEmpty, ids[0])
+			}},
+			{"DeleteFormAccountNotUTF8", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.DeleteForm(ctx, AccountA+"\xff", FormEmpty)
+			}},
+			{"UpdateFormAccountWithNUL", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				return s.UpdateForm(ctx, AccountA+"\x00", formsapi.Form{ID: FormSmall, Title: "x"})
+			}},
+			{"EraseAccountWithNUL", formsapi.ErrInvalidInput, "", func(s writeStore) error {
+				_, err := s.Erase(ctx, AccountA+"\x00", "email", "p1@example.com")
+				return err
+			}},
 		} {
 			err := r.write(s)
 			if !errors.Is(err, r.want) {
