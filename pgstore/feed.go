@@ -94,45 +94,29 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 			p.Rewind(mark) // a retry reads the page again from here
 		}
 	}()
-	next = after
+	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
 	var pos, of, total, limited int64
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
-	n, form := 0, false
+	form := false
 	for rows.Next() {
 		if err := rows.Scan(&pos, &encoded, &of, &total); err != nil {
 			return 0, false, err
 		}
-		if pos == 0 { // the form's row: first
-			p.Purged, form = of, true
-			continue
+		if pos == 0 {
+			form = true // the form's row, first: the form is accountID's
+		} else {
+			limited = total
 		}
-		limited = total
-		if n == limit {
-			more = true
+		if !f.Row(pos, encoded, of) {
 			break
-		}
-		n++
-		if of > 0 { // a deletion
-			p.Deleted = append(p.Deleted, of)
-			next = pos
-			continue
-		}
-		if !budget.Fits(len(encoded)) {
-			more = true
-			break
-		}
-		next = pos
-		// The database may have been edited by hand: Add leaves out what
-		// is not the object AppendSubmissionJSON wrote.
-		if p.AddAt(pos, encoded) {
-			budget.Count(len(encoded))
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, false, err
 	}
-	if !more && int64(n) < limited {
+	next, more = f.Next, f.More
+	if !more && int64(f.Taken()) < limited {
 		more = true // the statement's byte bound ended the rows, not the feed
 	}
 	if !form && !found {

@@ -64,42 +64,21 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	}
 	defer rows.Close()
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	next = after
+	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
 	var pos, of int64
 	var encoded sql.RawBytes // valid until the next Next: copied at once
-	for n := 0; rows.Next(); {
+	for rows.Next() {
 		if err := rows.Scan(&pos, &encoded, &of); err != nil {
 			return 0, false, err
 		}
-		if pos == 0 { // the form's row
-			p.Purged = of
-			continue
-		}
-		if n == limit {
-			more = true
+		if !f.Row(pos, encoded, of) {
 			break
-		}
-		n++
-		if of > 0 { // a deletion
-			p.Deleted = append(p.Deleted, of)
-			next = pos
-			continue
-		}
-		if !budget.Fits(len(encoded)) {
-			more = true
-			break
-		}
-		next = pos
-		// The file may have been damaged or edited: Add leaves out what is
-		// not the object AppendSubmissionJSON wrote.
-		if p.AddAt(pos, encoded) {
-			budget.Count(len(encoded))
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return 0, false, err
 	}
-	return next, more, nil
+	return f.Next, f.More, nil
 }
 
 // feedRows checks that formID is a form of accountID (known, if not nil,

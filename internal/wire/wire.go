@@ -240,3 +240,53 @@ func (b *Budget) Take(size int) bool {
 	b.Count(size)
 	return true
 }
+
+// FeedRows reads the rows of a store's feed statement into a page: the
+// one rule by which every database store fills a feed page. Each row is
+// a position with either a submission as sent (encoded) or, for a
+// deletion, the position of the deleted submission (of > 0); the row at
+// position 0 is the form's own, whose of is the last forgotten
+// deletion. The statement reads one row more than limit.
+type FeedRows struct {
+	Page   *Page
+	Budget Budget
+	Limit  int
+	// Next is the position after the last row taken, More whether the
+	// feed goes on after it; n counts the positions taken.
+	Next int64
+	More bool
+	n    int
+}
+
+// Row takes one row and reports whether to read another: false once the
+// page is full, by its limit or its byte budget (More is then set).
+func (f *FeedRows) Row(pos int64, encoded []byte, of int64) bool {
+	switch {
+	case pos == 0: // the form's row
+		f.Page.Purged = of
+		return true
+	case f.n == f.Limit:
+		f.More = true
+		return false
+	}
+	f.n++
+	if of > 0 { // a deletion
+		f.Page.Deleted = append(f.Page.Deleted, of)
+		f.Next = pos
+		return true
+	}
+	if !f.Budget.Fits(len(encoded)) {
+		f.More = true
+		return false
+	}
+	f.Next = pos
+	// The database may have been damaged or edited by hand: AddAt leaves
+	// out what is not the object AppendSubmissionJSON wrote.
+	if f.Page.AddAt(pos, encoded) {
+		f.Budget.Count(len(encoded))
+	}
+	return true
+}
+
+// Taken returns how many positions the page took, deletions included.
+func (f *FeedRows) Taken() int { return f.n }
