@@ -120,7 +120,7 @@ func TestEveryPageKeepsTheBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Close)
+			t.Cleanup(func() { s.Close() })
 			return s
 		},
 	}

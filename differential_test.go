@@ -42,7 +42,7 @@ func TestDifferentialSQLiteAndPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(pg.Close)
+		t.Cleanup(func() { pg.Close() })
 		for _, s := range []writeStore{lite, pg} {
 			if err := storetest.Load(ctx, s, w.seed); err != nil {
 				t.Fatalf("iteration %d: load: %v", iter, err)

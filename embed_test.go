@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
@@ -14,6 +15,14 @@ import (
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
+)
+
+// The stores of this module are io.Closers alike, so that a host can swap
+// one for another behind that interface too.
+var (
+	_ io.Closer = (*memstore.Store)(nil)
+	_ io.Closer = (*sqlitestore.Store)(nil)
+	_ io.Closer = (*pgstore.Store)(nil)
 )
 
 // A host wraps a store of this module to change what it does: it embeds
@@ -102,7 +111,7 @@ func TestHostOverridesAreCalled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Close)
+			t.Cleanup(func() { s.Close() })
 			return wrapped{s, pgHiding{s}, pgSuspending{s}}
 		},
 	}

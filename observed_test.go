@@ -174,7 +174,7 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(pg.Close)
+			t.Cleanup(func() { pg.Close() })
 			return pg
 		},
 	}

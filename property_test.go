@@ -140,7 +140,7 @@ func TestPropertyIsolationAndAllowList(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Close)
+			t.Cleanup(func() { s.Close() })
 			return s
 		}},
 	}

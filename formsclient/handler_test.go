@@ -64,7 +64,7 @@ var backends = []backend{
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { s.Close() })
 		if err := storetest.Load(context.Background(), s, storetest.DefaultSeed()); err != nil {
 			t.Fatal(err)
 		}

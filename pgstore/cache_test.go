@@ -93,7 +93,7 @@ func countedStore(t *testing.T, dsn, schema string, opts ...pgstore.Option) (*pg
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close) // before the pool's Close: cleanups run last first
+	t.Cleanup(func() { s.Close() }) // before the pool's Close: cleanups run last first
 	return s, c
 }
 
@@ -255,7 +255,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(writer.Close)
+	t.Cleanup(func() { writer.Close() })
 	load(t, writer, storetest.DefaultSeed())
 	s, count := countedStore(t, dsn, schema)
 	off, offCount := countedStore(t, dsn, schema, pgstore.WithCacheSize(0))

@@ -24,7 +24,7 @@ func TestDeleteFormWhileWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	for round := range 10 {
 		form := fmt.Sprintf("race-%d", round)
 		if err := s.AddForm(ctx, "acct", formsapi.Form{ID: form, Title: "Race"}); err != nil {

@@ -19,7 +19,7 @@ func TestReencodesStaleRowsAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(first.Close)
+	t.Cleanup(func() { first.Close() })
 	load(t, first, storetest.DefaultSeed())
 	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1000"
 	h := newNode(t, dsn, schema, []byte("secret")).handler

@@ -28,7 +28,7 @@ func TestEraseLeavesNoRow(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	is.NoErr(err)
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	load(t, s, storetest.DefaultSeed())
 	const who = "gone.respondent@example.org"
 	traces := []string{who, "TRACE-DATA-7f3a", "TRACE-IP-7f3a", "TRACE-UA-7f3a", "TRACE-GEO-7f3a", "TRACE-ID-7f3a", "TRACE-HOST-ID-7f3a"}
@@ -93,7 +93,7 @@ func TestFeedCopyAcrossNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { s.Close() })
 		return s
 	}
 	a, b := open(), open()

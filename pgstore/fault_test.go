@@ -40,7 +40,7 @@ func faultNode(t *testing.T) (h http.Handler, dsn, schema, app string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	load(t, s, storetest.DefaultSeed())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return formsapi.NewHandler(s, s, formsapi.WithStoreTimeout(storeTimeout), formsapi.WithLogger(logger)), dsn, schema, app

@@ -35,7 +35,7 @@ func TestRateLimitTwoHandlers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { s.Close() })
 		if i == 0 {
 			load(t, s, storetest.DefaultSeed())
 		}
@@ -125,7 +125,7 @@ func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 		is.NoErr(err)
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { s.Close() })
 		if i == 0 {
 			load(t, s, storetest.DefaultSeed())
 			is.NoErr(s.AddKeyWith(ctx, scoped, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy}}))

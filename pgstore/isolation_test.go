@@ -35,7 +35,7 @@ func openAt(t *testing.T, dsn, schema, level string) *pgstore.Store {
 	if err != nil {
 		t.Fatalf("open at %s: %v", level, err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	var got string
 	if err := pgstore.Pool(s).QueryRow(ctx, "SHOW transaction_isolation").Scan(&got); err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestConcurrentFirstOpenAtStrictIsolation(t *testing.T) {
 					t.Errorf("node %d: %v", i, err)
 					continue
 				}
-				t.Cleanup(stores[i].Close)
+				t.Cleanup(func() { stores[i].Close() })
 			}
 			if t.Failed() {
 				return

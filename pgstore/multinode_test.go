@@ -74,7 +74,7 @@ func newNode(t *testing.T, dsn, schema string, secret []byte, opts ...formsapi.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	return node{s, formsapi.NewHandler(s, s, append([]formsapi.Option{formsapi.WithCursorSecret(secret)}, opts...)...)}
 }
 

@@ -280,17 +280,21 @@ const closeFlushTimeout = 5 * time.Second
 func (s *Store) Schema() string { return s.schema }
 
 // Close writes the key uses noted since the last batch (see
-// [Store.Authorize]; a failure is dropped, so call [Store.FlushKeyUses]
-// first to see it), then closes the pool of a store from Open. A store
-// from New leaves the host's pool open. Close waits for queries in
-// progress to finish.
-func (s *Store) Close() {
+// [Store.Authorize]), then closes the pool of a store from Open, and
+// returns the error of that last write, if any (the pool is closed
+// either way), like sqlitestore's Close. A store from New leaves the
+// host's pool open. Close waits for queries in progress to finish.
+func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
 	defer cancel()
-	s.used.Stop(ctx)
+	err := s.used.Stop(ctx)
 	if s.owned {
 		s.pool.Close()
 	}
+	if err != nil {
+		return fmt.Errorf("pgstore: close: writing the last key uses: %w", err)
+	}
+	return nil
 }
 
 // qualify returns the schema-qualified, quoted name of one of the store's

@@ -29,7 +29,7 @@ func mustOpen(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -142,7 +142,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		is.NoErr(err) // every node opens
-		t.Cleanup(stores[i].Close)
+		t.Cleanup(func() { stores[i].Close() })
 	}
 	is.Equal(migrationVersions(t, stores[0]), allVersions()) // each migration recorded once
 	is.NoErr(stores[3].AddForm(ctx, "acct", formsapi.Form{ID: "f"}))

@@ -132,7 +132,7 @@ func TestRateLimiterTwoNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { s.Close() })
 		l := s.RateLimiter()
 		shared = append(shared, func() (bool, error) {
 			d, err := l.Allow(ctx, "account:shared", p)

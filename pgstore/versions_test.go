@@ -26,11 +26,11 @@ func TestVersionsChangeWithEveryWrite(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	is.NoErr(err)
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	_, decoy := pgtest.Schema(t)
 	d, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(decoy))
 	is.NoErr(err)
-	t.Cleanup(d.Close)
+	t.Cleanup(func() { d.Close() })
 	for _, st := range []*pgstore.Store{s, d} {
 		for _, id := range []string{"f1", "f2", "f3"} {
 			is.NoErr(st.AddForm(ctx, "acct", formsapi.Form{ID: id})) // add form
