@@ -381,6 +381,10 @@ func keyClauses(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyRes
 		if !errors.Is(err, formsapi.ErrInvalidKey) || got != "" {
 			t.Errorf("ResolveKey(%.12q…): got (%q, %v), want ErrInvalidKey", key, got, err)
 		}
+		// The Errors clause: an error's text goes to logs, never a key.
+		if err != nil && len(key) > 8 && strings.Contains(err.Error(), strings.TrimSpace(key)) {
+			t.Errorf("ResolveKey(%.12q…): the error's text holds the key: %v", key, err)
+		}
 	}
 	t.Run("KnownKeys", func(t *testing.T) {
 		cfg.parallel(t)
@@ -413,6 +417,8 @@ func keyClauses(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyRes
 		cancel()
 		if got, err := r.ResolveKey(cctx, KeyA); !errors.Is(err, context.Canceled) {
 			t.Errorf("got (%q, %v), want context.Canceled", got, err)
+		} else if strings.Contains(err.Error(), KeyA) {
+			t.Errorf("the error's text holds the key: %v", err) // the Errors clause
 		}
 	})
 	t.Run("RevocationTakesEffectAtOnce", func(t *testing.T) {
