@@ -17,6 +17,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -270,4 +271,39 @@ func TestSyncFeedByteBudget(t *testing.T) {
 	}
 	is.Equal(total, 100)     // every submission, once
 	is.True(pages >= 100/16) // in several pages
+}
+
+// TestSyncTokenPastRetention: a token older than a deletion the store no
+// longer keeps gets 410 Gone, with the rate-limit fields of any answer
+// after the limiter; TestMain holds the answer to openapi.json.
+func TestSyncTokenPastRetention(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := memstore.New(memstore.WithClock(clock.Now), memstore.WithTombstoneRetention(time.Hour))
+	is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: "contact", Title: "Contact"}))
+	for i := range 3 {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "contact", Data: []byte(`{"n":1}`)}, formsapi.Metadata{ID: fmt.Sprint("s", i)}))
+	}
+	key, err := formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(s.AddKey(ctx, key, "acct"))
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "default", Quota: 600, Window: time.Minute}))
+	const feed = "/v1/forms/contact/submissions?sync="
+	res := do(t, h, "GET", feed+"start", bearer(key)...)
+	is.Equal(res.status, 200)
+	var p feedPage
+	is.NoErr(json.Unmarshal(res.body, &p))
+
+	is.NoErr(s.DeleteSubmission(ctx, "acct", "contact", "s0"))
+	clock.Advance(time.Hour)
+	is.NoErr(s.DeleteSubmission(ctx, "acct", "contact", "s1")) // forgets the first deletion
+
+	res = do(t, h, "GET", feed+url.QueryEscape(p.SyncToken), bearer(key)...)
+	is.Equal(res.status, http.StatusGone)
+	is.True(strings.Contains(string(res.body), "sync=start")) // says how to start over
+	is.True(res.header.Get("RateLimit") != "")
+	res = do(t, h, "GET", feed+"start", bearer(key)...)
+	is.Equal(res.status, 200) // the start always works
 }

@@ -20,6 +20,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -125,7 +127,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		flagOpts = append(flagOpts, o)
 	}
 
-	secret, err := cursorSecret(*secretFile)
+	// Without a secret given, one is kept beside the data, so that sync
+	// tokens, cursors and feed refs outlive a restart.
+	keepSecret := *dbPath + ".cursor-secret"
+	if *dsn != "" {
+		keepSecret = "postgres.cursor-secret"
+	}
+	secret, err := cursorSecret(*secretFile, keepSecret)
 	if err != nil {
 		return err
 	}
@@ -395,7 +403,7 @@ const minSecret = 32
 // cursorSecret reads the shared cursor secret from path, or else from
 // $FORMSAPI_CURSOR_SECRET; nil when neither is set, for a random secret
 // per process. Surrounding white space is not part of it.
-func cursorSecret(path string) ([]byte, error) {
+func cursorSecret(path, keep string) ([]byte, error) {
 	var secret string
 	switch {
 	case path != "":
@@ -407,13 +415,50 @@ func cursorSecret(path string) ([]byte, error) {
 	case os.Getenv("FORMSAPI_CURSOR_SECRET") != "":
 		secret = os.Getenv("FORMSAPI_CURSOR_SECRET")
 	default:
-		return nil, nil
+		s, err := keptSecret(keep)
+		if err != nil {
+			return nil, fmt.Errorf("cursor secret kept in %s: %w", keep, err)
+		}
+		secret = s
 	}
 	secret = strings.TrimSpace(secret)
 	if len(secret) < minSecret {
 		return nil, fmt.Errorf("the cursor secret has %d characters, want at least %d (try: openssl rand -base64 32)", len(secret), minSecret)
 	}
 	return []byte(secret), nil
+}
+
+// keptSecret returns the secret kept in the file at path, making one of
+// 32 random bytes (mode 0600) if there is none. A new file is written
+// whole under another name and linked into place, so that servers
+// starting at once agree on one secret and none reads half a file.
+func keptSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return string(b), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cursor-secret-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(base64.RawURLEncoding.EncodeToString(raw) + "\n"); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	b, err := os.ReadFile(path) // ours, or the one another server linked first
+	return string(b), err
 }
 
 // openPool makes the server's PostgreSQL pool from dsn, which may carry

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -183,18 +184,38 @@ func TestPostgresSeedLockWaitEndsWithCtx(t *testing.T) {
 func TestCursorSecretSources(t *testing.T) {
 	is := is.New(t)
 	dir := t.TempDir()
+	keep := filepath.Join(dir, "forms.db.cursor-secret")
 	short := filepath.Join(dir, "short")
 	is.NoErr(os.WriteFile(short, []byte("too short\n"), 0o600))
-	_, err := cursorSecret(short)
+	_, err := cursorSecret(short, keep)
 	is.True(err != nil) // a short secret is refused
-	_, err = cursorSecret(filepath.Join(dir, "missing"))
+	_, err = cursorSecret(filepath.Join(dir, "missing"), keep)
 	is.True(err != nil) // a missing file is an error, not a random secret
 	t.Setenv("FORMSAPI_CURSOR_SECRET", "  "+strings.Repeat("s", 40)+"\n")
-	secret, err := cursorSecret("")
+	secret, err := cursorSecret("", keep)
 	is.NoErr(err)
 	is.Equal(string(secret), strings.Repeat("s", 40)) // from the environment, trimmed
+	_, err = os.Stat(keep)
+	is.True(errors.Is(err, fs.ErrNotExist)) // and nothing kept
 	t.Setenv("FORMSAPI_CURSOR_SECRET", "")
-	secret, err = cursorSecret("")
+	first, err := cursorSecret("", keep)
 	is.NoErr(err)
-	is.Equal(secret, nil) // neither: a random secret per process
+	is.True(len(first) >= minSecret) // neither: one is made and kept
+	info, err := os.Stat(keep)
+	is.NoErr(err)
+	is.Equal(info.Mode().Perm(), os.FileMode(0o600)) // for the owner only
+	again, err := cursorSecret("", keep)
+	is.NoErr(err)
+	is.Equal(again, first) // the next start reads the same: tokens outlive a restart
+	var wg sync.WaitGroup
+	secrets := make([][]byte, 8)
+	other := filepath.Join(dir, "other.cursor-secret")
+	for i := range secrets {
+		wg.Go(func() { secrets[i], _ = cursorSecret("", other) })
+	}
+	wg.Wait()
+	for _, s := range secrets {
+		is.Equal(s, secrets[0]) // servers starting at once agree on one
+	}
+	is.True(len(secrets[0]) >= minSecret)
 }
