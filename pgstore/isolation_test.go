@@ -213,31 +213,7 @@ func TestConcurrentFirstOpenAtStrictIsolation(t *testing.T) {
 			is := is.New(t)
 			dsn, schema := pgtest.Name(t)
 			dsn = withParam(dsn, "default_transaction_isolation", url.PathEscape(level))
-			const nodes = 4
-			stores := make([]*pgstore.Store, nodes)
-			errs := make([]error, nodes)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range nodes {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					stores[i], errs[i] = pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-				}()
-			}
-			close(start)
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("node %d: %v", i, err)
-					continue
-				}
-				t.Cleanup(func() { stores[i].Close() })
-			}
-			if t.Failed() {
-				return
-			}
+			stores := openAtOnce(t, dsn, schema, 4)
 			is.Equal(migrationVersions(t, stores[0]), allVersions()) // each migration recorded once
 		})
 	}

@@ -125,25 +125,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	dsn, schema := pgtest.Name(t)
-	const nodes = 10
-	stores := make([]*pgstore.Store, nodes)
-	errs := make([]error, nodes)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			stores[i], errs[i] = pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		is.NoErr(err) // every node opens
-		t.Cleanup(func() { stores[i].Close() })
-	}
+	stores := openAtOnce(t, dsn, schema, 10)
 	is.Equal(migrationVersions(t, stores[0]), allVersions()) // each migration recorded once
 	is.NoErr(stores[3].AddForm(ctx, "acct", formsapi.Form{ID: "f"}))
 	p, err := stores[7].ListForms(ctx, "acct", formsapi.Query{Limit: 10})
@@ -258,4 +240,33 @@ func TestOpenBadDSN(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("Open with a malformed DSN: %v (want an error without the password)", err)
 	}
+}
+
+// openAtOnce opens n stores on one schema at the same moment, as nodes
+// starting together do, and fails the test unless every one opens.
+func openAtOnce(t *testing.T, dsn, schema string, n int) []*pgstore.Store {
+	t.Helper()
+	stores := make([]*pgstore.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("node %d: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { stores[i].Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return stores
 }
