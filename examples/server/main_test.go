@@ -156,9 +156,7 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 // the line must not repeat as it is.
 func TestCurlLineFromKeyFileWorks(t *testing.T) {
 	is := is.New(t)
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed; the later runs' curl line cannot be run")
-	}
+	needProgram(t, "curl") // a skip outside CI, a failure in it
 	t.Chdir(t.TempDir())
 	db := "it's forms.db" // a quote, to check the quoting
 	first := start(t, db)

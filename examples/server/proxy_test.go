@@ -123,7 +123,11 @@ func needProgram(t *testing.T, name string) string {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s is not installed (.ci/run installs it)", name)
 		}
-		t.Skipf("%s is not installed (apt-get install -y nginx-light caddy)", name)
+		pkg := name
+		if name == "nginx" {
+			pkg = "nginx-light"
+		}
+		t.Skipf("%s is not installed (apt-get install -y %s)", name, pkg)
 	}
 	return path
 }
