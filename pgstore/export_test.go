@@ -80,7 +80,5 @@ func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }
 
 // WaitingLookups is how many key lookups wait for the next statement.
 func WaitingLookups(s *Store) int {
-	s.lookups.mu.Lock()
-	defer s.lookups.mu.Unlock()
-	return len(s.lookups.waiting)
+	return s.lookups.Waiting()
 }

@@ -80,6 +80,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/coalesce"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -183,10 +184,10 @@ type Store struct {
 	sql     queries
 	used    *keyuse.Tracker // when keys were last used, noted in memory
 	limits  formsapi.Limits
-	now     func() time.Time // see WithClock
-	keep    time.Duration    // see WithTombstoneRetention
-	cache   *pagecache.Cache // nil when off: see WithCacheSize
-	lookups lookups          // key lookups waiting for a statement: see lookups.go
+	now     func() time.Time             // see WithClock
+	keep    time.Duration                // see WithTombstoneRetention
+	cache   *pagecache.Cache             // nil when off: see WithCacheSize
+	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
 }
 
 var (
@@ -268,6 +269,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, err
 	}
 	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes)}
+	s.lookups = s.newLookups()
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil

@@ -1,0 +1,191 @@
+// Package coalesce runs the calls that concurrent requests make to one
+// remote server together. A call's fixed cost (a round trip, the
+// server's per-statement or per-command work, the system calls on both
+// ends) is most of its cost; while one batch of calls is in flight, the
+// calls that arrive wait, and when it returns they all go in the next
+// batch. An idle caller runs its call at once, alone; a busy one sends
+// fewer, larger batches.
+//
+// Nothing is read before the request came: a waiting call runs in a batch
+// that starts after it arrived, so it sees every write made before the
+// request, as a call of its own would. That is what lets pgstore's key
+// lookups (a revocation holds on the very next request) and redislimit's
+// decisions (each one after the ones before it) be coalesced.
+package coalesce
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Batcher collects the calls of concurrent callers into batches and runs
+// them with Run. Each call is a *T the caller made, which Run fills with
+// the call's result. The zero value is not usable: set Run and Max. A
+// Batcher must not be copied after first use; it is safe for concurrent
+// use.
+type Batcher[T any] struct {
+	// Run performs one batch: it sets the result of every call in batch
+	// before it returns. It runs under a context that ends when every
+	// call's context has ended (a batch of abandoned calls holds nothing),
+	// with the latest of their deadlines; for a batch of one, the call's
+	// own context.
+	Run func(ctx context.Context, batch []*T)
+	// Max bounds the calls of one batch; the rest wait for the next.
+	Max int
+	// Detach runs every batch in a goroutine of its own, so that Do
+	// returns as soon as the caller's context ends even when Run does not
+	// (a client that ignores a context's end). Otherwise the first caller
+	// runs its batch itself, which spares a goroutine switch, and Run must
+	// return when the context ends.
+	Detach bool
+
+	mu       sync.Mutex
+	inFlight bool       // a batch is running
+	waiting  []*call[T] // for the next batch, in arrival order
+}
+
+type call[T any] struct {
+	item *T
+	ctx  context.Context
+	done chan struct{} // closed when Run has filled item
+}
+
+// Do runs item in a batch that starts after Do was called, and returns
+// nil when that batch is done and item holds its result. When ctx ends
+// first, Do returns ctx.Err() at once; the batch may still write item
+// afterwards, so the caller must not read it then. The other calls of the
+// batch are unaffected.
+func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
+	c := &call[T]{item: item, ctx: ctx, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.inFlight {
+		b.waiting = append(b.waiting, c)
+		b.mu.Unlock()
+		return c.wait()
+	}
+	b.inFlight = true
+	b.mu.Unlock()
+	batch := []*call[T]{c}
+	if b.Detach {
+		go b.loop(batch)
+		return c.wait()
+	}
+	if next := b.runOne(batch); next != nil {
+		// The calls that arrived meanwhile go on without this request.
+		go b.loop(next)
+	}
+	return nil
+}
+
+func (c *call[T]) wait() error {
+	select {
+	case <-c.done:
+		return nil
+	case <-c.ctx.Done():
+		select {
+		case <-c.done: // both at once: the result is there
+			return nil
+		default:
+			return c.ctx.Err()
+		}
+	}
+}
+
+// loop runs batch and then each next batch until none is waiting.
+func (b *Batcher[T]) loop(batch []*call[T]) {
+	for batch != nil {
+		batch = b.runOne(batch)
+	}
+}
+
+// runOne runs batch, marks its calls done, and takes the next batch from
+// the waiting calls: nil, with nothing in flight any more, when none is
+// waiting.
+func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
+	ctx, cancel := batchContext(batch)
+	items := make([]*T, len(batch))
+	for i, c := range batch {
+		items[i] = c.item
+	}
+	b.Run(ctx, items)
+	cancel()
+	for _, c := range batch {
+		close(c.done)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := b.waiting
+	if max := max(b.Max, 1); len(next) > max {
+		next = next[:max:max]
+		b.waiting = b.waiting[max:]
+	} else {
+		b.waiting = nil
+	}
+	if len(next) == 0 {
+		b.inFlight = false
+		return nil
+	}
+	return next
+}
+
+// Waiting returns how many calls wait for the next batch, for tests that
+// need a batch to have formed.
+func (b *Batcher[T]) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.waiting)
+}
+
+// batchContext returns a context for one batch on behalf of its calls:
+// done when every call's context is done, and no later than the latest
+// of their deadlines (none if one has none).
+func batchContext[T any](batch []*call[T]) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	var (
+		latest   time.Time
+		deadline = true
+	)
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			deadline = false
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if deadline {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, latest)
+		c1 := cancel
+		cancel = func() { c2(); c1() }
+	}
+	// Cancel when the last call's context ends.
+	var (
+		mu   sync.Mutex
+		live = len(batch)
+	)
+	stops := make([]func() bool, len(batch))
+	for i, c := range batch {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			mu.Lock()
+			live--
+			last := live == 0
+			mu.Unlock()
+			if last {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
