@@ -24,6 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/formsapi/formsapi/internal/coalesce"
 	"github.com/formsapi/formsapi/ratelimit"
 )
 
@@ -43,11 +44,12 @@ const maxKey = 512
 // changes no decision, so Redis holds only the buckets used within their
 // last window and nothing needs pruning.
 //
-// Every decision is one round trip running one Lua script (EVALSHA, and
-// EVAL once per connection that does not have it yet), which Redis runs
-// alone: requests for one bucket from any number of nodes are decided
-// one after another, on the Redis server's clock, so the nodes' clocks
-// never matter. A refused request writes nothing.
+// Every decision is one run of one Lua script (EVALSHA, and EVAL when
+// the server does not have it yet), which Redis runs alone: requests for
+// one bucket from any number of nodes are decided one after another, on
+// the Redis server's clock, so the nodes' clocks never matter. A refused
+// request writes nothing. The decisions of concurrent requests share a
+// round trip (a pipeline; see [Limiter.Allow]).
 //
 // What Redis loses, the limiter forgets: a bucket whose key is lost (a
 // restart without persistence, a failover before the write reached the
@@ -61,6 +63,7 @@ const maxKey = 512
 type Limiter struct {
 	client redis.UniversalClient
 	prefix string
+	calls  *coalesce.Batcher[call]
 }
 
 var _ ratelimit.Limiter = (*Limiter)(nil)
@@ -90,6 +93,9 @@ func New(client redis.UniversalClient, opts ...Option) *Limiter {
 	for _, o := range opts {
 		o(l)
 	}
+	// Detached: go-redis does not end a round trip with its context, and
+	// Allow must.
+	l.calls = &coalesce.Batcher[call]{Run: l.runCalls, Max: maxBatch, Detach: true}
 	return l
 }
 
@@ -111,6 +117,12 @@ var gcra = redis.NewScript(gcraSource)
 // returns an error for a done ctx, an invalid p, a key longer than 512
 // bytes, and when Redis does not answer or answers with an error. Its
 // errors start with "redislimit: allow" and never contain the key.
+//
+// The decisions of concurrent calls are coalesced: while one round trip
+// is in flight, the calls that arrive wait, and then go to Redis together
+// in one pipeline (one script run each, in arrival order), which spares
+// Redis and the node most of a round trip's cost per decision. Each
+// decision is still made on Redis after its call began.
 //
 // Allow returns as soon as ctx is done, with an error wrapping ctx.Err(),
 // whatever the client's options. go-redis alone would wait for its own
@@ -134,48 +146,75 @@ func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: a key of %d bytes, want at most %d", len(key), maxKey)
 	}
 	t := p.Interval().Microseconds()
-	keys := []string{l.prefix + p.Name + ":" + key}
-	args := []any{t, t * int64(p.Quota)}
-
-	var (
-		r   []int64
-		err error
-	)
-	if ctx.Done() == nil { // ctx never ends: nothing to wait for beside the call
-		r, err = run(ctx, l.client, keys, args)
-	} else {
-		type result struct {
-			r   []int64
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			r, err := run(ctx, l.client, keys, args)
-			done <- result{r, err}
-		}()
-		select {
-		case res := <-done:
-			r, err = res.r, res.err
-		case <-ctx.Done():
-			return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", ctx.Err())
-		}
+	c := &call{key: l.prefix + p.Name + ":" + key, interval: t, burst: t * int64(p.Quota)}
+	if err := l.calls.Do(ctx, c); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
 	}
-	if err != nil {
+	if c.err != nil {
+		err := c.err
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
 		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
 	}
-	tat, now := time.UnixMicro(r[1]), time.UnixMicro(r[2])
-	if r[0] == 1 {
+	tat, now := time.UnixMicro(c.r[1]), time.UnixMicro(c.r[2])
+	if c.r[0] == 1 {
 		return p.AllowedDecision(tat, now), nil
 	}
 	return p.RefusedDecision(tat, now), nil
 }
 
-// run runs the script and checks the shape of its answer.
-func run(ctx context.Context, c redis.Scripter, keys []string, args []any) ([]int64, error) {
-	r, err := gcra.Run(ctx, c, keys, args...).Int64Slice()
+// maxBatch bounds the decisions of one pipeline; more wait for the next.
+const maxBatch = 128
+
+// call is one decision: the bucket's Redis key and the policy's interval
+// and burst in microseconds, and the script's answer.
+type call struct {
+	key             string
+	interval, burst int64
+	r               []int64
+	err             error
+}
+
+// runCalls makes the decisions of batch: one script run for one, a
+// pipeline of them for more. A script Redis does not have yet (NOSCRIPT:
+// it did not run) is sent again in full.
+func (l *Limiter) runCalls(ctx context.Context, batch []*call) {
+	if len(batch) == 1 {
+		c := batch[0]
+		c.r, c.err = answer(gcra.Run(ctx, l.client, []string{c.key}, c.interval, c.burst))
+		return
+	}
+	cmds := make([]*redis.Cmd, len(batch))
+	_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range batch {
+			cmds[i] = gcra.EvalSha(ctx, p, []string{c.key}, c.interval, c.burst)
+		}
+		return nil
+	})
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
+				c := batch[i]
+				cmds[i] = gcra.Eval(ctx, p, []string{c.key}, c.interval, c.burst)
+			}
+			return nil
+		})
+	}
+	for i, c := range batch {
+		c.r, c.err = answer(cmds[i])
+	}
+}
+
+// answer checks the shape of the script's answer.
+func answer(cmd *redis.Cmd) ([]int64, error) {
+	r, err := cmd.Int64Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,177 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/formsapi/formsapi/internal/redistest"
+	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/ratelimit/redislimit"
+)
+
+// holdHook holds the first command the client sends until release is
+// closed, and records the size of every pipeline.
+type holdHook struct {
+	mu        sync.Mutex
+	held      bool
+	holding   chan struct{} // closed when the first command is held
+	release   chan struct{}
+	pipelines []int
+}
+
+func (h *holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		first := !h.held
+		h.held = true
+		h.mu.Unlock()
+		if first {
+			close(h.holding)
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.pipelines = append(h.pipelines, len(cmds))
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*holdHook)(nil)
+
+// TestConcurrentDecisionsShareAPipeline holds one decision in flight and
+// sends five more for the same bucket meanwhile: they wait, go to Redis
+// in one pipeline, and are decided one after another in the order they
+// came, against the quota the first one left. Redis's scripts are flushed
+// before the pipeline, so every script in it is refused as unknown
+// (NOSCRIPT, not run) and sent again in full: no decision is lost or
+// spent twice.
+func TestConcurrentDecisionsShareAPipeline(t *testing.T) {
+	t.Parallel()
+	client, other := redistest.Client(t), redistest.Client(t)
+	hook := &holdHook{holding: make(chan struct{}), release: make(chan struct{})}
+	client.AddHook(hook)
+	prefix := redistest.Prefix(t)
+	l := redislimit.New(client, redislimit.WithPrefix(prefix))
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
+
+	type result struct {
+		d   ratelimit.Decision
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		d, err := l.Allow(ctx, "account:a", p)
+		first <- result{d, err}
+	}()
+	<-hook.holding
+	const waiting = 5
+	results := make([]chan result, waiting)
+	for i := range results {
+		results[i] = make(chan result, 1)
+		go func() {
+			d, err := l.Allow(ctx, "account:a", p)
+			results[i] <- result{d, err}
+		}()
+		waitFor(t, func() bool { return redislimit.Waiting(l) == i+1 })
+	}
+	if err := other.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	close(hook.release)
+
+	if r := <-first; r.err != nil || !r.d.Allowed || r.d.Remaining != 2 {
+		t.Fatalf("the decision in flight: %+v, %v", r.d, r.err)
+	}
+	for i, ch := range results {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("decision %d: %v", i, r.err)
+		}
+		// The quota is 3 and the first decision took one: the next two
+		// in arrival order are allowed, the rest refused.
+		if want := i < 2; r.d.Allowed != want {
+			t.Errorf("decision %d: allowed %v, want %v", i, r.d.Allowed, want)
+		}
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.pipelines) != 2 || hook.pipelines[0] != waiting || hook.pipelines[1] != waiting {
+		t.Errorf("pipelines of %v commands, want %d scripts by hash, then again in full", hook.pipelines, waiting)
+	}
+}
+
+// TestWaitingDecisionEndsWithItsContext: a decision waiting behind one
+// that hangs returns when its own context ends.
+func TestWaitingDecisionEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() { // accepts and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: time.Minute, WriteTimeout: time.Minute, Protocol: 2, DisableIdentity: true})
+	defer client.Close()
+	l := redislimit.New(client)
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
+	hung, cancelHung := context.WithCancel(ctx)
+	defer cancelHung()
+	go l.Allow(hung, "account:a", p)
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) > 0 })
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(wctx, "account:b", p)
+		done <- err
+	}()
+	waitFor(t, func() bool { return redislimit.Waiting(l) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting decision returned %v", err)
+	}
+}
+
+// waitFor waits until cond holds, polling: what it waits for happens in
+// other goroutines, with nothing to signal it.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 10000 {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
