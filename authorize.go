@@ -41,62 +41,77 @@ import (
 // For a list of formID over one of this module's stores that is also the
 // key resolver, the store looks the form up in the same statement as the
 // key (formAuthorizer), and the form is returned for the page's read;
-// otherwise the form is nil.
+// for the forms list over such a store, the version of the account's
+// forms list, read in the same statement too (formsAuthorizer);
+// otherwise what it returns is empty.
 //
 // A key this handler has not seen authenticate recently waits for one of
 // a few lookup slots first (see keyGate).
-func (a *api) authorize(ctx context.Context, token, formID string) (Grant, *wire.Form, error) {
+func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found, error) {
 	h := a.gate.hash(token)
 	if !a.gate.known(h) {
 		release, err := a.gate.enter(ctx)
 		if err != nil {
-			return Grant{}, nil, err
+			return Grant{}, found{}, err
 		}
 		defer release()
 	}
-	g, form, err := a.lookup(ctx, token, formID)
+	g, f, err := a.lookup(ctx, token, formID)
 	switch {
 	case err == nil:
 		a.gate.remember(h)
 	case errors.Is(err, ErrInvalidKey):
 		a.gate.forget(h)
 	}
-	return g, form, err
+	return g, f, err
 }
 
-func (a *api) lookup(ctx context.Context, token, formID string) (Grant, *wire.Form, error) {
+// found is what a combined lookup found with the key, for the store to
+// read the request's pages by: the requested form, or the version of the
+// account's forms list. Both are nil without a combined lookup.
+type found struct {
+	form  *wire.Form
+	forms *wire.Forms
+}
+
+func (a *api) lookup(ctx context.Context, token, formID string) (Grant, found, error) {
 	if a.authz == nil {
 		account, err := a.keys.ResolveKey(ctx, token)
-		return Grant{AccountID: account}, nil, err
+		return Grant{AccountID: account}, found{}, err
 	}
 	var (
-		g    Grant
-		form *wire.Form
-		err  error
+		g   Grant
+		fd  found
+		err error
 	)
-	if a.formAuthz != nil && formID != "" && ValidFormID(formID) {
+	switch {
+	case a.formAuthz != nil && formID != "" && ValidFormID(formID):
 		var f wire.Form
 		g, f, err = a.formAuthz.AuthorizeForm(ctx, token, formID)
-		form = &f
-	} else {
+		fd.form = &f
+	case a.formsAuthz != nil && formID == "":
+		var at wire.Forms
+		g, at, err = a.formsAuthz.AuthorizeForms(ctx, token)
+		fd.forms = &at
+	default:
 		g, err = a.authz.Authorize(ctx, token)
 	}
 	if err != nil {
-		return Grant{}, nil, err
+		return Grant{}, found{}, err
 	}
 	if a.both {
 		account, err := a.keys.ResolveKey(ctx, token)
 		if err != nil {
-			return Grant{}, nil, err
+			return Grant{}, found{}, err
 		}
 		if account != g.AccountID {
-			return Grant{}, nil, fmt.Errorf("the key resolver's ResolveKey and Authorize name different accounts for one key")
+			return Grant{}, found{}, fmt.Errorf("the key resolver's ResolveKey and Authorize name different accounts for one key")
 		}
 	}
 	if !g.ExpiresAt.IsZero() && !a.now().Before(g.ExpiresAt) {
-		return Grant{}, nil, ErrInvalidKey
+		return Grant{}, found{}, ErrInvalidKey
 	}
-	return g, form, nil
+	return g, fd, nil
 }
 
 // formAuthorizer is one of this module's stores that answers a key
@@ -110,19 +125,48 @@ type formAuthorizer interface {
 	AuthorizeForm(ctx context.Context, key, formID string) (Grant, wire.Form, error)
 }
 
+// formsAuthorizer is one of this module's stores that answers the key
+// lookup of a request for the forms list with the version of the
+// account's forms list, read in the same statement, and reads pages of
+// forms at that version (ListFormsAt), serving those its read cache
+// holds at it without a statement. The handler hands the version it got
+// with the key to every ListFormsAt of the request (lists.go), and to
+// that store only. Its KeyAuthorizer contract is Authorize's, and
+// ListFormsAt's is ListForms'.
+type formsAuthorizer interface {
+	AuthorizeForms(ctx context.Context, key string) (Grant, wire.Forms, error)
+	ListFormsAt(ctx context.Context, accountID string, q Query, at *wire.Forms) (Page[Form], error)
+}
+
 // combinedLookup returns keys as a formAuthorizer when the handler may
 // take its forms to store: both are the same store of this module, itself
 // and not a host's type that embeds it (whose overrides must be called),
 // so that a form found in the key's statement is one of the database the
 // page is read from.
 func combinedLookup(store Store, keys KeyResolver) formAuthorizer {
-	s, ok1 := fastPathOf(store)
-	k, ok2 := fastPathOf(keys)
-	f, ok3 := keys.(formAuthorizer)
-	if !ok1 || !ok2 || !ok3 || s.FastPath().Store != k.FastPath().Store {
+	f, ok := keys.(formAuthorizer)
+	if !ok || !sameStore(store, keys) {
 		return nil
 	}
 	return f
+}
+
+// combinedFormsLookup is combinedLookup for the forms list: keys as a
+// formsAuthorizer when it is store itself, one of this module's stores.
+func combinedFormsLookup(store Store, keys KeyResolver) formsAuthorizer {
+	f, ok := keys.(formsAuthorizer)
+	if !ok || !sameStore(store, keys) {
+		return nil
+	}
+	return f
+}
+
+// sameStore reports whether store and keys are one and the same store of
+// this module, itself.
+func sameStore(store Store, keys KeyResolver) bool {
+	s, ok1 := fastPathOf(store)
+	k, ok2 := fastPathOf(keys)
+	return ok1 && ok2 && s.FastPath().Store == k.FastPath().Store
 }
 
 // keyGate bounds the key lookups in flight for keys that have not

@@ -164,6 +164,11 @@ type api struct {
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
 
 	throttles [numLogKinds]throttle // of the logs of failures (logthrottle.go)
+
+	// formsAuthz is formAuthz for the forms list: keys when it is store
+	// itself, with the version of the account's forms list read with the
+	// key, and pages of forms read at it (authorize.go); nil otherwise.
+	formsAuthz formsAuthorizer
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -221,6 +226,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	a.pages, a.feed = readers(store, cfg.feed)
 	a.authz, _ = keys.(KeyAuthorizer)
 	a.both = a.authz != nil && embedsStore(keys)
+	a.formsAuthz = combinedFormsLookup(store, keys)
 	if a.formAuthz = combinedLookup(store, keys); a.formAuthz != nil {
 		// WithFeed may name another store, to which the form means nothing.
 		f, ok := a.feed.(fastStore)

@@ -74,7 +74,7 @@ func (a *api) handleListForms() http.Handler {
 		req.q.MaxBytes = a.cfg.pageBytes
 		withBuffer(func(b []byte) []byte {
 			b = appendEnvelope(b, msgForms, "forms")
-			body, next, err := a.appendForms(req.ctx, req.grant, req.q, b)
+			body, next, err := a.appendForms(req.ctx, req.grant, req.q, req.forms, b)
 			if err != nil {
 				a.fail(w, r, err)
 				return body
@@ -158,8 +158,10 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 // paged by the store's own cursors. A page may hold fewer than q.Limit
 // forms only where the list or the budget ends it. Where the page must
 // end inside a store page, the store is asked again for a page that ends
-// right there, so that its cursor starts the next page.
-func (a *api) appendForms(ctx context.Context, g Grant, q Query, b []byte) ([]byte, string, error) {
+// right there, so that its cursor starts the next page. Every page is
+// read at at, the version of the account's forms list the key's lookup
+// read, when it read one (see listForms).
+func (a *api) appendForms(ctx context.Context, g Grant, q Query, at *wire.Forms, b []byte) ([]byte, string, error) {
 	if g.Forms != nil && len(g.Forms) == 0 {
 		return b, "", nil
 	}
@@ -173,7 +175,7 @@ func (a *api) appendForms(ctx context.Context, g Grant, q Query, b []byte) ([]by
 		if try == maxRecuts {
 			budget = wire.NewBudget(0) // the store keeps changing: serve as it gives
 		}
-		p, err := a.store.ListForms(ctx, g.AccountID, scan)
+		p, err := a.listForms(ctx, g.AccountID, scan, at)
 		if err != nil {
 			return b, "", err
 		}
@@ -215,7 +217,7 @@ func (a *api) appendForms(ctx context.Context, g Grant, q Query, b []byte) ([]by
 		}
 		scan.Cursor, scan.Limit = p.NextCursor, a.cfg.maxLimit
 		if n == q.Limit || full {
-			more, err := a.anyForm(ctx, g, scan)
+			more, err := a.anyForm(ctx, g, scan, at)
 			if err != nil || !more {
 				return b, "", err
 			}
@@ -226,9 +228,9 @@ func (a *api) appendForms(ctx context.Context, g Grant, q Query, b []byte) ([]by
 
 // anyForm reports whether the list from q on holds a form g may read, so
 // that a page carries a cursor only when a form follows it.
-func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
+func (a *api) anyForm(ctx context.Context, g Grant, q Query, at *wire.Forms) (bool, error) {
 	for {
-		p, err := a.store.ListForms(ctx, g.AccountID, q)
+		p, err := a.listForms(ctx, g.AccountID, q, at)
 		if err != nil {
 			return false, err
 		}
@@ -242,6 +244,19 @@ func (a *api) anyForm(ctx context.Context, g Grant, q Query) (bool, error) {
 		}
 		q.Cursor = p.NextCursor
 	}
+}
+
+// listForms reads one page of the forms of accountID: through the store's
+// ListFormsAt at at, the version of the forms list that the combined
+// lookup read with the request's key (non-nil only then, and only for
+// that store itself: see combinedFormsLookup), so that every page of one
+// request is read at that version or, once the store has read a later
+// one, at that; else through Store.ListForms.
+func (a *api) listForms(ctx context.Context, accountID string, q Query, at *wire.Forms) (Page[Form], error) {
+	if at != nil {
+		return a.formsAuthz.ListFormsAt(ctx, accountID, q, at)
+	}
+	return a.store.ListForms(ctx, accountID, q)
 }
 
 // logSkipped logs each submission a page left out, by position and

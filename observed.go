@@ -67,6 +67,9 @@ func (a *api) observe(o observe.Observer) {
 	if a.formAuthz != nil {
 		a.formAuthz = observedFormAuthorizer{a.formAuthz, o}
 	}
+	if a.formsAuthz != nil {
+		a.formsAuthz = observedFormsAuthorizer{a.formsAuthz, o}
+	}
 	if a.cfg.access.limiter != nil {
 		a.cfg.access.limiter = observedLimiter{a.cfg.access.limiter, o}
 	}
@@ -221,6 +224,49 @@ func (k observedFormAuthorizer) AuthorizeForm(ctx context.Context, key, formID s
 		observedIn(ctx).accountID = g.AccountID
 	}
 	return g, f, err
+}
+
+// observedFormsAuthorizer reports the combined lookup of key and forms
+// list version as the key's lookup it is, and each page of forms read at
+// that version as the ListForms call it is, with what the cache did: a
+// hit when every page of the request was served from the cache, a miss
+// when none was, and partial for a mix.
+type observedFormsAuthorizer struct {
+	formsAuthorizer
+	o observe.Observer
+}
+
+func (k observedFormsAuthorizer) AuthorizeForms(ctx context.Context, key string) (Grant, wire.Forms, error) {
+	cctx, done := call(k.o, ctx, observe.OpAuthorize, "", "")
+	g, at, err := k.formsAuthorizer.AuthorizeForms(cctx, key)
+	done(err)
+	if err == nil {
+		observedIn(ctx).accountID = g.AccountID
+	}
+	return g, at, err
+}
+
+func (k observedFormsAuthorizer) ListFormsAt(ctx context.Context, accountID string, q Query, at *wire.Forms) (Page[Form], error) {
+	seen := observedIn(ctx)
+	cctx, done := call(k.o, ctx, observe.OpListForms, accountID, "")
+	p, err := k.formsAuthorizer.ListFormsAt(cctx, accountID, q, at)
+	done(err)
+	if err == nil {
+		seen.cache = joinCache(seen.cache, at.Cache)
+	}
+	return p, err
+}
+
+// joinCache is what the cache did for a request whose pages so far had
+// was, when the next has now.
+func joinCache(was, now observe.Cache) observe.Cache {
+	switch {
+	case was == observe.CacheNone || was == now:
+		return now
+	case now == observe.CacheNone:
+		return was
+	}
+	return observe.CachePartial
 }
 
 type observedLimiter struct {

@@ -25,6 +25,11 @@ type request struct {
 	sync    bool   // a feed request: ?sync=start or ?sync=<token>
 	after   int64  // the feed position it reads after
 	floor   int64  // the token's floor (see listFeed)
+
+	// forms is the version of the account's forms list, from the combined
+	// lookup of a request for the forms list, or nil: every page of forms
+	// the request reads is read at it (appendForms).
+	forms *wire.Forms
 }
 
 // begin authenticates r and parses its query. formID is "" for the forms
@@ -50,7 +55,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	case badToken:
 		return fail(ErrInvalidKey)
 	}
-	grant, form, err := a.authorize(ctx, token, formID)
+	grant, fd, err := a.authorize(ctx, token, formID)
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
@@ -66,7 +71,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	// The form found with the key is used only here, after the checks
 	// above: a form that is not found is answered by the store, after
 	// the query's own checks.
-	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: form, list: listID{account, formID}}
+	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: listID{account, formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
 		return fail(badRequest(msg))
 	}

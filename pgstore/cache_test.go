@@ -260,12 +260,14 @@ func TestRoundTrips(t *testing.T) {
 	s, count := countedStore(t, dsn, schema)
 	off, offCount := countedStore(t, dsn, schema, pgstore.WithCacheSize(0))
 	const (
-		combined = "k.key_hash = $1"                           // the combined lookup of key and form
-		key      = "SELECT account_id, forms, expires_at FROM" // the key alone
-		version  = "SELECT seq, version FROM"                  // the form's version, for the cache
-		page     = "LEFT JOIN LATERAL"                         // a page of submissions
-		feed     = "feed_pos > $3"                             // a page of the feed
+		combined    = "f.id = $2"                   // the combined lookup of key and form
+		key         = "l.account_id = k.account_id" // the key, with its account's forms list version
+		version     = "SELECT seq, version FROM"    // the form's version, for the cache
+		page        = "s.json, s.total"             // a page of submissions
+		feed        = "feed_pos > $3"               // a page of the feed
+		listVersion = "SELECT version FROM"         // the forms list's version, for the cache
 	)
+	forms := "FROM " + quote(schema) + ".\"formsapi_forms\"" // a page of forms
 	list := "/v1/forms/" + storetest.FormSmall + "/submissions"
 	for _, c := range []struct {
 		name       string
@@ -280,8 +282,11 @@ func TestRoundTrips(t *testing.T) {
 		{"feed page", formsapi.NewHandler(s, s), count, list + "?sync=start", 200, []string{combined, feed}},
 		{"form not found", formsapi.NewHandler(s, s), count, "/v1/forms/" + storetest.FormB + "/submissions", 404, []string{combined}},
 		{"cached page, without the combined lookup", formsapi.NewHandler(s, formsapi.KeyResolverFunc(s.ResolveKey)), count, list + "?limit=10", 200, []string{key, version}},
-		{"forms list", formsapi.NewHandler(s, s), count, "/v1/forms", 200, []string{key, "FROM " + quote(schema) + ".\"formsapi_forms\""}},
+		{"cached forms list", formsapi.NewHandler(s, s), count, "/v1/forms", 200, []string{key}},
+		{"another limit of the cached forms list", formsapi.NewHandler(s, s), count, "/v1/forms?limit=1", 200, []string{key}},
+		{"cached forms list, without the combined lookup", formsapi.NewHandler(s, formsapi.KeyResolverFunc(s.ResolveKey)), count, "/v1/forms", 200, []string{key, listVersion}},
 		{"without the cache", formsapi.NewHandler(off, off), offCount, list + "?limit=10", 200, []string{combined, page}},
+		{"forms list without the cache", formsapi.NewHandler(off, off), offCount, "/v1/forms", 200, []string{key, forms}},
 	} {
 		get(c.h, c.target, storetest.KeyA) // prepares the statements on the connection, fills the cache
 		c.count.take()

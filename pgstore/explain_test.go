@@ -71,6 +71,7 @@ FROM generate_series(1, 100000) g`, schema, t0),
 		rows, perSecond     int64
 	}{
 		{"forms", "'big'", "formsapi_forms_account", 20000, 4},
+		{"versioned", "'big'", "formsapi_forms_account", 20000, 4},
 		{"submissions", "'form-1', 'big'", "formsapi_submissions_form", 50000, 3},
 		{"encoded", "'form-1', 'big'", "formsapi_submissions_form", 50000, 3},
 	}
@@ -202,9 +203,38 @@ var (
 //
 // The fast path's statement (table "encoded") reads its form's row with
 // the page, for the form's version: its plan must be a nested loop over
-// one lookup of the form by its unique ID, with that Limit inside.
+// one lookup of the form by its unique ID, with that Limit inside. The
+// statement of a page of forms with its list's version (table
+// "versioned") must be a nested loop over the one row that carries the
+// version, read by one probe of formsapi_form_lists' primary key, and
+// that Limit.
 func checkListPlan(t *testing.T, name string, plan planNode, index string, fetch int64) {
 	t.Helper()
+	if strings.HasPrefix(name, "versioned/") {
+		var version, limit *planNode
+		for i, n := range plan.Plans {
+			switch {
+			case n.NodeType == "Index Scan" && n.Index == "formsapi_form_lists_pkey":
+				version = &plan.Plans[i]
+			case n.NodeType == "Limit":
+				limit = &plan.Plans[i]
+			case n.NodeType != "Result":
+				t.Errorf("%s: %s node (on %q) beside the page", name, n.NodeType, n.Relation)
+			}
+		}
+		switch {
+		case plan.NodeType != "Nested Loop":
+			t.Errorf("%s: the plan starts with %s, want a Nested Loop", name, plan.NodeType)
+		case version == nil:
+			t.Errorf("%s: the version is not read by an index scan of formsapi_form_lists_pkey", name)
+		case version.ActualRows != nil && *version.ActualRows != 1:
+			t.Errorf("%s: the version's scan read %d rows, want 1", name, *version.ActualRows)
+		case limit == nil:
+			t.Errorf("%s: no Limit beside the version", name)
+		default:
+			plan = *limit
+		}
+	}
 	if strings.HasPrefix(name, "encoded/") {
 		if plan.NodeType != "Nested Loop" || len(plan.Plans) != 2 {
 			t.Errorf("%s: the plan starts with %s over %d nodes, want a Nested Loop over two", name, plan.NodeType, len(plan.Plans))

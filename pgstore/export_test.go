@@ -19,11 +19,16 @@ func MigrationCount() int {
 }
 
 // ListSQL returns the statement the store runs for a page of forms
-// (table "forms"), submissions ("submissions") or encoded submissions
-// ("encoded", the handler's fast path) in order o.
+// (table "forms"; "versioned" with the forms list's version, for the read
+// cache), submissions ("submissions") or encoded submissions ("encoded",
+// the handler's fast path) in order o.
 func ListSQL(s *Store, table string, o formsapi.Order) string {
 	asc := o == formsapi.Oldest
 	switch {
+	case table == "versioned" && asc:
+		return s.sql.versionedAsc
+	case table == "versioned":
+		return s.sql.versionedDesc
 	case table == "forms" && asc:
 		return s.sql.formsAsc
 	case table == "forms":
@@ -53,6 +58,7 @@ func ListArgs(q formsapi.Query) ([]any, error) {
 func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
+		q.versionedDesc, q.versionedAsc, q.formListVersion, q.authorizeBatch,
 		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
 		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
 }
@@ -60,9 +66,10 @@ func AllSQL(s *Store) []string {
 // LookupSQL returns the store's single-row lookups with example arguments.
 func LookupSQL(s *Store) map[string][]any {
 	return map[string][]any{
-		s.sql.formOf:        {"form-id", "account-id"},
-		s.sql.resolveKey:    {make([]byte, 32)},
-		s.sql.authorizeForm: {make([]byte, 32), "form-id"},
+		s.sql.formOf:          {"form-id", "account-id"},
+		s.sql.formListVersion: {"account-id"},
+		s.sql.resolveKey:      {make([]byte, 32)},
+		s.sql.authorizeForm:   {make([]byte, 32), "form-id"},
 	}
 }
 

@@ -85,18 +85,33 @@ func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, erro
 // call, as Authorize reads it, so revocation and expiry hold for the very
 // next request.
 func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
-	g, f, err := s.authorize(ctx, key, formID)
+	g, row, err := s.authorize(ctx, key, formID)
 	if err != nil {
 		return formsapi.Grant{}, wire.Form{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
-	return g, f, nil
+	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64}, nil
+}
+
+// AuthorizeForms is Authorize for the handler's forms list: in the same
+// statement, one round trip, it also reads the version of the forms list
+// of the key's account (see wire.Forms), which the handler hands back to
+// ListFormsAt with every page of forms the request reads, so that a page
+// the read cache holds costs no other statement. The key's row is read
+// on every call, as Authorize reads it.
+func (s *Store) AuthorizeForms(ctx context.Context, key string) (formsapi.Grant, wire.Forms, error) {
+	g, row, err := s.authorize(ctx, key, "")
+	if err != nil {
+		return formsapi.Grant{}, wire.Forms{}, fmt.Errorf("pgstore: authorize: %w", err)
+	}
+	return g, wire.Forms{Known: row.list.Valid, Version: row.list.Int64}, nil
 }
 
 // authorize looks key up, and formID among the forms of its account
-// unless formID is "".
-func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
+// unless formID is "" (then the version of the account's forms list),
+// and returns the key's grant and the row it read.
+func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Grant, keyRow, error) {
 	if err := ctx.Err(); err != nil {
-		return formsapi.Grant{}, wire.Form{}, err
+		return formsapi.Grant{}, keyRow{}, err
 	}
 	h := keyformat.Hash(key)
 	if !storableText(formID) {
@@ -104,21 +119,21 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 	}
 	row, err := s.lookupKey(ctx, h[:], formID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
+		return formsapi.Grant{}, keyRow{}, formsapi.ErrInvalidKey
 	}
 	if err != nil {
-		return formsapi.Grant{}, wire.Form{}, withCtx(ctx, err)
+		return formsapi.Grant{}, keyRow{}, withCtx(ctx, err)
 	}
 	g := row.g
 	now := s.now() // the store's clock, never the database's: see WithClock
 	if row.expires != nil {
 		if now.UnixNano() >= *row.expires {
-			return formsapi.Grant{}, wire.Form{}, formsapi.ErrInvalidKey
+			return formsapi.Grant{}, keyRow{}, formsapi.ErrInvalidKey
 		}
 		g.ExpiresAt = stored.Time(*row.expires)
 	}
 	s.used.Note(h, now)
-	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64}, nil
+	return g, row, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,

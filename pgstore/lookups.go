@@ -39,11 +39,14 @@ type keyLookup struct {
 
 // keyRow is what a lookup reads: the key's grant and expiry, and the
 // requested form's seq and version among its account's forms (NULL when
-// there is no such form, or none was asked for).
+// there is no such form, or none was asked for), or for a lookup without
+// a form, the version of the account's forms list (NULL when it has none:
+// see migration 0009).
 type keyRow struct {
 	g            formsapi.Grant
 	expires      *int64
 	seq, version pgtype.Int8
+	list         pgtype.Int8
 }
 
 // newLookups returns the queue of key lookups of s.
@@ -73,7 +76,7 @@ func (s *Store) lookupBatch(ctx context.Context, batch []*keyLookup) {
 		r := &l.row
 		l.err = retry(ctx, func() error {
 			if l.formID == "" {
-				return s.pool.QueryRow(ctx, s.sql.resolveKey, l.hash).Scan(&r.g.AccountID, &r.g.Forms, &r.expires)
+				return s.pool.QueryRow(ctx, s.sql.resolveKey, l.hash).Scan(&r.g.AccountID, &r.g.Forms, &r.expires, &r.list)
 			}
 			return s.pool.QueryRow(ctx, s.sql.authorizeForm, l.hash, l.formID).Scan(&r.g.AccountID, &r.g.Forms, &r.expires, &r.seq, &r.version)
 		})
@@ -99,7 +102,7 @@ func (s *Store) lookupBatch(ctx context.Context, batch []*keyLookup) {
 				account pgtype.Text
 				r       keyRow
 			)
-			if err := rows.Scan(&n, &account, &r.g.Forms, &r.expires, &r.seq, &r.version); err != nil {
+			if err := rows.Scan(&n, &account, &r.g.Forms, &r.expires, &r.seq, &r.version, &r.list); err != nil {
 				return err
 			}
 			if n < 1 || n > int64(len(batch)) {

@@ -21,7 +21,8 @@ import (
 // go together in one statement when it returns, each with its own answer,
 // exactly as if it had run alone: live and revoked keys, unknown keys,
 // forms of the key's account and of another, no form asked for, the same
-// key twice. A key revoked after the first lookup started but before the
+// key twice; without a form, the version of the account's forms list, or
+// none when its row is gone. A key revoked after the first lookup started but before the
 // others arrived is refused to them: a waiting lookup never sees the
 // database as it was before its request. A waiting lookup whose context
 // ends returns at once, while the statement ahead is still blocked.
@@ -34,7 +35,7 @@ func TestKeyLookupsBatched(t *testing.T) {
 	defer other.Close()
 	s, c := countedStore(t, dsn, schema)
 	keys := map[string]string{}
-	for _, k := range []struct{ name, account string }{{"a", "acct-a"}, {"b", "acct-b"}, {"revoked", "acct-a"}, {"revokedLate", "acct-a"}} {
+	for _, k := range []struct{ name, account string }{{"a", "acct-a"}, {"b", "acct-b"}, {"c", "acct-c"}, {"revoked", "acct-a"}, {"revokedLate", "acct-a"}} {
 		key, err := formsapi.NewKey()
 		is.NoErr(err)
 		is.NoErr(other.AddKeyWith(ctx, key, k.account, formsapi.KeyOptions{})) // add key
@@ -47,6 +48,14 @@ func TestKeyLookupsBatched(t *testing.T) {
 	is.NoErr(other.AddForm(ctx, "acct-a", formsapi.Form{ID: "fa", CreatedAt: t0})) // add form of a
 	is.NoErr(other.AddForm(ctx, "acct-b", formsapi.Form{ID: "fb", CreatedAt: t0})) // add form of b
 	is.NoErr(other.RevokeKey(ctx, keys["revoked"]))
+	_, err = pgstore.Pool(other).Exec(ctx, "DELETE FROM "+quote(schema)+".formsapi_form_lists WHERE account_id = 'acct-c'")
+	is.NoErr(err) // acct-c's forms list has no version: it cannot be told
+	lists := map[string]int64{}
+	for _, account := range []string{"acct-a", "acct-b"} {
+		var v int64
+		is.NoErr(pgstore.Pool(other).QueryRow(ctx, "SELECT version FROM "+quote(schema)+".formsapi_form_lists WHERE account_id = $1", account).Scan(&v))
+		lists[account] = v
+	}
 
 	// The first lookup's statement joins the forms table: lock it.
 	blocker, err := pgx.Connect(ctx, dsn)
@@ -70,17 +79,20 @@ func TestKeyLookupsBatched(t *testing.T) {
 	is.NoErr(other.RevokeKey(ctx, keys["revokedLate"])) // committed before the next lookups arrive
 
 	type lookup struct {
-		key, formID string // formID "": Authorize
+		key, formID string // formID "": AuthorizeForms
 		account     string // "": refused
-		found       bool
+		found       bool   // the form, or the forms list's version
 	}
 	cases := []lookup{
 		{"a", "fa", "acct-a", true},
 		{"a", "fa", "acct-a", true},
 		{"a", "fb", "acct-a", false}, // another account's form
 		{"a", "nope", "acct-a", false},
-		{"a", "", "acct-a", false},
+		{"a", "", "acct-a", true},
 		{"b", "fb", "acct-b", true},
+		{"b", "", "acct-b", true},
+		{"c", "", "acct-c", false},
+		{"c", "fa", "acct-c", false},
 		{"revoked", "fa", "", false},
 		{"revokedLate", "fa", "", false},
 		{"revokedLate", "", "", false},
@@ -97,7 +109,11 @@ func TestKeyLookupsBatched(t *testing.T) {
 				err error
 			)
 			if tc.formID == "" {
-				g, err = s.Authorize(ctx, keys[tc.key])
+				g2, at, err2 := s.AuthorizeForms(ctx, keys[tc.key])
+				g, f.Found, err = g2, at.Known, err2
+				if at.Known && at.Version != lists[tc.account] {
+					t.Errorf("key %s: forms list version %d, want %d", tc.key, at.Version, lists[tc.account])
+				}
 			} else {
 				g2, f2, err2 := s.AuthorizeForm(ctx, keys[tc.key], tc.formID)
 				g, f.Found, err = g2, f2.Found, err2

@@ -19,6 +19,26 @@ WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < (
 ORDER BY created_at {DIR}, seq {DIR}
 LIMIT $6`
 
+	// A page of forms for the read cache: sqlListForms, with the version
+	// of the account's forms list (migration 0009) read in the same
+	// snapshot, which tags the page exactly. The first column is the
+	// version, NULL when the account has no row; an empty page is one row
+	// of NULLs after it. As in sqlAppendSubmissions, the LATERAL subquery
+	// runs inside the one outer row, and its rows come out in its order.
+	sqlListFormsVersioned = `SELECT v.version, f.seq, f.created_at, f.id, f.title, f.icon, f.notification_email
+FROM (SELECT (SELECT version FROM formsapi_form_lists WHERE account_id = $1) AS version) v
+LEFT JOIN LATERAL (
+    SELECT seq, created_at, id, title, icon, notification_email
+    FROM formsapi_forms
+    WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+    ORDER BY created_at {DIR}, seq {DIR}
+    LIMIT $6
+) f ON true`
+
+	// The version of an account's forms list, for a read through the
+	// cache that the key's lookup did not bring it to.
+	sqlFormListVersion = `SELECT version FROM formsapi_form_lists WHERE account_id = $1`
+
 	// The form is looked up by ID and owner inside the statement, so a
 	// page takes one round trip; an empty page asks sqlFormOf whether the
 	// form exists at all. Only public columns: metadata is never selected.
@@ -127,8 +147,13 @@ WHERE f.seq = p.form_seq AND f.feed_purged < p.pos`
 	sqlFormOf = `SELECT seq, version FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
 	// Expiry is checked by the caller against the store's clock (see
-	// WithClock), never the database's now().
-	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = $1 AND revoked_at IS NULL`
+	// WithClock), never the database's now(). The lookup of a request for
+	// the forms list: the key, and the version of its account's forms
+	// list (migration 0009), NULL when the account has no row, in one
+	// round trip.
+	sqlResolveKey = `SELECT k.account_id, k.forms, k.expires_at,
+    (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id)
+FROM formsapi_keys k WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 
 	// The handler's combined lookup: the key, and the form it asks for
 	// among its account's forms, in one round trip. No row: no live key;
@@ -142,7 +167,12 @@ WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 	// lookups.go): for each (key hash, form ID) pair, numbered from 1, a
 	// row with the key's columns, NULL for no live key, and the form's,
 	// NULL for no such form of the key's account (or an empty form ID).
-	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version
+	// The last column is the version of the account's forms list, as
+	// sqlResolveKey reads it, for a pair with an empty form ID only: the
+	// subquery under CASE runs for those rows alone, so the lookups of
+	// forms cost nothing more.
+	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version,
+    CASE WHEN u.form_id = '' THEN (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id) END
 FROM unnest($1::bytea[], $2::text[]) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN formsapi_keys k ON k.key_hash = u.h AND k.revoked_at IS NULL
 LEFT JOIN formsapi_forms f ON f.id = u.form_id AND f.account_id = k.account_id`
@@ -234,6 +264,7 @@ func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", d
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
+	versionedDesc, versionedAsc, formListVersion                    string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
 	addForm, addSubmission, addKey, revokeKey                       string
@@ -270,7 +301,8 @@ func newQueries(schema string) queries {
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
-		formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
+		versionedDesc: q(ordered(sqlListFormsVersioned, "DESC")), versionedAsc: q(ordered(sqlListFormsVersioned, "ASC")),
+		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),

@@ -17,15 +17,31 @@ import (
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/observe"
 )
 
 // ListForms implements formsapi.Store. It returns an error if q.Limit is
 // below 1, and one wrapping formsapi.ErrInvalidCursor for a cursor this
-// package did not make.
+// package did not make. With the read cache on, it reads the version of
+// the account's forms list first, and serves a page the cache holds at
+// that version (see the package documentation).
 func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	return s.ListFormsAt(ctx, accountID, q, nil)
+}
+
+// ListFormsAt is ListForms for the handler's forms list over a store that
+// is its own key resolver: at is the version of the account's forms list
+// that AuthorizeForms read with the request's key, and a page the read
+// cache holds at that version is served without a statement. A page read
+// from the database is read with the list's version in the same
+// statement, kept in the cache under that version, and at moves to it
+// (see wire.Forms), so that the later pages of the request are not read
+// at an earlier one. An at that is not Known reads every page from the
+// database; a nil at is ListForms, which reads the version itself.
+func (s *Store) ListFormsAt(ctx context.Context, accountID string, q formsapi.Query, at *wire.Forms) (formsapi.Page[formsapi.Form], error) {
 	var p formsapi.Page[formsapi.Form]
 	err := retry(ctx, func() (err error) {
-		p, err = s.listForms(ctx, accountID, q)
+		p, err = s.listForms(ctx, accountID, q, at)
 		return err
 	})
 	if err != nil {
@@ -34,7 +50,7 @@ func (s *Store) ListForms(ctx context.Context, accountID string, q formsapi.Quer
 	return p, nil
 }
 
-func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Query, at *wire.Forms) (formsapi.Page[formsapi.Form], error) {
 	var p formsapi.Page[formsapi.Form]
 	if err := ctx.Err(); err != nil {
 		return p, err
@@ -46,6 +62,47 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 	if !storableText(accountID) {
 		return p, nil // no form of such an account can be stored
 	}
+	if s.cache == nil {
+		if at != nil {
+			at.Cache = observe.CacheNone
+		}
+		return s.readForms(ctx, accountID, q, b)
+	}
+	if at == nil {
+		at = &wire.Forms{}
+		err := s.pool.QueryRow(ctx, s.sql.formListVersion, accountID).Scan(&at.Version)
+		switch {
+		case err == nil:
+			at.Known = true
+		case !errors.Is(err, pgx.ErrNoRows): // no row: the version cannot be told
+			return p, err
+		}
+	}
+	if at.Known {
+		if p, ok := s.cache.Forms(at.Version, accountID, q); ok {
+			at.Cache = observe.CacheHit
+			return p, nil
+		}
+	}
+	at.Cache = observe.CacheMiss
+	p, pos, version, err := s.readVersionedForms(ctx, accountID, q, b)
+	if err != nil {
+		return formsapi.Page[formsapi.Form]{}, err
+	}
+	// The page is of the version read with it, which is at's or a later
+	// one (its statement began after at was read); no version: none is
+	// cached, and the request's later pages are read from the database.
+	at.Known, at.Version = version.Valid, version.Int64
+	if version.Valid {
+		s.cache.KeepForms(version.Int64, accountID, q, p.Items, pos, p.NextCursor != "")
+	}
+	return p, nil
+}
+
+// readForms reads q's page of the forms of accountID in one statement:
+// the page alone, for a store without a read cache.
+func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (formsapi.Page[formsapi.Form], error) {
+	var p formsapi.Page[formsapi.Form]
 	st := s.sql.formsDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.formsAsc
@@ -64,6 +121,53 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		return formsapi.Page[formsapi.Form]{}, err
 	}
 	return p, nil
+}
+
+// readVersionedForms reads q's page of the forms of accountID, and the
+// version of the account's forms list in the same statement, so in the
+// same snapshot: the version that tags the page exactly (NULL when the
+// account has no version). It returns the keyset position of each form
+// too, for the cache.
+func (s *Store) readVersionedForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (p formsapi.Page[formsapi.Form], pos []keyset.Pos, version pgtype.Int8, err error) {
+	st := s.sql.versionedDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.versionedAsc
+	}
+	rows, err := s.pool.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
+	if err != nil {
+		return p, nil, version, err
+	}
+	defer rows.Close()
+	n := min(q.Limit, 16)
+	p.Items, pos = make([]formsapi.Form, 0, n), make([]keyset.Pos, 0, n)
+	var (
+		seq, at                 pgtype.Int8 // NULL in the one row of an empty page
+		id, title, icon, notify pgtype.Text
+		found                   bool
+	)
+	for rows.Next() {
+		if err := rows.Scan(&version, &seq, &at, &id, &title, &icon, &notify); err != nil {
+			return formsapi.Page[formsapi.Form]{}, nil, version, err
+		}
+		found = true
+		if !seq.Valid {
+			break
+		}
+		if len(p.Items) == q.Limit {
+			p.NextCursor = pos[len(pos)-1].String()
+			break
+		}
+		p.Items = append(p.Items, formsapi.Form{ID: id.String, Title: title.String, Icon: icon.String, NotificationEmail: notify.String, CreatedAt: stored.Time(at.Int64)})
+		pos = append(pos, keyset.Pos{At: at.Int64, Seq: seq.Int64})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Form]{}, nil, version, err
+	}
+	if !found {
+		return formsapi.Page[formsapi.Form]{}, nil, version, errors.New("the forms statement returned no row")
+	}
+	return p, pos, version, nil
 }
 
 // ListSubmissions implements formsapi.Store. It returns an error wrapping

@@ -1,7 +1,9 @@
 // Package pagecache is the exact read cache of sqlitestore and pgstore:
 // encoded pages of submissions kept in memory, each tagged with the
 // version its form had when it was read, and served only while the form
-// still has that version.
+// still has that version; and pages of an account's forms list (pgstore),
+// tagged with the version of that list, under keys of their own in the
+// same shards and byte budget (Forms, KeepForms).
 //
 // The cache itself knows nothing of databases. What makes it exact is the
 // contract its stores keep:
@@ -21,7 +23,8 @@
 //     come back, the page is never served.
 //
 // A store that cannot tell a form's current version does not use the
-// cache: it reads from the database.
+// cache: it reads from the database. The same contract holds for an
+// account's forms list and its version.
 //
 // A page is stored under its list (form, order and filters, keyset
 // bounds) without its limit, holding the items read and whether more
@@ -39,6 +42,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -68,11 +72,15 @@ type shard struct {
 	_     [64]byte // keeps shards' locks off each other's cache lines
 }
 
-// key names a list's page: the form, what selects the list (its order and
-// filters, formsapi.Query.AppendKey, so a parameter added to Query is in
-// the key without a change here) and the page's keyset bounds.
+// key names a list's page: the form (or, for a forms list, the account),
+// what selects the list (its order and filters, formsapi.Query.AppendKey,
+// so a parameter added to Query is in the key without a change here) and
+// the page's keyset bounds. Pages of submissions and of forms lists never
+// share a key: forms tells them apart.
 type key struct {
 	formSeq int64
+	account string // the forms list's account; "" for submissions
+	forms   bool   // a page of an account's forms list
 	list    string
 	lo, hi  keyset.Pos
 }
@@ -84,14 +92,16 @@ func newKey(formSeq int64, q formsapi.Query, lo, hi keyset.Pos) key {
 	return key{formSeq: formSeq, list: string(q.AppendKey(buf[:0])), lo: lo, hi: hi}
 }
 
-// entry is the start of one list: its first len(ends) items. It never
-// changes once stored.
+// entry is the start of one list: its first len(pos) items, encoded (a
+// list of submissions: body and ends) or as the store read them (a forms
+// list: forms). It never changes once stored.
 type entry struct {
 	version int64
-	body    []byte       // the items' JSON objects, separated by commas
-	ends    []int        // ends[i]: the end of item i in body
-	pos     []keyset.Pos // pos[i]: the keyset position of item i
-	more    bool         // an item follows the last one held
+	body    []byte          // the items' JSON objects, separated by commas
+	ends    []int           // ends[i]: the end of item i in body
+	forms   []formsapi.Form // the items of a forms list
+	pos     []keyset.Pos    // pos[i]: the keyset position of item i
+	more    bool            // an item follows the last one held
 	// nextSize is the length of the item after the last one held when a
 	// byte budget ended the read there, 0 when not known (no item is 0
 	// bytes long): it lets a page that the same budget ends be served.
@@ -106,11 +116,19 @@ func (e *entry) itemSize(i int) int {
 	return e.ends[i] - e.ends[i-1] - 1 // less the comma
 }
 
-// entryOverhead approximates an entry's bytes beyond its slices.
-const entryOverhead = 128
+// entryOverhead approximates an entry's bytes beyond its slices, and
+// formOverhead a form's beyond its strings (their headers and CreatedAt).
+const (
+	entryOverhead = 128
+	formOverhead  = 88
+)
 
 func (e *entry) size() int64 {
-	return int64(len(e.body) + len(e.ends)*8 + len(e.pos)*16 + entryOverhead)
+	n := len(e.body) + len(e.ends)*8 + len(e.pos)*16 + entryOverhead
+	for _, f := range e.forms {
+		n += formOverhead + len(f.ID) + len(f.Title) + len(f.Icon) + len(f.NotificationEmail)
+	}
+	return int64(n)
 }
 
 // New returns a cache of about maxBytes bytes of pages, or nil (no cache)
@@ -205,7 +223,7 @@ func (c *Cache) replace(sh *shard, k key, e *entry) bool {
 	if !ok {
 		return true
 	}
-	if old.version > e.version || old.version == e.version && (len(old.ends) >= len(e.ends) || !old.more) {
+	if old.version > e.version || old.version == e.version && (len(old.pos) >= len(e.pos) || !old.more) {
 		return false
 	}
 	delete(sh.pages, k)
@@ -241,7 +259,7 @@ func (c *Cache) Forget(formSeqs ...int64) {
 		sh.mu.Lock()
 		for k, e := range sh.pages {
 			for _, seq := range formSeqs {
-				if k.formSeq == seq {
+				if !k.forms && k.formSeq == seq {
 					delete(sh.pages, k)
 					c.bytes.Add(-e.size())
 					break
@@ -277,7 +295,9 @@ func (c *Cache) Versions() map[int64][]int64 {
 		sh := &c.shards[i]
 		sh.mu.RLock()
 		for k, e := range sh.pages {
-			m[k.formSeq] = append(m[k.formSeq], e.version)
+			if !k.forms {
+				m[k.formSeq] = append(m[k.formSeq], e.version)
+			}
 		}
 		sh.mu.RUnlock()
 	}
@@ -460,4 +480,61 @@ func (r *Read) Done(v int64) {
 	r.e.body = bytes.Clone(r.p.Body[r.start:])
 	r.e.more = r.p.NextCursor != ""
 	r.c.put(r.key, r.e)
+}
+
+// Forms returns q's page of the forms list of account if the cache holds
+// it at version v, the list's version the store just read: the first
+// q.Limit forms held and the store's cursor after them ("" at the end of
+// the list), as the store's own statement would give them. The page is
+// the caller's: nothing in it is shared with the cache. c may be nil.
+func (c *Cache) Forms(v int64, account string, q formsapi.Query) (formsapi.Page[formsapi.Form], bool) {
+	if c == nil || q.Limit < 1 {
+		return formsapi.Page[formsapi.Form]{}, false
+	}
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return formsapi.Page[formsapi.Form]{}, false
+	}
+	e := c.get(v, formsKey(account, q, lo, hi))
+	if e == nil {
+		return formsapi.Page[formsapi.Form]{}, false
+	}
+	n := len(e.pos)
+	if q.Limit > n && e.more {
+		return formsapi.Page[formsapi.Form]{}, false // the page needs forms not held
+	}
+	m := min(q.Limit, n)
+	p := formsapi.Page[formsapi.Form]{Items: make([]formsapi.Form, m)}
+	copy(p.Items, e.forms)
+	if m > 0 && (m < n || e.more) {
+		p.NextCursor = e.pos[m-1].String()
+	}
+	return p, true
+}
+
+// KeepForms keeps forms, the start of the forms list of account that q
+// asks for, read from the database at version v, the list's version read
+// in the same snapshot: pos[i] is the keyset position of forms[i], and
+// more whether a form follows the last. It copies what it keeps, and
+// keeps nothing larger than an eighth of the cache. c may be nil.
+func (c *Cache) KeepForms(v int64, account string, q formsapi.Query, forms []formsapi.Form, pos []keyset.Pos, more bool) {
+	if c == nil || len(forms) != len(pos) {
+		return
+	}
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		return
+	}
+	e := &entry{version: v, forms: slices.Clone(forms), pos: slices.Clone(pos), more: more}
+	if e.size()*8 > c.maxBytes {
+		return
+	}
+	c.put(formsKey(account, q, lo, hi), e)
+}
+
+// formsKey is the key of q's page of account's forms list, between the
+// bounds lo and hi that keyset.Bounds found for q.
+func formsKey(account string, q formsapi.Query, lo, hi keyset.Pos) key {
+	var buf [32]byte
+	return key{account: account, forms: true, list: string(q.AppendKey(buf[:0])), lo: lo, hi: hi}
 }

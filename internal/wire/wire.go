@@ -56,6 +56,29 @@ type Form struct {
 	Seq, Version int64
 }
 
+// Forms is the version of an account's forms list, as a store of this
+// module read it in the same statement as the key of a request for the
+// list (the handler's combined lookup for GET /v1/forms). The handler
+// hands it back to the same store, and only to that store, for every
+// page of forms the request reads, so that a page the store's read cache
+// holds at that version costs no statement.
+//
+// The store also keeps it: when it reads a page from the database, it
+// sets Version to the version read with that page, so that the later
+// pages of the same request are read at that version or a later one,
+// never at an earlier one.
+type Forms struct {
+	// Known reports whether the store could tell the list's version; when
+	// it could not (no version is kept for the account), every page is
+	// read from the database and none is cached.
+	Known bool
+	// Version is the list's version when Known.
+	Version int64
+	// Cache is what the store's read cache did for the page last read, for
+	// an observer; CacheNone without a cache.
+	Cache observe.Cache
+}
+
 // Skipped names a stored submission left out of a page, by the store's
 // own sequence number (never its content), and why.
 type Skipped struct {
