@@ -156,8 +156,10 @@ func TestObserverSeesStoreFailures(t *testing.T) {
 // TestObserverSeesTheReadCache: over sqlitestore and pgstore, whose read
 // caches are on by default, a page is reported missed the first time,
 // hit the next, held in part when a longer page starts with it, and
-// missed again after a write to its form; memstore has no cache, and no
-// other request is a page the cache could serve.
+// missed again after a write to its form; pgstore caches the forms list
+// too, and a request whose reads of it the cache served in part is
+// reported partial; memstore has no cache, and no other request is a
+// page the cache could serve.
 func TestObserverSeesTheReadCache(t *testing.T) {
 	open := map[string]func(t *testing.T) writeStore{
 		"sqlitestore": func(t *testing.T) writeStore {
@@ -187,9 +189,9 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 			o := &recordingObserver{}
 			h := formsapi.NewHandler(st, st, formsapi.WithObserver(o))
 			page := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
-			cacheOf := func(path string) observe.Cache {
+			cacheOf := func(path string, key ...string) observe.Cache {
 				t.Helper()
-				res := do(t, h, "GET", path, bearer(storetest.KeyA)...)
+				res := do(t, h, "GET", path, bearer(append(key, storetest.KeyA)[0])...)
 				is.Equal(res.status, 200)
 				_, reqs := o.take()
 				return reqs[0].Cache
@@ -197,7 +199,20 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 			is.Equal(cacheOf(page), observe.CacheMiss)                                                      // first read
 			is.Equal(cacheOf(page), observe.CacheHit)                                                       // again: from the cache
 			is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?limit=5"), observe.CachePartial) // starts with the held page
-			is.Equal(cacheOf("/v1/forms"), observe.CacheNone)                                               // not a page of submissions
+			if name == "pgstore" {
+				is.Equal(cacheOf("/v1/forms"), observe.CacheMiss)        // the forms list, first read
+				is.Equal(cacheOf("/v1/forms"), observe.CacheHit)         // again: from the cache
+				is.Equal(cacheOf("/v1/forms?limit=1"), observe.CacheHit) // a shorter page of the held list
+				scoped, err := formsapi.NewKey()
+				is.NoErr(err)
+				is.NoErr(st.(formsapi.KeyManager).AddKeyWith(ctx, scoped, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy, storetest.FormSmall}}))
+				// A scoped key's page of one reads the list, the list cut
+				// to the page (held) and the list after it (not held).
+				is.Equal(cacheOf("/v1/forms?limit=1", scoped), observe.CachePartial)
+				is.Equal(cacheOf("/v1/forms?limit=1", scoped), observe.CacheHit) // all of it held now
+			} else {
+				is.Equal(cacheOf("/v1/forms"), observe.CacheNone) // sqlitestore does not cache the forms list
+			}
 			is.Equal(cacheOf("/v1/forms/"+storetest.FormBusy+"/submissions?sync=start"), observe.CacheNone) // the feed is not cached
 			is.NoErr(st.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"a":1}`), CreatedAt: time.Now()}, formsapi.Metadata{}))
 			is.Equal(cacheOf(page), observe.CacheMiss) // a write: read again

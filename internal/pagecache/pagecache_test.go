@@ -427,3 +427,152 @@ func TestForget(t *testing.T) {
 	var none *pagecache.Cache
 	none.Forget(7) // no cache: nothing to do
 }
+
+// forms returns an account's forms list as a store reads it: n forms at
+// times 1..n, titled with version so that the forms of two versions
+// differ, and their positions.
+func forms(version int64, n int) ([]formsapi.Form, []keyset.Pos) {
+	fs, pos := make([]formsapi.Form, n), make([]keyset.Pos, n)
+	for i := range fs {
+		fs[i] = formsapi.Form{ID: fmt.Sprintf("f%d", i+1), Title: fmt.Sprintf("v%d", version), CreatedAt: time.Unix(0, int64(i+1))}
+		pos[i] = keyset.Pos{At: int64(i + 1), Seq: int64(i + 1)}
+	}
+	return fs, pos
+}
+
+// formsPage is q's page of the list of all, as a store's statement gives
+// it, with the positions of its forms and whether more follow.
+func formsPage(all []formsapi.Form, pos []keyset.Pos, q formsapi.Query) (formsapi.Page[formsapi.Form], []keyset.Pos, bool) {
+	lo, hi, err := keyset.Bounds(q)
+	if err != nil {
+		panic(err)
+	}
+	var idx []int
+	for i := range all {
+		if lo.Less(pos[i]) && pos[i].Less(hi) {
+			idx = append(idx, i)
+		}
+	}
+	if q.Order == formsapi.Newest {
+		slices.Reverse(idx)
+	}
+	p := formsapi.Page[formsapi.Form]{Items: []formsapi.Form{}}
+	var at []keyset.Pos
+	for _, i := range idx[:min(q.Limit, len(idx))] {
+		p.Items = append(p.Items, all[i])
+		at = append(at, pos[i])
+	}
+	more := len(idx) > q.Limit
+	if more {
+		p.NextCursor = at[len(at)-1].String()
+	}
+	return p, at, more
+}
+
+// TestFormsLists: a forms list is served only at the version it was kept
+// at, for any limit up to the forms held (any at all when none follow),
+// with the cursor the store's statement would give; each account, order,
+// filter and cursor is a list of its own; a page served is the caller's;
+// and forms lists share the cache's bytes with pages of submissions
+// without ever being taken for one.
+func TestFormsLists(t *testing.T) {
+	is := is.New(t)
+	c := pagecache.New(1 << 20)
+	all, pos := forms(1, 30)
+	for _, order := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+		read := formsapi.Query{Limit: 10, Order: order}
+		_, ok := c.Forms(1, "acct", read)
+		is.True(!ok) // nothing held yet
+		p, at, more := formsPage(all, pos, read)
+		c.KeepForms(1, "acct", read, p.Items, at, more)
+		for _, limit := range []int{1, 9, 10} {
+			q := formsapi.Query{Limit: limit, Order: order}
+			got, ok := c.Forms(1, "acct", q)
+			want, _, _ := formsPage(all, pos, q)
+			is.True(ok) // held
+			is.Equal(got, want)
+		}
+		_, ok = c.Forms(1, "acct", formsapi.Query{Limit: 11, Order: order})
+		is.True(!ok) // more than held, and more follow
+		_, ok = c.Forms(2, "acct", read)
+		is.True(!ok) // another version
+		_, ok = c.Forms(1, "other", read)
+		is.True(!ok) // another account
+		cursor := formsapi.Query{Limit: 10, Order: order, Cursor: pos[15].String()}
+		_, ok = c.Forms(1, "acct", cursor)
+		is.True(!ok) // another position in the list
+		window := formsapi.Query{Limit: 10, Order: order, Since: time.Unix(0, 3)}
+		_, ok = c.Forms(1, "acct", window)
+		is.True(!ok) // another range
+	}
+
+	// A whole list, with nothing after it, answers any limit.
+	short, spos := forms(3, 4)
+	q := formsapi.Query{Limit: 100}
+	p, at, more := formsPage(short, spos, q)
+	c.KeepForms(3, "short", q, p.Items, at, more)
+	got, ok := c.Forms(3, "short", formsapi.Query{Limit: 1000})
+	is.True(ok)
+	is.Equal(got, p)
+	got.Items[0].Title = "changed by the caller"
+	again, _ := c.Forms(3, "short", formsapi.Query{Limit: 4})
+	is.Equal(again.Items[0].Title, "v3") // what was served is the caller's own
+	p.Items[1].Title = "changed by the store's caller"
+	again, _ = c.Forms(3, "short", formsapi.Query{Limit: 4})
+	is.Equal(again.Items[1].Title, "v3") // and so is what was kept
+
+	// An empty list is held too.
+	c.KeepForms(4, "empty", q, []formsapi.Form{}, nil, false)
+	got, ok = c.Forms(4, "empty", formsapi.Query{Limit: 5})
+	is.True(ok)
+	is.Equal(len(got.Items), 0)
+	is.Equal(got.NextCursor, "")
+
+	// Beside pages of submissions: Forget and Versions concern those only.
+	page(t, c, 1, list(1, 5), formsapi.Query{Limit: 5})
+	is.Equal(c.Versions(), map[int64][]int64{7: {1}})
+	c.Forget(7, 0)
+	_, ok = c.Forms(3, "short", q)
+	is.True(ok)
+	entries, _ := c.Stats()
+	is.Equal(entries, 4) // acct in two orders, short, empty
+
+	// A nil cache holds nothing; nor does a limit below 1 or a bad cursor.
+	var none *pagecache.Cache
+	none.KeepForms(1, "acct", q, p.Items, at, more)
+	_, ok = none.Forms(1, "acct", q)
+	is.True(!ok)
+	_, ok = c.Forms(3, "short", formsapi.Query{Limit: 0})
+	is.True(!ok)
+	_, ok = c.Forms(3, "short", formsapi.Query{Limit: 1, Cursor: "not a cursor"})
+	is.True(!ok)
+}
+
+// TestFormsListsBounded: forms lists count against the cache's bytes, and
+// one larger than an eighth of the cache is not kept.
+func TestFormsListsBounded(t *testing.T) {
+	is := is.New(t)
+	const max = 64 << 10
+	c := pagecache.New(max)
+	all, pos := forms(1, 20)
+	for i := range all {
+		all[i].Title = strings.Repeat("x", 200)
+	}
+	for i := range 200 { // distinct lists of about 6 kB
+		q := formsapi.Query{Limit: 20}
+		p, at, more := formsPage(all, pos, q)
+		c.KeepForms(1, fmt.Sprintf("acct-%d", i), q, p.Items, at, more)
+		if _, bytes := c.Stats(); bytes > max {
+			t.Fatalf("after %d lists the cache holds %d bytes, over its %d", i+1, bytes, max)
+		}
+	}
+	entries, bytes := c.Stats()
+	is.True(entries >= 1 && bytes >= 6_000) // still in use
+	c = pagecache.New(max)
+	all[0].Title = strings.Repeat("x", max/8)
+	q := formsapi.Query{Limit: 20}
+	p, at, more := formsPage(all, pos, q)
+	c.KeepForms(1, "acct", q, p.Items, at, more)
+	entries, _ = c.Stats()
+	is.Equal(entries, 0) // too large to keep
+}
