@@ -26,9 +26,11 @@
 //     limiter, with db.operation.name "rate_limit" and error.type
 //     likewise; no db.system.name, since the limiter may not be the
 //     store (it may keep its counts in memory or in Redis).
-//   - formsapi.cache.lookups (counter): pages of submissions for which the
-//     store's read cache was asked, by formsapi.cache.result: "hit" (the
-//     whole page from memory), "partial" (its start), "miss".
+//   - formsapi.cache.lookups (counter): pages of submissions (and
+//     pgstore's pages of forms) for which the store's read cache was
+//     asked, by formsapi.cache.result: "hit" (the whole page from
+//     memory), "partial" (its start, or some of a forms page's reads),
+//     "miss".
 //   - formsapi.rate_limit.decisions (counter): by
 //     formsapi.rate_limit.decision: "allowed", "refused" (a 429) or
 //     "failed" (the limiter did not answer in time, or failed).
@@ -194,7 +196,7 @@ func New(opts ...Option) (*Observer, error) {
 	o.requestDuration = histogram("http.server.request.duration", "Duration of HTTP server requests.", httpBuckets)
 	o.dbDuration = histogram("db.client.operation.duration", "Duration of database client operations.", dbBuckets)
 	o.limitDuration = histogram("formsapi.rate_limit.duration", "Duration of the rate limiter's calls.", dbBuckets)
-	o.cacheLookups = counter("formsapi.cache.lookups", "{lookup}", "Pages of submissions the read cache was asked for, by result.")
+	o.cacheLookups = counter("formsapi.cache.lookups", "{lookup}", "Pages of submissions or forms the read cache was asked for, by result.")
 	o.limitDecisions = counter("formsapi.rate_limit.decisions", "{decision}", "Rate-limit decisions, by decision.")
 	o.refusedKeys = counter("formsapi.keys.refused", "{request}", "Requests whose API key was refused.")
 	o.feedPages = counter("formsapi.feed.pages", "{page}", "Pages of the sync feed served.")

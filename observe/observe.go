@@ -90,17 +90,21 @@ type Request struct {
 	// before authentication and for the forms list's form.
 	AccountID, FormID string
 	// Cache is what the store's read cache did for the request's page of
-	// submissions: CacheNone for any other request, and over a store
-	// without a cache (memstore, a host's own) or with it turned off.
+	// submissions, or of forms (pgstore caches the forms list; a page of
+	// forms for a scoped key may take several reads of the store, and is
+	// a hit when the cache served them all, partial when it served some):
+	// CacheNone for any other request (the sync feed), for the forms list
+	// of a store that does not cache it, and over a store without a cache
+	// (memstore, a host's own) or with it turned off.
 	Cache Cache
 }
 
 // Cache is what a store's read cache (sqlitestore's and pgstore's) did
-// for a page of submissions.
+// for a page of submissions, or pgstore's for a page of forms.
 type Cache int
 
 const (
-	CacheNone    Cache = iota // no cache was asked: not a page of submissions, or no cache
+	CacheNone    Cache = iota // no cache was asked: not a page the store caches, or no cache
 	CacheHit                  // the cache held the whole page; the database was not read for it
 	CachePartial              // the cache held the start of the page; only the rest was read
 	CacheMiss                 // the page was read from the database

@@ -89,6 +89,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 		return fmt.Errorf("pgstore: delete form %q: %w", formID, withCtx(ctx, err))
 	}
 	s.cache.Forget(seq)
+	s.cache.ForgetForms(accountID) // the deleted form's fields are in its account's lists
 	return nil
 }
 

@@ -15,10 +15,10 @@
 //
 // # The read cache
 //
-// Each store keeps recently read pages of submissions in memory
-// ([WithCacheSize], [DefaultCacheSize]), and serves one only while its
-// form has not changed, on whichever node or connection the change was
-// made. Migration 0006 gives every form a version, which triggers on the
+// Each store keeps recently read pages of submissions and of forms lists
+// in memory ([WithCacheSize], [DefaultCacheSize]), and serves a page of
+// submissions only while its form has not changed, on whichever node or
+// connection the change was made. Migration 0006 gives every form a version, which triggers on the
 // submissions table set to a fresh value from a sequence in the
 // transaction of each insert, update, delete or TRUNCATE, whoever runs it
 // (this package, the host's own SQL, another program); a new form, or one
@@ -52,6 +52,21 @@
 // session_replication_role = replica, a host setting the version column
 // itself or resetting the sequence) is not seen.
 //
+// The forms list is cached the same way, one level up: migration 0009
+// gives every account a version (formsapi_form_lists, from the same
+// sequence) that triggers on formsapi_forms set afresh, in the writer's
+// transaction, whenever a form is added or deleted, or its ID, owner,
+// title, icon, notification email, creation time or seq changes (a form
+// moved to another account changes both accounts; TRUNCATE changes
+// every account); the updates of a form's version and feed counters
+// that every submission makes leave it alone. The argument above holds
+// with the account's row in place of the form's: every change to a list
+// writes that row. A request reads the account's version with its key,
+// and a page of forms read from the database is tagged with the version
+// its own statement read. An account without a version row (deleted by
+// hand) is read from the database every time, and nothing is cached for
+// it until a change of its list writes the row again.
+//
 // Keys are never cached: the key's row is read on every request, so a
 // revoked or expired key is refused on the very next request, on every
 // node.
@@ -63,8 +78,11 @@
 // form's ownership and version, in one statement ([Store.AuthorizeForm]),
 // and hands the form back to the store with the page: a page the cache
 // holds then costs that one statement, and one that it does not, one
-// more. A host's type that embeds the store keeps its overrides and takes
-// the separate statements.
+// more. The forms list works the same way ([Store.AuthorizeForms] and
+// [Store.ListFormsAt]): the key's statement reads the account's forms list
+// version too, and the handler hands it to the store for every read of
+// the list the request makes. A host's type that embeds the store keeps
+// its overrides and takes the separate statements.
 //
 // Only the SHA-256 of each API key is stored, never the key itself.
 package pgstore
@@ -114,12 +132,14 @@ func WithSchema(name string) Option {
 const DefaultCacheSize = 12 << 20
 
 // WithCacheSize bounds the store's read cache to about n bytes of encoded
-// pages of submissions (DefaultCacheSize unless set, for a store from Open
-// and from New alike); 0 turns it off, so every page is read from the
-// database. The cache never serves a page older than the last commit to
-// its form, whoever made it, on any node: see the package documentation.
-// Each node keeps its own cache; a write forgets only its own form's
-// pages, and lazily (the next request for them reads them again).
+// pages of submissions and pages of forms lists together (DefaultCacheSize
+// unless set, for a store from Open and from New alike); 0 turns it off,
+// so every page is read from the database. The cache never serves a page
+// older than the last commit to its form (or, for a forms list, to its
+// account's forms), whoever made it, on any node: see the package
+// documentation. Each node keeps its own cache; a write forgets only its
+// own form's pages (or its account's forms lists), and lazily (the next
+// request for them reads them again).
 func WithCacheSize(n int) Option {
 	return func(c *config) { c.cacheBytes = max(n, 0) }
 }

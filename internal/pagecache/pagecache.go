@@ -270,6 +270,27 @@ func (c *Cache) Forget(formSeqs ...int64) {
 	}
 }
 
+// ForgetForms drops every page the cache holds of the forms list of
+// account: what a store calls after deleting one of its forms, so that
+// the form's fields do not stay in memory until evicted. As for Forget,
+// exactness never depends on it.
+func (c *Cache) ForgetForms(account string) {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.pages {
+			if k.forms && k.account == account {
+				delete(sh.pages, k)
+				c.bytes.Add(-e.size())
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // Stats returns how many lists and bytes the cache holds.
 func (c *Cache) Stats() (entries, bytes int) {
 	if c == nil {

@@ -535,7 +535,12 @@ func TestFormsLists(t *testing.T) {
 	_, ok = c.Forms(3, "short", q)
 	is.True(ok)
 	entries, _ := c.Stats()
-	is.Equal(entries, 4) // acct in two orders, short, empty
+	is.Equal(entries, 4) // acct in two orders, short, empty: the page of submissions is gone
+	c.ForgetForms("acct")
+	entries, _ = c.Stats()
+	is.Equal(entries, 2) // short and empty
+	_, ok = c.Forms(1, "acct", formsapi.Query{Limit: 10})
+	is.True(!ok)
 
 	// A nil cache holds nothing; nor does a limit below 1 or a bad cursor.
 	var none *pagecache.Cache
