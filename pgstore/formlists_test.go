@@ -195,7 +195,8 @@ func mustKey(t *testing.T) string {
 // statement, the key's); then a form is added through node a, renamed,
 // deleted and moved in plain SQL on a host's own connection, deleted
 // through node a, and every form truncated away; and the very next
-// request on node b must answer what the truth answers, with a new ETag.
+// request on node b must answer what the truth answers: each list the
+// write changed with a new ETag, the others as before.
 func TestFormsListExactAcrossNodes(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.Schema(t)
@@ -243,43 +244,56 @@ func TestFormsListExactAcrossNodes(t *testing.T) {
 		{"/v1/forms", storetest.KeyB},
 	}
 	for _, step := range []struct {
-		name  string
-		write func()
+		name    string
+		write   func()
+		changed []int // the lists whose first page it changes
 	}{
 		{"AddForm on node a", func() {
 			if err := a.store.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "added-on-a", Title: "Added on node a", CreatedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"UPDATE of a title on the host's connection", sql("UPDATE " + forms + " SET title = 'Renamed by the host' WHERE id = '" + storetest.FormBusy + "'")},
-		{"UPDATE of a creation time", sql("UPDATE " + forms + " SET created_at = 0 WHERE id = '" + storetest.FormSmall + "'")},
+		}, []int{0}},
+		{"UPDATE of a title on the host's connection", sql("UPDATE " + forms + " SET title = 'Renamed by the host' WHERE id = '" + storetest.FormBusy + "'"), []int{0, 1}},
+		{"UPDATE of a creation time", sql("UPDATE " + forms + " SET created_at = 0 WHERE id = '" + storetest.FormSmall + "'"), []int{0, 1}},
 		{"DeleteForm on node a", func() {
 			if err := a.store.DeleteForm(ctx, storetest.AccountA, "added-on-a"); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"DELETE of a form on the host's connection", sql("DELETE FROM " + forms + " WHERE id = '" + storetest.FormEmpty + "'")},
-		{"UPDATE moving a form to another account", sql("UPDATE " + forms + " SET account_id = '" + storetest.AccountB + "' WHERE id = 'feedback-a'")},
-		{"TRUNCATE ... CASCADE", sql("TRUNCATE " + forms + " CASCADE")},
+		}, []int{0}},
+		{"DELETE of a form on the host's connection", sql("DELETE FROM " + forms + " WHERE id = '" + storetest.FormEmpty + "'"), []int{0}},
+		{"UPDATE moving a form to another account", sql("UPDATE " + forms + " SET account_id = '" + storetest.AccountB + "' WHERE id = 'feedback-a'"), []int{0, 1, 2}},
+		{"TRUNCATE ... CASCADE", sql("TRUNCATE " + forms + " CASCADE"), []int{0, 1, 2}},
 	} {
-		held := map[string]string{}
-		for _, l := range lists {
-			held[l.target+l.key] = listed(t, cached(l.target, l.key))
+		held := make([]page, len(lists))
+		tags := make([]string, len(lists))
+		for i, l := range lists {
+			res := cached(l.target, l.key)
+			held[i], tags[i] = decodePage(t, res), res.header.Get("ETag")
 		}
 		step.write()
-		changed := false
-		for _, l := range lists {
+		var changed []int
+		for i, l := range lists {
 			// The very next request, and then the rest of its list.
+			res := get(b, l.target, l.key)
+			now := decodePage(t, res)
+			if items(now) != items(held[i]) || (now.NextCursor == "") != (held[i].NextCursor == "") {
+				changed = append(changed, i)
+				if res.header.Get("ETag") == tags[i] {
+					t.Errorf("%s: GET %s (key of %d) changed under the same ETag", step.name, l.target, i)
+				}
+			} else if res.header.Get("ETag") != tags[i] {
+				t.Errorf("%s: GET %s (key of %d) did not change, its ETag did", step.name, l.target, i)
+			}
 			got, want := walkForms(t, b, l.target, l.key), walkForms(t, truth, l.target, l.key)
+			if first := listed(t, res); first != want[0] {
+				t.Errorf("%s: node b answered GET %s with %s, the database with %s", step.name, l.target, first, want[0])
+			}
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: node b answered GET %s with\n%q\nthe database with\n%q", step.name, l.target, got, want)
 			}
-			if held[l.target+l.key] != got[0] {
-				changed = true
-			}
 		}
-		if !changed {
-			t.Errorf("%s: no list changed", step.name)
+		if !slices.Equal(changed, step.changed) {
+			t.Errorf("%s: lists %v changed, want %v", step.name, changed, step.changed)
 		}
 	}
 	// After the TRUNCATE, the empty list is cached too, at its new version.
