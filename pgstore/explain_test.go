@@ -118,6 +118,16 @@ FROM generate_series(1, 100000) g`, schema, t0),
 				literals = append(literals, "'"+v+"'")
 			case []byte:
 				literals = append(literals, fmt.Sprintf(`'\x%x'::bytea`, v))
+			case [][]byte:
+				var elems []string
+				for _, b := range v {
+					elems = append(elems, fmt.Sprintf(`'\x%x'::bytea`, b))
+				}
+				literals = append(literals, "ARRAY["+strings.Join(elems, ", ")+"]")
+			case []string:
+				literals = append(literals, "ARRAY['"+strings.Join(v, "', '")+"']")
+			default:
+				t.Fatalf("%s: an argument of type %T", firstLine(sql), a)
 			}
 		}
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {

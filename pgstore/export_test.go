@@ -63,13 +63,16 @@ func AllSQL(s *Store) []string {
 		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
 }
 
-// LookupSQL returns the store's single-row lookups with example arguments.
+// LookupSQL returns the store's key and form lookups with example
+// arguments: the single-row statements, and the batch of several.
 func LookupSQL(s *Store) map[string][]any {
 	return map[string][]any{
 		s.sql.formOf:          {"form-id", "account-id"},
 		s.sql.formListVersion: {"account-id"},
 		s.sql.resolveKey:      {make([]byte, 32)},
 		s.sql.authorizeForm:   {make([]byte, 32), "form-id"},
+		// Three lookups: of a form, of another, of the forms list.
+		s.sql.authorizeBatch: {[][]byte{make([]byte, 32), make([]byte, 32), make([]byte, 32)}, []string{"form-id", "other-id", ""}},
 	}
 }
 
