@@ -306,3 +306,39 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
 }
+
+// TestLookupsPlannedOnce runs each key and form lookup as pgx runs it, a
+// prepared statement executed again and again on one connection, and
+// checks that PostgreSQL moves to its generic plan rather than planning
+// every execution anew. The batched lookup did not while the planner
+// could count the batch's rows, and its planning cost more than the
+// lookups.
+func TestLookupsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t)
+	conn, err := pgstore.Pool(s).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for sql, args := range pgstore.LookupSQL(s) {
+		for i := 0; i < 10; i++ {
+			// pgx's default mode: a statement prepared once per connection.
+			rows, err := conn.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheStatement}, args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var generic, custom int64
+		if err := conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		if generic == 0 || custom > 5 {
+			t.Errorf("%s: after 10 executions, %d generic plans and %d custom: PostgreSQL plans it on every execution", firstLine(sql), generic, custom)
+		}
+	}
+}

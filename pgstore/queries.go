@@ -177,10 +177,18 @@ WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 	// or keys, it chose hash joins over whole-table scans, which cost
 	// PostgreSQL about twice as much per statement (EXPLAIN ANALYZE on the
 	// fleet benchmark's data: 80–110 µs against 30–50), and more as the
-	// tables grow until it changes its mind.
+	// tables grow until it changes its mind. The arrays are read through
+	// sub-SELECTs so that the planner never sees their length: with the
+	// arrays as constants, each custom plan counted the batch's rows
+	// exactly and looked cheaper than the generic plan's guess for a
+	// small batch, so PostgreSQL planned the statement again on every
+	// execution (pg_prepared_statements: 0 generic plans, all custom),
+	// which cost more than running it. Now the plans cost the same, and
+	// after its first five executions on a connection the statement is
+	// planned no more (TestLookupsPlannedOnce).
 	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version,
     CASE WHEN u.form_id = '' THEN (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id) END
-FROM unnest($1::bytea[], $2::text[]) WITH ORDINALITY AS u (h, form_id, n)
+FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
 ) k ON true
