@@ -15,6 +15,7 @@ package coalesce
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -66,7 +67,16 @@ func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
 	}
 	b.inFlight = true
 	b.mu.Unlock()
-	batch := []*call[T]{c}
+	// Let the goroutines that are ready to run reach Do before the batch
+	// starts: requests woken together (by the return of another
+	// batcher's round trip, say) then share this batch rather than one
+	// going alone and the rest waiting for the next. Each of them still
+	// arrives before the batch starts. On an idle process this returns at
+	// once.
+	runtime.Gosched()
+	b.mu.Lock()
+	batch := append([]*call[T]{c}, b.next(max(b.Max, 1)-1)...)
+	b.mu.Unlock()
 	if b.Detach {
 		go b.loop(batch)
 		return c.wait()
@@ -115,16 +125,23 @@ func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	next := b.waiting
-	if max := max(b.Max, 1); len(next) > max {
-		next = next[:max:max]
-		b.waiting = b.waiting[max:]
-	} else {
-		b.waiting = nil
-	}
+	next := b.next(max(b.Max, 1))
 	if len(next) == 0 {
 		b.inFlight = false
 		return nil
+	}
+	return next
+}
+
+// next takes at most n waiting calls, the first to arrive, for the
+// next batch. b.mu must be held.
+func (b *Batcher[T]) next(n int) []*call[T] {
+	next := b.waiting
+	if len(next) > n {
+		next = next[:n:n]
+		b.waiting = b.waiting[n:]
+	} else {
+		b.waiting = nil
 	}
 	return next
 }
