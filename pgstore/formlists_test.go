@@ -33,14 +33,7 @@ import (
 func TestFormListVersionsChangeWithEveryWrite(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
-	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-	is.NoErr(err)
-	t.Cleanup(func() { s.Close() })
-	_, decoy := pgtest.Schema(t)
-	d, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(decoy))
-	is.NoErr(err)
-	t.Cleanup(func() { d.Close() })
+	s, d, host := withDecoy(t)
 	for _, st := range []*pgstore.Store{s, d} {
 		for _, f := range []struct{ account, id string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"c", "c1"}} {
 			is.NoErr(st.AddForm(ctx, f.account, formsapi.Form{ID: f.id, Title: f.id})) // add form
@@ -48,10 +41,7 @@ func TestFormListVersionsChangeWithEveryWrite(t *testing.T) {
 		is.NoErr(st.AddSubmission(ctx, formsapi.Submission{FormID: "a1", Data: []byte(`{"n":1}`)}, formsapi.Metadata{ID: "s1"}))
 		is.NoErr(st.AddSubmission(ctx, formsapi.Submission{FormID: "a1", Data: []byte(`{"n":2}`)}, formsapi.Metadata{ID: "s2"}))
 	}
-	host, err := pgx.Connect(ctx, withParam(dsn, "search_path", decoy))
-	is.NoErr(err) // the host's connection, its search_path on the decoy schema
-	t.Cleanup(func() { host.Close(ctx) })
-	q := quote(schema)
+	q := quote(s.Schema())
 
 	// versions returns every account's list version, and every version a
 	// form or a list of st has.
@@ -205,11 +195,7 @@ func TestFormsListExactAcrossNodes(t *testing.T) {
 	load(t, a.store, storetest.DefaultSeed())
 	bStore, count := countedStore(t, dsn, schema)
 	b := formsapi.NewHandler(bStore, bStore, formsapi.WithCursorSecret(secret))
-	truthStore, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema), pgstore.WithCacheSize(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { truthStore.Close() })
+	truthStore := mustOpenIn(t, dsn, schema, pgstore.WithCacheSize(0))
 	truth := formsapi.NewHandler(truthStore, truthStore, formsapi.WithCursorSecret(secret))
 	host, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -351,9 +337,7 @@ func TestFormsListCache(t *testing.T) {
 	is.NoErr(a.store.AddKeyWith(ctx, scoped, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy, storetest.FormSmall}}))
 	s, count := countedStore(t, dsn, schema)
 	h := formsapi.NewHandler(s, s, formsapi.WithCursorSecret(secret))
-	truthStore, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema), pgstore.WithCacheSize(0))
-	is.NoErr(err)
-	t.Cleanup(func() { truthStore.Close() })
+	truthStore := mustOpenIn(t, dsn, schema, pgstore.WithCacheSize(0))
 	truth := formsapi.NewHandler(truthStore, truthStore, formsapi.WithCursorSecret(secret))
 
 	// statements returns what node s answers target with, checked against
@@ -412,7 +396,7 @@ func TestFormsListCache(t *testing.T) {
 	is.Equal(n, 2) // one statement per page: the key's
 
 	// No version row: read from the database every time, nothing kept.
-	_, err = pgstore.Pool(a.store).Exec(ctx, "DELETE FROM "+quote(schema)+".formsapi_form_lists WHERE account_id = $1", storetest.AccountA)
+	_, err := pgstore.Pool(a.store).Exec(ctx, "DELETE FROM "+quote(schema)+".formsapi_form_lists WHERE account_id = $1", storetest.AccountA)
 	is.NoErr(err)
 	held, _ := pgstore.CachedPages(s)
 	for range 2 {

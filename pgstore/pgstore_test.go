@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
@@ -25,6 +26,31 @@ var ctx = context.Background()
 func mustOpen(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
+	return mustOpenIn(t, dsn, schema, opts...)
+}
+
+// withDecoy opens a store on a fresh schema, and another store, the
+// decoy, on another schema holding formsapi tables too, and returns them
+// with a connection of the host's own whose search_path names the decoy:
+// plain SQL on it that names the first store's tables must qualify them,
+// and a trigger that wrote by search_path would write to the decoy. All
+// are closed when the test ends.
+func withDecoy(t *testing.T) (s, decoy *pgstore.Store, host *pgx.Conn) {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	_, other := pgtest.Schema(t)
+	s, decoy = mustOpenIn(t, dsn, schema), mustOpenIn(t, dsn, other)
+	host, err := pgx.Connect(ctx, withParam(dsn, "search_path", other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close(ctx) })
+	return s, decoy, host
+}
+
+// mustOpenIn opens a store on schema, closed when the test ends.
+func mustOpenIn(t *testing.T, dsn, schema string, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
 	s, err := pgstore.Open(ctx, dsn, append([]pgstore.Option{pgstore.WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -23,23 +22,13 @@ import (
 func TestVersionsChangeWithEveryWrite(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
-	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-	is.NoErr(err)
-	t.Cleanup(func() { s.Close() })
-	_, decoy := pgtest.Schema(t)
-	d, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(decoy))
-	is.NoErr(err)
-	t.Cleanup(func() { d.Close() })
+	s, d, host := withDecoy(t)
 	for _, st := range []*pgstore.Store{s, d} {
 		for _, id := range []string{"f1", "f2", "f3"} {
 			is.NoErr(st.AddForm(ctx, "acct", formsapi.Form{ID: id})) // add form
 		}
 	}
-	host, err := pgx.Connect(ctx, withParam(dsn, "search_path", decoy))
-	is.NoErr(err) // the host's connection, its search_path on the decoy schema
-	t.Cleanup(func() { host.Close(ctx) })
-	q := quote(schema)
+	q := quote(s.Schema())
 
 	versions := func(st *pgstore.Store) map[string]int64 {
 		t.Helper()
