@@ -13,6 +13,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -128,7 +129,7 @@ func TestKeyLookupsBatched(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { return pgstore.WaitingLookups(s) == len(cases) })
+	testenv.WaitFor(t, func() bool { return pgstore.WaitingLookups(s) == len(cases) })
 
 	// One more, given up while it waits: it returns now, the lock still held.
 	gone, cancel := context.WithCancel(ctx)
@@ -137,7 +138,7 @@ func TestKeyLookupsBatched(t *testing.T) {
 		_, _, err := s.AuthorizeForm(gone, keys["a"], "fa")
 		abandoned <- err
 	}()
-	waitFor(t, func() bool { return pgstore.WaitingLookups(s) == len(cases)+1 })
+	testenv.WaitFor(t, func() bool { return pgstore.WaitingLookups(s) == len(cases)+1 })
 	cancel()
 	is.True(errors.Is(<-abandoned, context.Canceled)) // a waiting lookup ends with its context
 
@@ -156,18 +157,4 @@ func TestKeyLookupsBatched(t *testing.T) {
 	}
 	is.Equal(single, 1)  // the lookup in flight, alone
 	is.Equal(batched, 1) // every lookup that waited, in one statement
-}
-
-// waitFor waits until cond holds, checking every millisecond; it fails
-// the test if it does not within 30 seconds. The test waits for the
-// condition, never for an amount of time.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(time.Millisecond) // the poll's pace; nothing depends on it
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi/internal/coalesce"
+	"github.com/formsapi/formsapi/internal/testenv"
 )
 
 // item is a call of the tests: its number, and the batch that ran it.
@@ -58,18 +59,6 @@ func (r *recorder) seen() [][]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.batches)
-}
-
-// waitFor waits until cond holds, polling: the calls it waits for are in
-// other goroutines, with nothing to signal them.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 10000 {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // holdFirst starts call 0 with Run held, and waits until its batch runs.
@@ -131,7 +120,7 @@ func TestWaitingCallsShareTheNextBatch(t *testing.T) {
 		for i := range items {
 			items[i] = &item{n: i + 1}
 			go func() { errs <- r.b.Do(context.Background(), items[i]) }()
-			waitFor(t, func() bool { return r.b.Waiting() == i+1 })
+			testenv.WaitFor(t, func() bool { return r.b.Waiting() == i+1 })
 		}
 		if got := len(r.seen()); got != 1 {
 			t.Fatalf("detach %v: %d batches ran while the first was in flight", detach, got)
@@ -168,7 +157,7 @@ func TestMaxBoundsABatch(t *testing.T) {
 	errs := make(chan error, 5)
 	for i := 1; i <= 5; i++ {
 		go func() { errs <- r.b.Do(context.Background(), &item{n: i}) }()
-		waitFor(t, func() bool { return r.b.Waiting() == i })
+		testenv.WaitFor(t, func() bool { return r.b.Waiting() == i })
 	}
 	release()
 	<-first
@@ -192,11 +181,11 @@ func TestWaitingCallEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	abandoned := make(chan error, 1)
 	go func() { abandoned <- r.b.Do(ctx, &item{n: 1}) }()
-	waitFor(t, func() bool { return r.b.Waiting() == 1 })
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 1 })
 	other := &item{n: 2}
 	otherErr := make(chan error, 1)
 	go func() { otherErr <- r.b.Do(context.Background(), other) }()
-	waitFor(t, func() bool { return r.b.Waiting() == 2 })
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 2 })
 	cancel()
 	if err := <-abandoned; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the abandoned call returned %v", err)
@@ -241,9 +230,9 @@ func TestBatchContext(t *testing.T) {
 	defer cancel2()
 	errs := make(chan error, 2)
 	go func() { errs <- r.b.Do(ctx1, &item{n: 1}) }()
-	waitFor(t, func() bool { return r.b.Waiting() == 1 })
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 1 })
 	go func() { errs <- r.b.Do(ctx2, &item{n: 2}) }()
-	waitFor(t, func() bool { return r.b.Waiting() == 2 })
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 2 })
 	// Hold the second batch too, to look at its context while it runs.
 	hold2 := make(chan struct{})
 	r.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/formsapi/formsapi/internal/redistest"
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/ratelimit/redislimit"
 )
@@ -106,7 +107,7 @@ func TestConcurrentDecisionsShareAPipeline(t *testing.T) {
 			d, err := l.Allow(ctx, "account:a", p)
 			results[i] <- result{d, err}
 		}()
-		waitFor(t, func() bool { return redislimit.Waiting(l) == i+1 })
+		testenv.WaitFor(t, func() bool { return redislimit.Waiting(l) == i+1 })
 	}
 	close(hook.release)
 
@@ -167,28 +168,16 @@ func TestWaitingDecisionEndsWithItsContext(t *testing.T) {
 	hung, cancelHung := context.WithCancel(ctx)
 	defer cancelHung()
 	go l.Allow(hung, "account:a", p)
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) > 0 })
+	testenv.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) > 0 })
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := l.Allow(wctx, "account:b", p)
 		done <- err
 	}()
-	waitFor(t, func() bool { return redislimit.Waiting(l) == 1 })
+	testenv.WaitFor(t, func() bool { return redislimit.Waiting(l) == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiting decision returned %v", err)
-	}
-}
-
-// waitFor waits until cond holds, polling: what it waits for happens in
-// other goroutines, with nothing to signal it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 10000 {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
