@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -136,39 +135,15 @@ func TestConcurrentDecisionsShareAPipeline(t *testing.T) {
 // that hangs returns when its own context ends.
 func TestWaitingDecisionEndsWithItsContext(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() { // accepts and never answers
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: time.Minute, WriteTimeout: time.Minute, Protocol: 2, DisableIdentity: true})
+	addr, accepted := hangingServer(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
 	defer client.Close()
 	l := redislimit.New(client)
 	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
 	hung, cancelHung := context.WithCancel(ctx)
 	defer cancelHung()
 	go l.Allow(hung, "account:a", p)
-	testenv.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) > 0 })
+	<-accepted // the first decision is in flight, and hangs
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
