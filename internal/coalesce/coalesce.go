@@ -15,10 +15,18 @@ package coalesce
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
+
+// ErrPanic is wrapped by the error Do returns to the calls of a batch
+// whose Run panicked: none of them has a result. The batcher goes on with
+// the next batch.
+var ErrPanic = errors.New("coalesce: the batch's Run panicked")
 
 // Batcher collects the calls of concurrent callers into batches and runs
 // them with Run. Each call is a *T the caller made, which Run fills with
@@ -30,15 +38,19 @@ type Batcher[T any] struct {
 	// before it returns. It runs under a context that ends when every
 	// call's context has ended (a batch of abandoned calls holds nothing),
 	// with the latest of their deadlines; for a batch of one, the call's
-	// own context.
+	// own context. A Run that panics fails the calls of its batch (Do
+	// returns an error wrapping ErrPanic) and no other.
 	Run func(ctx context.Context, batch []*T)
 	// Max bounds the calls of one batch; the rest wait for the next.
 	Max int
 	// Detach runs every batch in a goroutine of its own, so that Do
 	// returns as soon as the caller's context ends even when Run does not
-	// (a client that ignores a context's end). Otherwise the first caller
-	// runs its batch itself, which spares a goroutine switch, and Run must
-	// return when the context ends.
+	// (a client that ignores a context's end). Otherwise a caller that
+	// finds nothing in flight and no call to take with it runs its batch
+	// of one itself, under its own context, which spares a goroutine
+	// switch, and Run must return when the context ends; a batch of
+	// several runs in a goroutine, under the batch's context, which
+	// outlives each call's, and the caller waits for it as the others do.
 	Detach bool
 
 	mu       sync.Mutex
@@ -49,12 +61,14 @@ type Batcher[T any] struct {
 type call[T any] struct {
 	item *T
 	ctx  context.Context
-	done chan struct{} // closed when Run has filled item
+	err  error         // set before done is closed: Run panicked
+	done chan struct{} // closed when Run has filled item, or failed
 }
 
 // Do runs item in a batch that starts after Do was called, and returns
-// nil when that batch is done and item holds its result. When ctx ends
-// first, Do returns ctx.Err() at once; the batch may still write item
+// nil when that batch is done and item holds its result, or an error
+// wrapping ErrPanic when the batch's Run panicked. When ctx ends first,
+// Do returns ctx.Err() at once; the batch may still write item
 // afterwards, so the caller must not read it then. The other calls of the
 // batch are unaffected.
 func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
@@ -73,11 +87,13 @@ func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
 	// going alone and the rest waiting for the next. Each of them still
 	// arrives before the batch starts. On an idle process this returns at
 	// once.
-	runtime.Gosched()
+	yield()
 	b.mu.Lock()
 	batch := append([]*call[T]{c}, b.next(max(b.Max, 1)-1)...)
 	b.mu.Unlock()
-	if b.Detach {
+	if b.Detach || len(batch) > 1 {
+		// A batch of several runs until the last of its calls' contexts
+		// ends: this caller must not be held by the others'.
 		go b.loop(batch)
 		return c.wait()
 	}
@@ -85,17 +101,23 @@ func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
 		// The calls that arrived meanwhile go on without this request.
 		go b.loop(next)
 	}
-	return nil
+	return c.err
 }
+
+// yield is runtime.Gosched, a seam for the tests.
+var (
+	realYield = runtime.Gosched
+	yield     = realYield
+)
 
 func (c *call[T]) wait() error {
 	select {
 	case <-c.done:
-		return nil
+		return c.err
 	case <-c.ctx.Done():
 		select {
 		case <-c.done: // both at once: the result is there
-			return nil
+			return c.err
 		default:
 			return c.ctx.Err()
 		}
@@ -118,9 +140,10 @@ func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 	for i, c := range batch {
 		items[i] = c.item
 	}
-	b.Run(ctx, items)
+	err := b.run(ctx, items)
 	cancel()
 	for _, c := range batch {
+		c.err = err
 		close(c.done)
 	}
 	b.mu.Lock()
@@ -131,6 +154,17 @@ func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 		return nil
 	}
 	return next
+}
+
+// run calls Run, and returns an error wrapping ErrPanic if it panicked.
+func (b *Batcher[T]) run(ctx context.Context, items []*T) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, v, debug.Stack())
+		}
+	}()
+	b.Run(ctx, items)
+	return nil
 }
 
 // next takes at most n waiting calls, the first to arrive, for the
