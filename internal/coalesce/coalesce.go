@@ -45,7 +45,9 @@ type Batcher[T any] struct {
 	Max int
 	// Detach runs every batch in a goroutine of its own, so that Do
 	// returns as soon as the caller's context ends even when Run does not
-	// (a client that ignores a context's end). Otherwise a caller that
+	// (a client that ignores a context's end); and once the batch's
+	// context ends (every call of it gave up), the next batch starts
+	// without waiting for such a Run to return. Otherwise a caller that
 	// finds nothing in flight and no call to take with it runs its batch
 	// of one itself, under its own context, which spares a goroutine
 	// switch, and Run must return when the context ends; a batch of
@@ -140,7 +142,12 @@ func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 	for i, c := range batch {
 		items[i] = c.item
 	}
-	err := b.run(ctx, items)
+	var err error
+	if b.Detach {
+		err = b.runDetached(ctx, items)
+	} else {
+		err = b.run(ctx, items)
+	}
 	cancel()
 	for _, c := range batch {
 		c.err = err
@@ -165,6 +172,32 @@ func (b *Batcher[T]) run(ctx context.Context, items []*T) (err error) {
 	}()
 	b.Run(ctx, items)
 	return nil
+}
+
+// runDetached runs Run in a goroutine of its own, and returns when Run
+// does or when ctx ends, whichever is first: once every call of the batch
+// has given up, a Run that its client does not end (a connection that
+// hangs) holds up no later batch. It then returns ctx's error, so that a
+// call that sees its batch done before its own context's end reads no
+// result; Run goes on until its client ends it, writing to items nobody
+// reads.
+func (b *Batcher[T]) runDetached(ctx context.Context, items []*T) error {
+	if ctx.Done() == nil {
+		return b.run(ctx, items)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- b.run(ctx, items) }()
+	select {
+	case err := <-ran:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-ran:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // next takes at most n waiting calls, the first to arrive, for the

@@ -74,3 +74,33 @@ func TestPanicInRunDoesNotWedgeTheBatcher(t *testing.T) {
 		}
 	}
 }
+
+// With Detach, a Run that ignores its context holds up no later batch once
+// every call of its batch has given up.
+func TestAbandonedDetachedBatchHoldsNoOne(t *testing.T) {
+	stuck, hold := make(chan struct{}), make(chan struct{})
+	defer close(hold)
+	first := true
+	b := &Batcher[int]{Max: 8, Detach: true, Run: func(ctx context.Context, batch []*int) {
+		if first {
+			first = false
+			close(stuck)
+			<-hold // a client that does not end the round trip with ctx
+		}
+		for _, it := range batch {
+			*it = 1
+		}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Do(ctx, new(int)) }()
+	<-stuck
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned call returned %v", err)
+	}
+	it := new(int)
+	if err := b.Do(context.Background(), it); err != nil || *it != 1 {
+		t.Fatalf("the next call: %v, result %d", err, *it)
+	}
+}

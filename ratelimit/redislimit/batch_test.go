@@ -156,3 +156,37 @@ func TestWaitingDecisionEndsWithItsContext(t *testing.T) {
 		t.Fatalf("the waiting decision returned %v", err)
 	}
 }
+
+// TestAbandonedRoundTripHoldsNoOne: a round trip that go-redis does not
+// end (a connection that hangs, with no read timeout), once every
+// decision in it has given up, holds no later decision: those go to
+// Redis on another connection rather than wait for it.
+func TestAbandonedRoundTripHoldsNoOne(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	hook := &holdHook{holding: make(chan struct{}), release: make(chan struct{})}
+	client.AddHook(hook)
+	defer close(hook.release)
+	l := redislimit.New(client, redislimit.WithPrefix(redistest.Prefix(t)))
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
+
+	hung, cancelHung := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(hung, "account:a", p)
+		done <- err
+	}()
+	<-hook.holding // the first decision's round trip hangs
+	cancelHung()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned decision returned %v", err)
+	}
+	// Bounded only so that a wedged limiter fails rather than hangs the
+	// package: the decision needs one round trip.
+	next, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	d, err := l.Allow(next, "account:b", p)
+	if err != nil || !d.Allowed {
+		t.Fatalf("the decision after an abandoned round trip: %+v, %v", d, err)
+	}
+}

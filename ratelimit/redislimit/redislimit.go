@@ -131,7 +131,9 @@ var gcra = redis.NewScript(gcraSource)
 // round trip Allow leaves behind goes on until the client's timeouts end
 // it; set ContextTimeoutEnabled so that it ends at ctx's deadline too and
 // a Redis that hangs holds no connection past the handler's limiter
-// timeout. go-redis retries a command that failed on the network
+// timeout. Once every decision of a round trip has given up, the
+// decisions after them do not wait for it: they go on another
+// connection. go-redis retries a command that failed on the network
 // (MaxRetries, 3 by default): a script that ran but whose answer was lost
 // may run again and spend a second unit, which errs towards fewer
 // requests, never more.
