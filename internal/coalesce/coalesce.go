@@ -63,13 +63,15 @@ type Batcher[T any] struct {
 type call[T any] struct {
 	item *T
 	ctx  context.Context
-	err  error         // set before done is closed: Run panicked
+	err  error         // set before done is closed: no result (see runOne)
 	done chan struct{} // closed when Run has filled item, or failed
 }
 
 // Do runs item in a batch that starts after Do was called, and returns
 // nil when that batch is done and item holds its result, or an error
-// wrapping ErrPanic when the batch's Run panicked. When ctx ends first,
+// wrapping ErrPanic when the batch's Run panicked (or, with Detach, the
+// batch context's error when every call of the batch gave up before Run
+// returned). When ctx ends first,
 // Do returns ctx.Err() at once; the batch may still write item
 // afterwards, so the caller must not read it then. The other calls of the
 // batch are unaffected.
