@@ -19,16 +19,11 @@ func MigrationCount() int {
 }
 
 // ListSQL returns the statement the store runs for a page of forms
-// (table "forms"; "versioned" with the forms list's version, for the read
-// cache), submissions ("submissions") or encoded submissions ("encoded",
+// (table "forms", with the forms list's version), submissions ("submissions") or encoded submissions ("encoded",
 // the handler's fast path) in order o.
 func ListSQL(s *Store, table string, o formsapi.Order) string {
 	asc := o == formsapi.Oldest
 	switch {
-	case table == "versioned" && asc:
-		return s.sql.versionedAsc
-	case table == "versioned":
-		return s.sql.versionedDesc
 	case table == "forms" && asc:
 		return s.sql.formsAsc
 	case table == "forms":
@@ -58,7 +53,7 @@ func ListArgs(q formsapi.Query) ([]any, error) {
 func AllSQL(s *Store) []string {
 	q := s.sql
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
-		q.versionedDesc, q.versionedAsc, q.formListVersion, q.authorizeBatch,
+		q.formListVersion, q.authorizeBatch,
 		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
 		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
 }

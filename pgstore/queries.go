@@ -13,19 +13,14 @@ import "strings"
 // row comparisons into the start and the end of one index range scan: no
 // OFFSET, no sort, however deep the page (TestExplain checks the plans).
 const (
-	sqlListForms = `SELECT seq, created_at, id, title, icon, notification_email
-FROM formsapi_forms
-WHERE account_id = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
-ORDER BY created_at {DIR}, seq {DIR}
-LIMIT $6`
-
-	// A page of forms for the read cache: sqlListForms, with the version
-	// of the account's forms list (migration 0009) read in the same
-	// snapshot, which tags the page exactly. The first column is the
-	// version, NULL when the account has no row; an empty page is one row
-	// of NULLs after it. As in sqlAppendSubmissions, the LATERAL subquery
-	// runs inside the one outer row, and its rows come out in its order.
-	sqlListFormsVersioned = `SELECT v.version, f.seq, f.created_at, f.id, f.title, f.icon, f.notification_email
+	// A page of forms, with the version of the account's forms list
+	// (migration 0009) read in the same snapshot, which tags the page
+	// exactly for the read cache (a store without one ignores it). The
+	// first column is the version, NULL when the account has no row; an
+	// empty page is one row of NULLs after it. As in
+	// sqlAppendSubmissions, the LATERAL subquery runs inside the one outer
+	// row, and its rows come out in its order.
+	sqlListForms = `SELECT v.version, f.seq, f.created_at, f.id, f.title, f.icon, f.notification_email
 FROM (SELECT (SELECT version FROM formsapi_form_lists WHERE account_id = $1) AS version) v
 LEFT JOIN LATERAL (
     SELECT seq, created_at, id, title, icon, notification_email
@@ -283,7 +278,7 @@ func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", d
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
-	versionedDesc, versionedAsc, formListVersion                    string
+	formListVersion                                                 string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
 	addForm, addSubmission, addKey, revokeKey                       string
@@ -320,7 +315,6 @@ func newQueries(schema string) queries {
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
-		versionedDesc: q(ordered(sqlListFormsVersioned, "DESC")), versionedAsc: q(ordered(sqlListFormsVersioned, "ASC")),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),

@@ -66,7 +66,8 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		if at != nil {
 			at.Cache = observe.CacheNone
 		}
-		return s.readForms(ctx, accountID, q, b)
+		p, _, _, err := s.readForms(ctx, accountID, q, b)
+		return p, err
 	}
 	if at == nil {
 		at = &wire.Forms{}
@@ -85,7 +86,7 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		}
 	}
 	at.Cache = observe.CacheMiss
-	p, pos, version, err := s.readVersionedForms(ctx, accountID, q, b)
+	p, pos, version, err := s.readForms(ctx, accountID, q, b)
 	if err != nil {
 		return formsapi.Page[formsapi.Form]{}, err
 	}
@@ -99,39 +100,15 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 	return p, nil
 }
 
-// readForms reads q's page of the forms of accountID in one statement:
-// the page alone, for a store without a read cache.
-func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (formsapi.Page[formsapi.Form], error) {
-	var p formsapi.Page[formsapi.Form]
+// readForms reads q's page of the forms of accountID, and the version of
+// the account's forms list in the same statement, so in the same
+// snapshot: the version that tags the page exactly (NULL when the account
+// has no version). It returns the keyset position of each form too, for
+// the cache.
+func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (p formsapi.Page[formsapi.Form], pos []keyset.Pos, version pgtype.Int8, err error) {
 	st := s.sql.formsDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.formsAsc
-	}
-	rows, err := s.pool.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
-	if err != nil {
-		return p, err
-	}
-	defer rows.Close()
-	p, err = stored.Forms(rows, q)
-	if err != nil {
-		return formsapi.Page[formsapi.Form]{}, err
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return formsapi.Page[formsapi.Form]{}, err
-	}
-	return p, nil
-}
-
-// readVersionedForms reads q's page of the forms of accountID, and the
-// version of the account's forms list in the same statement, so in the
-// same snapshot: the version that tags the page exactly (NULL when the
-// account has no version). It returns the keyset position of each form
-// too, for the cache.
-func (s *Store) readVersionedForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (p formsapi.Page[formsapi.Form], pos []keyset.Pos, version pgtype.Int8, err error) {
-	st := s.sql.versionedDesc
-	if q.Order == formsapi.Oldest {
-		st = s.sql.versionedAsc
 	}
 	rows, err := s.pool.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
 	if err != nil {
