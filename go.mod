@@ -3,6 +3,7 @@ module github.com/formsapi/formsapi
 go 1.25.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
