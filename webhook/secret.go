@@ -28,8 +28,9 @@ var ErrInvalidSecret = errors.New("webhook: invalid signing secret")
 
 // Secret is an endpoint's signing key. Its zero value is no secret: [Sign]
 // refuses it. A Secret does not print itself: every verb of fmt, and
-// log/slog, show "whsec_[REDACTED]"; [Secret.Reveal] returns the text to store or to
-// show its owner once.
+// log/slog, show "whsec_[REDACTED]"; [Secret.Reveal] returns the text to
+// store or to show its owner once. A Secret is a value, safe to copy and
+// to use concurrently.
 type Secret struct {
 	key []byte
 }
