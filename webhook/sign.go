@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -116,11 +117,19 @@ func Sign(h http.Header, id string, at time.Time, body []byte, secrets ...Secret
 		return err
 	}
 	ts := strconv.FormatInt(at.Unix(), 10)
-	h.Set(HeaderID, id)
-	h.Set(HeaderTimestamp, ts)
-	h.Set(HeaderSignature, signature(id, ts, body, secrets))
+	// h.Set with the keys canonical already: no canonicalizing per call.
+	h[canonicalID] = []string{id}
+	h[canonicalTimestamp] = []string{ts}
+	h[canonicalSignature] = []string{signature(id, ts, body, secrets)}
 	return nil
 }
+
+// The header names as http.Header keeps them.
+var (
+	canonicalID        = textproto.CanonicalMIMEHeaderKey(HeaderID)
+	canonicalTimestamp = textproto.CanonicalMIMEHeaderKey(HeaderTimestamp)
+	canonicalSignature = textproto.CanonicalMIMEHeaderKey(HeaderSignature)
+)
 
 func checkSigning(id string, at time.Time, secrets []Secret) error {
 	if len(secrets) == 0 {
@@ -156,13 +165,12 @@ func signature(id, ts string, body []byte, secrets []Secret) string {
 }
 
 // mac appends to b the HMAC-SHA256 under s of "id.ts.body", written in
-// parts so that the body is never copied.
+// two parts so that the body is never copied.
 func mac(s Secret, id, ts string, body, b []byte) []byte {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(id))
-	m.Write([]byte{'.'})
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
+	prefix := make([]byte, 0, len(id)+len(ts)+2)
+	prefix = append(append(append(append(prefix, id...), '.'), ts...), '.')
+	m.Write(prefix)
 	m.Write(body)
 	return m.Sum(b)
 }
