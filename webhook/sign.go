@@ -95,9 +95,8 @@ func checkID(id string) error {
 //
 // It returns an error wrapping [ErrInvalidSecret] when no secret is given
 // or one is the zero Secret, and one wrapping [ErrMalformedHeader] for an
-// id that [MessageID] could not have made (empty, longer than
-// [MaxIDLength], or with a byte that is not visible ASCII, or ".") or a
-// time before 1970.
+// id that is empty, longer than [MaxIDLength] or has a byte other than
+// visible ASCII (or a "."), and for a time before 1970.
 func Signature(id string, at time.Time, body []byte, secrets ...Secret) (string, error) {
 	if err := checkSigning(id, at, secrets); err != nil {
 		return "", err
