@@ -18,7 +18,8 @@ func ExampleVerify() {
 	if err != nil {
 		log.Fatal(err) // the error never quotes the secret
 	}
-	http.HandleFunc("POST /hooks/forms", func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hooks/forms", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
