@@ -83,7 +83,7 @@ func (a *api) pageTag(req request, next string, body []byte) string {
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	b := (*sp)[:0]
-	for _, s := range []string{req.list.account, req.list.formID, next} {
+	for _, s := range []string{req.list.Account, req.list.FormID, next} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}

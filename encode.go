@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -72,16 +73,16 @@ func appendNext(b []byte, next string) []byte {
 // pageReader wrote and appends its refs (one for each submission, in
 // order) and deleted (the refs of the submissions whose deletions the
 // page holds, in commit order).
-func appendFeedEntries(b []byte, refs refCodec, l listID, positions, deleted []int64) []byte {
+func appendFeedEntries(b []byte, refs *token.Codec, l token.List, positions, deleted []int64) []byte {
 	b = append(b, `],"refs":[`...)
 	for i, pos := range positions {
 		b = appendComma(b, i)
-		b = refs.appendRef(b, l, pos)
+		b = appendRef(b, refs, l, pos)
 	}
 	b = append(b, `],"deleted":[`...)
 	for i, pos := range deleted {
 		b = appendComma(b, i)
-		b = refs.appendRef(b, l, pos)
+		b = appendRef(b, refs, l, pos)
 	}
 	return append(b, ']')
 }
@@ -241,5 +242,13 @@ func appendString(b []byte, s string) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendRef appends the JSON string of the ref of the submission at
+// position pos of l's feed (internal/token).
+func appendRef(b []byte, refs *token.Codec, l token.List, pos int64) []byte {
+	b = append(b, '"')
+	b = refs.AppendRef(b, l, pos)
 	return append(b, '"')
 }

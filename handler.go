@@ -156,9 +156,8 @@ type api struct {
 	gate      *keyGate     // bounds lookups of keys not seen before
 	authFail  authThrottle // paces the answers to refused keys
 	cfg       config
-	cursor    cursorCodec
-	tags      tagger   // computes page ETags, keyed by the cursor secret
-	refs      refCodec // the feed's submission refs, keyed by the cursor secret
+	tokens    tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
+	tags      tagger     // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -222,7 +221,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		cfg.cursorSecret = make([]byte, 32)
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
-	a := &api{store: store, keys: keys, cfg: cfg, cursor: newCursorCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), refs: newRefCodec(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
+	a := &api{store: store, keys: keys, cfg: cfg, tokens: newTokenCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
 	a.pages, a.feed = readers(store, cfg.feed)
 	a.authz, _ = keys.(KeyAuthorizer)
 	a.both = a.authz != nil && embedsStore(keys)

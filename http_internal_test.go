@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/token"
 	"github.com/matryer/is"
 )
 
@@ -177,7 +178,7 @@ func TestPageTag(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	a := &api{tags: newTagger([]byte("secret"))}
-	base := request{list: listID{"acct", "f"}}
+	base := request{list: token.List{Account: "acct", FormID: "f"}}
 	base.q.Limit = 10
 	tag := a.pageTag(base, "next", []byte("body"))
 	is.True(strings.HasPrefix(tag, `W/"`) && strings.HasSuffix(tag, `"`)) // a weak tag
@@ -185,14 +186,14 @@ func TestPageTag(t *testing.T) {
 
 	other := func(f func(r *request)) request { r := base; f(&r); return r }
 	for name, r := range map[string]request{
-		"account": other(func(r *request) { r.list.account = "acct2" }),
-		"form":    other(func(r *request) { r.list.formID = "g" }),
+		"account": other(func(r *request) { r.list.Account = "acct2" }),
+		"form":    other(func(r *request) { r.list.FormID = "g" }),
 		"order":   other(func(r *request) { r.q.Order = Oldest }),
 		"limit":   other(func(r *request) { r.q.Limit = 11 }),
 		"since":   other(func(r *request) { r.q.Since = time.Unix(1, 0) }),
 		"until":   other(func(r *request) { r.q.Until = time.Unix(0, 1) }),
 		// A field boundary cannot be moved between account and form.
-		"boundary": other(func(r *request) { r.list = listID{"acctf", ""} }),
+		"boundary": other(func(r *request) { r.list = token.List{Account: "acctf"} }),
 	} {
 		if a.pageTag(r, "next", []byte("body")) == tag {
 			t.Errorf("changing the %s keeps the tag", name)

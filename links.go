@@ -47,10 +47,10 @@ func WithBaseURL(base string) Option {
 
 // path is the list's path below the mount point.
 func (req request) path() string {
-	if req.list.formID == "" {
+	if req.list.FormID == "" {
 		return "/v1/forms"
 	}
-	return "/v1/forms/" + req.list.formID + "/submissions" // a valid ID needs no escaping
+	return "/v1/forms/" + req.list.FormID + "/submissions" // a valid ID needs no escaping
 }
 
 // next seals the store's cursor for the client and sets the Link header;
@@ -59,7 +59,7 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, req request, storeNex
 	if storeNext == "" {
 		return ""
 	}
-	next := a.cursor.seal(req.list, req.q, storeNext)
+	next := a.tokens.seal(req.list, req.q, storeNext)
 	v := url.Values{"cursor": {next}}
 	if req.limit != "" {
 		v.Set("limit", req.limit)

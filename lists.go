@@ -146,7 +146,7 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 			return p.Body
 		}
 		a.logSkipped(w, r, p.Skipped)
-		body := appendFeedEntries(p.Body, a.refs, req.list, p.Positions, p.Deleted)
+		body := appendFeedEntries(p.Body, a.tokens.Codec, req.list, p.Positions, p.Deleted)
 		return a.respondFeed(w, r, req, body, next, more)
 	})
 }

@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -138,4 +139,29 @@ func fromCursor(get func(string) string, q *Query, c Query) string {
 	c.Limit, c.MaxBytes = q.Limit, q.MaxBytes
 	*q = c
 	return ""
+}
+
+// appendTime encodes t as a presence byte, then Unix seconds and
+// nanoseconds, which covers every year time.Parse accepts.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
+	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
+}
+
+func readTime(b []byte, t *time.Time) ([]byte, bool) {
+	if len(b) < 1 {
+		return nil, false
+	}
+	if b[0] == 0 {
+		return b[1:], true
+	}
+	if len(b) < 13 {
+		return nil, false
+	}
+	*t = time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), int64(binary.BigEndian.Uint32(b[9:13]))).UTC()
+	return b[13:], true
 }

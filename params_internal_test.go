@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+
+	"github.com/formsapi/formsapi/internal/token"
 )
 
 // pageFields are the Query fields that say which page of a list, not
@@ -31,7 +33,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		}
 	}
 	a := newAPI(stubStore{}, blockingKeys{})
-	l := listID{"acct", "form"}
+	l := token.List{Account: "acct", FormID: "form"}
 	for _, p := range listParams {
 		var q Query
 		if msg := p.parse(p.sample, &q); msg != "" {
@@ -48,7 +50,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		if bytes.Equal(q.AppendKey(nil), Query{}.AppendKey(nil)) {
 			t.Errorf("%s: AppendKey is the same with and without it", p.name)
 		}
-		opened, ok := a.cursor.open(l, a.cursor.seal(l, q, "pos"))
+		opened, ok := a.tokens.open(l, a.tokens.seal(l, q, "pos"))
 		if !ok || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
 		}
@@ -63,7 +65,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		}
 		var next request
 		next.list = l
-		if msg := a.parseQuery("cursor="+a.cursor.seal(l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
+		if msg := a.parseQuery("cursor="+a.tokens.seal(l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}
 	}

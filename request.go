@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -19,7 +20,7 @@ type request struct {
 	account string
 	grant   Grant      // what the key may read
 	form    *wire.Form // the form, from the combined lookup (authorize.go), or nil
-	list    listID
+	list    token.List
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
 	sync    bool   // a feed request: ?sync=start or ?sync=<token>
@@ -48,18 +49,18 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		a.fail(w, r, err)
 		return request{}, false
 	}
-	token, creds := parseAuthorization(r.Header.Values("Authorization"))
+	key, creds := parseAuthorization(r.Header.Values("Authorization"))
 	switch creds {
 	case noCredentials:
 		return fail(errNoCredentials)
 	case badToken:
 		return fail(ErrInvalidKey)
 	}
-	grant, fd, err := a.authorize(ctx, token, formID)
+	grant, fd, err := a.authorize(ctx, key, formID)
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
-	if err := a.rateLimit(w, r, token, grant); err != nil {
+	if err := a.rateLimit(w, r, key, grant); err != nil {
 		return fail(err)
 	}
 	// A form outside the key's scope gets the very answer of a form that
@@ -71,7 +72,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	// The form found with the key is used only here, after the checks
 	// above: a form that is not found is answered by the store, after
 	// the query's own checks.
-	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: listID{account, formID}}
+	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}}
 	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
 		return fail(badRequest(msg))
 	}
@@ -108,7 +109,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 		return msg
 	}
 	if tok := vals.Get("cursor"); tok != "" {
-		c, ok := a.cursor.open(req.list, tok)
+		c, ok := a.tokens.open(req.list, tok)
 		if !ok {
 			return msgBadCursor
 		}
@@ -124,7 +125,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 // beginning of the form's feed, or a syncToken of an earlier page of the
 // same feed. Only limit may stand beside it; the feed has its own order.
 func (a *api) parseSync(vals url.Values, req *request) string {
-	if req.list.formID == "" {
+	if req.list.FormID == "" {
 		return "invalid sync: the feed is per form, at /v1/forms/{formId}/submissions?sync=start"
 	}
 	if vals.Get("cursor") != "" {
@@ -142,11 +143,11 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 	case "":
 		return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 	default:
-		pos, floor, ok := a.cursor.openSync(req.list, tok)
+		s, ok := a.tokens.OpenSync(req.list, tok)
 		if !ok {
 			return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 		}
-		req.after, req.floor = pos, floor
+		req.after, req.floor = s.Pos, s.Floor
 	}
 	return ""
 }

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"github.com/formsapi/formsapi/internal/token"
 )
 
 // Messages of the error responses.
@@ -166,7 +168,7 @@ func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, b
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
-	body = appendFeedEnd(body, a.cursor.sealSync(req.list, next, req.floor), more)
+	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor}), more)
 	writePage(w, r, tag, body)
 	return body
 }
