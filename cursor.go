@@ -15,19 +15,19 @@ func newTokenCodec(secret []byte) tokenCodec {
 	return tokenCodec{token.New(secret)}
 }
 
-// seal returns the cursor of the page of l at the store's position pos,
-// carrying what selects the list in q (Query.AppendKey), so the next page
-// keeps every parameter of this one.
-func (c tokenCodec) seal(l token.List, q Query, pos string) string {
+// seal returns the cursor of kind k of the page of l at the store's
+// position pos, carrying what selects the list in q (Query.AppendKey), so
+// the next page keeps every parameter of this one.
+func (c tokenCodec) seal(k token.Kind, l token.List, q Query, pos string) string {
 	payload := make([]byte, 0, 2*13+1+len(pos))
 	payload = q.AppendKey(payload)
-	return c.SealCursor(l, append(payload, pos...))
+	return c.Seal(k, l, 0, append(payload, pos...))
 }
 
-// open returns the order and filters a cursor of l carries, with the
-// store's position in q.Cursor.
-func (c tokenCodec) open(l token.List, tok string) (Query, bool) {
-	payload, ok := c.OpenCursor(l, tok)
+// open returns the order and filters a cursor of kind k of l carries,
+// with the store's position in q.Cursor.
+func (c tokenCodec) open(k token.Kind, l token.List, tok string) (Query, bool) {
+	_, payload, ok := c.Open(k, l, tok)
 	if !ok {
 		return Query{}, false
 	}

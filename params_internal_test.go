@@ -50,7 +50,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		if bytes.Equal(q.AppendKey(nil), Query{}.AppendKey(nil)) {
 			t.Errorf("%s: AppendKey is the same with and without it", p.name)
 		}
-		opened, ok := a.tokens.open(l, a.tokens.seal(l, q, "pos"))
+		opened, ok := a.tokens.open(token.SubmissionsCursor, l, a.tokens.seal(token.SubmissionsCursor, l, q, "pos"))
 		if !ok || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
 		}
@@ -65,7 +65,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		}
 		var next request
 		next.list = l
-		if msg := a.parseQuery("cursor="+a.tokens.seal(l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
+		if msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}
 	}

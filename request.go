@@ -79,6 +79,16 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	return req, true
 }
 
+// cursorKind is the kind of the cursors of req's list (internal/token):
+// a cursor of another list, or a token of another kind, opens as no
+// cursor of it.
+func (req request) cursorKind() token.Kind {
+	if req.list.FormID == "" {
+		return token.FormsCursor
+	}
+	return token.SubmissionsCursor
+}
+
 // parseQuery fills req.q from the query string, or returns the message of
 // a 400 that names the offending parameter.
 func (a *api) parseQuery(raw string, req *request) string {
@@ -109,7 +119,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 		return msg
 	}
 	if tok := vals.Get("cursor"); tok != "" {
-		c, ok := a.tokens.open(req.list, tok)
+		c, ok := a.tokens.open(req.cursorKind(), req.list, tok)
 		if !ok {
 			return msgBadCursor
 		}

@@ -6,11 +6,17 @@
 // derives every key from the secret alone, the same way on every node.
 //
 // Cursors and sync tokens are sealed with AES-256-GCM: encryption keeps
-// the store's position (an internal row number, say) private, and the
-// authentication tag, computed also over the list (account and form), means
-// a token this secret did not seal for this very list is refused rather
-// than interpreted. Refs are an HMAC-SHA256, cut to 128 bits: stable, and
+// the store's position (an internal row number, say) and the form's
+// incarnation private, and the authentication tag, computed also over the
+// token's Kind and its List (account and form), means a token this secret
+// did not seal as this kind for this very list is refused rather than
+// interpreted. Refs are an HMAC-SHA256, cut to 128 bits: stable, and
 // revealing nothing.
+//
+// The API, in short: New(secret) gives a Codec; Seal and Open a token of
+// a Kind (a cursor: the caller's payload, the form's incarnation), SealSync
+// and OpenSync a sync token (position, floor, incarnation), AppendRef the
+// ref of a feed position.
 package token
 
 import (
@@ -21,6 +27,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -60,74 +67,165 @@ func New(secret []byte) *Codec {
 	}
 }
 
-// cursorVersion starts the plaintext of every cursor.
-const cursorVersion = 1
+// Kind is what a token is for: the list or route that issues it, and
+// the only one that accepts it. It is authenticated with the token, so a
+// token of one kind opens as no other, whatever its list. A new route
+// that hands out tokens gets a Kind of its own; the values are never
+// reused or renumbered, since tokens in clients' hands carry them.
+type Kind uint8
 
-func (l List) additionalData() []byte {
-	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(l.Account)+len(l.FormID))
+// The kinds of token.
+const (
+	// FormsCursor is the cursor of an account's forms list, GET /v1/forms.
+	FormsCursor Kind = 1
+	// SubmissionsCursor is the cursor of a form's list of submissions,
+	// GET /v1/forms/{formId}/submissions.
+	SubmissionsCursor Kind = 2
+	// SyncToken is the token of a form's sync feed,
+	// GET /v1/forms/{formId}/submissions?sync=.
+	SyncToken Kind = 3
+)
+
+var kindNames = [...]string{FormsCursor: "forms cursor", SubmissionsCursor: "submissions cursor", SyncToken: "sync token"}
+
+// String names k, for messages and tests.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("token kind %d", uint8(k))
+}
+
+// The tokens this package seals have additional data that starts with
+// adPrefix and the kind, then the list as tokens of earlier versions had
+// it (List.legacyAD), and a plaintext that starts with the form's
+// incarnation, then the caller's payload. No earlier token's additional
+// data starts that way (it began with the length of the account, and an
+// empty account and form were followed by nothing or by "sync"), so a
+// token of either format opens only as what it was sealed for.
+var adPrefix = []byte{0x00, 0x00, 0xff, 0x02}
+
+func (l List) additionalData(k Kind) []byte {
+	b := make([]byte, 0, len(adPrefix)+1+2*binary.MaxVarintLen64+len(l.Account)+len(l.FormID))
+	b = append(append(b, adPrefix...), byte(k))
+	return l.appendLegacyAD(b)
+}
+
+// Seal returns a token of kind k for list l that carries inc, the
+// incarnation of l's form (0 when unknown; see Open), and payload (what the
+// caller needs to resume: the list's parameters and the store's position,
+// say). It panics for the zero Kind.
+func (c *Codec) Seal(k Kind, l List, inc uint64, payload []byte) string {
+	if k == 0 {
+		panic("token: Seal with the zero Kind")
+	}
+	plain := make([]byte, 0, binary.MaxVarintLen64+len(payload))
+	plain = append(binary.AppendUvarint(plain, inc), payload...)
+	return c.seal(l.additionalData(k), plain)
+}
+
+// Open returns the incarnation and the payload of tok if this secret
+// sealed it as a token of kind k for list l, and false for any other
+// string. A form's incarnation changes when the form is deleted and
+// created again with the same ID, so a caller that knows the form's
+// current one tells a token of an earlier form of that ID (a different
+// incarnation, neither 0) from one of this form.
+//
+// Cursors and sync tokens sealed before tokens had kinds open too, with
+// incarnation 0, as the kind they were: a cursor of a list without a form
+// as a FormsCursor, one of a form's list as a SubmissionsCursor, a sync
+// token as a SyncToken (its payload then as SealSync makes it).
+func (c *Codec) Open(k Kind, l List, tok string) (inc uint64, payload []byte, ok bool) {
+	if k == 0 {
+		return 0, nil, false
+	}
+	if plain, ok := c.unseal(l.additionalData(k), tok); ok {
+		inc, n := binary.Uvarint(plain)
+		if n <= 0 {
+			return 0, nil, false
+		}
+		return inc, plain[n:], true
+	}
+	switch {
+	case k == FormsCursor && l.FormID == "", k == SubmissionsCursor && l.FormID != "":
+		payload, ok = c.openLegacyCursor(l, tok)
+	case k == SyncToken:
+		var s Sync
+		if s, ok = c.openLegacySync(l, tok); ok {
+			payload = s.appendPayload(nil)
+		}
+	}
+	return 0, payload, ok
+}
+
+// Sync is what a sync token carries: the feed position after which the
+// next read starts, the reader's floor (the store's Purged when the reader
+// began at sync=start, 0 for tokens from before deletions were fed, below
+// which forgotten deletions cannot concern its copy), and the form's
+// incarnation (see Open).
+type Sync struct {
+	Pos, Floor  int64
+	Incarnation uint64
+}
+
+func (s Sync) appendPayload(b []byte) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(s.Pos)), uint64(s.Floor))
+}
+
+// SealSync returns the SyncToken of s in l's feed. Pos and Floor must not
+// be negative.
+func (c *Codec) SealSync(l List, s Sync) string {
+	return c.Seal(SyncToken, l, s.Incarnation, s.appendPayload(nil))
+}
+
+// OpenSync returns what a SyncToken of l's feed carries (see Open), and
+// false for any other string.
+func (c *Codec) OpenSync(l List, tok string) (Sync, bool) {
+	inc, payload, ok := c.Open(SyncToken, l, tok)
+	if !ok {
+		return Sync{}, false
+	}
+	p, n := binary.Uvarint(payload)
+	if n <= 0 || p > math.MaxInt64 {
+		return Sync{}, false
+	}
+	f, m := binary.Uvarint(payload[n:])
+	if m <= 0 || n+m != len(payload) || f > math.MaxInt64 {
+		return Sync{}, false
+	}
+	return Sync{Pos: int64(p), Floor: int64(f), Incarnation: inc}, true
+}
+
+// Tokens of earlier versions, before kinds and incarnations: a cursor's
+// additional data was the list alone and its plaintext cursorVersion and
+// the payload; a sync token's additional data carried one more field,
+// "sync", and its plaintext started with syncVersion or syncFloorVersion,
+// which no cursor did.
+const (
+	cursorVersion    = 1
+	syncVersion      = 0x81 // the position alone: floor 0
+	syncFloorVersion = 0x82 // the position, then a floor above 0
+)
+
+func (l List) appendLegacyAD(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(l.Account)))
 	b = append(b, l.Account...)
 	b = binary.AppendUvarint(b, uint64(len(l.FormID)))
 	return append(b, l.FormID...)
 }
 
-// SealCursor returns the cursor of list l that carries payload (what the
-// caller needs to resume the list: its parameters and the store's
-// position, say).
-func (c *Codec) SealCursor(l List, payload []byte) string {
-	plain := make([]byte, 0, 1+len(payload))
-	plain = append(append(plain, cursorVersion), payload...)
-	return c.seal(l.additionalData(), plain)
-}
-
-// OpenCursor returns the payload of a cursor SealCursor made for l, and
-// false for any other string.
-func (c *Codec) OpenCursor(l List, tok string) ([]byte, bool) {
-	plain, ok := c.unseal(l.additionalData(), tok)
+func (c *Codec) openLegacyCursor(l List, tok string) ([]byte, bool) {
+	plain, ok := c.unseal(l.appendLegacyAD(nil), tok)
 	if !ok || len(plain) < 1 || plain[0] != cursorVersion {
 		return nil, false
 	}
 	return plain[1:], true
 }
 
-// Sync is what a sync token carries: the feed position after which the
-// next read starts, and the reader's floor, the store's Purged when the
-// reader began at sync=start (0 for tokens from before deletions were
-// fed), below which forgotten deletions cannot concern its copy.
-type Sync struct {
-	Pos, Floor int64
-}
-
-// Sync tokens are sealed with the same key as cursors, and neither is ever
-// taken for the other: a token's additional data carries one more field,
-// "sync", and its plaintext starts with syncVersion or syncFloorVersion,
-// which no cursor does.
-const (
-	syncVersion      = 0x81 // the position alone: floor 0
-	syncFloorVersion = 0x82 // the position, then a floor above 0
-)
-
-func (l List) syncAdditionalData() []byte {
-	b := l.additionalData()
-	b = binary.AppendUvarint(b, uint64(len("sync")))
-	return append(b, "sync"...)
-}
-
-// SealSync returns the sync token of s in l's feed. Pos and Floor must not
-// be negative.
-func (c *Codec) SealSync(l List, s Sync) string {
-	plain := binary.AppendUvarint([]byte{syncVersion}, uint64(s.Pos))
-	if s.Floor > 0 {
-		plain[0] = syncFloorVersion
-		plain = binary.AppendUvarint(plain, uint64(s.Floor))
-	}
-	return c.seal(l.syncAdditionalData(), plain)
-}
-
-// OpenSync returns what a sync token SealSync made for l's feed carries,
-// and false for any other string.
-func (c *Codec) OpenSync(l List, tok string) (Sync, bool) {
-	plain, ok := c.unseal(l.syncAdditionalData(), tok)
+func (c *Codec) openLegacySync(l List, tok string) (Sync, bool) {
+	ad := l.appendLegacyAD(nil)
+	ad = binary.AppendUvarint(ad, uint64(len("sync")))
+	plain, ok := c.unseal(append(ad, "sync"...), tok)
 	if !ok || len(plain) < 2 || plain[0] != syncVersion && plain[0] != syncFloorVersion {
 		return Sync{}, false
 	}
@@ -183,7 +281,7 @@ const RefBytes = 16
 // turned back into either. Consumers key their copy by it.
 func (c *Codec) AppendRef(b []byte, l List, pos int64) []byte {
 	m := hmac.New(sha256.New, c.refKey[:])
-	m.Write(l.additionalData())
+	m.Write(l.appendLegacyAD(nil))
 	m.Write(binary.BigEndian.AppendUint64(nil, uint64(pos)))
 	var sum [sha256.Size]byte
 	return base64.RawURLEncoding.AppendEncode(b, m.Sum(sum[:0])[:RefBytes])

@@ -11,8 +11,8 @@ import (
 var testSecret = []byte("test secret")
 
 // Tokens and a ref that the codec made, in root's cursor.go, before it
-// moved here (ff675d3): every token a secret sealed keeps opening, and
-// every ref keeps its value, whatever this package becomes.
+// moved here and before tokens had kinds (ff675d3): every token a secret
+// sealed then keeps opening as what it was, and every ref keeps its value.
 const (
 	fixtureFormsCursor = "i5tRkBPUSj5IcgeG7vHMWY_9mQQUhot6tf90kot5X5EpFjPf"                 // acct's forms list, payload 000000 "fpos"
 	fixtureSubsCursor  = "u8HPa7m3dRrh_oE7l13a2INUwDTJFhtYw4T2gkyVTTIkMGcHHCPr_YUZ4uC7Qp7n" // acct's form, payload below + "spos"
@@ -27,15 +27,21 @@ var (
 	subsList  = List{Account: "acct", FormID: "form"}
 )
 
+// exportPosition stands for the kind of a route added later: it too is
+// refused as every other kind, and they as it.
+const exportPosition Kind = 4
+
+var kinds = []Kind{FormsCursor, SubmissionsCursor, SyncToken, exportPosition}
+
 func TestTokensOfEarlierVersionsOpen(t *testing.T) {
 	t.Parallel()
 	c := New(testSecret)
-	if p, ok := c.OpenCursor(formsList, fixtureFormsCursor); !ok || string(p) != "\x00\x00\x00fpos" {
-		t.Errorf("forms cursor: got (%q, %v), want the payload 000000 fpos", p, ok)
+	if inc, p, ok := c.Open(FormsCursor, formsList, fixtureFormsCursor); !ok || inc != 0 || string(p) != "\x00\x00\x00fpos" {
+		t.Errorf("forms cursor: got (%d, %q, %v), want (0, 000000 fpos, true)", inc, p, ok)
 	}
 	key, _ := hex.DecodeString(fixtureSubsKey)
-	if p, ok := c.OpenCursor(subsList, fixtureSubsCursor); !ok || !bytes.Equal(p, append(key, "spos"...)) {
-		t.Errorf("submissions cursor: got (%x, %v), want %s + spos", p, ok, fixtureSubsKey)
+	if inc, p, ok := c.Open(SubmissionsCursor, subsList, fixtureSubsCursor); !ok || inc != 0 || !bytes.Equal(p, append(key, "spos"...)) {
+		t.Errorf("submissions cursor: got (%d, %x, %v), want (0, %s + spos, true)", inc, p, ok, fixtureSubsKey)
 	}
 	if s, ok := c.OpenSync(subsList, fixtureSync); !ok || s != (Sync{Pos: 42}) {
 		t.Errorf("sync token: got (%+v, %v), want position 42", s, ok)
@@ -46,27 +52,82 @@ func TestTokensOfEarlierVersionsOpen(t *testing.T) {
 	if got := string(c.AppendRef(nil, subsList, 42)); got != fixtureRef {
 		t.Errorf("ref of position 42: got %s, want %s", got, fixtureRef)
 	}
+	// Each opens as its own kind alone.
+	for _, f := range []struct {
+		tok  string
+		kind Kind
+	}{{fixtureFormsCursor, FormsCursor}, {fixtureSubsCursor, SubmissionsCursor}, {fixtureSync, SyncToken}, {fixtureSyncFloor, SyncToken}} {
+		for _, k := range kinds {
+			for _, l := range []List{formsList, subsList} {
+				if _, _, ok := c.Open(k, l, f.tok); ok && k != f.kind {
+					t.Errorf("a %v of an earlier version opens as a %v of %+v", f.kind, k, l)
+				}
+			}
+		}
+	}
+}
+
+// TestKindsAreBound seals a token of each kind and opens it as every
+// kind, for its own list and for another: only its own kind and list
+// open it.
+func TestKindsAreBound(t *testing.T) {
+	t.Parallel()
+	c := New(testSecret)
+	lists := []List{formsList, subsList}
+	for _, k := range kinds {
+		for _, l := range lists {
+			tok := c.Seal(k, l, 7, []byte("payload"))
+			for _, k2 := range kinds {
+				for _, l2 := range lists {
+					inc, p, ok := c.Open(k2, l2, tok)
+					want := k2 == k && l2 == l
+					if ok != want {
+						t.Errorf("a %v of %+v opened as a %v of %+v: %v, want %v", k, l, k2, l2, ok, want)
+					}
+					if ok && (inc != 7 || string(p) != "payload") {
+						t.Errorf("a %v of %+v opened as (%d, %q), want (7, payload)", k, l, inc, p)
+					}
+				}
+			}
+			if k != SyncToken {
+				if _, ok := c.OpenSync(l, tok); ok {
+					t.Errorf("a %v of %+v opened as a sync token", k, l)
+				}
+			}
+		}
+	}
+	if _, _, ok := c.Open(0, subsList, c.Seal(SubmissionsCursor, subsList, 0, nil)); ok {
+		t.Error("a cursor opened as the zero Kind")
+	}
 }
 
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	c, same, other := New(testSecret), New(testSecret), New([]byte("another secret"))
-	for _, payload := range [][]byte{nil, []byte("p"), bytes.Repeat([]byte{0xff}, 300)} {
-		tok := c.SealCursor(subsList, payload)
-		if p, ok := same.OpenCursor(subsList, tok); !ok || !bytes.Equal(p, payload) {
-			t.Errorf("cursor of %x: a codec of the same secret opened (%x, %v)", payload, p, ok)
-		}
-		if _, ok := other.OpenCursor(subsList, tok); ok {
-			t.Errorf("cursor of %x: a codec of another secret opened it", payload)
+	for _, inc := range []uint64{0, 1, 1 << 63, ^uint64(0)} {
+		for _, payload := range [][]byte{nil, []byte("p"), bytes.Repeat([]byte{0xff}, 300)} {
+			tok := c.Seal(SubmissionsCursor, subsList, inc, payload)
+			if gotInc, p, ok := same.Open(SubmissionsCursor, subsList, tok); !ok || gotInc != inc || !bytes.Equal(p, payload) {
+				t.Errorf("cursor of %d, %x: a codec of the same secret opened (%d, %x, %v)", inc, payload, gotInc, p, ok)
+			}
+			if _, _, ok := other.Open(SubmissionsCursor, subsList, tok); ok {
+				t.Errorf("cursor of %d, %x: a codec of another secret opened it", inc, payload)
+			}
 		}
 	}
-	for _, s := range []Sync{{}, {Pos: 1}, {Pos: 1 << 62, Floor: 1 << 61}, {Pos: 0, Floor: 3}} {
+	for _, s := range []Sync{{}, {Pos: 1}, {Pos: 1 << 62, Floor: 1 << 61, Incarnation: 1 << 63}, {Floor: 3, Incarnation: 9}} {
 		tok := c.SealSync(subsList, s)
 		if got, ok := same.OpenSync(subsList, tok); !ok || got != s {
 			t.Errorf("sync token of %+v: opened (%+v, %v)", s, got, ok)
 		}
 		if _, ok := other.OpenSync(subsList, tok); ok {
 			t.Errorf("sync token of %+v: a codec of another secret opened it", s)
+		}
+	}
+	// A sync token's payload is two positions, nothing more.
+	for _, payload := range [][]byte{nil, {1}, {1, 2, 3}, {0xff}} {
+		if s, ok := c.OpenSync(subsList, c.Seal(SyncToken, subsList, 0, payload)); ok {
+			t.Errorf("a sync token of payload %x opened as %+v", payload, s)
 		}
 	}
 	if string(c.AppendRef(nil, subsList, 1)) != string(same.AppendRef(nil, subsList, 1)) {
@@ -82,11 +143,11 @@ func TestRoundTrips(t *testing.T) {
 func TestBoundToTheList(t *testing.T) {
 	t.Parallel()
 	c := New(testSecret)
-	lists := []List{formsList, subsList, {Account: "acct2", FormID: "form"}, {Account: "acctf", FormID: "orm"}, {Account: "acctform"}}
+	lists := []List{formsList, subsList, {Account: "acct2", FormID: "form"}, {Account: "acctf", FormID: "orm"}, {Account: "acctform"}, {}}
 	for i, l := range lists {
-		cur, sync := c.SealCursor(l, []byte("p")), c.SealSync(l, Sync{Pos: 5})
+		cur, sync := c.Seal(SubmissionsCursor, l, 0, []byte("p")), c.SealSync(l, Sync{Pos: 5})
 		for j, m := range lists {
-			_, ok := c.OpenCursor(m, cur)
+			_, _, ok := c.Open(SubmissionsCursor, m, cur)
 			_, syncOK := c.OpenSync(m, sync)
 			if ok != (i == j) || syncOK != (i == j) {
 				t.Errorf("tokens of %+v open for %+v: cursor %v, sync %v", l, m, ok, syncOK)
@@ -98,10 +159,10 @@ func TestBoundToTheList(t *testing.T) {
 func TestRefusesMalformed(t *testing.T) {
 	t.Parallel()
 	c := New(testSecret)
-	tok := c.SealCursor(subsList, nil)
-	long := c.SealCursor(subsList, bytes.Repeat([]byte("x"), MaxLength))
+	tok := c.Seal(SubmissionsCursor, subsList, 0, nil)
+	long := c.Seal(SubmissionsCursor, subsList, 0, bytes.Repeat([]byte("x"), MaxLength))
 	for _, bad := range []string{"", "a", "!!!!", tok + "=", tok[:len(tok)-1], tok + "AAAA", long, strings.Repeat("A", MaxLength+4)} {
-		if _, ok := c.OpenCursor(subsList, bad); ok {
+		if _, _, ok := c.Open(SubmissionsCursor, subsList, bad); ok {
 			t.Errorf("cursor %.40q opened", bad)
 		}
 		if _, ok := c.OpenSync(subsList, bad); ok {
@@ -119,8 +180,8 @@ func TestLastCharacterIsStrict(t *testing.T) {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	tried := 0
 	for n := 0; n < 6; n++ {
-		tok := c.SealCursor(subsList, []byte(strings.Repeat("p", n)))
-		if _, ok := c.OpenCursor(subsList, tok); !ok {
+		tok := c.Seal(SubmissionsCursor, subsList, 0, []byte(strings.Repeat("p", n)))
+		if _, _, ok := c.Open(SubmissionsCursor, subsList, tok); !ok {
 			t.Fatalf("a cursor the codec sealed does not open: %q", tok)
 		}
 		if len(tok)%4 == 0 {
@@ -132,7 +193,7 @@ func TestLastCharacterIsStrict(t *testing.T) {
 		if raw, err := base64.RawURLEncoding.DecodeString(twin); err != nil || string(raw) != mustDecode(t, tok) {
 			t.Fatalf("test setup: %q is not a lax spelling of the same bytes", twin)
 		}
-		if _, ok := c.OpenCursor(subsList, twin); ok {
+		if _, _, ok := c.Open(SubmissionsCursor, subsList, twin); ok {
 			t.Errorf("cursor %q opened with its last character's unused bits changed (%q)", tok, twin)
 		}
 	}
