@@ -200,20 +200,37 @@ FROM formsapi_keys WHERE account_id = $1 ORDER BY created_at, key_hash`
 FROM unnest($1::bytea[], $2::bigint[]) AS u (h, at)
 WHERE k.key_hash = u.h AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 
-	// GCRA in one statement: the row of (policy, key) is created or
-	// updated under its row lock, so concurrent requests on any node are
-	// decided one after another. $3 is the interval and $4 the burst
-	// tolerance, in microseconds, of the policy of this call; a refusal
-	// leaves tat as it was.
-	sqlRateLimit = `INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
-SELECT $1, $2, now.us + $3, true, now.us
-FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS now
-ON CONFLICT (policy, key) DO UPDATE SET
-    at = EXCLUDED.at,
-    allowed = GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4,
-    tat = CASE WHEN GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4
-               THEN GREATEST(r.tat, EXCLUDED.at) + $3 ELSE r.tat END
-RETURNING tat, allowed, at`
+	// GCRA in one statement that writes only for an allowed request. cur
+	// reads the row of (policy, key) without a lock; when it shows the
+	// request refused, nothing is inserted or updated and the statement
+	// returns cur's tat, not allowed. Otherwise the row is created, or
+	// updated under its row lock if the request still fits there, so that
+	// concurrent requests on any node are decided one after another. $3
+	// is the interval and $4 the burst tolerance, in microseconds, of the
+	// policy of this call. A request that cur allowed and the locked row
+	// refuses (another took the last unit meanwhile) updates nothing and
+	// returns cur's tat, which would allow it: the caller reads the row
+	// again (sqlRateTat) for its RetryAfter. tat only grows while a row
+	// lives, so a refusal read from cur's snapshot holds at now.
+	sqlRateLimit = `WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us),
+cur AS (SELECT r.tat FROM formsapi_rate_limits AS r WHERE r.policy = $1 AND r.key = $2),
+up AS (
+    INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
+    SELECT $1, $2, now.us + $3, true, now.us FROM now
+    WHERE NOT EXISTS (SELECT FROM cur WHERE GREATEST(cur.tat, now.us) + $3 - now.us > $4)
+    ON CONFLICT (policy, key) DO UPDATE SET
+        at = EXCLUDED.at,
+        allowed = true,
+        tat = GREATEST(r.tat, EXCLUDED.at) + $3
+    WHERE GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4
+    RETURNING r.tat
+)
+SELECT coalesce((SELECT tat FROM up), (SELECT tat FROM cur), 0), EXISTS (SELECT FROM up), now.us FROM now`
+
+	// The bucket's tat as it is now, and now: a refusal's RetryAfter when
+	// sqlRateLimit lost a race (see there).
+	sqlRateTat = `SELECT coalesce((SELECT tat FROM formsapi_rate_limits WHERE policy = $1 AND key = $2), 0),
+    (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
 	// Rows whose quota is full again carry nothing.
 	sqlRatePrune = `DELETE FROM formsapi_rate_limits
@@ -282,7 +299,7 @@ type queries struct {
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
 	addForm, addSubmission, addKey, revokeKey                       string
-	rateLimit, ratePrune                                            string
+	rateLimit, rateTat, ratePrune                                   string
 	feed, feedEncoded                                               string
 	updateForm, formCreatedAt, deleteSubmission                     string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
@@ -317,7 +334,7 @@ func newQueries(schema string) queries {
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
-		rateLimit: q(sqlRateLimit), ratePrune: q(sqlRatePrune),
+		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),

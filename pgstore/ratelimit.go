@@ -12,14 +12,20 @@ import (
 // RateLimiter is a ratelimit.Limiter whose state is one row per policy
 // name and key in the store's table formsapi_rate_limits, so every API
 // node on the same database shares each bucket's budget. Each decision is
-// one INSERT … ON CONFLICT DO UPDATE that computes GCRA's theoretical
-// arrival time in SQL under the row's lock, on the database's clock, with
-// the interval and burst of the policy passed to that call: concurrent
-// requests on any number of nodes are decided one after another, and the
-// nodes' clocks never matter. Make one with [Store.RateLimiter].
+// one statement that computes GCRA's theoretical arrival time in SQL, on
+// the database's clock, with the interval and burst of the policy passed
+// to that call: an allowed request's INSERT … ON CONFLICT DO UPDATE runs
+// under the row's lock, so concurrent requests on any number of nodes are
+// decided one after another, and the nodes' clocks never matter. Make one
+// with [Store.RateLimiter].
 //
-// A request costs one round trip per bucket and, for a bucket seen
-// before, one row update. Rows of buckets idle for a whole window carry
+// A request costs one round trip per bucket and, when allowed, one row
+// written. A refusal writes nothing: the statement reads the row first
+// and stops there when it shows the request refused. A request that the
+// read allows but that finds the last unit taken under the lock (a race
+// with another request) locks the row, changes nothing, and costs one
+// more round trip, a read of the row for its RetryAfter. Rows of buckets
+// idle for a whole window carry
 // nothing; [RateLimiter.Prune] deletes them. Since the handler asks only
 // about authenticated requests, the table holds at most one row per
 // account and one per scoped API key that made requests.
@@ -60,6 +66,15 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy)
 	now, next := time.UnixMicro(at), time.UnixMicro(tat)
 	if allowed {
 		return p.AllowedDecision(next, now), nil
+	}
+	if d, _ := p.GCRA(next, now); d.Allowed {
+		// Refused under the row's lock after the unlocked read allowed
+		// it: another request took the last unit meanwhile, and the tat
+		// read is older than that one's.
+		if err := l.s.pool.QueryRow(ctx, l.s.sql.rateTat, p.Name, key).Scan(&tat, &at); err != nil {
+			return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", withCtx(ctx, err))
+		}
+		now, next = time.UnixMicro(at), time.UnixMicro(tat)
 	}
 	return p.RefusedDecision(next, now), nil
 }

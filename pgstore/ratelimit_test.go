@@ -18,6 +18,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 )
@@ -93,6 +94,88 @@ func TestRateLimiterRefusesBadInput(t *testing.T) {
 	if _, err := l.Allow(cctx, "k", p); !errors.Is(err, context.Canceled) {
 		t.Errorf("Allow with a canceled context: %v, want context.Canceled", err)
 	}
+}
+
+// TestRefusalWritesNothing: once a bucket is spent, refusals leave its
+// row as it was, the very tuple (ctid), written by the same transaction
+// (xmin), with the same values: a flood of refused requests costs the
+// database reads, not writes.
+func TestRefusalWritesNothing(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t)
+	l := s.RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 2, Window: time.Hour}
+	row := func() string {
+		var v string
+		err := pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text || ' ' || xmin::text || ' ' || tat || ' ' || allowed || ' ' || at FROM "+
+			quote(s.Schema())+".formsapi_rate_limits WHERE policy = $1 AND key = $2", p.Name, "account:a").Scan(&v)
+		is.NoErr(err) // the bucket's row
+		return v
+	}
+	for range p.Quota {
+		d, err := l.Allow(ctx, "account:a", p)
+		is.NoErr(err)
+		is.True(d.Allowed) // the burst
+	}
+	before := row()
+	for range 5 {
+		d, err := l.Allow(ctx, "account:a", p)
+		is.NoErr(err)
+		is.True(!d.Allowed)                                                      // refused
+		is.True(d.RetryAfter > 29*time.Minute && d.RetryAfter <= 30*time.Minute) // one interval, less the time gone by
+	}
+	is.Equal(row(), before) // no write: the same tuple, untouched
+}
+
+// TestRefusalUnderTheLock: a request that the statement's first read
+// allows, but that finds the last unit taken once it has the row's lock,
+// is refused with the RetryAfter of the row as the other request left it,
+// and writes nothing. The other request is an UPDATE in a transaction
+// held open until the limiter's statement waits for its lock.
+func TestRefusalUnderTheLock(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t)
+	l := s.RateLimiter()
+	table := quote(s.Schema()) + ".formsapi_rate_limits"
+	p := ratelimit.Policy{Name: "default", Quota: 2, Window: time.Hour}
+	d, err := l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	is.True(d.Allowed) // one unit left
+	tx, err := pgstore.Pool(s).Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	var pid int
+	is.NoErr(tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	_, err = tx.Exec(ctx, "UPDATE "+table+" SET tat = tat + $1 WHERE key = 'account:a'", p.Interval().Microseconds())
+	is.NoErr(err) // takes the last unit, not yet committed
+	got := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Allow(ctx, "account:a", p)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	testenv.WaitFor(t, func() bool { // the limiter's statement waits for the lock
+		var n int
+		err := pgstore.Pool(s).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n)
+		is.NoErr(err)
+		return n > 0
+	})
+	var ctid string
+	is.NoErr(tx.QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = 'account:a'").Scan(&ctid))
+	is.NoErr(tx.Commit(ctx))
+	d = <-got
+	is.True(!d.Allowed) // refused under the lock
+	// From the row as the UPDATE left it, a whole burst ahead: an
+	// interval to wait, less the time gone by (the tat the statement read
+	// first would give a microsecond).
+	is.True(d.RetryAfter > 29*time.Minute && d.RetryAfter <= 30*time.Minute)
+	var after string
+	is.NoErr(pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = 'account:a'").Scan(&after))
+	is.Equal(after, ctid) // and nothing written after the UPDATE
 }
 
 // TestRateLimiterPrune ages one row past its window behind the limiter's
