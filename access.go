@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -69,11 +70,16 @@ func WithRateLimit(l ratelimit.Limiter, p ratelimit.Policy) Option {
 	return func(c *config) { c.access.limiter, c.access.policy, c.access.keyPolicy = l, p, k }
 }
 
-// WithRateLimitTimeout bounds the rate limiter's calls for one request
-// (one for an unscoped key, two sharing the bound for a scoped one) to d;
-// the default is 250 ms. They get a context of their own,
-// context.WithTimeout(r.Context(), d), independent of
-// [WithStoreTimeout], so a limiter that hangs costs a request at most d
+// WithRateLimitTimeout sets d, 250 ms unless set: the time the rate
+// limiter's dependency (its database or Redis) has to answer one call
+// once the call is sent. Each call (one for an unscoped key, two for a
+// scoped one) gets a context of its own, context.WithTimeout(r.Context(),
+// 2*d), independent of [WithStoreTimeout]: a limiter that keeps calls
+// waiting in this node before it sends them (redislimit's shared round
+// trips, pgstore's pool) gives that wait at most d and refuses with
+// ratelimit.ErrOverloaded past it, which the handler answers 429, so
+// that a flood's queue never looks like a failed limiter; the other d is
+// the dependency's. A limiter that hangs costs a request at most 2*d
 // before the request is served anyway, or answered 503 with
 // [WithRateLimitFailClosed]. Choose d well above the limiter's usual
 // latency (one database round trip for pgstore's) and well below the
@@ -95,22 +101,27 @@ func WithRateLimitFailClosed() Option {
 // rateLimit asks the limiter about one authenticated request of token,
 // whose grant is g, and sets the RateLimit header fields. It returns an
 // error, for fail to answer, when the request must not be served:
-// errRateLimited for a refusal, errLimiterRefused for a failed limiter
-// when failing closed, and the limiter's error when the client went away.
-// A failed limiter when failing open is logged here, and the request
-// served.
+// errRateLimited for a refusal, errBusy when the limiter's queue in this
+// node was too long (ratelimit.ErrOverloaded), errLimiterRefused for a
+// failed limiter when failing closed, and the limiter's error when the
+// client went away. A failed limiter when failing open is logged here,
+// and the request served.
 func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g Grant) error {
 	ac := &a.cfg.access
 	if ac.limiter == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), ac.timeout)
-	defer cancel()
-	d, err := a.decide(ctx, token, g)
+	d, err := a.decide(r.Context(), token, g)
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		// The client went away: not the limiter's fault (fail says so).
 		return fmt.Errorf("rate limit: %w", err)
+	case errors.Is(err, ratelimit.ErrOverloaded):
+		// Not a failed limiter: more decisions than it takes. Refused,
+		// failing open or closed, so that a flood is not served for
+		// having made the queue long.
+		a.logThrottled(logLimiterBusy, w, r, slog.LevelWarn, "formsapi: rate limiter's queue too long; request refused", slog.Any("err", err))
+		return fmt.Errorf("%w: %w", errBusy, err)
 	case err != nil && !ac.failClosed:
 		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
 		return nil
@@ -133,16 +144,16 @@ func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g 
 func (a *api) decide(ctx context.Context, token string, g Grant) (ratelimit.Decision, error) {
 	ac := &a.cfg.access
 	if g.Forms == nil {
-		d, err := ac.limiter.Allow(ctx, "account:"+g.AccountID, ac.policy)
+		d, err := a.allow(ctx, "account:"+g.AccountID, ac.policy)
 		d.Policy = ac.policy
 		return d, err
 	}
-	d, err := ac.limiter.Allow(ctx, "key:"+KeyID(token), ac.keyPolicy)
+	d, err := a.allow(ctx, "key:"+KeyID(token), ac.keyPolicy)
 	d.Policy = ac.keyPolicy
 	if err != nil || !d.Allowed {
 		return d, err
 	}
-	acct, err := ac.limiter.Allow(ctx, "account:"+g.AccountID, ac.policy)
+	acct, err := a.allow(ctx, "account:"+g.AccountID, ac.policy)
 	if err != nil {
 		return d, err
 	}
@@ -150,4 +161,15 @@ func (a *api) decide(ctx context.Context, token string, g Grant) (ratelimit.Deci
 		return ratelimit.Decision{Policy: ac.keyPolicy, RetryAfter: acct.RetryAfter}, nil
 	}
 	return d, nil
+}
+
+// allow is one call of the limiter, under a deadline of its own: twice
+// the timeout, of which a limiter that queues calls in this node gives
+// the queue at most half and its dependency the rest (see
+// ratelimit.Limiter), so that the dependency has the whole timeout to
+// answer however long the call waited to be sent.
+func (a *api) allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*a.cfg.access.timeout)
+	defer cancel()
+	return a.cfg.access.limiter.Allow(ctx, key, p)
 }

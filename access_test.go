@@ -272,6 +272,35 @@ func TestRateLimiterFailure(t *testing.T) {
 	}
 }
 
+// TestLimiterOverloadedIsRefused: a limiter that did not decide because
+// the call waited too long in this node's own queue
+// (ratelimit.ErrOverloaded) gets the request refused with 429 and
+// Retry-After: 1, failing open or closed: a flood must not be served for
+// having made the queue long. Logged as a warning, not as a failure.
+func TestLimiterOverloadedIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, closed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed=%t", closed), func(t *testing.T) {
+			is := is.New(t)
+			var logs bytes.Buffer
+			l := &recordingLimiter{Limiter: ratelimit.NewMemory(), err: fmt.Errorf("some limiter: %w", ratelimit.ErrOverloaded)}
+			opts := []formsapi.Option{formsapi.WithRateLimit(l, hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
+			if closed {
+				opts = append(opts, formsapi.WithRateLimitFailClosed())
+			}
+			h := seededHandler(t, opts...)
+			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
+			is.Equal(res.status, 429) // refused, never served unlimited
+			is.Equal(string(res.body), `{"success":false,"message":"too many requests at once: retry after the number of seconds in Retry-After"}`)
+			is.Equal(res.header.Get("Retry-After"), "1")
+			is.Equal(res.header.Get("RateLimit"), "") // no decision, no fields
+			is.True(strings.Contains(logs.String(), `"level":"WARN"`))
+			is.True(strings.Contains(logs.String(), "queue too long"))
+			is.True(!strings.Contains(logs.String(), "rate limiter failed"))
+		})
+	}
+}
+
 // TestRateLimiterClientGone: a limiter call that fails because the client
 // went away is not logged as the limiter's failure.
 func TestRateLimiterClientGone(t *testing.T) {
@@ -291,29 +320,34 @@ func TestRateLimiterClientGone(t *testing.T) {
 }
 
 // hangingLimiter blocks every Allow until its context is done, and
-// records the context's deadline.
+// records the context's deadline and the time it was asked.
 type hangingLimiter struct {
 	mu        sync.Mutex
 	deadlines []time.Time
+	asked     []time.Time
 }
 
 func (l *hangingLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	now := time.Now()
 	d, ok := ctx.Deadline()
 	if !ok {
 		return ratelimit.Decision{}, errors.New("Allow called without a deadline")
 	}
 	l.mu.Lock()
 	l.deadlines = append(l.deadlines, d)
+	l.asked = append(l.asked, now)
 	l.mu.Unlock()
 	<-ctx.Done()
 	return ratelimit.Decision{}, ctx.Err()
 }
 
 // TestRateLimiterTimeout: a limiter that hangs gets a deadline of its own,
-// the limiter timeout (250 ms unless set) from the moment it is asked, not
-// the store's; the request is then served, or with fail-closed refused
-// with 503. The deadline is checked against the clock read before and
-// after the request, never against how long the request took.
+// twice the limiter timeout (250 ms unless set) from the moment it is
+// asked, not the store's: half for a wait in the node's queue, half for
+// its dependency's answer. The request is then served, or with
+// fail-closed refused with 503. The deadline is checked against the clock
+// read before the request and when the limiter was asked, never against
+// how long the request took.
 func TestRateLimiterTimeout(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -341,10 +375,11 @@ func TestRateLimiterTimeout(t *testing.T) {
 			if c.status == 503 {
 				is.Equal(res.header.Get("Retry-After"), "1")
 			}
-			is.Equal(len(l.deadlines), 1)                                // one call, for an unscoped key
-			is.True(!l.deadlines[0].Before(before.Add(c.timeout)))       // the limiter's own deadline,
-			is.True(!l.deadlines[0].After(after.Add(c.timeout)))         // set when it was asked
-			is.True(l.deadlines[0].Before(before.Add(30 * time.Minute))) // not the store's hour
+			is.Equal(len(l.deadlines), 1)                                 // one call, for an unscoped key
+			is.True(!l.deadlines[0].Before(before.Add(2 * c.timeout)))    // the limiter's own deadline,
+			is.True(!l.deadlines[0].After(l.asked[0].Add(2 * c.timeout))) // set by the time it was asked
+			is.True(l.deadlines[0].Before(before.Add(30 * time.Minute)))  // not the store's hour
+			is.True(!after.Before(before.Add(2 * c.timeout)))             // and served only past it
 		})
 	}
 }

@@ -27,6 +27,7 @@ const (
 	logStoreTimedOut                // the store ran past its deadline: 503
 	logClientGone                   // the client left before the answer
 	logLimiterFailed                // the rate limiter could not decide
+	logLimiterBusy                  // the rate limiter's queue in this node was too long: 429
 	numLogKinds
 )
 

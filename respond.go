@@ -30,6 +30,7 @@ const (
 	msgUnavailable       = "service unavailable: the request took too long, try again"
 	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
+	msgBusy              = "too many requests at once: retry after the number of seconds in Retry-After"
 )
 
 // Refusals the handler decides itself, before or instead of a store call.
@@ -43,6 +44,7 @@ var (
 	errSyncExpired    = errors.New("the sync token is past retention") // 410
 	errRateLimited    = errors.New("rate limited")                     // 429
 	errLimiterRefused = errors.New("the rate limiter is not working")  // 503, failing closed
+	errBusy           = errors.New("too many requests at once")        // 429, Retry-After: 1
 )
 
 // badRequest is a 400 whose message names the parameter and what is wrong.
@@ -94,6 +96,9 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errRateLimited):
 		// The RateLimit fields and Retry-After are set already (access.go).
 		writeError(w, http.StatusTooManyRequests, msgRateLimited)
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, msgBusy)
 	case errors.As(err, &pan):
 		a.log(w, r, slog.LevelError, "formsapi: panic serving request",
 			slog.String("panic", fmt.Sprint(pan.value)), slog.String("stack", string(pan.stack)))

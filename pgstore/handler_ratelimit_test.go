@@ -1,13 +1,16 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
@@ -159,4 +163,52 @@ func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
 	}
 	is.Equal(remaining(res), 0)                                 // the refused flood spent nothing of the account's
 	is.Equal(get(nodes[1], target, storetest.KeyA).status, 429) // and then the account's budget is spent
+}
+
+// TestHandlerRefusesWhatWaitedForThePool: pgstore's limiter waits for a
+// connection of its store's pool at most the handler's limiter timeout
+// (half of the call's time); with every connection in use past that, the
+// decision is ErrOverloaded and the request refused with 429, failing
+// open or closed, rather than served unlimited as a failed limiter. The
+// pages come from memstore, so only the limiter needs the pool; the test
+// holds its one connection.
+func TestHandlerRefusesWhatWaitedForThePool(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s, err := pgstore.Open(ctx, dsn+"&pool_max_conns=1", pgstore.WithSchema(schema))
+	is.NoErr(err)
+	t.Cleanup(func() { s.Close() })
+	l := s.RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 100, Window: time.Hour}
+	d, err := l.Allow(ctx, "account:warm", p)
+	is.NoErr(err) // the pool's one connection is open and works
+	is.True(d.Allowed)
+	pages := memstore.New()
+	is.NoErr(storetest.Load(ctx, pages, storetest.DefaultSeed()))
+	conn, err := pgstore.Pool(s).Acquire(ctx)
+	is.NoErr(err) // every connection of the pool in use
+	release := sync.OnceFunc(conn.Release)
+	defer release() // before the store's Close, which waits for it
+	for _, closed := range []bool{false, true} {
+		opts := []formsapi.Option{formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(20 * time.Millisecond), formsapi.WithLogger(slog.New(slog.DiscardHandler))}
+		if closed {
+			opts = append(opts, formsapi.WithRateLimitFailClosed())
+		}
+		r := httptest.NewRequest("GET", "/v1/forms", nil)
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		w := httptest.NewRecorder()
+		formsapi.NewHandler(pages, pages, opts...).ServeHTTP(w, r)
+		is.Equal(w.Code, 429)                        // refused, never served unlimited
+		is.Equal(w.Header().Get("Retry-After"), "1") // soon
+	}
+	short, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
+	defer cancel()
+	_, err = l.Allow(short, "account:a", p)
+	is.True(errors.Is(err, ratelimit.ErrOverloaded))   // what the limiter said,
+	is.True(!errors.Is(err, context.DeadlineExceeded)) // at half its time
+	release()
+	d, err = l.Allow(ctx, "account:a", p)
+	is.NoErr(err) // with the connection free, decided again
+	is.True(d.Allowed)
 }

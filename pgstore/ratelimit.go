@@ -2,8 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/ratelimit"
@@ -47,19 +50,28 @@ func (s *Store) RateLimiter() *RateLimiter {
 	return &RateLimiter{s: s}
 }
 
-// Allow implements ratelimit.Limiter. Its errors name the store and the
-// operation, never the key.
+// Allow implements ratelimit.Limiter. It waits for a connection of the
+// store's pool at most half of the time ctx has left, and then returns an
+// error wrapping ratelimit.ErrOverloaded without a statement (see the
+// Limiter contract): a pool that busy is the node's own queue. A
+// connection the pool could not open in that time is an ordinary error.
+// Its errors name the store and the operation, never the key.
 func (l *RateLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	if err := checkRateArgs(ctx, key, p); err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", err)
 	}
+	conn, err := l.acquire(ctx)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", err)
+	}
+	defer conn.Release()
 	t := p.Interval().Microseconds()
 	tau := t * int64(p.Quota) // a full burst
 	var (
 		tat, at int64
 		allowed bool
 	)
-	err := l.s.writeRow(ctx, l.s.sql.rateLimit, []any{p.Name, key, t, tau}, &tat, &allowed, &at)
+	err = writeRow(ctx, conn, l.s.sql.rateLimit, []any{p.Name, key, t, tau}, &tat, &allowed, &at)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", withCtx(ctx, err))
 	}
@@ -71,12 +83,36 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy)
 		// Refused under the row's lock after the unlocked read allowed
 		// it: another request took the last unit meanwhile, and the tat
 		// read is older than that one's.
-		if err := l.s.pool.QueryRow(ctx, l.s.sql.rateTat, p.Name, key).Scan(&tat, &at); err != nil {
+		if err := conn.QueryRow(ctx, l.s.sql.rateTat, p.Name, key).Scan(&tat, &at); err != nil {
 			return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit: %w", withCtx(ctx, err))
 		}
 		now, next = time.UnixMicro(at), time.UnixMicro(tat)
 	}
 	return p.RefusedDecision(next, now), nil
+}
+
+// acquire takes a connection of the pool for one decision, waiting at
+// most ratelimit.QueueBudget(ctx). Past that, with every connection of
+// the pool in use, it returns an error wrapping ratelimit.ErrOverloaded.
+func (l *RateLimiter) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	qctx := ctx
+	if budget := ratelimit.QueueBudget(ctx); budget > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
+	conn, err := l.s.pool.Acquire(qctx)
+	if err == nil {
+		return conn, nil
+	}
+	// Not when the client went away; a deadline that ended the wait,
+	// the queue's or the whole call's, is the queue's doing.
+	if qctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		if st := l.s.pool.Stat(); st.AcquiredConns() >= st.MaxConns() {
+			return nil, fmt.Errorf("%w: every connection of the pool is in use", ratelimit.ErrOverloaded)
+		}
+	}
+	return nil, withCtx(ctx, err)
 }
 
 // Prune deletes the rows of buckets whose quota is full again, of every

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A host may make repeatable read or serializable its database's default
@@ -74,14 +75,14 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 }
 
 // writeRow is exec for a write statement that returns one row, scanned
-// into dest: the rate limiter's upsert.
-func (s *Store) writeRow(ctx context.Context, sql string, args []any, dest ...any) error {
-	err := s.pool.QueryRow(ctx, sql, args...).Scan(dest...)
+// into dest, on conn: the rate limiter's upsert.
+func writeRow(ctx context.Context, conn *pgxpool.Conn, sql string, args []any, dest ...any) error {
+	err := conn.QueryRow(ctx, sql, args...).Scan(dest...)
 	for n := 1; n < conflictAttempts && conflict(err); n++ {
 		if backoff(ctx, n) != nil {
 			break
 		}
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, sql, args...).Scan(dest...)
 		})
 	}

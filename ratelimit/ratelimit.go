@@ -24,6 +24,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -70,12 +71,25 @@ import (
 //   - Errors. An error means the limiter could not decide (its database
 //     is down, ctx ended, p is invalid, key is too long): the handler
 //     then serves the request, or answers 503 if it fails closed, and logs
-//     the error either way. Errors carry no API key, since none is passed
-//     in, and should name the operation that failed.
+//     the error either way. An error that wraps [ErrOverloaded] is the
+//     exception: the handler refuses that request with 429 whatever it
+//     does on failure. Errors carry no API key, since none is passed in,
+//     and should name the operation that failed.
 //   - Time. Allow returns soon after ctx is done, with an error wrapping
-//     ctx.Err(): the handler gives each request's calls a short deadline
-//     of their own (formsapi.WithRateLimitTimeout), so that a limiter that
-//     hangs costs a request that deadline, not the store's.
+//     ctx.Err(): the handler gives each call a short deadline of its own,
+//     twice its rate limiter's timeout (formsapi.WithRateLimitTimeout),
+//     so that a limiter that hangs costs a request that, not the store's
+//     deadline.
+//   - The node's own queue. A limiter that holds a call in the process
+//     before it sends it to its database or server (a batch that waits
+//     for the one in flight, a pool connection) holds it for at most half
+//     of the time ctx had left when Allow was called; past that it
+//     returns an error wrapping ErrOverloaded, without sending the call,
+//     so that the dependency always has the other half to answer. A queue
+//     that long means the node has more decisions than its dependency
+//     takes: refusing them keeps a flood from turning the queue's wait
+//     into limiter failures, and failing open into unlimited service. A
+//     call that was sent and got no answer in time is an ordinary error.
 //   - Concurrency. Allow is safe for concurrent use, and calls for the
 //     same key from many goroutines (or, for a shared implementation,
 //     many processes) together stay within the bound.
@@ -85,6 +99,27 @@ import (
 // a full page read.
 type Limiter interface {
 	Allow(ctx context.Context, key string, p Policy) (Decision, error)
+}
+
+// ErrOverloaded is wrapped by the error of a [Limiter] that did not ask
+// its dependency because the call waited in the node's own queue for half
+// of its time (see the clause on the node's queue): too many decisions
+// at once for the dependency, not a failed dependency. The handler
+// refuses the request with 429 and Retry-After: 1, never serves it
+// unlimited.
+var ErrOverloaded = errors.New("ratelimit: too many decisions waiting in this node")
+
+// QueueBudget is the longest a [Limiter] may hold a call in the node's own
+// queue before it sends it, under ctx: half of the time ctx has left, or
+// 0 when ctx has no deadline (no bound of its own). redislimit and
+// pgstore's limiter use it; a limiter of a host's own that queues calls
+// can too.
+func QueueBudget(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d)/2, 1)
 }
 
 // Policy is a quota of Quota requests per Window for each account, with

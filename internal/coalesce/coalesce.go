@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,6 +28,11 @@ import (
 // whose Run panicked: none of them has a result. The batcher goes on with
 // the next batch.
 var ErrPanic = errors.New("coalesce: the batch's Run panicked")
+
+// ErrNotSent is returned by DoWithin for a call that waited its whole
+// queue bound without its batch starting: Run never saw it, so the remote
+// server was not asked.
+var ErrNotSent = errors.New("coalesce: the call waited too long for its batch")
 
 // Batcher collects the calls of concurrent callers into batches and runs
 // them with Run. Each call is a *T the caller made, which Run fills with
@@ -38,7 +44,8 @@ type Batcher[T any] struct {
 	// before it returns. It runs under a context that ends when every
 	// call's context has ended (a batch of abandoned calls holds nothing),
 	// with the latest of their deadlines; for a batch of one, the call's
-	// own context. A Run that panics fails the calls of its batch (Do
+	// own context. A batch of calls that each have a run (DoWithin) ends
+	// no later than the longest of them after it starts. A Run that panics fails the calls of its batch (Do
 	// returns an error wrapping ErrPanic) and no other.
 	Run func(ctx context.Context, batch []*T)
 	// Max bounds the calls of one batch; the rest wait for the next.
@@ -63,8 +70,9 @@ type Batcher[T any] struct {
 type call[T any] struct {
 	item *T
 	ctx  context.Context
-	err  error         // set before done is closed: no result (see runOne)
-	done chan struct{} // closed when Run has filled item, or failed
+	run  time.Duration // the least time its batch's Run gets (DoWithin); 0: no bound
+	err  error         // set before done is closed: no result (see runOne, drop)
+	done chan struct{} // closed when Run has filled item, or failed, or the call was dropped
 }
 
 // Do runs item in a batch that starts after Do was called, and returns
@@ -76,12 +84,38 @@ type call[T any] struct {
 // afterwards, so the caller must not read it then. The other calls of the
 // batch are unaffected.
 func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
-	c := &call[T]{item: item, ctx: ctx, done: make(chan struct{})}
+	return b.DoWithin(ctx, item, 0, 0)
+}
+
+// DoWithin is Do for a call with two bounds of its own, each off when 0.
+// queue bounds the time the call waits for its batch to start, behind the
+// batch in flight: past it, the call leaves the queue and DoWithin
+// returns ErrNotSent, the remote server never asked; so it does, wrapping
+// ctx's error too, when ctx ends while the call waits. run is the time the
+// call's batch gets from its start: when every call of a batch has a run,
+// its Run's context ends the longest of them after the batch starts, so
+// that a remote server that hangs holds the calls queued behind it no
+// longer than that (with Detach, the next batch then starts). A call
+// that finds nothing in flight starts its batch at once and is never
+// refused for its queue.
+func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Duration) error {
+	c := &call[T]{item: item, ctx: ctx, run: run, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.inFlight {
 		b.waiting = append(b.waiting, c)
 		b.mu.Unlock()
-		return c.wait()
+		if queue <= 0 {
+			return c.wait()
+		}
+		t := afterFunc(queue, func() { b.drop(c, nil) })
+		defer t.Stop()
+		err := c.wait()
+		if err != nil && b.drop(c, err) {
+			// ctx ended while the call was still queued: however late
+			// its timer, it was never sent.
+			return c.err
+		}
+		return err
 	}
 	b.inFlight = true
 	b.mu.Unlock()
@@ -107,6 +141,32 @@ func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
 	}
 	return c.err
 }
+
+// drop takes c out of the queue, if it is still there, fails it with
+// ErrNotSent (wrapping cause, if any: the context's end that came first)
+// and reports true; a call already taken into a batch, or dropped, is
+// left as it is.
+func (b *Batcher[T]) drop(c *call[T], cause error) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.waiting, c)
+	if i < 0 {
+		return false
+	}
+	b.waiting = slices.Delete(b.waiting, i, i+1)
+	c.err = ErrNotSent
+	if cause != nil {
+		c.err = fmt.Errorf("%w (%w)", ErrNotSent, cause)
+	}
+	close(c.done)
+	return true
+}
+
+// afterFunc is time.AfterFunc, a seam for the tests.
+var (
+	realAfterFunc = func(d time.Duration, f func()) interface{ Stop() bool } { return time.AfterFunc(d, f) }
+	afterFunc     = realAfterFunc
+)
 
 // yield is runtime.Gosched, a seam for the tests.
 var (
@@ -140,6 +200,12 @@ func (b *Batcher[T]) loop(batch []*call[T]) {
 // waiting.
 func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 	ctx, cancel := batchContext(batch)
+	if run := batchRun(batch); run > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, run)
+		c1 := cancel
+		cancel = func() { c2(); c1() }
+	}
 	items := make([]*T, len(batch))
 	for i, c := range batch {
 		items[i] = c.item
@@ -221,6 +287,19 @@ func (b *Batcher[T]) Waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.waiting)
+}
+
+// batchRun is the time a batch's Run gets from its start: the longest run
+// of its calls, or 0 (no bound) if one of them has none.
+func batchRun[T any](batch []*call[T]) time.Duration {
+	var run time.Duration
+	for _, c := range batch {
+		if c.run <= 0 {
+			return 0
+		}
+		run = max(run, c.run)
+	}
+	return run
 }
 
 // batchContext returns a context for one batch on behalf of its calls:

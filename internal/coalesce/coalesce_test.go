@@ -265,3 +265,100 @@ func TestBatchContext(t *testing.T) {
 	}
 	close(hold2)
 }
+
+// A batch whose calls each have a run (DoWithin) runs under a context
+// that ends the longest of them after the batch starts, whatever their
+// contexts' deadlines, so that a server that hangs holds the calls queued
+// behind it no longer; a batch with a call without one has no such bound.
+func TestRunBoundsTheBatch(t *testing.T) {
+	t.Parallel()
+	for _, detach := range []bool{false, true} {
+		r := newRecorder(64, detach)
+		before := time.Now()
+		for _, run := range []time.Duration{time.Hour, 2 * time.Hour} {
+			if err := r.b.DoWithin(context.Background(), &item{n: 1}, time.Minute, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.b.Do(context.Background(), &item{n: 2}); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now()
+		r.mu.Lock()
+		ctxs := slices.Clone(r.ctxs)
+		r.mu.Unlock()
+		for i, run := range []time.Duration{time.Hour, 2 * time.Hour} {
+			d, ok := ctxs[i].Deadline()
+			if !ok || d.Before(before.Add(run)) || d.After(after.Add(run)) {
+				t.Errorf("detach %v: batch %d with a run of %s has the deadline %v (%v)", detach, i+1, run, d, ok)
+			}
+		}
+		if d, ok := ctxs[2].Deadline(); ok {
+			t.Errorf("detach %v: a batch of a call without a run has the deadline %v", detach, d)
+		}
+	}
+	// In a batch of several, the longest run bounds it, and a call
+	// without one lifts the bound.
+	for _, runs := range [][]time.Duration{{time.Hour, 3 * time.Hour}, {time.Hour, 0}} {
+		r := newRecorder(64, true)
+		release, first := holdFirst(t, r)
+		errs := make(chan error, len(runs))
+		for i, run := range runs {
+			go func() { errs <- r.b.DoWithin(context.Background(), &item{n: i + 1}, 0, run) }()
+			testenv.WaitFor(t, func() bool { return r.b.Waiting() == i+1 })
+		}
+		before := time.Now()
+		release()
+		<-first
+		for range runs {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := time.Now()
+		r.mu.Lock()
+		d, ok := r.ctxs[1].Deadline()
+		r.mu.Unlock()
+		switch {
+		case runs[1] == 0 && ok:
+			t.Errorf("runs %v: the batch has the deadline %v", runs, d)
+		case runs[1] > 0 && (!ok || d.Before(before.Add(runs[1])) || d.After(after.Add(runs[1]))):
+			t.Errorf("runs %v: the batch's deadline is %v (%v), want the longest run after its start", runs, d, ok)
+		}
+	}
+}
+
+// A call with a queue bound whose context ends while it waits leaves the
+// queue, never sent, and says so: ErrNotSent, wrapping its context's
+// error. The batch in flight and the next one go on without it.
+func TestQueuedCallEndsNotSent(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(64, true)
+	release, first := holdFirst(t, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.b.DoWithin(ctx, &item{n: 1}, time.Hour, time.Hour) }()
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 1 })
+	cancel()
+	err := <-done
+	if !errors.Is(err, coalesce.ErrNotSent) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call whose context ended in the queue returned %v", err)
+	}
+	if n := r.b.Waiting(); n != 0 {
+		t.Fatalf("%d calls still wait", n)
+	}
+	other := &item{n: 2}
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- r.b.Do(context.Background(), other) }()
+	testenv.WaitFor(t, func() bool { return r.b.Waiting() == 1 })
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-otherErr; err != nil || other.batch != 2 {
+		t.Fatalf("the next call: batch %d, %v", other.batch, err)
+	}
+	if got, want := r.seen(), [][]int{{0}, {2}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("batches %v, want %v: the call that left was sent", got, want)
+	}
+}

@@ -3,7 +3,10 @@ package coalesce
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // holdYield makes the yield of the next Do that finds nothing in flight
@@ -102,5 +105,86 @@ func TestAbandonedDetachedBatchHoldsNoOne(t *testing.T) {
 	it := new(int)
 	if err := b.Do(context.Background(), it); err != nil || *it != 1 {
 		t.Fatalf("the next call: %v, result %d", err, *it)
+	}
+}
+
+// fakeTimers replaces afterFunc for one test: each timer's function is
+// kept, to be fired by the test when it chooses.
+func fakeTimers(t *testing.T) (fire func()) {
+	t.Helper()
+	var fs []func()
+	var mu sync.Mutex
+	afterFunc = func(_ time.Duration, f func()) interface{ Stop() bool } {
+		mu.Lock()
+		fs = append(fs, f)
+		mu.Unlock()
+		return stopper{}
+	}
+	t.Cleanup(func() { afterFunc = realAfterFunc })
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+		fs = nil
+	}
+}
+
+type stopper struct{}
+
+func (stopper) Stop() bool { return true }
+
+// A call that waits its queue bound behind a batch in flight leaves the
+// queue with ErrNotSent and never reaches Run; one that was taken into a
+// batch before its bound ran out is not affected by it.
+func TestQueueBound(t *testing.T) {
+	fire := fakeTimers(t)
+	started, hold := make(chan struct{}, 8), make(chan struct{})
+	var mu sync.Mutex
+	var ran []int
+	b := &Batcher[int]{Max: 8, Detach: true, Run: func(ctx context.Context, batch []*int) {
+		started <- struct{}{}
+		<-hold
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range batch {
+			ran = append(ran, *it)
+		}
+	}}
+	first := make(chan error, 1)
+	go func() { first <- b.DoWithin(context.Background(), &[]int{1}[0], time.Second, 0) }()
+	<-started // call 1 runs alone, never queued
+	late := make(chan error, 1)
+	go func() { late <- b.DoWithin(context.Background(), &[]int{2}[0], time.Second, 0) }()
+	for b.Waiting() != 1 {
+		realYield()
+	}
+	fire() // call 2's bound runs out while call 1's batch is in flight
+	if err := <-late; !errors.Is(err, ErrNotSent) {
+		t.Fatalf("the call past its queue bound returned %v, want ErrNotSent", err)
+	}
+	if n := b.Waiting(); n != 0 {
+		t.Fatalf("%d calls wait after the only one left", n)
+	}
+	third := make(chan error, 1)
+	go func() { third <- b.DoWithin(context.Background(), &[]int{3}[0], time.Second, 0) }()
+	for b.Waiting() != 1 {
+		realYield()
+	}
+	hold <- struct{}{} // call 1's batch ends; call 3's starts
+	<-started
+	fire() // too late for call 3: it is in its batch
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-third; err != nil {
+		t.Fatalf("the call taken into a batch before its bound ran out returned %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(ran, []int{1, 3}) {
+		t.Fatalf("Run saw calls %v, want [1 3] (never the call that left the queue)", ran)
 	}
 }

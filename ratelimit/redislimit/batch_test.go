@@ -190,3 +190,43 @@ func TestAbandonedRoundTripHoldsNoOne(t *testing.T) {
 		t.Fatalf("the decision after an abandoned round trip: %+v, %v", d, err)
 	}
 }
+
+// TestQueuedTooLongIsOverloaded: a decision that waits in the node's
+// queue for half of the time its context had left, behind a round trip
+// still within its own bound, returns ErrOverloaded without going to
+// Redis; the round trip it waited for is not affected.
+func TestQueuedTooLongIsOverloaded(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	hook := &holdHook{holding: make(chan struct{}), release: make(chan struct{})}
+	client.AddHook(hook)
+	l := redislimit.New(client, redislimit.WithPrefix(redistest.Prefix(t)))
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
+
+	slow, cancelSlow := context.WithTimeout(ctx, time.Hour)
+	defer cancelSlow()
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(slow, "account:a", p)
+		first <- err
+	}()
+	<-hook.holding // its round trip is in flight, and may take half an hour
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := l.Allow(short, "account:b", p)
+	if !errors.Is(err, ratelimit.ErrOverloaded) {
+		t.Fatalf("the decision queued past half its time returned %v, want ErrOverloaded", err)
+	}
+	if n := redislimit.Waiting(l); n != 0 {
+		t.Fatalf("%d decisions still wait", n)
+	}
+	close(hook.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the decision in flight: %v", err)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.pipelines) != 0 {
+		t.Fatalf("pipelines %q: the overloaded decision went to Redis", hook.pipelines)
+	}
+}

@@ -104,3 +104,59 @@ func TestHandlerFailsOpenOnHangingRedis(t *testing.T) {
 	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitFailClosed(), formsapi.WithLogger(logger))
 	is.Equal(get(closed, "/v1/forms", storetest.KeyA).Code, 503) // failing closed
 }
+
+// TestHandlerRefusesWhatWaitedInTheQueue: a decision that waits in the
+// node's queue behind a round trip in flight (here another handler's,
+// whose timeout is an hour, held by the test) past its own handler's
+// limiter timeout is refused with 429, failing open or closed: the wait
+// is this node's, not a failed Redis, and a flood must not be served for
+// it. Before, the timeout ran in the queue and a fail-open handler served
+// the request unlimited.
+func TestHandlerRefusesWhatWaitedInTheQueue(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	client := redistest.Client(t)
+	hook := &holdHook{holding: make(chan struct{}), release: make(chan struct{})}
+	client.AddHook(hook)
+	l := redislimit.New(client, redislimit.WithPrefix(redistest.Prefix(t)))
+	p := ratelimit.Policy{Name: "default", Quota: 100, Window: time.Hour}
+	s := seeded(t)
+	logger := slog.New(slog.DiscardHandler)
+	slow := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(time.Hour), formsapi.WithLogger(logger))
+	first := make(chan int, 1)
+	go func() { first <- get(slow, "/v1/forms", storetest.KeyB).Code }()
+	<-hook.holding // its decision is in flight, and may take an hour
+	for _, closed := range []bool{false, true} {
+		opts := []formsapi.Option{formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(20 * time.Millisecond), formsapi.WithLogger(logger)}
+		if closed {
+			opts = append(opts, formsapi.WithRateLimitFailClosed())
+		}
+		w := get(formsapi.NewHandler(s, s, opts...), "/v1/forms", storetest.KeyA)
+		is.Equal(w.Code, 429)                        // refused, never served unlimited
+		is.Equal(w.Header().Get("Retry-After"), "1") // soon
+		is.Equal(w.Header().Get("RateLimit"), "")    // undecided
+	}
+	close(hook.release)
+	is.Equal(<-first, 200) // the decision in flight was made
+}
+
+// TestHandlerRedisDown: a Redis that refuses connections is a failed
+// limiter: failing open the request is served, failing closed it is a
+// 503, never a 429.
+func TestHandlerRedisDown(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	redistest.URL(t)
+	c := redis.NewClient(&redis.Options{Addr: closedPort(t)})
+	t.Cleanup(func() { c.Close() })
+	l := redislimit.New(c)
+	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour}
+	s := seeded(t)
+	logger := slog.New(slog.DiscardHandler)
+	open := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithLogger(logger))
+	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitFailClosed(), formsapi.WithLogger(logger))
+	for range 3 {
+		is.Equal(get(open, "/v1/forms", storetest.KeyA).Code, 200)   // served
+		is.Equal(get(closed, "/v1/forms", storetest.KeyA).Code, 503) // or refused as unavailable
+	}
+}

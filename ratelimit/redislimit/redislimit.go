@@ -122,7 +122,11 @@ var gcra = redis.NewScript(gcraSource)
 // is in flight, the calls that arrive wait, and then go to Redis together
 // in one pipeline (one script run each, in arrival order), which spares
 // Redis and the node most of a round trip's cost per decision. Each
-// decision is still made on Redis after its call began.
+// decision is still made on Redis after its call began. A call waits for
+// its round trip at most half of the time ctx has left, and then returns
+// an error wrapping [ratelimit.ErrOverloaded] without going to Redis; a
+// round trip lasts at most the longest such half of its calls, so that a
+// Redis that hangs holds the calls queued behind it no longer.
 //
 // Allow returns as soon as ctx is done, with an error wrapping ctx.Err(),
 // whatever the client's options. go-redis alone would wait for its own
@@ -149,7 +153,14 @@ func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 	}
 	t := p.Interval().Microseconds()
 	c := &call{key: l.prefix + p.Name + ":" + key, interval: t, burst: t * int64(p.Quota)}
-	if err := l.calls.Do(ctx, c); err != nil {
+	// Half of the time left may go to waiting for the round trip in
+	// flight, and the round trip that carries the decision gets at least
+	// the other half (see ratelimit.Limiter).
+	budget := ratelimit.QueueBudget(ctx)
+	if err := l.calls.DoWithin(ctx, c, budget, budget); err != nil {
+		if errors.Is(err, coalesce.ErrNotSent) {
+			err = ratelimit.ErrOverloaded
+		}
 		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
 	}
 	if c.err != nil {
