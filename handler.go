@@ -82,10 +82,25 @@ func WithPageSize(def, max int) Option {
 	return func(c *config) { c.defaultLimit, c.maxLimit = def, max }
 }
 
-// WithCursorSecret sets the secret that seals pagination cursors. Without
-// it each handler draws a random one, so cursors stop working when the
-// process restarts and are not accepted by another replica. Give every
-// replica the same secret of at least 32 random bytes to share cursors.
+// WithCursorSecret sets the secret that keys everything the handler hands
+// out for clients to bring back or compare: it seals pagination cursors
+// and sync tokens, derives the sync feed's submission refs, and keys page
+// ETags. Change it and every cursor and token issued before is refused
+// (400), every ref changes (a consumer that keeps a copy by ref must read
+// the feed again from sync=start into a fresh copy), and every ETag too.
+//
+// Without it the handler uses the secret its store keeps: memstore,
+// sqlitestore and pgstore each make one once, from crypto/rand, and keep
+// it with their data (in the database for sqlitestore and pgstore, shared
+// by every process and node over it), so nothing changes on a restart or
+// a deploy. It looks at the store, then WithFeed's store, then keys, and
+// takes the first of them that is one of this module's stores or embeds
+// one. A handler over none of them (a host's own store) has no secret
+// kept anywhere: it draws a random one, logs a warning, and what it hands
+// out ends with the process and is refused by every other replica. Give
+// such a handler this option, with the same secret of at least 32 random
+// bytes on every replica; give it too to rotate the secret or to keep one
+// out of the database. It panics if secret is empty.
 func WithCursorSecret(secret []byte) Option {
 	if len(secret) == 0 {
 		panic("formsapi: WithCursorSecret: empty secret")
@@ -218,6 +233,10 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		o(&cfg)
 	}
 	if cfg.cursorSecret == nil {
+		cfg.cursorSecret = keptSecret(store, cfg.feed, keys)
+	}
+	warn := cfg.cursorSecret == nil
+	if warn {
 		cfg.cursorSecret = make([]byte, 32)
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
@@ -235,7 +254,25 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	if cfg.observer != nil {
 		a.observe(cfg.observer)
 	}
+	if warn {
+		a.logger().Warn("formsapi: no cursor secret: neither WithCursorSecret nor a store of this module gives one, " +
+			"so cursors, sync tokens, feed refs and ETags end with this process and differ on every other")
+	}
 	return a
+}
+
+// keptSecret returns the cursor secret that the first of store, feed and
+// keys to be one of this module's stores keeps with its data (see
+// wire.Self), or nil when none is. A host's type that embeds such a store
+// keeps the embedded store's: the secret belongs to the data, and a fast
+// path is not taken through it.
+func keptSecret(store Store, feed FeedStore, keys KeyResolver) []byte {
+	for _, v := range []any{store, feed, keys} {
+		if f, ok := v.(fastStore); ok && len(f.FastPath().Secret) > 0 {
+			return f.FastPath().Secret
+		}
+	}
+	return nil
 }
 
 // withRequestID gives every response an X-Request-Id: the client's own if

@@ -62,6 +62,7 @@ func TestFailureLogsAreThrottled(t *testing.T) {
 	h := formsapi.NewHandler(store, okKey,
 		formsapi.WithRateLimit(limiter, hourly),
 		formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
+		formsapi.WithCursorSecret([]byte("a secret of this test, not the store's")), // or the handler warns it has none
 		formsapi.WithClock(clock.now))
 
 	var wg sync.WaitGroup

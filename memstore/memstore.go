@@ -35,6 +35,7 @@ type Store struct {
 	limits   formsapi.Limits
 	now      func() time.Time // see WithClock
 	keep     time.Duration    // see WithTombstoneRetention
+	secret   []byte           // the cursor secret, for handlers over this store (FastPath)
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and
@@ -137,6 +138,7 @@ func New(opts ...Option) *Store {
 		limits:   formsapi.DefaultLimits,
 		now:      time.Now,
 		keep:     stored.TombstoneRetention,
+		secret:   stored.NewSecret(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -392,7 +394,11 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 // type that embeds the store has this method too, but it returns the
 // embedded store, so the handler sees the host's type and calls its
 // methods (its overrides), never the embedded store's behind its back.
-func (s *Store) FastPath() wire.Self { return wire.Self{Store: s} }
+//
+// It also hands the handler the store's cursor secret, drawn from
+// crypto/rand by New: handlers over one store share cursors, sync tokens
+// and feed refs, which end with the process, as its data does.
+func (s *Store) FastPath() wire.Self { return wire.Self{Store: s, Secret: s.secret} }
 
 // submissions visits one page of a form of accountID under the read lock.
 func (s *Store) submissions(ctx context.Context, accountID, formID string, q formsapi.Query, visit func(*submission)) (string, error) {

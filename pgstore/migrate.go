@@ -53,10 +53,15 @@ func lockKey(schema string) int64 {
 // isolation: at repeatable read or serializable it would take its
 // snapshot with the statement that waits for the lock, and then not see
 // the schema and tables the node before it created.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+//
+// Under the same lock it reads the store's cursor secret, making it first
+// if there is none (see internal/stored/secret.go), and returns it: nodes
+// starting together on an empty schema queue on the lock, and every one
+// after the first finds the first one's secret.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
@@ -105,12 +110,37 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if err := reencode(ctx, tx); err != nil {
 			return fmt.Errorf("re-encode stored submissions: %w", err)
 		}
-		return nil
+		secret, err = cursorSecret(ctx, tx, now)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("migrate schema %s: %w", schema, err)
+		return nil, fmt.Errorf("migrate schema %s: %w", schema, err)
 	}
-	return nil
+	return secret, nil
+}
+
+// cursorSecret returns the cursor secret kept in the schema, making it
+// first if there is none. The insert does nothing if the row is there
+// (ON CONFLICT), so it is safe without the lock too; the row read back is
+// the one every node over the schema uses.
+func cursorSecret(ctx context.Context, tx pgx.Tx, now time.Time) ([]byte, error) {
+	const sel = "SELECT secret FROM formsapi_secrets WHERE name = $1"
+	var b []byte
+	err := tx.QueryRow(ctx, sel, stored.CursorSecret).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, "INSERT INTO formsapi_secrets (name, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+			stored.CursorSecret, stored.NewSecret(), now.UnixNano()); err != nil {
+			return nil, fmt.Errorf("make the cursor secret: %w", err)
+		}
+		err = tx.QueryRow(ctx, sel, stored.CursorSecret).Scan(&b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the cursor secret: %w", err)
+	}
+	if err := stored.CheckSecret(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // sqlStale selects the rows stored in another encoding than the current

@@ -208,6 +208,7 @@ type Store struct {
 	keep    time.Duration                // see WithTombstoneRetention
 	cache   *pagecache.Cache             // nil when off: see WithCacheSize
 	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
+	secret  []byte                       // the cursor secret kept in the schema, for the handler
 }
 
 var (
@@ -285,10 +286,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
 		}
 	}
-	if err := migrate(ctx, pool, schema); err != nil {
+	secret, err := migrate(ctx, pool, schema, cfg.now())
+	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes)}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret}
 	s.lookups = s.newLookups()
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()

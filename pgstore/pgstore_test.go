@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -157,6 +158,65 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	p, err := stores[7].ListForms(ctx, "acct", formsapi.Query{Limit: 10})
 	is.NoErr(err)
 	is.Equal(len(p.Items), 1) // a write through one node is seen by another
+	secret := stores[0].FastPath().Secret
+	is.Equal(len(secret), 32) // made once, from crypto/rand
+	for _, s := range stores {
+		is.Equal(s.FastPath().Secret, secret) // every node read the one secret
+	}
+	var rows int
+	is.NoErr(pgstore.Pool(stores[0]).QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.formsapi_secrets", quote(schema))).Scan(&rows))
+	is.Equal(rows, 1)
+}
+
+// TestSecretSharedByNodes: nodes starting together on an empty schema,
+// with no cursor secret set, take back each other's cursors and sync
+// tokens, give the same refs and ETags, and so do nodes started later.
+func TestSecretSharedByNodes(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Name(t)
+	stores := openAtOnce(t, dsn, schema, 4)
+	load(t, stores[0], storetest.DefaultSeed())
+	later, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	is.NoErr(err)
+	defer later.Close()
+	const list = "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
+	const feed = "/v1/forms/" + storetest.FormBusy + "/submissions?sync=start&limit=3"
+	type handedOut struct {
+		NextCursor, SyncToken, etag string
+		Refs                        []string
+	}
+	handOut := func(s *pgstore.Store) handedOut {
+		h := formsapi.NewHandler(s, s)
+		var o handedOut
+		page, sync := get(h, list, storetest.KeyA), get(h, feed, storetest.KeyA)
+		is.NoErr(json.Unmarshal(page.body, &o))
+		is.NoErr(json.Unmarshal(sync.body, &o))
+		o.etag = page.header.Get("ETag")
+		return o
+	}
+	first := handOut(stores[0])
+	is.True(first.NextCursor != "" && first.SyncToken != "" && first.etag != "" && len(first.Refs) == 3)
+	for _, s := range append(stores[1:], later) {
+		o := handOut(s)
+		is.Equal(o.Refs, first.Refs) // the same refs on every node
+		is.Equal(o.etag, first.etag) // and the same ETags
+		h := formsapi.NewHandler(s, s)
+		is.Equal(get(h, list+"&cursor="+first.NextCursor, storetest.KeyA).status, 200) // node 0's cursor
+		is.Equal(get(h, "/v1/forms/"+storetest.FormBusy+"/submissions?sync="+first.SyncToken, storetest.KeyA).status, 200)
+	}
+}
+
+// TestShortSecretRefused: a secret row a host wrote by hand, too short to
+// key anything, stops Open with an error that says what to do.
+func TestShortSecretRefused(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t)
+	_, err := pgstore.Pool(s).Exec(ctx, fmt.Sprintf("UPDATE %s.formsapi_secrets SET secret = 'short'", quote(s.Schema())))
+	is.NoErr(err)
+	_, err = pgstore.New(ctx, pgstore.Pool(s), pgstore.WithSchema(s.Schema()))
+	is.True(err != nil && strings.Contains(err.Error(), "delete the row to have a new one made"))
 }
 
 func allVersions() []int {

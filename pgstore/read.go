@@ -201,7 +201,12 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 // type that embeds the store has this method too, but it returns the
 // embedded store, so the handler sees the host's type and calls its
 // methods (its overrides), never the embedded store's behind its back.
-func (s *Store) FastPath() wire.Self { return wire.Self{Store: s} }
+//
+// It also hands the handler the cursor secret kept in the schema (table
+// formsapi_secrets, made at the first Open or New): cursors, sync tokens,
+// feed refs and page ETags then outlive a restart and hold on every node
+// over the schema, with no formsapi.WithCursorSecret to set.
+func (s *Store) FastPath() wire.Self { return wire.Self{Store: s, Secret: s.secret} }
 
 // AppendSubmissions is ListSubmissions for the handler's fast path: it
 // appends the stored JSON of each submission to p.Body, one column per

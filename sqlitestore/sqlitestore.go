@@ -130,6 +130,7 @@ type Store struct {
 	limits formsapi.Limits
 	now    func() time.Time // see WithClock
 	keep   time.Duration    // see WithTombstoneRetention
+	secret []byte           // the cursor secret kept in the file, for the handler
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -219,6 +220,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, write); err != nil {
 		return fail(err)
 	}
+	if s.secret, err = cursorSecret(ctx, write, cfg.now()); err != nil {
+		return fail(err)
+	}
 	// mode=ro: SQLite itself refuses writes, unlike PRAGMA query_only,
 	// which a statement could turn off again.
 	//
@@ -274,7 +278,11 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep}
+	secret, err := cursorSecret(ctx, db, cfg.now())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: new: %w", err)
+	}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret}
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {

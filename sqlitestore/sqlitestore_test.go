@@ -189,6 +189,36 @@ func migrationRows(t *testing.T, db *sql.DB) []int {
 	return vs
 }
 
+// TestSecretMadeOnce: stores opening a new file at once (processes
+// starting together) all read one cursor secret, made once; a reopened
+// store and a store from New over the file read it too, and another file
+// has another.
+func TestSecretMadeOnce(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	path := dbPath(t)
+	stores := make([]*sqlitestore.Store, 4)
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = sqlitestore.Open(path) })
+	}
+	wg.Wait()
+	for i, s := range stores {
+		is.NoErr(errs[i]) // every process opens
+		t.Cleanup(func() { s.Close() })
+	}
+	secret := stores[0].FastPath().Secret
+	is.Equal(len(secret), 32)
+	for _, s := range stores {
+		is.Equal(s.FastPath().Secret, secret) // one secret for all
+	}
+	is.NoErr(stores[0].Close())
+	is.Equal(mustOpen(t, path).FastPath().Secret, secret)                   // after a restart
+	is.Equal(mustNew(t, hostDB(t, path)).FastPath().Secret, secret)         // through the host's handle
+	is.True(!bytes.Equal(mustOpen(t, dbPath(t)).FastPath().Secret, secret)) // another file
+}
+
 func TestMigrateTwiceIsNoOp(t *testing.T) {
 	is := is.New(t)
 	path := dbPath(t)

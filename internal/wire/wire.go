@@ -217,7 +217,19 @@ func (p *Page) Rewind(m Mark) {
 // value. The handler compares the two, and takes the fast path (and the
 // store's other optional methods) only for the store itself, so that a
 // host's overrides are never bypassed.
-type Self struct{ Store any }
+//
+// Secret is the store's cursor secret: key material the store keeps with
+// its data (in its database, for sqlitestore and pgstore; per store value
+// for memstore, whose data ends with the process), made once from
+// crypto/rand and the same for every process over that data. The handler
+// keys cursors, sync tokens, feed refs and page ETags with it unless
+// formsapi.WithCursorSecret gives another, so that they outlive a restart
+// and hold on every node; unlike the fast path, it takes the secret from
+// a type that embeds a store too, since the secret belongs to the data.
+type Self struct {
+	Store  any
+	Secret []byte
+}
 
 // Budget ends a page at a number of bytes: before an item that would take
 // the page's items past it, unless that item would be the page's first,
