@@ -76,6 +76,33 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("no Go blocks found: the extraction is broken")
 	}
+	mod := docsModule(t)
+	where := map[string]goBlock{}
+	for i, b := range blocks {
+		if !regexp.MustCompile(`(?m)^package \w+`).MatchString(b.src) {
+			t.Errorf("%s:%d: a Go block without a package clause; every Go block must be a whole file", b.file, b.line)
+			continue
+		}
+		dir := fmt.Sprintf("b%02d", i)
+		where[dir] = b
+		write(t, filepath.Join(mod, dir, "main.go"), []byte(b.src))
+	}
+	out, err := goIn(mod, "vet", "./...").CombinedOutput()
+	if err != nil {
+		// Name each failing block by its document and line.
+		msg := string(out)
+		for dir, b := range where {
+			msg = strings.ReplaceAll(msg, "./"+dir+"/main.go", fmt.Sprintf("%s (block at line %d)", b.file, b.line))
+			msg = strings.ReplaceAll(msg, dir+"/main.go", fmt.Sprintf("%s (block at line %d)", b.file, b.line))
+		}
+		t.Fatalf("the docs' Go blocks do not compile:\n%s", msg)
+	}
+}
+
+// docsModule returns a new module in a temporary directory that uses
+// this one from the working tree, for the docs' Go blocks.
+func docsModule(t *testing.T) string {
+	t.Helper()
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -95,29 +122,16 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(mod, "go.sum"), sum)
-	where := map[string]goBlock{}
-	for i, b := range blocks {
-		if !regexp.MustCompile(`(?m)^package \w+`).MatchString(b.src) {
-			t.Errorf("%s:%d: a Go block without a package clause; every Go block must be a whole file", b.file, b.line)
-			continue
-		}
-		dir := fmt.Sprintf("b%02d", i)
-		where[dir] = b
-		write(t, filepath.Join(mod, dir, "main.go"), []byte(b.src))
-	}
-	cmd := exec.Command("go", "vet", "./...")
-	cmd.Dir = mod
+	return mod
+}
+
+// goIn is the go command run in dir, offline (GOPROXY=off), from the
+// module cache the repo's own tests use.
+func goIn(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		// Name each failing block by its document and line.
-		msg := string(out)
-		for dir, b := range where {
-			msg = strings.ReplaceAll(msg, "./"+dir+"/main.go", fmt.Sprintf("%s (block at line %d)", b.file, b.line))
-			msg = strings.ReplaceAll(msg, dir+"/main.go", fmt.Sprintf("%s (block at line %d)", b.file, b.line))
-		}
-		t.Fatalf("the docs' Go blocks do not compile:\n%s", msg)
-	}
+	return cmd
 }
 
 func write(t *testing.T, path string, data []byte) {

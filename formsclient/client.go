@@ -300,6 +300,7 @@ type Error struct {
 
 	op           string // what the client was doing, for Error
 	formNotFound bool   // the API's 404 for a form's submissions
+	badToken     bool   // the API's 400 for a sync token it does not accept
 	tooLarge     bool   // a 2xx body over the size limit
 }
 
@@ -331,17 +332,27 @@ func (e *Error) Is(target error) bool {
 	case formsapi.ErrFormNotFound:
 		return e.StatusCode == http.StatusNotFound && e.formNotFound
 	case ErrResync:
-		return e.StatusCode == http.StatusGone
+		return e.StatusCode == http.StatusGone || e.badToken
 	}
 	return false
 }
 
-// ErrResync is matched (errors.Is) by the *Error of a sync feed page the
-// server answered 410 Gone: the token is older than deletions the server
-// no longer keeps (its tombstone retention, 30 days by default), so a copy
-// resumed from it could keep submissions deleted since. Read the feed
-// again from [SyncStart] and replace the copy with what it brings.
-var ErrResync = errors.New("formsclient: the sync token is past the server's retention of deletions: read again from SyncStart")
+// ErrResync is matched (errors.Is) by the *Error of a sync feed page
+// that the server will not continue from the token, so that a copy kept
+// from the feed cannot be brought up to date; read the feed again from
+// [SyncStart] into an empty copy, and keep the token that call returns.
+// There are two such answers:
+//
+//   - 410 Gone: the token is older than deletions the server no longer
+//     keeps (its tombstone retention, 30 days by default), so a copy
+//     resumed from it could keep submissions deleted since;
+//   - 400 Bad Request for the sync parameter ("invalid sync: …") to a
+//     token other than SyncStart: the server does not accept the token.
+//     Its cursor secret changed (a host's own store restarted without
+//     formsapi.WithCursorSecret, a secret rotated), which also changes
+//     every Ref, so a copy kept by Ref would gain duplicates; or the
+//     token was damaged or belongs to another form.
+var ErrResync = errors.New("formsclient: the server no longer accepts the sync token: read again from SyncStart into an empty copy")
 
 // ErrPaging is wrapped by the error that ends an iteration when the
 // server's pages break the API's paging rules, so that the client stops

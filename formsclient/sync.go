@@ -3,14 +3,20 @@ package formsclient
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/formsapi/formsapi"
 )
 
 // SyncStart is the token that reads a form's sync feed from its beginning.
 const SyncStart = "start"
+
+// msgBadSyncPrefix starts the API's message of a 400 for the sync
+// parameter (formsapi's request.go).
+const msgBadSyncPrefix = "invalid sync:"
 
 // Change is one entry of a form's sync feed: a submission added, or one
 // deleted (by the host, or erased).
@@ -46,8 +52,10 @@ type Change struct {
 // changes to fn again rather than losing them (a deletion handed over
 // twice, or one of a submission never seen, removes nothing). Errors from
 // the server are *Error values, as for Submissions; one matching
-// ErrResync means the token is past the server's retention of deletions:
-// read again from SyncStart into a fresh copy. A server whose pages claim
+// ErrResync means the server will not continue from the token (it is
+// past the server's retention of deletions, or sealed with a cursor
+// secret the server no longer has): empty the copy and read again from
+// SyncStart, as the program in docs/client.md does. A server whose pages claim
 // more but bring nothing new ends the call with an error wrapping
 // ErrPaging rather than a loop.
 //
@@ -93,6 +101,9 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change)
 			params.Set("limit", strconv.Itoa(limit))
 		}
 		items, env, err := fetchEnvelope(ctx, c, l, params, &sc)
+		if e, ok := err.(*Error); ok && e.StatusCode == http.StatusBadRequest && token != SyncStart && strings.HasPrefix(e.Message, msgBadSyncPrefix) {
+			e.badToken = true // ErrResync: the only parameters sent are the token and a limit the client checked
+		}
 		if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
 			// Ask again from the same token for fewer items.
 			if limit == 0 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,4 +287,97 @@ func TestSyncDeletionsAndResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	exact("read again from the start")
+}
+
+// TestSyncAcrossASecretChange restarts the server under a running Sync
+// with another cursor secret (a host's own store restarted without
+// WithCursorSecret, or a secret rotated): the next page's token is
+// refused, Sync returns ErrResync with the token after the last page it
+// handed over whole, and a copy emptied and read again from SyncStart is
+// exactly the form's submissions, under the new refs, with no duplicate
+// kept from the old ones; its token then works across a later restart
+// with the same secret. A token that was never the server's is ErrResync
+// too, while a 400 for another parameter is not.
+func TestSyncAcrossASecretChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memstore.New()
+	if err := storetest.Load(ctx, store, storetest.DefaultSeed()); err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[http.Handler]
+	restart := func(secret string) {
+		h := formsapi.NewHandler(store, store, formsapi.WithCursorSecret([]byte(secret)), formsapi.WithPageSize(10, 10))
+		current.Store(&h)
+	}
+	restart("the secret before the deploy, 32+ bytes")
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }), "")
+	c := newClient(t, srv.base, storetest.KeyA)
+
+	want, err := store.ListSubmissions(ctx, storetest.AccountA, storetest.FormBusy, formsapi.Query{Limit: 1000})
+	if err != nil || len(want.Items) < 6 {
+		t.Fatalf("seed: %d submissions, %v", len(want.Items), err)
+	}
+	copyOf := map[string]string{}
+	pages := 0
+	apply := func(ch formsclient.Change) error {
+		if ch.Deleted {
+			delete(copyOf, ch.Ref)
+			return nil
+		}
+		copyOf[ch.Ref] = string(ch.Submission.Data) + ch.Submission.CreatedAt.String()
+		if len(copyOf)%2 == 0 {
+			if pages++; pages == 2 {
+				restart("the secret after the deploy, also 32+ bytes") // between two pages of the call
+			}
+		}
+		return nil
+	}
+	token, err := c.Sync(ctx, storetest.FormBusy, formsclient.SyncStart, apply, formsclient.PageSize(2))
+	var e *formsclient.Error
+	if !errors.Is(err, formsclient.ErrResync) || !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest {
+		t.Fatalf("Sync across the restart: %v; want ErrResync from a 400", err)
+	}
+	if token == formsclient.SyncStart || len(copyOf) != 4 {
+		t.Fatalf("Sync returned token %q with %d kept; want the token after the second page, with 4", token, len(copyOf))
+	}
+	if _, err := c.Sync(ctx, storetest.FormBusy, token, apply); !errors.Is(err, formsclient.ErrResync) {
+		t.Fatalf("resuming from that token: %v; want ErrResync again", err)
+	}
+
+	clear(copyOf) // what ErrResync asks for
+	token, err = c.Sync(ctx, storetest.FormBusy, formsclient.SyncStart, apply, formsclient.PageSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copyOf) != len(want.Items) {
+		t.Fatalf("after the resync the copy holds %d, the form %d", len(copyOf), len(want.Items))
+	}
+	var got, all []string
+	for _, v := range copyOf {
+		got = append(got, v)
+	}
+	for _, s := range want.Items {
+		all = append(all, string(s.Data)+s.CreatedAt.String())
+	}
+	slices.Sort(got)
+	slices.Sort(all)
+	if !slices.Equal(got, all) {
+		t.Fatalf("the copy after the resync differs from the form")
+	}
+
+	restart("the secret after the deploy, also 32+ bytes") // the same secret: a plain restart
+	if _, err := c.Sync(ctx, storetest.FormBusy, token, apply); err != nil {
+		t.Fatalf("after a restart with the same secret: %v", err)
+	}
+	if _, err := c.Sync(ctx, storetest.FormBusy, "not-a-token", apply); !errors.Is(err, formsclient.ErrResync) {
+		t.Fatalf("a token the server never issued: %v; want ErrResync", err)
+	}
+	h := formsapi.NewHandler(store, store, formsapi.WithCursorSecret([]byte("the secret after the deploy, also 32+ bytes")),
+		formsapi.WithPageSize(1, 1)) // limit=2 is past its largest page
+	current.Store(&h)
+	if _, err := c.Sync(ctx, storetest.FormBusy, token, apply, formsclient.PageSize(2)); !errors.As(err, &e) || e.StatusCode != 400 ||
+		!strings.HasPrefix(e.Message, "invalid limit") || errors.Is(err, formsclient.ErrResync) {
+		t.Fatalf("a 400 for the limit: %v; want one that is not ErrResync", err)
+	}
 }
