@@ -23,8 +23,17 @@ type demoSubmission struct {
 }
 
 // demoSubmissions are realistic entries; their metadata (IP, user agent,
-// geo, trace) is what the API must never show.
+// geo, trace) is what the API must never show. Each has an ID
+// (Metadata.ID, never shown either), the form's ID and its number in the
+// form, contact-1 to contact-6, newsletter-1 to newsletter-6 and
+// job-application-1 to job-application-3, by which -delete names it.
 func demoSubmissions() []demoSubmission {
+	n := map[string]int{}
+	withID := func(formID string, meta formsapi.Metadata) formsapi.Metadata {
+		n[formID]++
+		meta.ID = fmt.Sprintf("%s-%d", formID, n[formID])
+		return meta
+	}
 	people := []struct{ name, email, city string }{
 		{"Ada Lovelace", "ada@example.com", "London"},
 		{"Grace Hopper", "grace@example.org", "Arlington"},
@@ -44,9 +53,9 @@ func demoSubmissions() []demoSubmission {
 		at := demoStart.Add(time.Duration(72+i*5) * time.Hour)
 		out = append(out,
 			demoSubmission{formsapi.Submission{FormID: "contact", CreatedAt: at,
-				Data: []byte(fmt.Sprintf(`{"name":%q,"email":%q,"subject":"Question %d","message":"Hello! Could you tell me more about your pricing?"}`, p.name, p.email, i+1))}, meta},
+				Data: []byte(fmt.Sprintf(`{"name":%q,"email":%q,"subject":"Question %d","message":"Hello! Could you tell me more about your pricing?"}`, p.name, p.email, i+1))}, withID("contact", meta)},
 			demoSubmission{formsapi.Submission{FormID: "newsletter", CreatedAt: at.Add(time.Hour),
-				Data: []byte(fmt.Sprintf(`{"email":%q,"topics":["releases","events"],"consent":true}`, p.email))}, meta},
+				Data: []byte(fmt.Sprintf(`{"email":%q,"topics":["releases","events"],"consent":true}`, p.email))}, withID("newsletter", meta)},
 		)
 		if i%2 == 0 {
 			out = append(out, demoSubmission{formsapi.Submission{FormID: "job-application", CreatedAt: at.Add(2 * time.Hour),
@@ -54,7 +63,7 @@ func demoSubmissions() []demoSubmission {
 				Attachments: []formsapi.Attachment{
 					{FieldName: "cv", FileURL: fmt.Sprintf("https://files.example.com/uploads/%04d/cv.pdf", i), FileSize: int64(84211 + i*1000), MIMEType: "application/pdf"},
 					{FieldName: "portfolio", FileURL: fmt.Sprintf("https://files.example.com/uploads/%04d/portfolio.zip", i), FileSize: int64(2048000 + i), MIMEType: "application/zip"},
-				}}, meta})
+				}}, withID("job-application", meta)})
 		}
 	}
 	return out

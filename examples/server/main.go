@@ -7,21 +7,22 @@
 //
 //	go run ./examples/server                  # serve ./forms.db on 127.0.0.1:8080
 //	go run ./examples/server -new-key demo    # issue another key for an account
+//	go run ./examples/server -delete contact/contact-2     # delete a submission by its ID
+//	go run ./examples/server -erase email=ada@example.com  # erase a respondent
 //	FORMSAPI_POSTGRES=postgres://... go run ./examples/server   # serve PostgreSQL
 //	FORMSAPI_REDIS=redis://... go run ./examples/server         # share the rate limits through Redis
 //
-// Several servers over one PostgreSQL database share a cursor secret,
-// read from the file named by -cursor-secret-file or from the
-// FORMSAPI_CURSOR_SECRET environment variable, never from the command
-// line, which lands in shell history and process lists. Likewise, prefer
-// $FORMSAPI_POSTGRES and $FORMSAPI_REDIS to -postgres and -redis when the
-// DSN or URL holds a password; neither is ever printed or logged.
+// Cursors, sync tokens and feed refs are sealed with the cursor secret
+// the store keeps in its database, which every server over it shares. A
+// secret of one's own is read from the file named by -cursor-secret-file
+// or from the FORMSAPI_CURSOR_SECRET environment variable, never from the
+// command line, which lands in shell history and process lists. Likewise,
+// prefer $FORMSAPI_POSTGRES and $FORMSAPI_REDIS to -postgres and -redis
+// when the DSN or URL holds a password; neither is ever printed or logged.
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,8 +88,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dsn := fs.String("postgres", os.Getenv("FORMSAPI_POSTGRES"), "serve PostgreSQL at this DSN instead of SQLite (default $FORMSAPI_POSTGRES); pool_max_conns in the DSN sizes the pool")
 	schema := fs.String("schema", "", "PostgreSQL schema for the tables (default: the connection's current schema)")
 	keyFile := fs.String("demo-key-file", "", "where the demo key is kept for later runs (default: the -db path + .demo-key, or postgres.demo-key)")
-	secretFile := fs.String("cursor-secret-file", "", "file holding the cursor secret that all nodes share (default $FORMSAPI_CURSOR_SECRET, else a random one per process)")
+	secretFile := fs.String("cursor-secret-file", "", "file holding a cursor secret of your own, at least 32 characters, the same on every node (default $FORMSAPI_CURSOR_SECRET, else the file -db + .cursor-secret or postgres.cursor-secret if an earlier version left one, else the secret the store keeps in its database, shared by every node over it)")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
+	deleteArg := fs.String("delete", "", "delete the submission FORM/ID (its Metadata.ID: the demo's are contact-1 to contact-6, newsletter-1 to newsletter-6, job-application-1 to job-application-3) of -account, print the curl line that shows it in the sync feed and exit")
+	eraseArg := fs.String("erase", "", "erase a respondent: delete every submission of -account whose data's top-level FIELD holds the string VALUE (FIELD=VALUE, email=ada@example.com), print the curl lines that show it in the sync feeds and exit")
+	account := fs.String("account", demoAccount, "with -delete and -erase: the account whose submissions they delete")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
@@ -106,6 +110,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
+	}
+	commands := 0
+	for _, c := range []string{*newKey, *deleteArg, *eraseArg} {
+		if c != "" {
+			commands++
+		}
+	}
+	if commands > 1 {
+		return errors.New("give one of -new-key, -delete and -erase at a time")
+	}
+	if *deleteArg != "" {
+		if _, _, err := parseDelete(*deleteArg); err != nil {
+			return err
+		}
+	}
+	if *eraseArg != "" {
+		if _, _, err := parseErase(*eraseArg); err != nil {
+			return err
+		}
 	}
 
 	// The options from flags are checked before anything is opened or
@@ -127,13 +153,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		flagOpts = append(flagOpts, o)
 	}
 
-	// Without a secret given, one is kept beside the data, so that sync
-	// tokens, cursors and feed refs outlive a restart.
-	keepSecret := *dbPath + ".cursor-secret"
+	// Without a secret given, the handler uses the one the store keeps in
+	// its database, unless an earlier version of this server kept one in
+	// a file beside the data: the tokens it sealed must keep working.
+	legacySecret := *dbPath + ".cursor-secret"
 	if *dsn != "" {
-		keepSecret = "postgres.cursor-secret"
+		legacySecret = "postgres.cursor-secret"
 	}
-	secret, err := cursorSecret(*secretFile, keepSecret)
+	secret, secretFrom, err := cursorSecret(*secretFile, legacySecret)
 	if err != nil {
 		return err
 	}
@@ -192,6 +219,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "new API key for account %q (shown once, only its hash is stored):\n%s\n", *newKey, key)
 		return nil
+	}
+	if *deleteArg != "" || *eraseArg != "" {
+		auth := "'Authorization: Bearer YOUR_KEY'"
+		if _, err := os.Stat(*keyFile); err == nil {
+			auth = keyFileAuth(*keyFile)
+		}
+		if *deleteArg != "" {
+			return deleteSubmission(ctx, store, *account, *deleteArg, stdout, serverURL(*addr), auth)
+		}
+		return erase(ctx, store, *account, *eraseArg, stdout, serverURL(*addr), auth)
 	}
 
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
@@ -269,12 +306,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	base := "http://" + ln.Addr().String()
-	attrs := []any{slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter)}
+	attrs := []any{slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter), slog.String("cursor_secret", secretFrom)}
 	if m != nil {
 		attrs = append(attrs, slog.String("metrics", m.url()))
 	}
 	logger.Info("listening", attrs...)
-	printBanner(stderr, base, where, *keyFile, demoKey, created)
+	printBanner(stderr, base, where, *keyFile, demoKey, created, sameStore(*dbPath, *dsn != "", *schema))
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -308,30 +345,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // printBanner tells the person at the terminal where the API is and how
 // to call it. The demo key itself appears only on the run that created it;
-// later runs read it from keyFile in the curl lines.
-func printBanner(w io.Writer, base, where, keyFile, key string, created bool) {
+// later runs read it from keyFile in the curl lines. flags are the flags
+// that name the store, for the command lines of -delete and -erase.
+func printBanner(w io.Writer, base, where, keyFile, key string, created bool, flags string) {
 	fmt.Fprintf(w, "forms API on %s over %s\n", base, where)
 	auth := "'Authorization: Bearer " + key + "'"
 	switch {
 	case created:
 		fmt.Fprintf(w, "demo API key (shown this once; kept in %s, mode 0600): %s\n", keyFile, key)
 	case key != "":
-		// The curl lines name the file by its absolute path, so that they
-		// work from any directory.
-		if abs, err := filepath.Abs(keyFile); err == nil {
-			keyFile = abs
-		}
-		fmt.Fprintf(w, "demo API key: in %s (not printed again)\n", keyFile)
-		auth = `"Authorization: Bearer $(cat ` + shellQuote(keyFile) + `)"`
+		auth = keyFileAuth(keyFile)
+		fmt.Fprintf(w, "demo API key: in %s (not printed again)\n", absPath(keyFile))
 	default:
 		fmt.Fprintf(w, "demo API key: not kept; issue one with -new-key %s\n", demoAccount)
 		auth = "'Authorization: Bearer YOUR_KEY'"
 	}
 	fmt.Fprintf(w, "\ntry:\n")
-	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc"} {
+	for _, p := range []string{"/v1/forms", "/v1/forms/contact/submissions?limit=2", "/v1/forms/job-application/submissions?order=asc", "/v1/forms/contact/submissions?sync=start"} {
 		fmt.Fprintf(w, "  curl -H %s '%s%s'\n", auth, base, p)
 	}
+	fmt.Fprintf(w, "\ndelete a submission, erase a respondent (in another terminal; docs/example-server.md walks it):\n")
+	fmt.Fprintf(w, "  go run ./examples/server%s -delete contact/contact-2\n", flags)
+	fmt.Fprintf(w, "  go run ./examples/server%s -erase email=ada@example.com\n", flags)
 	fmt.Fprintln(w)
+}
+
+// keyFileAuth is the curl header that reads the key from keyFile, named
+// by its absolute path, so that the line works from any directory.
+func keyFileAuth(keyFile string) string {
+	return `"Authorization: Bearer $(cat ` + shellQuote(absPath(keyFile)) + `)"`
+}
+
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// sameStore returns the flags that name this run's store, for a command
+// line printed to run against it: -db unless it is the default, or over
+// PostgreSQL the DSN from its environment variable (never the DSN
+// itself) and -schema.
+func sameStore(dbPath string, postgres bool, schema string) string {
+	switch {
+	case postgres && schema != "":
+		return ` -postgres "$FORMSAPI_POSTGRES" -schema ` + shellQuote(schema)
+	case postgres:
+		return ` -postgres "$FORMSAPI_POSTGRES"`
+	case dbPath != "forms.db":
+		return " -db " + shellQuote(dbPath)
+	}
+	return ""
 }
 
 // shellQuote quotes s for a POSIX shell, inside double quotes' $(...).
@@ -400,65 +465,40 @@ type backend interface {
 // minSecret is the shortest cursor secret the server accepts.
 const minSecret = 32
 
-// cursorSecret reads the shared cursor secret from path, or else from
-// $FORMSAPI_CURSOR_SECRET; nil when neither is set, for a random secret
-// per process. Surrounding white space is not part of it.
-func cursorSecret(path, keep string) ([]byte, error) {
-	var secret string
+// cursorSecret returns the cursor secret for the handler and where it
+// came from (for the log): the file at path, or else
+// $FORMSAPI_CURSOR_SECRET, or else the file legacy, which an earlier
+// version of this server made beside the data and whose tokens must keep
+// working, if it is there. With none of them it returns nil and "store":
+// the handler then uses the secret the store keeps in its database. A
+// file named by path must exist. Surrounding white space is not part of
+// the secret.
+func cursorSecret(path, legacy string) (secret []byte, from string, err error) {
+	var s string
 	switch {
 	case path != "":
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("read cursor secret: %w", err)
+			return nil, "", fmt.Errorf("read cursor secret: %w", err)
 		}
-		secret = string(b)
+		s, from = string(b), "-cursor-secret-file"
 	case os.Getenv("FORMSAPI_CURSOR_SECRET") != "":
-		secret = os.Getenv("FORMSAPI_CURSOR_SECRET")
+		s, from = os.Getenv("FORMSAPI_CURSOR_SECRET"), "$FORMSAPI_CURSOR_SECRET"
 	default:
-		s, err := keptSecret(keep)
-		if err != nil {
-			return nil, fmt.Errorf("cursor secret kept in %s: %w", keep, err)
+		b, err := os.ReadFile(legacy)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "store", nil
 		}
-		secret = s
+		if err != nil {
+			return nil, "", fmt.Errorf("cursor secret kept in %s: %w", legacy, err)
+		}
+		s, from = string(b), legacy
 	}
-	secret = strings.TrimSpace(secret)
-	if len(secret) < minSecret {
-		return nil, fmt.Errorf("the cursor secret has %d characters, want at least %d (try: openssl rand -base64 32)", len(secret), minSecret)
+	s = strings.TrimSpace(s)
+	if len(s) < minSecret {
+		return nil, "", fmt.Errorf("the cursor secret has %d characters, want at least %d (try: openssl rand -base64 32)", len(s), minSecret)
 	}
-	return []byte(secret), nil
-}
-
-// keptSecret returns the secret kept in the file at path, making one of
-// 32 random bytes (mode 0600) if there is none. A new file is written
-// whole under another name and linked into place, so that servers
-// starting at once agree on one secret and none reads half a file.
-func keptSecret(path string) (string, error) {
-	if b, err := os.ReadFile(path); err == nil {
-		return string(b), nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".cursor-secret-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(base64.RawURLEncoding.EncodeToString(raw) + "\n"); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	b, err := os.ReadFile(path) // ours, or the one another server linked first
-	return string(b), err
+	return []byte(s), from, nil
 }
 
 // openPool makes the server's PostgreSQL pool from dsn, which may carry

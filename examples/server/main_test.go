@@ -90,7 +90,7 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 
 	first := start(t, db)
 	is.True(strings.Contains(first.term.String(), "curl -H 'Authorization: Bearer "+first.key+"' '"+first.base+"/v1/forms'")) // ready curl line
-	is.Equal(strings.Count(first.term.String(), first.key), 4)                                                                // the key and three curl lines, once
+	is.Equal(strings.Count(first.term.String(), first.key), 5)                                                                // the key and four curl lines, once
 	code, body := first.get(t, "/v1/forms", first.key)
 	is.Equal(code, 200) // list forms
 	var forms struct{ Forms []struct{ FormID string } }
