@@ -18,9 +18,11 @@
 // Routers that do not rewrite r.URL.Path when mounting (chi's Mount, for
 // one) need the same http.StripPrefix wrapper.
 //
-// Two stores ship with the library: memstore (in memory, for tests and
-// small hosts) and sqlitestore (SQLite through modernc.org/sqlite, no cgo).
-// Package storetest checks any Store against the contract both of them meet.
+// Three stores ship with the library: memstore (in memory, for tests and
+// small hosts), sqlitestore (SQLite through modernc.org/sqlite, no cgo)
+// and pgstore (PostgreSQL through pgx, for several nodes over one
+// database). Package storetest checks any Store against the contract all
+// three meet.
 package formsapi
 
 import (

@@ -61,6 +61,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -231,7 +232,9 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if keyformat.Problem(key) != "" {
+	if key == "" {
+		errs = append(errs, fmt.Errorf("formsclient: no API key (the key given is empty): %w", formsapi.ErrInvalidKey))
+	} else if keyformat.Problem(key) != "" {
 		// The key stays out of the message: it is a secret.
 		errs = append(errs, fmt.Errorf("formsclient: the API key is malformed (1 to %d characters of A-Z a-z 0-9 - . _ ~ + / and optional trailing =, checksum included): %w",
 			keyformat.MaxLen, formsapi.ErrInvalidKey))
@@ -253,19 +256,31 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 }
 
 func parseBase(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("formsclient: no base URL (the URL given is empty): give the URL the API is mounted at, without /v1 (https://forms.example.com/api)")
+	}
+	// A URL with user information may carry a password: it is never
+	// quoted, whatever else is wrong with it.
+	shown := strconv.Quote(raw)
+	if strings.Contains(raw, "@") {
+		shown = "(not shown: it holds an @)"
+	}
 	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("formsclient: base URL: %w", err)
+	switch {
+	case err != nil && !strings.Contains(raw, "://"), err == nil && u.Scheme != "http" && u.Scheme != "https":
+		// "127.0.0.1:8080" does not parse, "localhost:8080" parses with
+		// the scheme "localhost": either way the scheme is what is missing.
+		return nil, fmt.Errorf("formsclient: base URL %s: must start with https:// or http://", shown)
+	case err != nil:
+		return nil, fmt.Errorf("formsclient: base URL %s: cannot be parsed", shown)
 	}
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("formsclient: base URL %q: must start with https:// or http://", raw)
-	case u.Host == "":
-		return nil, fmt.Errorf("formsclient: base URL %q: has no host", raw)
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("formsclient: base URL %q: must not have a query or fragment", raw)
 	case u.User != nil:
 		return nil, fmt.Errorf("formsclient: base URL: must not carry a user name or password (the API key authenticates)")
+	case u.Host == "":
+		return nil, fmt.Errorf("formsclient: base URL %s: has no host", shown)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("formsclient: base URL %s: must not have a query or fragment", shown)
 	}
 	return u, nil
 }

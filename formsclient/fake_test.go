@@ -155,14 +155,18 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"relative", "/api", key, nil, nil, []string{"must start with https://"}},
 		{"unparsable", "http://[::1", key, nil, nil, []string{"base URL"}},
 		{"bad port", "http://example.com:port", key, nil, nil, []string{"base URL"}},
-		{"empty", "", key, nil, nil, []string{"must start with https://"}},
+		{"empty", "", key, nil, nil, []string{"no base URL (the URL given is empty)"}},
+		{"host and port without a scheme", "127.0.0.1:8080", key, nil, nil, []string{`base URL "127.0.0.1:8080": must start with https://`}},
+		{"host name and port without a scheme", "localhost:8080/api", key, nil, nil, []string{`base URL "localhost:8080/api": must start with https://`}},
+		{"user and password without a scheme", "user:s3cret@example.com", key, nil, nil, []string{"must start with https://", "not shown"}},
+		{"user and password, no host", "http://user:s3cret@/api", key, nil, nil, []string{"must not carry a user name"}},
 		{"query", f.URL + "/api?x=1", key, nil, nil, []string{"must not have a query"}},
 		{"empty query", f.URL + "/api?", key, nil, nil, []string{"must not have a query"}},
 		{"fragment", f.URL + "/api#top", key, nil, nil, []string{"must not have a query or fragment"}},
 		{"no host", "https:///api", key, nil, nil, []string{"has no host"}},
 		{"user info", "https://u:p@example.com", key, nil, nil, []string{"user name"}},
 		{"malformed key", f.URL, "two words", nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
-		{"empty key", f.URL, "", nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
+		{"empty key", f.URL, "", nil, formsapi.ErrInvalidKey, []string{"no API key (the key given is empty)"}},
 		{"key too long", f.URL, strings.Repeat("k", 257), nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
 		{"bad checksum", f.URL, badSum, nil, formsapi.ErrInvalidKey, []string{"API key is malformed"}},
 		{"nil option", f.URL, key, []formsclient.Option{formsclient.WithUserAgent("x/1"), nil}, nil, []string{"option 2 of New is nil"}},
@@ -173,7 +177,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"negative waits", f.URL, key, []formsclient.Option{formsclient.WithRetries(3, -1, -time.Second)}, nil, []string{"backoff must not be negative", "maxWait must not be negative"}},
 		{"size 0", f.URL, key, []formsclient.Option{formsclient.WithMaxResponseSize(0)}, nil, []string{"WithMaxResponseSize(0): must be at least 1 byte"}},
 		{"everything at once", "ftp://x", "", []formsclient.Option{formsclient.WithMaxResponseSize(-1)}, formsapi.ErrInvalidKey,
-			[]string{"must start with https://", "API key is malformed", "WithMaxResponseSize(-1)"}},
+			[]string{"must start with https://", "no API key", "WithMaxResponseSize(-1)"}},
 	} {
 		c, err := formsclient.New(tc.base, tc.key, tc.opts...)
 		if err == nil || c != nil {
@@ -191,7 +195,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		if tc.is == nil && errors.Is(err, formsapi.ErrInvalidKey) {
 			t.Errorf("%s: %v matches ErrInvalidKey for a good key", tc.name, err)
 		}
-		for _, secret := range []string{"two words", badSum} {
+		for _, secret := range []string{"two words", badSum, "s3cret"} {
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("%s: the key is in the message: %v", tc.name, err)
 			}

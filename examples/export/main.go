@@ -20,12 +20,15 @@ func main() {
 	if len(os.Args) != 3 {
 		log.Fatal("usage: export FORM-ID FILE.jsonl (with FORMS_API_URL and FORMS_API_KEY set)")
 	}
+	base, key := os.Getenv("FORMS_API_URL"), os.Getenv("FORMS_API_KEY")
+	if base == "" || key == "" {
+		log.Fatal("set FORMS_API_URL (where the API is mounted, such as http://127.0.0.1:8080) and FORMS_API_KEY (an API key)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	c, err := formsclient.New(os.Getenv("FORMS_API_URL"), os.Getenv("FORMS_API_KEY"),
-		formsclient.WithUserAgent("forms-export/1"))
+	c, err := formsclient.New(base, key, formsclient.WithUserAgent("forms-export/1"))
 	if err != nil {
-		log.Fatal(err) // FORMS_API_URL or FORMS_API_KEY is unset or malformed
+		log.Fatal(err) // FORMS_API_URL or FORMS_API_KEY is malformed: the error says which
 	}
 	n, err := export(ctx, c, os.Args[1], os.Args[2])
 	if err != nil {

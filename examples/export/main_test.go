@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -141,5 +143,31 @@ func TestDocsShowThisProgram(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(src), string(m[1])); diff != "" {
 		t.Errorf("docs/client.md's example differs from examples/export/main.go (-main.go +docs):\n%s", diff)
+	}
+}
+
+// TestMainSaysWhatIsMissing runs main in a child process (it exits
+// through log.Fatal) with the environment a newcomer gets wrong first:
+// nothing set, a URL without its scheme, an empty key. Each message says
+// what to set, and none quotes the key.
+func TestMainSaysWhatIsMissing(t *testing.T) {
+	if os.Getenv("EXPORT_TEST_MAIN") == "1" {
+		os.Args = []string{"export", "contact", filepath.Join(t.TempDir(), "contact.jsonl")}
+		main()
+		return
+	}
+	t.Parallel()
+	for _, tc := range []struct{ url, key, want string }{
+		{"", "", "set FORMS_API_URL (where the API is mounted, such as http://127.0.0.1:8080) and FORMS_API_KEY"},
+		{"http://127.0.0.1:8080", "", "set FORMS_API_URL"},
+		{"127.0.0.1:8080", storetest.KeyA, `base URL "127.0.0.1:8080": must start with https:// or http://`},
+		{"http://127.0.0.1:8080", "not a key", "the API key is malformed"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMainSaysWhatIsMissing$")
+		cmd.Env = append(os.Environ(), "EXPORT_TEST_MAIN=1", "FORMS_API_URL="+tc.url, "FORMS_API_KEY="+tc.key)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "not a key") {
+			t.Errorf("URL %q, key %q: %v\n%s\nwant a failure saying %q", tc.url, tc.key, err, out, tc.want)
+		}
 	}
 }

@@ -205,16 +205,19 @@ func runProxy(t *testing.T, public string, name string, args ...string) {
 			t.Fatalf("%s did not answer:\n%s", name, out.String())
 		}
 	}
-	// The health paths stay off the public address.
-	for _, p := range []string{"/healthz", "/readyz"} {
-		res, err := http.Get(public + p)
+	// The health paths stay off the public address, and the proxy
+	// answers them, and any other path outside the API, 404: a probe
+	// aimed at the public name must never see a healthy 200.
+	host := strings.TrimSuffix(public, "/api")
+	for _, p := range []string{"/healthz", "/readyz", "/api/healthz", "/elsewhere"} {
+		res, err := http.Get(host + p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if strings.Contains(string(body), "status") {
-			t.Errorf("%s passes %s on to the server: %d %s", name, p, res.StatusCode, body)
+		if strings.Contains(string(body), "status") || res.StatusCode != http.StatusNotFound {
+			t.Errorf("%s answers %s with %d %q, want 404", name, p, res.StatusCode, body)
 		}
 	}
 }
@@ -257,8 +260,8 @@ http {
 	checkBehind(t, http.DefaultClient, s, public)
 }
 
-// TestBehindCaddy runs Caddy with the handle block of
-// docs/operations.md in front of the server.
+// TestBehindCaddy runs Caddy with the site block of docs/operations.md
+// in front of the server, its address replaced by the test's.
 func TestBehindCaddy(t *testing.T) {
 	caddy := needProgram(t, "caddy")
 	port := freePort(t)
@@ -268,16 +271,15 @@ func TestBehindCaddy(t *testing.T) {
 	backend := strings.TrimPrefix(s.base, "http://")
 
 	dir := t.TempDir()
-	handle := strings.ReplaceAll(docBlock(t, "handle /api/v1/* {"), "127.0.0.1:8080", backend)
+	site := strings.ReplaceAll(docBlock(t, "forms.example.com {"), "127.0.0.1:8080", backend)
+	site = strings.Replace(site, "forms.example.com {", "http://"+port+" {", 1)
 	conf := fmt.Sprintf(`{
 	admin off
 	auto_https off
 	storage file_system %[1]s
 }
-http://%[2]s {
-	%[3]s
-}
-`, dir, port, handle)
+%[2]s
+`, dir, site)
 	confPath := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
