@@ -120,27 +120,21 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 }
 
 // cursorSecret returns the cursor secret kept in the schema, making it
-// first if there is none. The insert does nothing if the row is there
-// (ON CONFLICT), so it is safe without the lock too; the row read back is
-// the one every node over the schema uses.
+// first if there is none (stored.Secret). The insert does nothing if the
+// row is there (ON CONFLICT), so it is safe without the lock too.
 func cursorSecret(ctx context.Context, tx pgx.Tx, now time.Time) ([]byte, error) {
-	const sel = "SELECT secret FROM formsapi_secrets WHERE name = $1"
-	var b []byte
-	err := tx.QueryRow(ctx, sel, stored.CursorSecret).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := tx.Exec(ctx, "INSERT INTO formsapi_secrets (name, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-			stored.CursorSecret, stored.NewSecret(), now.UnixNano()); err != nil {
-			return nil, fmt.Errorf("make the cursor secret: %w", err)
+	return stored.Secret(func() ([]byte, bool, error) {
+		var b []byte
+		err := tx.QueryRow(ctx, "SELECT secret FROM formsapi_secrets WHERE name = $1", stored.CursorSecret).Scan(&b)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, nil
 		}
-		err = tx.QueryRow(ctx, sel, stored.CursorSecret).Scan(&b)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the cursor secret: %w", err)
-	}
-	if err := stored.CheckSecret(b); err != nil {
-		return nil, err
-	}
-	return b, nil
+		return b, err == nil, err
+	}, func(secret []byte) error {
+		_, err := tx.Exec(ctx, "INSERT INTO formsapi_secrets (name, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+			stored.CursorSecret, secret, now.UnixNano())
+		return err
+	})
 }
 
 // sqlStale selects the rows stored in another encoding than the current

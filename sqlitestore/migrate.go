@@ -154,25 +154,19 @@ func apply(ctx context.Context, db *sql.DB, m migration) error {
 }
 
 // cursorSecret returns the cursor secret kept in db, making it first if
-// there is none (see internal/stored/secret.go). The insert does nothing
-// when another process made one meanwhile; either way the row read back
-// is the one every process over the file uses.
+// there is none (stored.Secret). The insert does nothing when another
+// process made one meanwhile.
 func cursorSecret(ctx context.Context, db *sql.DB, now time.Time) ([]byte, error) {
-	const sel = `SELECT secret FROM formsapi_secrets WHERE name = ?`
-	var b []byte
-	err := db.QueryRowContext(ctx, sel, stored.CursorSecret).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := db.ExecContext(ctx, `INSERT INTO formsapi_secrets (name, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
-			stored.CursorSecret, stored.NewSecret(), now.UnixNano()); err != nil {
-			return nil, fmt.Errorf("make the cursor secret: %w", err)
+	return stored.Secret(func() ([]byte, bool, error) {
+		var b []byte
+		err := db.QueryRowContext(ctx, `SELECT secret FROM formsapi_secrets WHERE name = ?`, stored.CursorSecret).Scan(&b)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, nil
 		}
-		err = db.QueryRowContext(ctx, sel, stored.CursorSecret).Scan(&b)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the cursor secret: %w", err)
-	}
-	if err := stored.CheckSecret(b); err != nil {
-		return nil, err
-	}
-	return b, nil
+		return b, err == nil, err
+	}, func(secret []byte) error {
+		_, err := db.ExecContext(ctx, `INSERT INTO formsapi_secrets (name, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			stored.CursorSecret, secret, now.UnixNano())
+		return err
+	})
 }

@@ -30,12 +30,28 @@ func NewSecret() []byte {
 	return b
 }
 
-// CheckSecret returns an error unless b, read from a database, is long
-// enough to be a secret this package made: a row a host wrote by hand with
-// a short value must not key the handler.
-func CheckSecret(b []byte) error {
-	if len(b) < SecretBytes {
-		return fmt.Errorf("the cursor secret in formsapi_secrets has %d bytes, want at least %d: delete the row to have a new one made", len(b), SecretBytes)
+// Secret returns the cursor secret a store keeps, making it first if
+// there is none. get reads the row (found false when there is none);
+// put inserts secret unless a row is there already (an insert that does
+// nothing on a conflict), so that of processes opening one database at
+// once, whichever inserts first wins, and every one reads that row back.
+// A row too short to be a secret this package made (a host wrote it by
+// hand) is an error: it must not key the handler.
+func Secret(get func() (secret []byte, found bool, err error), put func(secret []byte) error) ([]byte, error) {
+	b, found, err := get()
+	if err == nil && !found {
+		if err := put(NewSecret()); err != nil {
+			return nil, fmt.Errorf("make the cursor secret: %w", err)
+		}
+		b, found, err = get()
 	}
-	return nil
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read the cursor secret: %w", err)
+	case !found:
+		return nil, fmt.Errorf("read the cursor secret: no row after inserting one")
+	case len(b) < SecretBytes:
+		return nil, fmt.Errorf("the cursor secret in formsapi_secrets has %d bytes, want at least %d: delete the row to have a new one made", len(b), SecretBytes)
+	}
+	return b, nil
 }
