@@ -189,19 +189,30 @@ func migrationRows(t *testing.T, db *sql.DB) []int {
 	return vs
 }
 
-// TestSecretMadeOnce: stores opening a new file at once (processes
-// starting together) all read one cursor secret, made once; a reopened
-// store and a store from New over the file read it too, and another file
-// has another.
+// TestSecretMadeOnce: stores of several processes that find no cursor
+// secret in the file at once (each on a handle of its own) all read one,
+// made once; a store opened later reads it too, and another file has
+// another. (Processes creating a new file at the same instant are not
+// what this checks: the secret is made after the migrations, so the
+// race is between stores of a migrated file without a secret row, as
+// after an upgrade.)
 func TestSecretMadeOnce(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	path := dbPath(t)
+	is.NoErr(mustOpen(t, path).Close())
+	_, err := hostDB(t, path).Exec(`DELETE FROM formsapi_secrets`)
+	is.NoErr(err) // as a file migrated by an earlier version has none
+
 	stores := make([]*sqlitestore.Store, 4)
 	errs := make([]error, len(stores))
+	handles := make([]*sql.DB, len(stores))
+	for i := range handles {
+		handles[i] = hostDB(t, path)
+	}
 	var wg sync.WaitGroup
 	for i := range stores {
-		wg.Go(func() { stores[i], errs[i] = sqlitestore.Open(path) })
+		wg.Go(func() { stores[i], errs[i] = sqlitestore.New(handles[i]) })
 	}
 	wg.Wait()
 	for i, s := range stores {
@@ -213,10 +224,16 @@ func TestSecretMadeOnce(t *testing.T) {
 	for _, s := range stores {
 		is.Equal(s.FastPath().Secret, secret) // one secret for all
 	}
-	is.NoErr(stores[0].Close())
+	var rows int
+	is.NoErr(handles[0].QueryRow(`SELECT count(*) FROM formsapi_secrets`).Scan(&rows))
+	is.Equal(rows, 1)
 	is.Equal(mustOpen(t, path).FastPath().Secret, secret)                   // after a restart
-	is.Equal(mustNew(t, hostDB(t, path)).FastPath().Secret, secret)         // through the host's handle
 	is.True(!bytes.Equal(mustOpen(t, dbPath(t)).FastPath().Secret, secret)) // another file
+
+	_, err = handles[0].Exec(`UPDATE formsapi_secrets SET secret = x'00'`)
+	is.NoErr(err)
+	_, err = sqlitestore.Open(path)
+	is.True(err != nil && strings.Contains(err.Error(), "delete the row to have a new one made")) // a short one is refused
 }
 
 func TestMigrateTwiceIsNoOp(t *testing.T) {
