@@ -25,40 +25,37 @@ func (f KeyResolverFunc) ResolveKey(ctx context.Context, key string) (string, er
 	return f(ctx, key)
 }
 
-// KeyPrefix starts every key NewKey returns: "fapi_", then 32 random
-// base62 characters (190 bits) and 6 base62 characters of CRC32 over the
-// random part, like GitHub's tokens, so that secret scanners can
-// recognise a leaked key and a typo is rejected before any store lookup.
+// NewKey returns a fresh random API key from crypto/rand: "fapi_", then
+// 32 random base62 characters (190 bits) and 6 base62 characters of CRC32
+// over the random part, like GitHub's tokens, so that secret scanners can
+// recognise a leaked key and a typo is rejected before any store lookup:
+// a key that starts with "fapi_" is refused unless its checksum holds.
 // Keys in a host's own format work too, as long as they are RFC 6750
-// tokens of at most 256 characters.
-const KeyPrefix = keyformat.Prefix
-
-// NewKey returns a fresh random API key from crypto/rand in the format
-// described at [KeyPrefix]. Register it with a store's AddKey and show it to
-// its owner once: stores keep only its hash.
+// tokens of at most 256 characters. Register it with a store's AddKey
+// and show it to its owner once: stores keep only its hash.
 func NewKey() (string, error) {
 	b := make([]byte, 0, keyformat.Len)
-	b = append(b, KeyPrefix...)
+	b = append(b, keyformat.Prefix...)
 	var buf [64]byte
-	for len(b) < len(KeyPrefix)+keyformat.RandomLen {
+	for len(b) < len(keyformat.Prefix)+keyformat.RandomLen {
 		if _, err := rand.Read(buf[:]); err != nil {
 			return "", fmt.Errorf("formsapi: new key: %w", err)
 		}
 		for _, c := range buf {
 			// 248 = 4*62: rejecting larger bytes keeps every character
 			// equally likely.
-			if c < 248 && len(b) < len(KeyPrefix)+keyformat.RandomLen {
+			if c < 248 && len(b) < len(keyformat.Prefix)+keyformat.RandomLen {
 				b = append(b, keyformat.Base62[c%62])
 			}
 		}
 	}
-	return string(keyformat.AppendChecksum(b, b[len(KeyPrefix):])), nil
+	return string(keyformat.AppendChecksum(b, b[len(keyformat.Prefix):])), nil
 }
 
 // checkKey returns an error wrapping [ErrInvalidInput] if key could never
 // authenticate a request: it is empty, longer than 256 characters, has a
 // character outside the RFC 6750 token alphabet, or starts with
-// [KeyPrefix] but fails its checksum.
+// "fapi_" (see [NewKey]) but fails its checksum.
 func checkKey(key string) error {
 	if msg := keyformat.Problem(key); msg != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidInput, msg)
@@ -97,7 +94,7 @@ func parseAuthorization(values []string) (string, credentials) {
 		return "", badToken
 	}
 	token = strings.TrimLeft(token, " ")
-	if !keyformat.Token(token) || strings.HasPrefix(token, KeyPrefix) && !keyformat.ChecksumOK(token) {
+	if !keyformat.Token(token) || strings.HasPrefix(token, keyformat.Prefix) && !keyformat.ChecksumOK(token) {
 		return "", badToken
 	}
 	return token, tokenPresent

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/matryer/is"
 )
 
@@ -22,7 +23,7 @@ func TestNewKey(t *testing.T) {
 		is.NoErr(checkKey(k))          // its checksum holds
 		is.True(!seen[k])              // never repeats
 		seen[k] = true
-		for _, c := range k[len(formsapi.KeyPrefix) : len(k)-6] {
+		for _, c := range k[len(keyformat.Prefix) : len(k)-6] {
 			chars[c]++
 		}
 	}
@@ -34,7 +35,7 @@ func TestCheckKeyRejectsLookalikes(t *testing.T) {
 	k, err := formsapi.NewKey()
 	is.NoErr(err) // new key
 	body := []byte(k)
-	for i := len(formsapi.KeyPrefix); i < len(body); i++ {
+	for i := len(keyformat.Prefix); i < len(body); i++ {
 		changed := append([]byte(nil), body...)
 		changed[i] = map[bool]byte{true: 'B', false: 'A'}[changed[i] == 'A']
 		is.True(errors.Is(checkKey(string(changed)), formsapi.ErrInvalidInput)) // one character changed fails the checksum

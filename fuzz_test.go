@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -52,7 +53,7 @@ func FuzzAuthorization(f *testing.F) {
 		trimmed := strings.Trim(header, " \t")
 		m := bearerGrammar.FindStringSubmatch(trimmed)
 		want := m != nil && len(m[1]) <= maxKeyLen &&
-			(!strings.HasPrefix(m[1], formsapi.KeyPrefix) || checkKey(m[1]) == nil)
+			(!strings.HasPrefix(m[1], keyformat.Prefix) || checkKey(m[1]) == nil)
 		if accepted := w.Code == 200; accepted != want {
 			t.Fatalf("header %q: status %d, grammar says accept=%v", header, w.Code, want)
 		}

@@ -87,8 +87,8 @@ type KeyOptions struct {
 // without duplicates, ExpiresAt in UTC truncated to the microsecond. It
 // returns an error wrapping [ErrInvalidInput] naming the problem: a key
 // that could never authenticate (empty, longer than 256 characters, a
-// character outside the RFC 6750 token alphabet, or a [KeyPrefix] key
-// whose checksum is wrong), an accountID that is empty, longer than
+// character outside the RFC 6750 token alphabet, or a "fapi_" key
+// whose checksum is wrong, see [NewKey]), an accountID that is empty, longer than
 // MaxAccountIDBytes, not valid UTF-8 or holds a control character, a
 // non-nil empty Forms or one longer than MaxKeyForms, a malformed form
 // ID, or an ExpiresAt that is not after now. Stores call it so that

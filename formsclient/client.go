@@ -212,8 +212,8 @@ func WithMaxResponseSize(n int64) Option {
 // New returns a nil *Client and an error if baseURL is not an absolute
 // http or https URL with a host and without query, fragment or user
 // information; if key could never be an API key (empty, not an RFC 6750
-// token of at most 256 characters, or a [formsapi.KeyPrefix] key whose
-// checksum is wrong), with an error wrapping [formsapi.ErrInvalidKey]
+// token of at most 256 characters, or a "fapi_" key whose checksum is
+// wrong: see [formsapi.NewKey]), with an error wrapping [formsapi.ErrInvalidKey]
 // that does not quote the key; or if an option is nil or was given a
 // value it cannot use. The error names every problem found.
 func New(baseURL, key string, opts ...Option) (*Client, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -377,8 +378,8 @@ func TestKeyNeverOnDisk(t *testing.T) {
 			all = append(all, b...)
 		}
 		for _, k := range keys {
-			is.True(!bytes.Contains(all, []byte(k)))                           // the plain key is not on disk
-			is.True(!bytes.Contains(all, []byte(k[len(formsapi.KeyPrefix):]))) // nor its random part
+			is.True(!bytes.Contains(all, []byte(k)))                         // the plain key is not on disk
+			is.True(!bytes.Contains(all, []byte(k[len(keyformat.Prefix):]))) // nor its random part
 			h := sha256.Sum256([]byte(k))
 			is.True(bytes.Contains(all, h[:])) // its SHA-256 is
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // writeClauses checks the write side: each malformed or conflicting write is
@@ -84,7 +85,7 @@ func writeClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStore, c
 			return s.AddKey(ctx, "a b", AccountA)
 		}},
 		{"KeyWithOurPrefixAndBadChecksum", formsapi.ErrInvalidInput, "", func(s writeStore) error {
-			return s.AddKey(ctx, formsapi.KeyPrefix+"00000000000000000000000000000000000000", AccountA)
+			return s.AddKey(ctx, keyformat.Prefix+"00000000000000000000000000000000000000", AccountA)
 		}},
 		{"KeyWithoutAccount", formsapi.ErrInvalidInput, "", func(s writeStore) error {
 			return s.AddKey(ctx, "a-fine-key", "")
