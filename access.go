@@ -12,90 +12,96 @@ import (
 )
 
 // accessConfig is the part of the handler's configuration about what a
-// key may do and how often.
+// key may do, how often and how much at once.
 type accessConfig struct {
 	limiter    ratelimit.Limiter
 	policy     ratelimit.Policy // the account's budget
 	keyPolicy  ratelimit.Policy // a scoped key's own: policy.PerKey()
-	timeout    time.Duration    // of the limiter's calls for one request
+	timeout    time.Duration    // of the limiter's dependency, once a call is sent
 	failClosed bool             // a limiter error answers 503 rather than serving
+	perKey     int              // requests of one key in flight at once; 0: no bound
+	perAccount int              // of one account's keys together; 0: no bound
 }
 
-// defaultRateLimitTimeout bounds the limiter's calls for one request
-// unless WithRateLimitTimeout sets another bound.
-const defaultRateLimitTimeout = 250 * time.Millisecond
+// defaultAccess is the access configuration without WithRateLimit.
+func defaultAccess() accessConfig {
+	return accessConfig{timeout: ratelimit.DefaultTimeout, perKey: ratelimit.DefaultInFlightPerKey, perAccount: ratelimit.DefaultInFlightPerAccount}
+}
 
-// WithRateLimit makes the handler ask l before serving each authenticated
-// request, and answer 429 when l refuses it. Without it, the default,
-// nothing is rate limited.
+// WithRateLimit sets how much one key and one account may ask of the
+// handler: how many requests at once (o.InFlightPerKey and
+// o.InFlightPerAccount, bounded by default even without this option), and
+// with a limiter, o.Limiter, how many per window (without one, the
+// default, nothing is rate limited). The fields are described at
+// [ratelimit.Options].
 //
-// Every key of an account spends the account's budget p (the bucket
-// "account:" and the account ID), so issuing more keys never raises an
-// account's rate. A scoped key (one whose grant lists forms: an
-// integration) also has a bucket of its own, "key:" and [KeyID] of the
-// key, under [ratelimit.Policy.PerKey]: at most p.KeyQuota requests per window, half of
-// p.Quota unless set, so that one integration that floods cannot starve
-// its account's other keys. The key's bucket is asked first and the
-// account's second, so a request refused by the key's own ceiling never
-// spends the account's budget; a request the account's bucket refuses
-// has spent a unit of the key's, which costs only that key, and only
-// while its account is out of budget. Unscoped keys have no bucket of
-// their own: they are the account's own keys, and an account with a
-// single key keeps its whole budget.
+// Requests in flight are counted right after authentication, before the
+// limiter and any read of a page. A key this handler has seen
+// authenticate recently is counted even before its lookup, so that a
+// flood of one key past its bound costs no store call at all; an account
+// is known only once the key is looked up. A request past either bound is
+// answered at once with 429 Too Many Requests, Retry-After: 1 and the
+// message "too many requests at once: …", without RateLimit fields (the
+// limiter was not asked), and is not counted by the limiter.
 //
-// The limiter runs right after the key is authenticated and before the
-// form ID, the query or any store call, so a refused request costs no
-// store work; requests without a valid key are never counted (they get
-// 401 first). Every request the limiter lets through counts, whatever
-// its answer, a 304 Not Modified included. Every response after the
-// limiter decided carries the RateLimit-Policy and RateLimit header
-// fields of draft-ietf-httpapi-ratelimit-headers-11, and a 429 also
-// Retry-After. For an unscoped key they describe the account's bucket.
-// For a scoped key they describe its own bucket only, so that it cannot
-// learn how busy the account's other keys are; a 429 caused by the
-// account's bucket shows the key's policy with r=0 and the account's
-// Retry-After, which tell only what the 429 itself does.
+// With a limiter, the handler asks it about each request within the
+// bounds, and answers 429 when it refuses. Every key of an account spends
+// the account's budget o.Policy (the bucket "account:" and the account
+// ID), so issuing more keys never raises an account's rate. A scoped key
+// (one whose grant lists forms: an integration) also has a bucket of its
+// own, "key:" and [KeyID] of the key, under [ratelimit.Policy.PerKey]: at
+// most KeyQuota requests per window, half of Quota unless set, so that one
+// integration that floods cannot starve its account's other keys. The
+// key's bucket is asked first and the account's second, so a request
+// refused by the key's own ceiling never spends the account's budget; a
+// request the account's bucket refuses has spent a unit of the key's,
+// which costs only that key, and only while its account is out of budget.
+// Unscoped keys have no bucket of their own: they are the account's own
+// keys, and an account with a single key keeps its whole budget.
 //
-// The limiter's calls get a deadline of their own ([WithRateLimitTimeout]),
-// and a limiter error serves the request unless [WithRateLimitFailClosed].
-// It panics if l is nil or p is invalid (see [ratelimit.Policy.Validate]).
-func WithRateLimit(l ratelimit.Limiter, p ratelimit.Policy) Option {
-	if l == nil {
-		panic("formsapi: WithRateLimit(nil, …)")
-	}
-	if err := p.Validate(); err != nil {
+// The limiter runs before the form ID, the query or any store call other
+// than the key's lookup, so a refused request costs no store work;
+// requests without a valid key are never counted (they get 401 first).
+// Every request the limiter lets through counts, whatever its answer, a
+// 304 Not Modified included. Every response after the limiter decided
+// carries the RateLimit-Policy and RateLimit header fields of
+// draft-ietf-httpapi-ratelimit-headers-11, and a 429 also Retry-After. For
+// an unscoped key they describe the account's bucket. For a scoped key
+// they describe its own bucket only, so that it cannot learn how busy the
+// account's other keys are; a 429 caused by the account's bucket shows the
+// key's policy with r=0 and the account's Retry-After, which tell only
+// what the 429 itself does.
+//
+// The limiter's calls get a deadline of their own (o.Timeout), and a
+// limiter error serves the request unless o.FailClosed; a call that waited
+// too long in this node's own queue (ratelimit.ErrOverloaded) is refused
+// with 429 either way. It panics if o is invalid (see
+// [ratelimit.Options.Validate]).
+func WithRateLimit(o ratelimit.Options) Option {
+	if err := o.Validate(); err != nil {
 		panic(fmt.Sprintf("formsapi: WithRateLimit: %v", err))
 	}
-	k := p.PerKey()
-	return func(c *config) { c.access.limiter, c.access.policy, c.access.keyPolicy = l, p, k }
-}
-
-// WithRateLimitTimeout sets d, 250 ms unless set: the time the rate
-// limiter's dependency (its database or Redis) has to answer one call
-// once the call is sent. Each call (one for an unscoped key, two for a
-// scoped one) gets a context of its own, context.WithTimeout(r.Context(),
-// 2*d), independent of [WithStoreTimeout]: a limiter that keeps calls
-// waiting in this node before it sends them (redislimit's shared round
-// trips, pgstore's pool) gives that wait at most d and refuses with
-// ratelimit.ErrOverloaded past it, which the handler answers 429, so
-// that a flood's queue never looks like a failed limiter; the other d is
-// the dependency's. A limiter that hangs costs a request at most 2*d
-// before the request is served anyway, or answered 503 with
-// [WithRateLimitFailClosed]. Choose d well above the limiter's usual
-// latency (one database round trip for pgstore's) and well below the
-// store timeout. It panics unless d > 0.
-func WithRateLimitTimeout(d time.Duration) Option {
-	if d <= 0 {
-		panic(fmt.Sprintf("formsapi: WithRateLimitTimeout(%s): need d > 0", d))
+	ac := defaultAccess()
+	if o.Limiter != nil {
+		ac.limiter, ac.policy, ac.keyPolicy, ac.failClosed = o.Limiter, o.Policy, o.Policy.PerKey(), o.FailClosed
+		if o.Timeout > 0 {
+			ac.timeout = o.Timeout
+		}
 	}
-	return func(c *config) { c.access.timeout = d }
+	ac.perKey = inFlightBound(o.InFlightPerKey, ratelimit.DefaultInFlightPerKey)
+	ac.perAccount = inFlightBound(o.InFlightPerAccount, ratelimit.DefaultInFlightPerAccount)
+	return func(c *config) { c.access = ac }
 }
 
-// WithRateLimitFailClosed makes a limiter error answer 503 (with
-// Retry-After: 1) instead of serving the request unlimited. Either way the
-// error is logged at level Error, at most once a second (see [WithLogger]).
-func WithRateLimitFailClosed() Option {
-	return func(c *config) { c.access.failClosed = true }
+// inFlightBound is an Options bound as the handler keeps it: 0 for none.
+func inFlightBound(n, def int) int {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return def
+	}
+	return n
 }
 
 // rateLimit asks the limiter about one authenticated request of token,

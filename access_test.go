@@ -31,7 +31,7 @@ const msg429 = `{"success":false,"message":"rate limit exceeded: retry after the
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly))
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: hourly}))
 
 	res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)                                            // first request
@@ -63,14 +63,19 @@ func TestRateLimit(t *testing.T) {
 func TestRateLimitOptionsPanic(t *testing.T) {
 	t.Parallel()
 	for name, f := range map[string]func(){
-		"nil limiter": func() { formsapi.WithRateLimit(nil, hourly) },
+		"policy without a limiter":      func() { formsapi.WithRateLimit(ratelimit.Options{Policy: hourly}) },
+		"timeout without a limiter":     func() { formsapi.WithRateLimit(ratelimit.Options{Timeout: time.Second}) },
+		"fail closed without a limiter": func() { formsapi.WithRateLimit(ratelimit.Options{FailClosed: true}) },
+		"no policy":                     func() { formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory()}) },
 		"invalid policy": func() {
-			formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "x", Quota: 0, Window: time.Second})
+			formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "x", Quota: 0, Window: time.Second}})
 		},
 		"key quota over": func() {
-			formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "x", Quota: 2, Window: time.Second, KeyQuota: 3})
+			formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "x", Quota: 2, Window: time.Second, KeyQuota: 3}})
 		},
-		"zero timeout": func() { formsapi.WithRateLimitTimeout(0) },
+		"negative timeout": func() {
+			formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: hourly, Timeout: -time.Second})
+		},
 	} {
 		func() {
 			defer func() {
@@ -126,7 +131,7 @@ func TestRateLimitKeys(t *testing.T) {
 	s := seeded(t)
 	scoped := addScopedKey(t, s)
 	l := &recordingLimiter{Limiter: ratelimit.NewMemory()}
-	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, hourly))
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: hourly}))
 	do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 	is.Equal(l.keys, []string{"account:" + storetest.AccountA}) // the account
 	is.Equal(l.policies, []ratelimit.Policy{hourly})            // under the host's policy
@@ -147,7 +152,7 @@ func TestScopedKeyCannotStarveTheAccount(t *testing.T) {
 	s := seeded(t)
 	scoped := addScopedKey(t, s)
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour} // a scoped key may take 5
-	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.NewMemory(), p))
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: p}))
 	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1"
 
 	res := do(t, h, "GET", target, bearer(scoped)...)
@@ -199,7 +204,7 @@ func TestScopedKeyCannotStarveTheAccount(t *testing.T) {
 func TestNotModifiedCounts(t *testing.T) {
 	t.Parallel()
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour}
-	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), p))
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: p}))
 	for i := 0; i < 40; i++ {
 		res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=1000", append(bearer(storetest.KeyA), "If-None-Match", "*")...)
 		want, rl := 304, fmt.Sprintf(`"default";r=%d;t=%d`, 9-i, (i+1)*360)
@@ -219,7 +224,7 @@ func TestRateLimitOrder(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	c := &counting{store: seeded(t), keys: seeded(t)}
-	h := formsapi.NewHandler(c, c, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly))
+	h := formsapi.NewHandler(c, c, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: hourly}))
 	for i := 0; i < 5; i++ {
 		res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyNotAdded)...)
 		is.Equal(res.status, 401)                 // unknown key
@@ -249,11 +254,8 @@ func TestRateLimiterFailure(t *testing.T) {
 			is := is.New(t)
 			var logs bytes.Buffer
 			l := &recordingLimiter{Limiter: ratelimit.NewMemory(), err: errLimiterDown}
-			opts := []formsapi.Option{formsapi.WithRateLimit(l, hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
-			if closed {
-				opts = append(opts, formsapi.WithRateLimitFailClosed())
-			}
-			h := seededHandler(t, opts...)
+			o := ratelimit.Options{Limiter: l, Policy: hourly, FailClosed: closed}
+			h := seededHandler(t, formsapi.WithRateLimit(o), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 			if closed {
 				is.Equal(res.status, 503) // failing closed
@@ -284,11 +286,8 @@ func TestLimiterOverloadedIsRefused(t *testing.T) {
 			is := is.New(t)
 			var logs bytes.Buffer
 			l := &recordingLimiter{Limiter: ratelimit.NewMemory(), err: fmt.Errorf("some limiter: %w", ratelimit.ErrOverloaded)}
-			opts := []formsapi.Option{formsapi.WithRateLimit(l, hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
-			if closed {
-				opts = append(opts, formsapi.WithRateLimitFailClosed())
-			}
-			h := seededHandler(t, opts...)
+			o := ratelimit.Options{Limiter: l, Policy: hourly, FailClosed: closed}
+			h := seededHandler(t, formsapi.WithRateLimit(o), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 			is.Equal(res.status, 429) // refused, never served unlimited
 			is.Equal(string(res.body), `{"success":false,"message":"too many requests at once: retry after the number of seconds in Retry-After"}`)
@@ -307,7 +306,7 @@ func TestRateLimiterClientGone(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	var logs bytes.Buffer
-	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.NewMemory(), hourly), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	h := seededHandler(t, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: hourly}), formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := httptest.NewRequestWithContext(ctx, "GET", "/v1/forms", nil)
@@ -351,23 +350,22 @@ func (l *hangingLimiter) Allow(ctx context.Context, key string, p ratelimit.Poli
 func TestRateLimiterTimeout(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name    string
-		opts    []formsapi.Option
-		timeout time.Duration
-		status  int
+		name       string
+		set        time.Duration // Options.Timeout
+		failClosed bool
+		timeout    time.Duration
+		status     int
 	}{
-		{"default, failing open", nil, 250 * time.Millisecond, 200},
-		{"set, failing closed", []formsapi.Option{formsapi.WithRateLimitTimeout(40 * time.Millisecond), formsapi.WithRateLimitFailClosed()}, 40 * time.Millisecond, 503},
+		{"default, failing open", 0, false, 250 * time.Millisecond, 200},
+		{"set, failing closed", 40 * time.Millisecond, true, 40 * time.Millisecond, 503},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
 			l := &hangingLimiter{}
-			opts := append([]formsapi.Option{
+			h := seededHandler(t,
 				formsapi.WithStoreTimeout(time.Hour),
-				formsapi.WithRateLimit(l, hourly),
-				formsapi.WithLogger(slog.New(slog.DiscardHandler)),
-			}, c.opts...)
-			h := seededHandler(t, opts...)
+				formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: hourly, Timeout: c.set, FailClosed: c.failClosed}),
+				formsapi.WithLogger(slog.New(slog.DiscardHandler)))
 			before := time.Now()
 			res := do(t, h, "GET", "/v1/forms", bearer(storetest.KeyA)...)
 			after := time.Now()
@@ -403,7 +401,7 @@ func TestRateLimiterTimeoutIsNotTheStores(t *testing.T) {
 	l := &hangingLimiter{}
 	h := formsapi.NewHandler(store, okKey,
 		formsapi.WithStoreTimeout(10*time.Millisecond),
-		formsapi.WithRateLimit(l, hourly), formsapi.WithRateLimitTimeout(40*time.Millisecond),
+		formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: hourly, Timeout: 40 * time.Millisecond}),
 		formsapi.WithLogger(slog.New(slog.DiscardHandler)))
 	res := do(t, h, "GET", "/v1/forms", bearer("k")...)
 	is.Equal(res.status, 503)                    // the store's deadline had passed when it was asked

@@ -47,14 +47,26 @@ import (
 //
 // A key this handler has not seen authenticate recently waits for one of
 // a few lookup slots first (see keyGate).
-func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found, error) {
+//
+// The request is counted in flight for its key and its account
+// (concurrency.go), and refused with errBusy past either bound: a key the
+// gate knows before its lookup, so that such a refusal costs no store
+// call, and otherwise once it is authenticated. On success authorize
+// returns the function that ends the request's count, which the caller
+// must call when the request is done.
+func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found, func(), error) {
 	h := a.gate.hash(token)
-	if !a.gate.known(h) {
+	known := a.gate.known(h)
+	if !known {
 		release, err := a.gate.enter(ctx)
 		if err != nil {
-			return Grant{}, found{}, err
+			return Grant{}, found{}, nil, err
 		}
 		defer release()
+		known = a.gate.known(h) // authenticated while this request waited
+	}
+	if known && !a.keysInFlight.enter(h) {
+		return Grant{}, found{}, nil, fmt.Errorf("%w: for one key", errBusy)
 	}
 	g, f, err := a.lookup(ctx, token, formID)
 	switch {
@@ -63,7 +75,22 @@ func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found
 	case errors.Is(err, ErrInvalidKey):
 		a.gate.forget(h)
 	}
-	return g, f, err
+	switch {
+	case err != nil:
+		if known {
+			a.keysInFlight.leave(h)
+		}
+		return Grant{}, found{}, nil, err
+	case !known && !a.keysInFlight.enter(h):
+		return Grant{}, found{}, nil, fmt.Errorf("%w: for one key", errBusy)
+	case !a.accountsInFlight.enter(g.AccountID):
+		a.keysInFlight.leave(h)
+		return Grant{}, found{}, nil, fmt.Errorf("%w: for one account", errBusy)
+	}
+	return g, f, func() {
+		a.accountsInFlight.leave(g.AccountID)
+		a.keysInFlight.leave(h)
+	}, nil
 }
 
 // found is what a combined lookup found with the key, for the store to

@@ -179,7 +179,7 @@ func TestCombinedLookupStatusOrder(t *testing.T) {
 	is.NoErr(err)
 	is.NoErr(c.AddKeyWith(context.Background(), expiring, storetest.AccountA, formsapi.KeyOptions{ExpiresAt: time.Now().Add(time.Hour)}))
 	h := formsapi.NewHandler(c, c, formsapi.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
-	limited := formsapi.NewHandler(c, c, formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "one", Quota: 1, Window: time.Hour}))
+	limited := formsapi.NewHandler(c, c, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "one", Quota: 1, Window: time.Hour}}))
 	missing := "/v1/forms/" + storetest.FormNone + "/submissions"
 	is.Equal(do(t, h, "GET", missing+"?limit=0", bearer(storetest.KeyNotAdded)...).status, 401)                      // unknown key
 	is.Equal(do(t, h, "GET", missing+"?limit=0", bearer(expiring)...).status, 401)                                   // expired by the handler's clock

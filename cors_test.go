@@ -147,7 +147,7 @@ func TestCORSActualRequests(t *testing.T) {
 func TestCORSExposesEveryHeaderSent(t *testing.T) {
 	is := is.New(t)
 	h := seededHandler(t, formsapi.WithCORS(appOrigin),
-		formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "t", Quota: 3, Window: time.Hour}))
+		formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "t", Quota: 3, Window: time.Hour}}))
 	page := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=2"
 	origin := []string{"Origin", appOrigin}
 	first := do(t, h, "GET", page, append(bearer(storetest.KeyA), origin...)...)

@@ -289,7 +289,7 @@ func TestSyncTokenPastRetention(t *testing.T) {
 	key, err := formsapi.NewKey()
 	is.NoErr(err)
 	is.NoErr(s.AddKey(ctx, key, "acct"))
-	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "default", Quota: 600, Window: time.Minute}))
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "default", Quota: 600, Window: time.Minute}}))
 	const feed = "/v1/forms/contact/submissions?sync="
 	res := do(t, h, "GET", feed+"start", bearer(key)...)
 	is.Equal(res.status, 200)

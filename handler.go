@@ -183,6 +183,11 @@ type api struct {
 	// itself, with the version of the account's forms list read with the
 	// key, and pages of forms read at it (authorize.go); nil otherwise.
 	formsAuthz formsAuthorizer
+
+	// Requests in flight per key (by the gate's hash) and per account
+	// (concurrency.go).
+	keysInFlight     *inFlight[uint64]
+	accountsInFlight *inFlight[string]
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -228,7 +233,7 @@ func (a *api) handler() http.Handler {
 // authenticates with keys.
 func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	cfg := config{defaultLimit: defaultPageSize, maxLimit: maxPageSize, pageBytes: DefaultPageBytes}
-	cfg.access.timeout = defaultRateLimitTimeout
+	cfg.access = defaultAccess()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -251,6 +256,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		a.feedForm = ok && f.FastPath().Store == a.formAuthz.(fastStore).FastPath().Store
 	}
 	a.gate = newKeyGate()
+	a.keysInFlight, a.accountsInFlight = newInFlight[uint64](cfg.access.perKey), newInFlight[string](cfg.access.perAccount)
 	if cfg.observer != nil {
 		a.observe(cfg.observer)
 	}

@@ -60,7 +60,7 @@ func TestFailureLogsAreThrottled(t *testing.T) {
 	}}
 	limiter := &recordingLimiter{Limiter: ratelimit.NewMemory(), err: errLimiterDown}
 	h := formsapi.NewHandler(store, okKey,
-		formsapi.WithRateLimit(limiter, hourly),
+		formsapi.WithRateLimit(ratelimit.Options{Limiter: limiter, Policy: hourly}),
 		formsapi.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
 		formsapi.WithCursorSecret([]byte("a secret of this test, not the store's")), // or the handler warns it has none
 		formsapi.WithClock(clock.now))

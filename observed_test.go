@@ -82,7 +82,7 @@ func TestObserverSeesRequestsAndCalls(t *testing.T) {
 	s := seeded(t)
 	var seen []any
 	limit := ratelimit.Policy{Name: "test", Quota: 3, Window: time.Hour}
-	h := formsapi.NewHandler(ctxStore{s, &seen}, s, formsapi.WithFeed(s), formsapi.WithObserver(o), formsapi.WithRateLimit(ratelimit.NewMemory(), limit))
+	h := formsapi.NewHandler(ctxStore{s, &seen}, s, formsapi.WithFeed(s), formsapi.WithObserver(o), formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: limit}))
 
 	res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=2", bearer(storetest.KeyA)...)
 	is.Equal(res.status, 200)

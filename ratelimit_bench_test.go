@@ -25,7 +25,7 @@ func BenchmarkRateLimitHandler(b *testing.B) {
 		opts []formsapi.Option
 	}{
 		{"Baseline", nil},
-		{"MemoryLimiter", []formsapi.Option{formsapi.WithRateLimit(ratelimit.NewMemory(), huge)}},
+		{"MemoryLimiter", []formsapi.Option{formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: huge})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := formsapi.NewHandler(s, s, c.opts...)

@@ -56,10 +56,12 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 	case badToken:
 		return fail(ErrInvalidKey)
 	}
-	grant, fd, err := a.authorize(ctx, key, formID)
+	grant, fd, done, err := a.authorize(ctx, key, formID)
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
+	stop := cancel
+	cancel = func() { stop(); done() } // the request is out of flight
 	if err := a.rateLimit(w, r, key, grant); err != nil {
 		return fail(err)
 	}

@@ -172,7 +172,7 @@ func TestMetrics(t *testing.T) {
 	tel := newTelemetry(t, formsotel.WithDBSystemName("sqlite"))
 	s := seededSQLite(t)
 	api := formsapi.NewHandler(s, s, formsapi.WithObserver(tel.obs),
-		formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "test", Quota: 4, Window: time.Hour}))
+		formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "test", Quota: 4, Window: time.Hour}}))
 	srv := tel.serve(t, api)
 
 	is.Equal(get(t, srv, page, storetest.KeyA), 200)                                                              // a miss
@@ -297,7 +297,7 @@ func TestSpansNestUnderTheRequest(t *testing.T) {
 	inner := tel.tp.Tracer("driver")
 	store := tracingStore{Store: s, tracer: inner}
 	api := formsapi.NewHandler(store, s, formsapi.WithObserver(tel.obs),
-		formsapi.WithRateLimit(ratelimit.NewMemory(), ratelimit.Policy{Name: "test", Quota: 10, Window: time.Hour}))
+		formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: ratelimit.Policy{Name: "test", Quota: 10, Window: time.Hour}}))
 	srv := tel.serve(t, api)
 	is.Equal(get(t, srv, "/v1/forms", storetest.KeyA), 200)
 

@@ -43,7 +43,7 @@ func TestRateLimitTwoHandlers(t *testing.T) {
 		if i == 0 {
 			load(t, s, storetest.DefaultSeed())
 		}
-		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p)))
+		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: s.RateLimiter(), Policy: p})))
 		t.Cleanup(srv.Close)
 		nodes = append(nodes, func() (bool, error) {
 			req, _ := http.NewRequest("GET", srv.URL+"/v1/forms?limit=1", nil)
@@ -86,7 +86,7 @@ func TestNotModifiedCountsOverPostgres(t *testing.T) {
 	t.Parallel()
 	s := load(t, mustOpen(t), storetest.DefaultSeed())
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour}
-	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p))
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: s.RateLimiter(), Policy: p}))
 	for i := 0; i < 40; i++ {
 		r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormBusy+"/submissions?limit=1000", nil)
 		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
@@ -134,7 +134,7 @@ func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
 			load(t, s, storetest.DefaultSeed())
 			is.NoErr(s.AddKeyWith(ctx, scoped, storetest.AccountA, formsapi.KeyOptions{Forms: []string{storetest.FormBusy}}))
 		}
-		nodes = append(nodes, formsapi.NewHandler(s, s, formsapi.WithRateLimit(s.RateLimiter(), p)))
+		nodes = append(nodes, formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: s.RateLimiter(), Policy: p})))
 	}
 	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1"
 
@@ -191,10 +191,8 @@ func TestHandlerRefusesWhatWaitedForThePool(t *testing.T) {
 	release := sync.OnceFunc(conn.Release)
 	defer release() // before the store's Close, which waits for it
 	for _, closed := range []bool{false, true} {
-		opts := []formsapi.Option{formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(20 * time.Millisecond), formsapi.WithLogger(slog.New(slog.DiscardHandler))}
-		if closed {
-			opts = append(opts, formsapi.WithRateLimitFailClosed())
-		}
+		o := ratelimit.Options{Limiter: l, Policy: p, Timeout: 20 * time.Millisecond, FailClosed: closed}
+		opts := []formsapi.Option{formsapi.WithRateLimit(o), formsapi.WithLogger(slog.New(slog.DiscardHandler))}
 		r := httptest.NewRequest("GET", "/v1/forms", nil)
 		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
 		w := httptest.NewRecorder()

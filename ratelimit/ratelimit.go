@@ -1,7 +1,9 @@
-// Package ratelimit holds the rate limits of the forms API: the policy a
-// host sets, the decision a limiter makes for one request, the [Limiter]
-// contract, and [Memory], the in-process limiter. The handler of package
-// formsapi uses them through formsapi.WithRateLimit; pgstore's
+// Package ratelimit holds the rate limits of the forms API: [Options],
+// what formsapi.WithRateLimit takes (requests at once per key and per
+// account, and a limiter with its policy), the policy a host sets, the
+// decision a limiter makes for one request, the [Limiter] contract, and
+// [Memory], the in-process limiter. The handler of package formsapi uses
+// them through formsapi.WithRateLimit; pgstore's
 // Store.RateLimiter is the limiter shared by every node on one
 // PostgreSQL database, and package ratelimit/redislimit's the one shared
 // through Redis, with no database write per request.
@@ -77,7 +79,7 @@ import (
 //     and should name the operation that failed.
 //   - Time. Allow returns soon after ctx is done, with an error wrapping
 //     ctx.Err(): the handler gives each call a short deadline of its own,
-//     twice its rate limiter's timeout (formsapi.WithRateLimitTimeout),
+//     twice its rate limiter's timeout ([Options] Timeout),
 //     so that a limiter that hangs costs a request that, not the store's
 //     deadline.
 //   - The node's own queue. A limiter that holds a call in the process

@@ -99,10 +99,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
 	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
-	rateTimeout := fs.Duration("rate-limit-timeout", defaultRateLimitTimeout, "how long a request waits for the rate limiter before it is served anyway (or refused, with -rate-limit-fail-closed)")
+	rateTimeout := fs.Duration("rate-limit-timeout", defaultRateLimitTimeout, "how long the rate limiter's database or Redis has to answer a decision once it is sent, before the request is served anyway (or refused, with -rate-limit-fail-closed); a decision may first wait as long in this node's queue, and is refused with 429 past that")
 	redisURL := fs.String("redis", os.Getenv("FORMSAPI_REDIS"), "share the rate limits through the Redis at this URL, redis://[user:password@]host:port/db or rediss://… (default $FORMSAPI_REDIS), rather than in memory or in PostgreSQL; never printed")
 	redisPrefix := fs.String("redis-prefix", redislimit.DefaultPrefix, "with -redis: the start of the rate limiter's keys, so that several deployments can share one Redis")
 	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
+	inFlightKey := fs.Int("in-flight-key", 0, fmt.Sprintf("requests of one API key served at once, more answered 429 at once; 0 means %d, -1 no bound", ratelimit.DefaultInFlightPerKey))
+	inFlightAccount := fs.Int("in-flight-account", 0, fmt.Sprintf("requests of one account's keys together served at once; 0 means %d, -1 no bound", ratelimit.DefaultInFlightPerAccount))
 	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
 	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
 	baseURL := fs.String("base-url", "", "the API's public URL as clients reach it, through a proxy that changes the host or terminates TLS (https://forms.example.com/api): the next-page links start with it (default: from each request)")
@@ -260,6 +262,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, formsapi.WithObserver(m.observer))
 	}
 	limiter := "off"
+	access := ratelimit.Options{InFlightPerKey: *inFlightKey, InFlightPerAccount: *inFlightAccount}
 	if *rateLimit > 0 {
 		p := ratelimit.Policy{Name: "default", Quota: *rateLimit, Window: *rateWindow, KeyQuota: *rateKey}
 		if err := p.Validate(); err != nil {
@@ -285,11 +288,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case onPostgres:
 			l, limiter = pg.RateLimiter(), "postgres"
 		}
-		opts = append(opts, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(*rateTimeout))
-		if *rateFailClosed {
-			opts = append(opts, formsapi.WithRateLimitFailClosed())
-		}
+		access.Limiter, access.Policy, access.Timeout, access.FailClosed = l, p, *rateTimeout, *rateFailClosed
 	}
+	opts = append(opts, formsapi.WithRateLimit(access))
 	api := formsapi.NewHandler(store, store, opts...)
 	handler := api
 	if *accessLog {

@@ -54,7 +54,7 @@ func TestHandlerTwoNodes(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		s := seeded(t)
 		l := redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix))
-		nodes = append(nodes, formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p)))
+		nodes = append(nodes, formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p})))
 	}
 	for i := 0; i < 4; i++ {
 		w := get(nodes[i%2], "/v1/forms", storetest.KeyA)
@@ -90,7 +90,7 @@ func TestHandlerFailsOpenOnHangingRedis(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 
-	open := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithLogger(logger))
+	open := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p}), formsapi.WithLogger(logger))
 	for i := 0; i < 3; i++ {
 		w := get(open, "/v1/forms", storetest.KeyA)
 		is.Equal(w.Code, 200)                       // served, although over the quota of 1
@@ -101,7 +101,7 @@ func TestHandlerFailsOpenOnHangingRedis(t *testing.T) {
 	is.True(strings.Contains(logs.String(), "redislimit: allow"))         // with the limiter's error
 	is.True(strings.Contains(logs.String(), "context deadline exceeded")) // ended by the handler's timeout
 
-	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitFailClosed(), formsapi.WithLogger(logger))
+	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p, FailClosed: true}), formsapi.WithLogger(logger))
 	is.Equal(get(closed, "/v1/forms", storetest.KeyA).Code, 503) // failing closed
 }
 
@@ -122,16 +122,13 @@ func TestHandlerRefusesWhatWaitedInTheQueue(t *testing.T) {
 	p := ratelimit.Policy{Name: "default", Quota: 100, Window: time.Hour}
 	s := seeded(t)
 	logger := slog.New(slog.DiscardHandler)
-	slow := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(time.Hour), formsapi.WithLogger(logger))
+	slow := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p, Timeout: time.Hour}), formsapi.WithLogger(logger))
 	first := make(chan int, 1)
 	go func() { first <- get(slow, "/v1/forms", storetest.KeyB).Code }()
 	<-hook.holding // its decision is in flight, and may take an hour
 	for _, closed := range []bool{false, true} {
-		opts := []formsapi.Option{formsapi.WithRateLimit(l, p), formsapi.WithRateLimitTimeout(20 * time.Millisecond), formsapi.WithLogger(logger)}
-		if closed {
-			opts = append(opts, formsapi.WithRateLimitFailClosed())
-		}
-		w := get(formsapi.NewHandler(s, s, opts...), "/v1/forms", storetest.KeyA)
+		o := ratelimit.Options{Limiter: l, Policy: p, Timeout: 20 * time.Millisecond, FailClosed: closed}
+		w := get(formsapi.NewHandler(s, s, formsapi.WithRateLimit(o), formsapi.WithLogger(logger)), "/v1/forms", storetest.KeyA)
 		is.Equal(w.Code, 429)                        // refused, never served unlimited
 		is.Equal(w.Header().Get("Retry-After"), "1") // soon
 		is.Equal(w.Header().Get("RateLimit"), "")    // undecided
@@ -153,8 +150,8 @@ func TestHandlerRedisDown(t *testing.T) {
 	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour}
 	s := seeded(t)
 	logger := slog.New(slog.DiscardHandler)
-	open := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithLogger(logger))
-	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(l, p), formsapi.WithRateLimitFailClosed(), formsapi.WithLogger(logger))
+	open := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p}), formsapi.WithLogger(logger))
+	closed := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: l, Policy: p, FailClosed: true}), formsapi.WithLogger(logger))
 	for range 3 {
 		is.Equal(get(open, "/v1/forms", storetest.KeyA).Code, 200)   // served
 		is.Equal(get(closed, "/v1/forms", storetest.KeyA).Code, 503) // or refused as unavailable

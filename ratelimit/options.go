@@ -1,0 +1,81 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options are what formsapi.WithRateLimit sets: how many requests one key
+// and one account may have in flight at once, and with a Limiter how many
+// they may make per window. The zero value is the handler's default: the
+// in-flight bounds below and no rate limit.
+//
+//	formsapi.WithRateLimit(ratelimit.Options{
+//		Limiter: ratelimit.NewMemory(),
+//		Policy:  ratelimit.Policy{Name: "default", Quota: 600, Window: time.Minute},
+//	})
+type Options struct {
+	// Limiter decides whether each authenticated request fits its
+	// account's budget, Policy, and a scoped key's own, Policy.PerKey().
+	// nil: nothing is rate limited (the in-flight bounds still hold).
+	Limiter Limiter
+	// Policy is the account's budget. It must be valid (see
+	// [Policy.Validate]) with a Limiter, and zero without one.
+	Policy Policy
+	// Timeout is the time the Limiter's dependency (its database, Redis)
+	// has to answer one call once the call is sent; 0 means
+	// DefaultTimeout. The handler gives each call a deadline of twice
+	// Timeout: a limiter that keeps calls waiting in the node before it
+	// sends them may spend half of it there, and past that refuses with
+	// [ErrOverloaded] (see [Limiter]), which the handler answers 429. A
+	// limiter that hangs thus costs a request at most 2*Timeout, whatever
+	// the store's timeout. Choose it well above the limiter's usual
+	// latency (a round trip) and well below the store timeout. Only with
+	// a Limiter.
+	Timeout time.Duration
+	// FailClosed makes a failed Limiter (an error other than
+	// ErrOverloaded: its dependency down, or no answer within Timeout)
+	// answer 503 with Retry-After: 1 instead of serving the request
+	// unlimited. Either way the error is logged at level Error, at most
+	// once a second. Only with a Limiter.
+	FailClosed bool
+	// InFlightPerKey is the most requests of one API key the handler
+	// serves at once; past it a request is answered 429 with
+	// Retry-After: 1 at once. 0 means DefaultInFlightPerKey; a negative
+	// value, no bound.
+	InFlightPerKey int
+	// InFlightPerAccount is the same bound for all the keys of one
+	// account together. 0 means DefaultInFlightPerAccount; a negative
+	// value, no bound.
+	InFlightPerAccount int
+}
+
+// The defaults of [Options]. A key with 32 requests in flight, each under
+// the default page budget, already holds more than any integration
+// needs (a sync job pages one request at a time; a browser opens six
+// connections to a host); an account has room for four such keys at
+// their bound. A flood of one key, however many connections it opens,
+// has at most that many requests past the bound, and those reach the
+// limiter and the store; the rest are answered at once, without either.
+const (
+	DefaultTimeout            = 250 * time.Millisecond
+	DefaultInFlightPerKey     = 32
+	DefaultInFlightPerAccount = 128
+)
+
+// Validate returns an error if o cannot be applied: a Limiter with an
+// invalid Policy, a Policy, Timeout or FailClosed without a Limiter, or a
+// negative Timeout.
+func (o Options) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("ratelimit: options: timeout %s, want 0 (the default) or more", o.Timeout)
+	}
+	if o.Limiter == nil {
+		if o.Policy != (Policy{}) || o.Timeout != 0 || o.FailClosed {
+			return errors.New("ratelimit: options: a Policy, Timeout or FailClosed without a Limiter")
+		}
+		return nil
+	}
+	return o.Policy.Validate()
+}
