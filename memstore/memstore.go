@@ -36,6 +36,7 @@ type Store struct {
 	now      func() time.Time // see WithClock
 	keep     time.Duration    // see WithTombstoneRetention
 	secret   []byte           // the cursor secret, for handlers over this store (FastPath)
+	hooks    hooks            // webhook endpoints (webhooks.go)
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and

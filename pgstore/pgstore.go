@@ -202,6 +202,7 @@ type Store struct {
 	owned   bool   // Close closes the pool only when Open made it
 	schema  string // the schema the tables are in
 	sql     queries
+	hooks   hookQueries     // webhook.Store's statements (webhooks.go)
 	used    *keyuse.Tracker // when keys were last used, noted in memory
 	limits  formsapi.Limits
 	now     func() time.Time             // see WithClock
@@ -290,7 +291,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), hooks: newHookQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret}
 	s.lookups = s.newLookups()
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()

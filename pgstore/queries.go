@@ -307,27 +307,30 @@ type queries struct {
 	stampTombstones, purgedUpTo, purgeTombstones                    string
 }
 
-func newQueries(schema string) queries {
-	// Every table name starts with formsapi_, and nothing else in the
-	// statements does.
-	q := func(s string) string {
-		var b strings.Builder
-		for {
-			i := strings.Index(s, "formsapi_")
-			if i < 0 {
-				b.WriteString(s)
-				return b.String()
-			}
-			b.WriteString(s[:i])
-			s = s[i+len("formsapi_"):]
-			end := strings.IndexFunc(s, func(r rune) bool { return !(r == '_' || 'a' <= r && r <= 'z') })
-			if end < 0 {
-				end = len(s)
-			}
-			b.WriteString(qualify(schema, "formsapi_"+s[:end]))
-			s = s[end:]
+// qualifyTables returns s with every table name in it qualified by schema.
+// Every table name starts with formsapi_, and nothing else in the
+// statements does.
+func qualifyTables(schema, s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "formsapi_")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
 		}
+		b.WriteString(s[:i])
+		s = s[i+len("formsapi_"):]
+		end := strings.IndexFunc(s, func(r rune) bool { return !(r == '_' || 'a' <= r && r <= 'z') })
+		if end < 0 {
+			end = len(s)
+		}
+		b.WriteString(qualify(schema, "formsapi_"+s[:end]))
+		s = s[end:]
 	}
+}
+
+func newQueries(schema string) queries {
+	q := func(s string) string { return qualifyTables(schema, s) }
 	return queries{
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),

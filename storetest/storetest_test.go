@@ -18,6 +18,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
+	"github.com/formsapi/formsapi/webhook"
 	"github.com/matryer/is"
 )
 
@@ -43,6 +44,18 @@ var brokenStores = map[string]struct {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresFilters{m} },
 		failsIn:  "Store/ListSubmissions/Filters",
 		passesIn: "Store/ListSubmissions/Order",
+	},
+	"saves a stream under any lease": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return unfenced{m} },
+		failsIn:  "Webhooks/Fencing",
+		passesIn: "Webhooks/Claim",
+		group:    "Webhooks",
+	},
+	"claims a leased endpoint again": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return &doubleClaim{Store: m} },
+		failsIn:  "Webhooks/Claim",
+		passesIn: "Webhooks/Isolation",
+		group:    "Webhooks",
 	},
 	"returns shared memory": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return &aliases{Store: m} },
@@ -635,3 +648,27 @@ func TestHelperReadOnly(t *testing.T) {
 
 // readOnly is a store with nothing but the Store methods.
 type readOnly struct{ formsapi.Store }
+
+// unfenced saves a stream whatever the lease's generation: a node paused
+// past its lease would move the cursor of the one that took over.
+type unfenced struct{ *memstore.Store }
+
+func (s unfenced) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	l, err := s.ClaimEndpoints(ctx, now.Add(24*time.Hour), d, 100) // steal it, whoever holds it
+	if err != nil {
+		return err
+	}
+	for _, x := range l {
+		if x.Endpoint.ID == id {
+			gen = x.Gen
+		}
+	}
+	return s.Store.SaveStream(ctx, id, gen, st, now, d)
+}
+
+// doubleClaim forgets its leases: every claim finds every endpoint free.
+type doubleClaim struct{ *memstore.Store }
+
+func (s *doubleClaim) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
+	return s.Store.ClaimEndpoints(ctx, now.Add(24*time.Hour), d, max)
+}

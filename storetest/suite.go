@@ -105,6 +105,9 @@ func (c *config) parallel(t *testing.T) {
 //     AddSubmission, with writers racing a poller.
 //   - FeedFastPath: the Feed clauses again, read through the feed's fast
 //     path on this module's own stores.
+//   - Webhooks: the webhook.Store contract (endpoints, their streams
+//     and the dispatcher's leases, fencing included), on a store that
+//     implements it.
 //   - Damage: the damaged-data clause of the Store contract, one clause
 //     per case, when [WithDamage] says how to damage the store.
 func Run(t *testing.T, open Open, opts ...Option) {
@@ -199,6 +202,14 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		feedClauses(t, func(t *testing.T, seed Seed) syncStore {
 			return fastpath.Feed{FeedLister: as[fastpath.FeedLister](t, open(t, seed))}
 		}, c)
+	})
+
+	hooks := ""
+	if !isHookStore(probe) {
+		hooks = "the store does not implement webhook.Store"
+	}
+	group("Webhooks", hooks, func(t *testing.T) {
+		hookClauses(t, func(t *testing.T) hookStore { return as[hookStore](t, open(t, DefaultSeed())) }, c)
 	})
 
 	damage := ""

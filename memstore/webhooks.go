@@ -1,0 +1,239 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/formsapi/formsapi/internal/hookrow"
+	"github.com/formsapi/formsapi/webhook"
+)
+
+var _ webhook.Store = (*Store)(nil)
+
+// hooks holds the webhook endpoints of a store, under a mutex of their
+// own: a dispatcher's claims and cursor writes never wait for the
+// submissions' lock, nor it for them.
+type hooks struct {
+	mu        sync.Mutex
+	endpoints map[string]*hookRec // by ID, across accounts
+}
+
+type hookRec struct {
+	e       webhook.Endpoint
+	streams map[string]webhook.Stream
+	gen     int64
+	until   time.Time // the lease's end; zero when free
+}
+
+func (r *hookRec) streamList() []webhook.Stream {
+	out := make([]webhook.Stream, 0, len(r.streams))
+	for _, s := range r.streams {
+		out = append(out, s)
+	}
+	return hookrow.SortStreams(out)
+}
+
+// endpoint returns the record of id if it is an endpoint of accountID,
+// under h.mu.
+func (h *hooks) endpoint(accountID, id string) (*hookRec, error) {
+	r, ok := h.endpoints[id]
+	if !ok || r.e.AccountID != accountID {
+		return nil, fmt.Errorf("memstore: endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+	}
+	return r, nil
+}
+
+// leased returns the record of id if gen is its lease's generation,
+// under h.mu.
+func (h *hooks) leased(id string, gen int64) (*hookRec, error) {
+	r, ok := h.endpoints[id]
+	if !ok {
+		return nil, fmt.Errorf("memstore: endpoint %q: %w (%w)", id, webhook.ErrLeaseLost, webhook.ErrEndpointNotFound)
+	}
+	if r.gen != gen {
+		return nil, fmt.Errorf("memstore: endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost)
+	}
+	return r, nil
+}
+
+func (h *hooks) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	h.mu.Lock()
+	if h.endpoints == nil {
+		h.endpoints = make(map[string]*hookRec)
+	}
+	return nil
+}
+
+// AddEndpoint implements webhook.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, streams []webhook.Stream) error {
+	if err := s.hooks.lock(ctx, "add endpoint"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	if _, ok := s.hooks.endpoints[e.ID]; ok {
+		return fmt.Errorf("memstore: add endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+	}
+	r := &hookRec{e: hookrow.Clone(e), streams: make(map[string]webhook.Stream, len(streams))}
+	for _, st := range streams {
+		r.streams[st.FormID] = st
+	}
+	s.hooks.endpoints[e.ID] = r
+	return nil
+}
+
+// Endpoints implements webhook.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
+	if err := s.hooks.lock(ctx, "list endpoints"); err != nil {
+		return nil, err
+	}
+	defer s.hooks.mu.Unlock()
+	out := []webhook.Endpoint{}
+	for _, r := range s.hooks.endpoints {
+		if r.e.AccountID == accountID {
+			out = append(out, hookrow.Clone(r.e))
+		}
+	}
+	slices.SortFunc(out, func(a, b webhook.Endpoint) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Endpoint implements webhook.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
+	if err := s.hooks.lock(ctx, "get endpoint"); err != nil {
+		return webhook.Endpoint{}, nil, err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.endpoint(accountID, id)
+	if err != nil {
+		return webhook.Endpoint{}, nil, err
+	}
+	return hookrow.Clone(r.e), r.streamList(), nil
+}
+
+// UpdateEndpoint implements webhook.Store.
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+	if err := s.hooks.lock(ctx, "update endpoint"); err != nil {
+		return webhook.Endpoint{}, err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.endpoint(accountID, id)
+	if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	e := hookrow.Clone(r.e)
+	if err := update(&e); err != nil {
+		return webhook.Endpoint{}, err
+	}
+	e.ID, e.AccountID, e.CreatedAt = r.e.ID, r.e.AccountID, r.e.CreatedAt
+	r.e = hookrow.Clone(e)
+	return e, nil
+}
+
+// DeleteEndpoint implements webhook.Store.
+func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
+	if err := s.hooks.lock(ctx, "delete endpoint"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	if _, err := s.hooks.endpoint(accountID, id); err != nil {
+		return err
+	}
+	delete(s.hooks.endpoints, id)
+	return nil
+}
+
+// ClaimEndpoints implements webhook.Store: one mutex orders every claim
+// of the process.
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
+	if err := s.hooks.lock(ctx, "claim endpoints"); err != nil {
+		return nil, err
+	}
+	defer s.hooks.mu.Unlock()
+	free := make([]*hookRec, 0)
+	for _, r := range s.hooks.endpoints {
+		if !r.e.Disabled && !r.until.After(now) {
+			free = append(free, r)
+		}
+	}
+	slices.SortFunc(free, func(a, b *hookRec) int { return cmp.Compare(a.e.ID, b.e.ID) })
+	out := make([]webhook.Lease, 0, min(max, len(free)))
+	for _, r := range free {
+		if len(out) == max {
+			break
+		}
+		r.gen++
+		r.until = now.Add(d)
+		out = append(out, r.lease())
+	}
+	return out, nil
+}
+
+func (r *hookRec) lease() webhook.Lease {
+	return webhook.Lease{Endpoint: hookrow.Clone(r.e), Gen: r.gen, Until: r.until, Streams: r.streamList()}
+}
+
+// RenewLease implements webhook.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
+	if err := s.hooks.lock(ctx, "renew lease"); err != nil {
+		return webhook.Lease{}, err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.leased(id, gen)
+	if err != nil {
+		return webhook.Lease{}, err
+	}
+	r.until = now.Add(d)
+	return r.lease(), nil
+}
+
+// SaveStream implements webhook.Store.
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	if err := s.hooks.lock(ctx, "save stream"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.leased(id, gen)
+	if err != nil {
+		return err
+	}
+	r.streams[st.FormID] = st
+	r.until = now.Add(d)
+	return nil
+}
+
+// ReleaseLease implements webhook.Store.
+func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
+	if err := s.hooks.lock(ctx, "release lease"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	if r, ok := s.hooks.endpoints[id]; ok && r.gen == gen {
+		r.until = time.Time{}
+	}
+	return nil
+}
+
+// ResetStream implements webhook.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+	if err := s.hooks.lock(ctx, "reset stream"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.endpoint(accountID, id)
+	if err != nil {
+		return err
+	}
+	r.streams[st.FormID] = st
+	r.gen++
+	r.until = time.Time{}
+	return nil
+}

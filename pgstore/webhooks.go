@@ -1,0 +1,284 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi/internal/hookrow"
+	"github.com/formsapi/formsapi/webhook"
+)
+
+var _ webhook.Store = (*Store)(nil)
+
+// The statements of webhook.Store (migration 0011).
+const (
+	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = $1 ORDER BY created_at, id`
+	// FOR UPDATE: UpdateEndpoint reads and writes in one transaction, and
+	// a second one waits for the first's commit and reads its change.
+	sqlEndpointForUpdate = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = $1 FOR UPDATE`
+	sqlEndpoint          = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = $1`
+	sqlStreams           = `SELECT ` + hookrow.StreamColumns + ` FROM formsapi_endpoint_streams WHERE endpoint_id = $1 ORDER BY form_id`
+	sqlAddEndpoint       = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = $1, forms = $2, secrets = $3, disabled = $4, disabled_reason = $5, disabled_at = $6
+WHERE id = $7 AND account_id = $8`
+	sqlDeleteEndpoint = `DELETE FROM formsapi_endpoints WHERE id = $1 AND account_id = $2`
+	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (endpoint_id, form_id) DO UPDATE SET cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts,
+next_at = excluded.next_at, failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync`
+	// The claim: free, enabled endpoints, locked in one statement with
+	// SKIP LOCKED, so dispatchers on several nodes claiming at once each
+	// take other rows instead of queueing; a row another claim committed
+	// meanwhile is checked again against the WHERE clause and left.
+	sqlClaim = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = $1
+FROM (SELECT id AS claimed FROM formsapi_endpoints WHERE NOT disabled AND lease_until <= $2 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED) c
+WHERE id = c.claimed
+RETURNING ` + hookrow.EndpointColumns
+	sqlRenew   = `UPDATE formsapi_endpoints SET lease_until = $1 WHERE id = $2 AND lease_gen = $3`
+	sqlRelease = `UPDATE formsapi_endpoints SET lease_until = 0 WHERE id = $1 AND lease_gen = $2`
+	sqlReset   = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = 0 WHERE id = $1 AND account_id = $2`
+)
+
+// hookQueries are the statements above, tables qualified by the store's
+// schema.
+type hookQueries struct {
+	endpointsOf, endpointForUpdate, endpoint, streams, add, update, del string
+	saveStream, claim, renew, release, reset                            string
+}
+
+func newHookQueries(schema string) hookQueries {
+	q := func(s string) string { return qualifyTables(schema, s) }
+	return hookQueries{
+		endpointsOf: q(sqlEndpointsOf), endpointForUpdate: q(sqlEndpointForUpdate), endpoint: q(sqlEndpoint), streams: q(sqlStreams),
+		add: q(sqlAddEndpoint), update: q(sqlUpdateEndpoint), del: q(sqlDeleteEndpoint),
+		saveStream: q(sqlSaveStream), claim: q(sqlClaim), renew: q(sqlRenew), release: q(sqlRelease), reset: q(sqlReset),
+	}
+}
+
+// hookTx runs fn in a read committed transaction (whatever the
+// database's default isolation), again when a conflict aborted it.
+func (s *Store) hookTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	run := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+	}
+	err := run()
+	for n := 1; n < conflictAttempts && conflict(err); n++ {
+		if backoff(ctx, n) != nil {
+			break
+		}
+		err = run()
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, withCtx(ctx, err))
+	}
+	return nil
+}
+
+// streams reads the streams of endpoint id.
+func (s *Store) streams(ctx context.Context, tx pgx.Tx, id string) ([]webhook.Stream, error) {
+	rows, err := tx.Query(ctx, s.hooks.streams, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return hookrow.ReadStreams(rows)
+}
+
+// leases runs sql, which returns rows of hookrow.EndpointColumns, and
+// reads them with each one's streams.
+func (s *Store) leases(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]webhook.Lease, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := hookrow.ReadEndpoints(rows)
+	rows.Close()
+	if err != nil {
+		return nil, err
+	}
+	return ls, hookrow.AttachStreams(ls, func(id string) ([]webhook.Stream, error) { return s.streams(ctx, tx, id) })
+}
+
+// endpointOf reads endpoint id of accountID (of any account when
+// accountID is nil) with its streams, by sql.
+func (s *Store) endpointOf(ctx context.Context, tx pgx.Tx, sql string, accountID *string, id string) (webhook.Lease, error) {
+	if !storableText(id) || accountID != nil && !storableText(*accountID) {
+		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+	}
+	ls, err := s.leases(ctx, tx, sql, id)
+	if err != nil {
+		return webhook.Lease{}, err
+	}
+	if len(ls) == 0 || accountID != nil && ls[0].Endpoint.AccountID != *accountID {
+		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+	}
+	return ls[0], nil
+}
+
+// AddEndpoint implements webhook.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webhook.Stream) error {
+	return s.hookTx(ctx, "add endpoint", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.hooks.add, append([]any{e.ID, e.AccountID}, hookrow.EndpointArgs(e)...)...); err != nil {
+			if isUniqueViolation(err) {
+				return fmt.Errorf("endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+			}
+			return err
+		}
+		for _, st := range sts {
+			if _, err := tx.Exec(ctx, s.hooks.saveStream, append([]any{e.ID}, hookrow.StreamArgs(st)...)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Endpoints implements webhook.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
+	out := []webhook.Endpoint{}
+	if !storableText(accountID) {
+		return out, nil
+	}
+	err := s.hookTx(ctx, "list endpoints", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.hooks.endpointsOf, accountID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		ls, err := hookrow.ReadEndpoints(rows)
+		out = append(out, hookrow.Endpoints(ls)...)
+		return err
+	})
+	return out, err
+}
+
+// Endpoint implements webhook.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
+	var l webhook.Lease
+	err := s.hookTx(ctx, "get endpoint", func(tx pgx.Tx) (err error) {
+		l, err = s.endpointOf(ctx, tx, s.hooks.endpoint, &accountID, id)
+		return err
+	})
+	return l.Endpoint, l.Streams, err
+}
+
+// UpdateEndpoint implements webhook.Store: the endpoint's row is locked
+// from the read to the commit.
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+	var e webhook.Endpoint
+	err := s.hookTx(ctx, "update endpoint", func(tx pgx.Tx) error {
+		l, err := s.endpointOf(ctx, tx, s.hooks.endpointForUpdate, &accountID, id)
+		if err != nil {
+			return err
+		}
+		e = l.Endpoint
+		if err := update(&e); err != nil {
+			return err
+		}
+		e.ID, e.AccountID, e.CreatedAt = l.Endpoint.ID, l.Endpoint.AccountID, l.Endpoint.CreatedAt
+		args := hookrow.EndpointArgs(e)
+		_, err = tx.Exec(ctx, s.hooks.update, append(args[:len(args)-1], id, accountID)...)
+		return err
+	})
+	if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	return hookrow.Clone(e), nil
+}
+
+// notFound is ErrEndpointNotFound for id when tag changed no row.
+func notFound(tag interface{ RowsAffected() int64 }, id string) error {
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+	}
+	return nil
+}
+
+// DeleteEndpoint implements webhook.Store; its streams go by the foreign
+// key's ON DELETE CASCADE.
+func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
+	return s.hookTx(ctx, "delete endpoint", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.hooks.del, id, accountID)
+		if err != nil {
+			return err
+		}
+		return notFound(tag, id)
+	})
+}
+
+// ClaimEndpoints implements webhook.Store.
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
+	var out []webhook.Lease
+	err := s.hookTx(ctx, "claim endpoints", func(tx pgx.Tx) (err error) {
+		out, err = s.leases(ctx, tx, s.hooks.claim, now.Add(d).UnixNano(), now.UnixNano(), max)
+		return err
+	})
+	return out, err
+}
+
+// lease extends the lease of id held under gen to until, in tx, or
+// returns ErrLeaseLost.
+func (s *Store) lease(ctx context.Context, tx pgx.Tx, id string, gen int64, until time.Time) error {
+	tag, err := tx.Exec(ctx, s.hooks.renew, until.UnixNano(), id, gen)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost)
+	}
+	return nil
+}
+
+// RenewLease implements webhook.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
+	var l webhook.Lease
+	err := s.hookTx(ctx, "renew lease", func(tx pgx.Tx) (err error) {
+		if err := s.lease(ctx, tx, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		l, err = s.endpointOf(ctx, tx, s.hooks.endpoint, nil, id)
+		return err
+	})
+	return l, err
+}
+
+// SaveStream implements webhook.Store: the fenced lease update and the
+// stream's write commit together or not at all.
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	return s.hookTx(ctx, "save stream", func(tx pgx.Tx) error {
+		if err := s.lease(ctx, tx, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.hooks.saveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		return err
+	})
+}
+
+// ReleaseLease implements webhook.Store.
+func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
+	return s.hookTx(ctx, "release lease", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, s.hooks.release, id, gen)
+		return err
+	})
+}
+
+// ResetStream implements webhook.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+	return s.hookTx(ctx, "reset stream", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.hooks.reset, id, accountID)
+		if err != nil {
+			return err
+		}
+		if err := notFound(tag, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.hooks.saveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		return err
+	})
+}

@@ -1,0 +1,263 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formsapi/formsapi/internal/hookrow"
+	"github.com/formsapi/formsapi/webhook"
+)
+
+var _ webhook.Store = (*Store)(nil)
+
+// The statements of webhook.Store (migration 0009). SQLite has one
+// writer at a time, so a claim, one UPDATE that picks and leases, never
+// races another: whichever commits second no longer finds the endpoint
+// free.
+const (
+	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = ? ORDER BY created_at, id`
+	sqlEndpoint    = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = ?`
+	sqlStreams     = `SELECT ` + hookrow.StreamColumns + ` FROM formsapi_endpoint_streams WHERE endpoint_id = ? ORDER BY form_id`
+	sqlAddEndpoint = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = ?, forms = ?, secrets = ?, disabled = ?, disabled_reason = ?, disabled_at = ?
+WHERE id = ? AND account_id = ?`
+	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (endpoint_id, form_id) DO UPDATE SET cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts,
+next_at = excluded.next_at, failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync`
+	sqlClaim = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = ?1
+WHERE id IN (SELECT id FROM formsapi_endpoints WHERE disabled = 0 AND lease_until <= ?2 ORDER BY id LIMIT ?3)
+RETURNING ` + hookrow.EndpointColumns
+	sqlRenew   = `UPDATE formsapi_endpoints SET lease_until = ? WHERE id = ? AND lease_gen = ?`
+	sqlRelease = `UPDATE formsapi_endpoints SET lease_until = 0 WHERE id = ? AND lease_gen = ?`
+	sqlReset   = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = 0 WHERE id = ? AND account_id = ?`
+)
+
+// hookTx runs fn in a write transaction (BEGIN IMMEDIATE whatever the
+// handle's DSN says, since fn reads before it writes).
+func (s *Store) hookTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("sqlitestore: %s: %w", op, err)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if err := fn(conn); err != nil {
+		_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return errors.Join(err, rerr)
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// streams reads the streams of endpoint id.
+func streams(ctx context.Context, q querier, id string) ([]webhook.Stream, error) {
+	rows, err := q.QueryContext(ctx, sqlStreams, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return hookrow.ReadStreams(rows)
+}
+
+// leases reads rows of hookrow.EndpointColumns, with each one's streams.
+func leases(ctx context.Context, q querier, rows *sql.Rows) ([]webhook.Lease, error) {
+	ls, err := hookrow.ReadEndpoints(rows)
+	rows.Close()
+	if err != nil {
+		return nil, err
+	}
+	return ls, hookrow.AttachStreams(ls, func(id string) ([]webhook.Stream, error) { return streams(ctx, q, id) })
+}
+
+// endpointOf reads endpoint id of accountID with its streams and lease.
+func endpointOf(ctx context.Context, q querier, accountID, id string) (webhook.Lease, error) {
+	rows, err := q.QueryContext(ctx, sqlEndpoint, id)
+	if err != nil {
+		return webhook.Lease{}, err
+	}
+	ls, err := leases(ctx, q, rows)
+	if err != nil {
+		return webhook.Lease{}, err
+	}
+	if len(ls) == 0 || ls[0].Endpoint.AccountID != accountID && accountID != anyAccount {
+		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+	}
+	return ls[0], nil
+}
+
+// anyAccount asks endpointOf for the endpoint whatever its account: the
+// dispatcher's calls name an endpoint by ID alone.
+const anyAccount = "\x00any"
+
+// AddEndpoint implements webhook.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webhook.Stream) error {
+	return s.hookTx(ctx, "add endpoint", func(conn *sql.Conn) error {
+		args := append([]any{e.ID, e.AccountID}, hookrow.EndpointArgs(e)...)
+		if _, err := conn.ExecContext(ctx, sqlAddEndpoint, args...); err != nil {
+			if isUniqueViolation(err) {
+				return fmt.Errorf("endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+			}
+			return err
+		}
+		for _, st := range sts {
+			if _, err := conn.ExecContext(ctx, sqlSaveStream, append([]any{e.ID}, hookrow.StreamArgs(st)...)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Endpoints implements webhook.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
+	rows, err := s.read.QueryContext(ctx, sqlEndpointsOf, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list endpoints: %w", err)
+	}
+	defer rows.Close()
+	ls, err := hookrow.ReadEndpoints(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list endpoints: %w", err)
+	}
+	return hookrow.Endpoints(ls), nil
+}
+
+// Endpoint implements webhook.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
+	l, err := endpointOf(ctx, s.read, accountID, id)
+	if err != nil {
+		return webhook.Endpoint{}, nil, fmt.Errorf("sqlitestore: get endpoint: %w", err)
+	}
+	return l.Endpoint, l.Streams, nil
+}
+
+// UpdateEndpoint implements webhook.Store: the read, update's change and
+// the write in one write transaction.
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+	var e webhook.Endpoint
+	err := s.hookTx(ctx, "update endpoint", func(conn *sql.Conn) error {
+		l, err := endpointOf(ctx, conn, accountID, id)
+		if err != nil {
+			return err
+		}
+		e = l.Endpoint
+		if err := update(&e); err != nil {
+			return err
+		}
+		e.ID, e.AccountID, e.CreatedAt = l.Endpoint.ID, l.Endpoint.AccountID, l.Endpoint.CreatedAt
+		args := hookrow.EndpointArgs(e)
+		_, err = conn.ExecContext(ctx, sqlUpdateEndpoint, append(args[:len(args)-1], id, accountID)...)
+		return err
+	})
+	if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	return hookrow.Clone(e), nil
+}
+
+// DeleteEndpoint implements webhook.Store.
+func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
+	return s.hookTx(ctx, "delete endpoint", func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, `DELETE FROM formsapi_endpoints WHERE id = ? AND account_id = ?`, id, accountID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound))
+		}
+		_, err = conn.ExecContext(ctx, `DELETE FROM formsapi_endpoint_streams WHERE endpoint_id = ?`, id)
+		return err
+	})
+}
+
+// ClaimEndpoints implements webhook.Store.
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
+	var out []webhook.Lease
+	err := s.hookTx(ctx, "claim endpoints", func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, sqlClaim, now.Add(d).UnixNano(), now.UnixNano(), max)
+		if err != nil {
+			return err
+		}
+		out, err = leases(ctx, conn, rows)
+		return err
+	})
+	return out, err
+}
+
+// lease extends the lease of id held under gen to until, in conn's
+// transaction, or returns ErrLeaseLost.
+func lease(ctx context.Context, conn *sql.Conn, id string, gen int64, until time.Time) error {
+	res, err := conn.ExecContext(ctx, sqlRenew, until.UnixNano(), id, gen)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return errors.Join(err, fmt.Errorf("endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost))
+	}
+	return nil
+}
+
+// RenewLease implements webhook.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
+	var l webhook.Lease
+	err := s.hookTx(ctx, "renew lease", func(conn *sql.Conn) (err error) {
+		if err := lease(ctx, conn, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		l, err = endpointOf(ctx, conn, anyAccount, id)
+		return err
+	})
+	return l, err
+}
+
+// SaveStream implements webhook.Store.
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	return s.hookTx(ctx, "save stream", func(conn *sql.Conn) error {
+		if err := lease(ctx, conn, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		_, err := conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		return err
+	})
+}
+
+// ReleaseLease implements webhook.Store.
+func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
+	if _, err := s.write.ExecContext(ctx, sqlRelease, id, gen); err != nil {
+		return fmt.Errorf("sqlitestore: release lease: %w", err)
+	}
+	return nil
+}
+
+// ResetStream implements webhook.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+	return s.hookTx(ctx, "reset stream", func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, sqlReset, id, accountID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound))
+		}
+		_, err = conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		return err
+	})
+}
