@@ -73,6 +73,9 @@ import "context"
 //     that keeps a copy of the form, each item under its position, and
 //     removes the one each deletion names, holds exactly the form's
 //     submissions once it has read to the end, whatever it read before.
+//     FeedPage.DeletedAt, when not empty, has one position per deletion:
+//     that deletion's own, so the page's entries in position order are
+//     its commit order.
 //   - Retention. A store may forget deletions once they are old enough
 //     (the library's stores keep them 30 days by default): FeedPage.Purged
 //     is then the last position of a forgotten deletion (it never
@@ -114,6 +117,12 @@ type FeedPage struct {
 	// Deleted holds, for each deletion among the page's entries, in
 	// commit order, the position the deleted submission had.
 	Deleted []int64
+	// DeletedAt holds the deletions' own positions: DeletedAt[i] is the
+	// position of the entry that deleted Deleted[i]. It places each
+	// deletion among the page's items, as webhook deliveries need; a
+	// store may leave it empty (the handler does not read it), and then
+	// webhook reads a page that holds deletions one entry at a time.
+	DeletedAt []int64
 	// Next is the position to pass as after to read on: the last entry's
 	// position (an item's or a deletion's), or after itself when nothing
 	// follows it.

@@ -16,7 +16,7 @@ import (
 // every position up to the last one given and none beyond it.
 func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Items: make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))}
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.Purged, func(pos int64, r *submission) bool {
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.DeletedAt, &p.Purged, func(pos int64, r *submission) bool {
 		p.Items = append(p.Items, cloneSubmission(r.sub))
 		p.Positions = append(p.Positions, pos)
 		return true
@@ -35,7 +35,7 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 // counts them), unless it would be the page's first.
 func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.Purged, func(pos int64, r *submission) bool {
+	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, nil, &p.Purged, func(pos int64, r *submission) bool {
 		if !budget.Take(len(r.json)) {
 			return false
 		}
@@ -46,9 +46,10 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after 
 
 // feed visits one page of a form's feed under the read lock: each
 // submission with visit, which returning false ends the page before it,
-// and each deletion appended to *deleted. *purged is set to the form's
+// and each deletion appended to *deleted (its own position to
+// *deletedAt, unless nil). *purged is set to the form's
 // last forgotten deletion.
-func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, deleted *[]int64, purged *int64, visit func(int64, *submission) bool) (next int64, more bool, err error) {
+func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, deleted, deletedAt *[]int64, purged *int64, visit func(int64, *submission) bool) (next int64, more bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w", err)
 	}
@@ -81,6 +82,9 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 			}
 		} else {
 			*deleted = append(*deleted, e.of)
+			if deletedAt != nil {
+				*deletedAt = append(*deletedAt, i+1)
+			}
 		}
 		n++
 		next = i + 1

@@ -402,6 +402,32 @@ func checkFeedPage(t *testing.T, p formsapi.FeedPage, after int64, limit int) {
 		}
 		prev = pos
 	}
+	checkDeletedAt(t, p, after)
+}
+
+// checkDeletedAt checks a page's deletions' own positions, when the store
+// gives them: one per deletion, ascending within (after, Next], after
+// the position each deleted, none an item's, and the page's last entry
+// at Next.
+func checkDeletedAt(t *testing.T, p formsapi.FeedPage, after int64) {
+	t.Helper()
+	if len(p.DeletedAt) == 0 {
+		return
+	}
+	if len(p.DeletedAt) != len(p.Deleted) {
+		t.Fatalf("feed page after %d: %d deletion positions for %d deletions", after, len(p.DeletedAt), len(p.Deleted))
+	}
+	last := slices.Max(append(slices.Clone(p.Positions), p.DeletedAt...))
+	prev := after
+	for i, pos := range p.DeletedAt {
+		if pos <= prev || pos > p.Next || pos <= p.Deleted[i] || slices.Contains(p.Positions, pos) {
+			t.Fatalf("feed page after %d, Next %d: deletion positions %v (of %v) are not ascending within (after, Next], each after what it deleted and no item's (items at %v)", after, p.Next, p.DeletedAt, p.Deleted, p.Positions)
+		}
+		prev = pos
+	}
+	if last != p.Next {
+		t.Fatalf("feed page after %d: its last entry is at %d, but Next is %d", after, last, p.Next)
+	}
 }
 
 // feedEnd returns the Next of a form's last page.

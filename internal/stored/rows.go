@@ -104,6 +104,7 @@ func Feed(rows Rows, formID string, after int64, limit int) (p formsapi.FeedPage
 		switch {
 		case of > 0:
 			p.Deleted = append(p.Deleted, of)
+			p.DeletedAt = append(p.DeletedAt, pos)
 		default:
 			sub, err := submission(formID, at, data, attachments)
 			if err != nil {
