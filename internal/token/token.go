@@ -41,8 +41,9 @@ type List struct {
 // Codec seals and opens cursors and sync tokens and makes refs, all keyed
 // by one secret. It is safe for concurrent use.
 type Codec struct {
-	aead   cipher.AEAD
-	refKey [32]byte
+	aead     cipher.AEAD
+	refKey   [32]byte
+	nonceKey [32]byte // SealSyncStable's
 }
 
 // MaxLength is the length of the longest token Open and OpenSync accept:
@@ -62,8 +63,9 @@ func New(secret []byte) *Codec {
 		panic(err)
 	}
 	return &Codec{
-		aead:   aead,
-		refKey: sha256.Sum256(append([]byte("formsapi submission ref key\x00"), secret...)),
+		aead:     aead,
+		refKey:   sha256.Sum256(append([]byte("formsapi submission ref key\x00"), secret...)),
+		nonceKey: sha256.Sum256(append([]byte("formsapi stable token nonce\x00"), secret...)),
 	}
 }
 
@@ -181,6 +183,28 @@ func (c *Codec) SealSync(l List, s Sync) string {
 // OpenSync returns what a SyncToken of l's feed carries (see Open), and
 // false for any other string.
 func (c *Codec) OpenSync(l List, tok string) (Sync, bool) {
+	return c.openSync(l, tok)
+}
+
+// SealSyncStable returns a sync token of s in l's feed, as SealSync does,
+// but the same one every time: its nonce is an HMAC of what it seals
+// rather than random, so that a webhook event that links to a feed page
+// has the same bytes on every attempt. Sealing one plaintext under one
+// nonce reveals only that two such tokens are equal; OpenSync opens it
+// like any other.
+func (c *Codec) SealSyncStable(l List, s Sync) string {
+	ad := l.additionalData(SyncToken)
+	plain := append(binary.AppendUvarint(nil, s.Incarnation), s.appendPayload(nil)...)
+	m := hmac.New(sha256.New, c.nonceKey[:])
+	m.Write(ad)
+	m.Write(plain)
+	out := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(plain)+c.aead.Overhead())
+	copy(out, m.Sum(nil))
+	out = c.aead.Seal(out, out, plain, ad)
+	return base64.RawURLEncoding.EncodeToString(out)
+}
+
+func (c *Codec) openSync(l List, tok string) (Sync, bool) {
 	inc, payload, ok := c.Open(SyncToken, l, tok)
 	if !ok {
 		return Sync{}, false

@@ -210,3 +210,29 @@ func mustDecode(t *testing.T, tok string) string {
 	}
 	return string(raw)
 }
+
+// TestSealSyncStable: the same position gives the same token every time,
+// which OpenSync opens like any other, bound to its list; another
+// position or list gives another.
+func TestSealSyncStable(t *testing.T) {
+	t.Parallel()
+	c := New([]byte("a secret of the test, long enough"))
+	l := List{Account: "a", FormID: "f"}
+	s := Sync{Pos: 41}
+	tok := c.SealSyncStable(l, s)
+	if again := c.SealSyncStable(l, s); again != tok {
+		t.Errorf("two tokens of one position differ: %s, %s", tok, again)
+	}
+	if got, ok := c.OpenSync(l, tok); !ok || got != s {
+		t.Errorf("OpenSync: %+v, %v; want %+v", got, ok, s)
+	}
+	if _, ok := c.OpenSync(List{Account: "a", FormID: "g"}, tok); ok {
+		t.Errorf("a stable token opens for another form")
+	}
+	if c.SealSyncStable(l, Sync{Pos: 42}) == tok || c.SealSyncStable(List{Account: "b", FormID: "f"}, s) == tok {
+		t.Errorf("another position or list gave the same token")
+	}
+	if New([]byte("another secret, just as long as that")).SealSyncStable(l, s) == tok {
+		t.Errorf("another secret gave the same token")
+	}
+}

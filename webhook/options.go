@@ -1,0 +1,161 @@
+package webhook
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/observe"
+)
+
+// Feed is where events come from: the host's store, read as the API
+// reads it (memstore, sqlitestore and pgstore are each one). Endpoints
+// following every form of an account list them with ListForms.
+type Feed interface {
+	formsapi.Store
+	formsapi.FeedStore
+}
+
+// Defaults of a Dispatcher, each changed by an Option.
+const (
+	// DefaultLease is how long a claim lasts unless renewed: each pass
+	// over an endpoint, and each cursor write, renews it. A node that
+	// dies loses its endpoints to another node within it.
+	DefaultLease = 30 * time.Second
+	// DefaultPollInterval is how often a dispatcher looks for new feed
+	// entries of the endpoints it holds, and for endpoints to claim.
+	DefaultPollInterval = time.Second
+	// DefaultPerEndpoint is how many attempts to one endpoint may be in
+	// flight at once (each on another form: a form has one at a time).
+	DefaultPerEndpoint = 4
+	// DefaultTotal is how many attempts a dispatcher makes at once, to
+	// all endpoints.
+	DefaultTotal = 64
+	// DefaultMaxEndpoints is how many endpoints one dispatcher holds at
+	// most; others are left to other nodes.
+	DefaultMaxEndpoints = 256
+	// DefaultBatch is how many feed entries a dispatcher reads at once
+	// for one form.
+	DefaultBatch = 100
+)
+
+// config is what Options set, for a Dispatcher and for Endpoints.
+type config struct {
+	now          func() time.Time
+	rnd          func() float64
+	log          *slog.Logger
+	obs          observe.DeliveryObserver
+	egress       Egress
+	apiBase      string
+	lease, poll  time.Duration
+	perEndpoint  int
+	total        int
+	maxEndpoints int
+	batch        int
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		now: time.Now, rnd: rand.Float64, log: slog.New(slog.DiscardHandler),
+		lease: DefaultLease, poll: DefaultPollInterval,
+		perEndpoint: DefaultPerEndpoint, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Option configures a Dispatcher or Endpoints.
+type Option func(*config)
+
+// WithClock sets the notion of now: attempts' timestamps, retry times,
+// leases, the five days of FailingLimit, rotations' overlaps and
+// endpoints' CreatedAt. time.Now unless set; tests move a clock of their
+// own instead of waiting. Leases are compared across nodes, so nodes'
+// clocks must agree (NTP), as the feed's retention already asks. It
+// panics if now is nil.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("webhook: WithClock with a nil clock")
+	}
+	return func(c *config) { c.now = now }
+}
+
+// WithLogger sets where the dispatcher logs failures of its store and
+// feed (never a URL, a secret or a body); nothing unless set.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithObserver sets who learns of every attempt and every endpoint the
+// dispatcher disables (formsotel.Observer is one).
+func WithObserver(o observe.DeliveryObserver) Option {
+	return func(c *config) { c.obs = o }
+}
+
+// WithAPIBase sets the public URL of the read API (such as
+// https://api.example.com/api) that thin events' URLs start with;
+// without it they are relative (/v1/forms/…).
+func WithAPIBase(base string) Option {
+	return func(c *config) { c.apiBase = base }
+}
+
+// WithEgress sets where deliveries may go, checked when an endpoint is
+// added and at every attempt (see Egress): the zero Egress, https to
+// public addresses, unless set. Its Timeout bounds each attempt
+// (DefaultAttemptTimeout unless set): an endpoint that never answers (a
+// black hole) holds one of its attempt slots that long.
+func WithEgress(e Egress) Option {
+	return func(c *config) { c.egress = e }
+}
+
+// WithLease sets how long a claim lasts unless renewed (DefaultLease). It
+// must be well above the attempt timeout: a pass renews it between
+// attempts.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.lease = d
+		}
+	}
+}
+
+// WithPollInterval sets how often Run looks for new entries and
+// endpoints (DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
+
+// WithConcurrency sets how many attempts may be in flight to one endpoint
+// and in all (DefaultPerEndpoint and DefaultTotal); a value below 1 keeps
+// its default.
+func WithConcurrency(perEndpoint, total int) Option {
+	return func(c *config) {
+		if perEndpoint > 0 {
+			c.perEndpoint = perEndpoint
+		}
+		if total > 0 {
+			c.total = total
+		}
+	}
+}
+
+// WithMaxEndpoints sets how many endpoints a dispatcher holds at most
+// (DefaultMaxEndpoints).
+func WithMaxEndpoints(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxEndpoints = n
+		}
+	}
+}
