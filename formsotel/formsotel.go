@@ -45,6 +45,31 @@
 //     (200), as sent (compressed, when they were), by formsapi.page.kind:
 //     "forms", "submissions" or "feed".
 //
+// It is also an observe.DeliveryObserver: give it to a webhook
+// dispatcher (webhook.WithObserver) for these:
+//
+//   - formsapi.webhook.attempts (counter): every attempt to deliver an
+//     event, by formsapi.webhook.outcome ("success", "redirect",
+//     "client_error", "gone", "throttled", "server_error", "timeout",
+//     "network"), formsapi.webhook.retry (false for an event's first
+//     attempt) and formsapi.webhook.event ("submission.created",
+//     "submission.deleted").
+//   - formsapi.webhook.attempt.duration (histogram, s): each attempt's
+//     time, by formsapi.webhook.outcome.
+//   - formsapi.webhook.lag (histogram, s): for each delivered
+//     submission.created, from its createdAt to the 2xx.
+//   - formsapi.webhook.lag.positions (histogram, {position}): for each
+//     delivered event, the feed positions between it and the last entry
+//     the dispatcher had read of its form.
+//   - formsapi.webhook.endpoints.changed (counter): endpoints the
+//     dispatcher disabled, or stopped a form of for a resync, by
+//     formsapi.webhook.state ("disabled", "resync") and
+//     formsapi.webhook.reason ("gone", "failing", "retention").
+//
+// No endpoint URL or secret is ever recorded; the endpoint ID
+// (formsapi.webhook.endpoint.id), like the account and form IDs, only
+// with WithIDAttributes.
+//
 // No metric attribute, and no span attribute, carries an API key, a
 // cursor or submission data, ever; nor an account ID or a form ID unless
 // the host opts in with WithIDAttributes. Every account and form would
@@ -95,6 +120,12 @@ const (
 	FeedHasMoreKey       = attribute.Key("formsapi.feed.has_more")
 	AccountIDKey         = attribute.Key("formsapi.account.id") // only with WithIDAttributes
 	FormIDKey            = attribute.Key("formsapi.form.id")    // only with WithIDAttributes
+	OutcomeKey           = attribute.Key("formsapi.webhook.outcome")
+	RetryKey             = attribute.Key("formsapi.webhook.retry")
+	EventKey             = attribute.Key("formsapi.webhook.event")
+	StateKey             = attribute.Key("formsapi.webhook.state")
+	ReasonKey            = attribute.Key("formsapi.webhook.reason")
+	EndpointIDKey        = attribute.Key("formsapi.webhook.endpoint.id") // only with WithIDAttributes
 )
 
 // Option configures an Observer.
@@ -152,15 +183,26 @@ type Observer struct {
 	refusedKeys     metric.Int64Counter
 	feedPages       metric.Int64Counter
 	pageBytes       metric.Int64Counter
+
+	attempts        metric.Int64Counter
+	attemptDuration metric.Float64Histogram
+	lag             metric.Float64Histogram
+	lagPositions    metric.Int64Histogram
+	endpointChanges metric.Int64Counter
 }
 
-var _ observe.Observer = (*Observer)(nil)
+var (
+	_ observe.Observer         = (*Observer)(nil)
+	_ observe.DeliveryObserver = (*Observer)(nil)
+)
 
 // The histograms' bucket boundaries, in seconds: those the semantic
 // conventions advise for HTTP server and database client durations.
 var (
 	httpBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 	dbBuckets   = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+	// lagBuckets reach past the retry schedule's hours.
+	lagBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000, 86400}
 )
 
 // New returns an Observer recording to the global meter and tracer
@@ -201,6 +243,15 @@ func New(opts ...Option) (*Observer, error) {
 	o.refusedKeys = counter("formsapi.keys.refused", "{request}", "Requests whose API key was refused.")
 	o.feedPages = counter("formsapi.feed.pages", "{page}", "Pages of the sync feed served.")
 	o.pageBytes = counter("formsapi.page.bytes", "By", "Bytes of the pages served, as sent.")
+	o.attempts = counter("formsapi.webhook.attempts", "{attempt}", "Attempts to deliver webhook events, by outcome.")
+	o.attemptDuration = histogram("formsapi.webhook.attempt.duration", "Duration of webhook delivery attempts.", httpBuckets)
+	o.lag = histogram("formsapi.webhook.lag", "Time from a submission's createdAt to its event's 2xx.", lagBuckets)
+	lagPositions, err := meter.Int64Histogram("formsapi.webhook.lag.positions", metric.WithUnit("{position}"),
+		metric.WithDescription("Feed positions between a delivered event and the last entry read of its form."),
+		metric.WithExplicitBucketBoundaries(0, 1, 10, 100, 1000, 10000, 100000))
+	errs = append(errs, err)
+	o.lagPositions = lagPositions
+	o.endpointChanges = counter("formsapi.webhook.endpoints.changed", "{endpoint}", "Endpoints the dispatcher disabled or stopped a form of, by state and reason.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -325,4 +376,35 @@ func method(m string) string {
 		return m
 	}
 	return "_OTHER"
+}
+
+// Attempt records one webhook delivery attempt (observe.DeliveryObserver).
+func (o *Observer) Attempt(ctx context.Context, a observe.Attempt) {
+	attrs := []attribute.KeyValue{OutcomeKey.String(a.Outcome), RetryKey.Bool(a.Retry), EventKey.String(a.EventType)}
+	attrs = o.appendEndpoint(o.appendIDs(attrs, a.AccountID, a.FormID), a.EndpointID)
+	set := metric.WithAttributes(attrs...)
+	o.attempts.Add(ctx, 1, set)
+	o.attemptDuration.Record(ctx, a.Duration.Seconds(), set)
+	if a.Outcome == "success" {
+		ids := metric.WithAttributes(o.appendEndpoint(o.appendIDs(nil, a.AccountID, a.FormID), a.EndpointID)...)
+		if a.Lag > 0 {
+			o.lag.Record(ctx, a.Lag.Seconds(), ids)
+		}
+		o.lagPositions.Record(ctx, a.LagPositions, ids)
+	}
+}
+
+// EndpointChanged records an endpoint the dispatcher disabled or stopped
+// a form of (observe.DeliveryObserver).
+func (o *Observer) EndpointChanged(ctx context.Context, c observe.EndpointChange) {
+	attrs := []attribute.KeyValue{StateKey.String(c.State), ReasonKey.String(c.Reason)}
+	attrs = o.appendEndpoint(o.appendIDs(attrs, c.AccountID, c.FormID), c.EndpointID)
+	o.endpointChanges.Add(ctx, 1, metric.WithAttributes(attrs...))
+}
+
+func (o *Observer) appendEndpoint(attrs []attribute.KeyValue, id string) []attribute.KeyValue {
+	if o.ids && id != "" {
+		attrs = append(attrs, EndpointIDKey.String(id))
+	}
+	return attrs
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsotel"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -118,6 +119,10 @@ func (tel *telemetry) collect(t *testing.T) map[string][]point {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					got[m.Name] = append(got[m.Name], point{attrs: attrs(p.Attributes), value: int64(p.Count), sum: p.Sum})
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					got[m.Name] = append(got[m.Name], point{attrs: attrs(p.Attributes), value: int64(p.Count), sum: float64(p.Sum)})
 				}
 			default:
 				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
@@ -389,4 +394,50 @@ func TestUnknownMethod(t *testing.T) {
 	is.Equal(res.StatusCode, 405)
 	m := tel.collect(t)
 	is.Equal(find(m, "http.server.request.duration", map[string]string{"http.request.method": "_OTHER", "http.route": "/v1/forms", "http.response.status_code": "405"}), int64(1))
+}
+
+// TestDeliveryMetrics: attempts by outcome, retry and event; the lag in
+// seconds and positions of successes; endpoint changes by state and
+// reason; and no account, form or endpoint ID unless the host opts in.
+func TestDeliveryMetrics(t *testing.T) {
+	t.Parallel()
+	for _, ids := range []bool{false, true} {
+		var opts []formsotel.Option
+		if ids {
+			opts = append(opts, formsotel.WithIDAttributes())
+		}
+		tel := newTelemetry(t, opts...)
+		ctx := context.Background()
+		a := observe.Attempt{Outcome: "server_error", EventType: "submission.created", Duration: time.Second, AccountID: "acct", FormID: "form", EndpointID: "ep_1"}
+		tel.obs.Attempt(ctx, a)
+		a.Outcome, a.Retry, a.Lag, a.LagPositions = "success", true, 90*time.Second, 7
+		tel.obs.Attempt(ctx, a)
+		tel.obs.EndpointChanged(ctx, observe.EndpointChange{State: "disabled", Reason: "gone", AccountID: "acct", EndpointID: "ep_1"})
+		got := tel.collect(t)
+		with := func(m map[string]string) map[string]string {
+			if ids {
+				m["formsapi.account.id"], m["formsapi.webhook.endpoint.id"] = "acct", "ep_1"
+				if _, ok := m["formsapi.webhook.state"]; !ok {
+					m["formsapi.form.id"] = "form"
+				}
+			}
+			return m
+		}
+		ev := "submission.created"
+		if n := find(got, "formsapi.webhook.attempts", with(map[string]string{"formsapi.webhook.outcome": "server_error", "formsapi.webhook.retry": "false", "formsapi.webhook.event": ev})); n != 1 {
+			t.Errorf("ids %v: failed first attempts %d, want 1", ids, n)
+		}
+		if n := find(got, "formsapi.webhook.attempts", with(map[string]string{"formsapi.webhook.outcome": "success", "formsapi.webhook.retry": "true", "formsapi.webhook.event": ev})); n != 1 {
+			t.Errorf("ids %v: successful retries %d, want 1", ids, n)
+		}
+		if n := find(got, "formsapi.webhook.lag", with(map[string]string{})); n != 1 || got["formsapi.webhook.lag"][0].sum != 90 {
+			t.Errorf("ids %v: lag %d points %v, want one of 90 s", ids, n, got["formsapi.webhook.lag"])
+		}
+		if p := got["formsapi.webhook.lag.positions"]; len(p) != 1 || p[0].sum != 7 {
+			t.Errorf("ids %v: lag in positions %v, want one of 7", ids, p)
+		}
+		if n := find(got, "formsapi.webhook.endpoints.changed", with(map[string]string{"formsapi.webhook.state": "disabled", "formsapi.webhook.reason": "gone"})); n != 1 {
+			t.Errorf("ids %v: disabled endpoints %d, want 1", ids, n)
+		}
+	}
 }
