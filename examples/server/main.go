@@ -44,10 +44,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/ratelimit/redislimit"
 	"github.com/formsapi/formsapi/sqlitestore"
+	"github.com/formsapi/formsapi/webhook"
 )
 
 func main() {
@@ -110,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	baseURL := fs.String("base-url", "", "the API's public URL as clients reach it, through a proxy that changes the host or terminates TLS (https://forms.example.com/api): the next-page links start with it (default: from each request)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated origins of browser apps allowed to call the API (https://app.example.com,http://localhost:5173), or * for any (default: none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
+	hooks := addWebhookFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -232,6 +235,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return erase(ctx, store, *account, *eraseArg, stdout, serverURL(*addr), auth)
 	}
+	hooks.apiBase = *baseURL
+	if done, err := hooks.command(ctx, store, secret, stdout); done {
+		return err
+	}
 
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
 	// Listen before seeding: a port taken must stop the server before it
@@ -313,6 +320,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("listening", attrs...)
 	printBanner(stderr, base, where, *keyFile, demoKey, created, sameStore(*dbPath, *dsn != "", *schema))
+
+	var deliveries observe.DeliveryObserver
+	if m != nil {
+		deliveries = m.observer
+	}
+	dispatcher, stopDispatcher := context.WithCancel(ctx)
+	waitDispatcher := hooks.start(dispatcher, store, secret, logger, deliveries)
+	defer func() { // its leases are released before the store closes
+		stopDispatcher()
+		waitDispatcher()
+	}()
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -461,6 +479,8 @@ type backend interface {
 	formsapi.KeyResolver
 	formsapi.Writer
 	formsapi.KeyManager
+	formsapi.FeedStore
+	webhook.Store
 }
 
 // minSecret is the shortest cursor secret the server accepts.

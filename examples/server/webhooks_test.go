@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/formsapi/formsapi/internal/testenv"
+	"github.com/formsapi/formsapi/webhook"
+	"github.com/matryer/is"
+)
+
+// TestWebhookFlags registers an endpoint with -new-endpoint (for every
+// form of the demo account, before the server seeded them), runs the
+// server with -webhooks, and checks the receiver gets the seeded
+// submissions, each verifying with the secret printed once, and that
+// -list-endpoints shows the endpoint and its forms' state.
+func TestWebhookFlags(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "forms.db")
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies [][]byte
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		got, bodies = append(got, r), append(bodies, b)
+	}))
+	t.Cleanup(rc.Close)
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-db", db, "-new-endpoint", "demo", "-endpoint-url", rc.URL + "/hook"}, &out, io.Discard)
+	is.True(err != nil) // a loopback URL without -webhook-allow-loopback
+	is.NoErr(run(context.Background(), []string{"-db", db, "-new-endpoint", "demo", "-endpoint-url", rc.URL + "/hook", "-webhook-allow-loopback"}, &out, io.Discard))
+	m := regexp.MustCompile(`new webhook endpoint (ep_\S+) for account "demo"\nsigning secret \(shown once\): (whsec_\S+)\n`).FindStringSubmatch(out.String())
+	is.True(m != nil) // the ID and the secret, once
+	secret, err := webhook.ParseSecret(m[2])
+	is.NoErr(err)
+
+	srv := start(t, db, "-webhooks", "-webhook-allow-loopback", "-webhook-poll", "20ms")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	testenv.WaitFor(t, func() bool { return count() >= 6 })
+	is.NoErr(srv.stop())
+	mu.Lock()
+	for i, r := range got {
+		is.NoErr(webhook.Verify(r.Header, bodies[i], secret)) // every delivery verifies
+		is.True(bytes.Contains(bodies[i], []byte(`"type":"submission.created"`)))
+		is.True(!bytes.Contains(bodies[i], []byte("198.51.100."))) // no internal metadata
+	}
+	mu.Unlock()
+	is.True(!strings.Contains(srv.out.String(), m[2])) // the secret is never logged
+
+	out.Reset()
+	is.NoErr(run(context.Background(), []string{"-db", db, "-list-endpoints", "demo"}, &out, io.Discard))
+	is.True(strings.Contains(out.String(), m[1]+"\t"+rc.URL+"/hook\tevery form\tenabled\n"))
+	is.True(strings.Contains(out.String(), "  form contact: delivered up to position "))
+	is.True(!strings.Contains(out.String(), m[2])) // the secret is shown only once
+}
