@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/formsapi/formsapi/webhook"
@@ -30,7 +32,8 @@ type convergenceStore interface {
 }
 
 // TestConvergence is the done-when of issue 26 without kills, on
-// memstore (two dispatchers claiming over one store) and on SQLite (one):
+// memstore (two dispatchers claiming over one store), PostgreSQL (three)
+// and SQLite (one):
 // 20 forms, additions and deletions by a writer racing the dispatchers,
 // five receivers (two that answer at once, one that fails half its
 // requests, one that stalls a third of them past the attempt timeout, one
@@ -49,6 +52,15 @@ func TestConvergence(t *testing.T) {
 		{"memstore", func(t *testing.T, now func() time.Time) convergenceStore {
 			return memstore.New(memstore.WithClock(now))
 		}, 2},
+		{"postgres", func(t *testing.T, now func() time.Time) convergenceStore {
+			dsn, schema := pgtest.Schema(t)
+			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema), pgstore.WithClock(now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}, 3},
 		{"sqlite", func(t *testing.T, now func() time.Time) convergenceStore {
 			s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "forms.db"), sqlitestore.WithClock(now))
 			if err != nil {
