@@ -119,7 +119,7 @@ func main() {
 	}))
 	defer rc.Close()
 	hole := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
-	defer hole.Close()
+	defer func() { hole.CloseClientConnections(); hole.Close() }()
 
 	secret := []byte("hookbench cursor secret, 32 bytes or more")
 	opts := []webhook.Option{webhook.WithEgress(webhook.Egress{AllowHTTP: true, AllowLoopback: true}), webhook.WithPollInterval(*poll)}
