@@ -434,7 +434,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 		st.FailingSince = now
 	}
 	ra, hasRA := retryAfter(header, now)
-	st.NextAt = now.Add(retryDelay(st.Attempts, o, ra, hasRA, d.cfg.rnd()))
+	st.NextAt = now.Add(time.Duration(float64(retryDelay(st.Attempts, o, ra, hasRA, d.cfg.rnd())) * d.cfg.retryScale))
 	if r := d.save(ctx, h, st); r != caughtUp {
 		return st, false, r
 	}

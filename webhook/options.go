@@ -53,13 +53,14 @@ type config struct {
 	total        int
 	maxEndpoints int
 	batch        int
+	retryScale   float64
 }
 
 func newConfig(opts []Option) config {
 	c := config{
 		now: time.Now, rnd: rand.Float64, log: slog.New(slog.DiscardHandler),
 		lease: DefaultLease, poll: DefaultPollInterval,
-		perEndpoint: DefaultPerEndpoint, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch,
+		perEndpoint: DefaultPerEndpoint, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch, retryScale: 1,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -156,6 +157,18 @@ func WithMaxEndpoints(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.maxEndpoints = n
+		}
+	}
+}
+
+// WithRetryScale multiplies every wait between attempts (the Schedule,
+// ThrottledMin, a Retry-After) by f, for load runs and tests that must
+// see retries come in seconds rather than hours; f must be above 0, and
+// a host never sets it. FailingLimit is not scaled.
+func WithRetryScale(f float64) Option {
+	return func(c *config) {
+		if f > 0 {
+			c.retryScale = f
 		}
 	}
 }

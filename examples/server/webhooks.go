@@ -24,6 +24,8 @@ type webhookFlags struct {
 	forms    string
 	loopback bool
 	poll     time.Duration
+	timeout  time.Duration
+	scale    float64
 	apiBase  string
 }
 
@@ -36,14 +38,18 @@ func addWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&w.forms, "endpoint-forms", "", "with -new-endpoint: the forms it follows, comma-separated (default: every form of the account, those created later included)")
 	fs.BoolVar(&w.loopback, "webhook-allow-loopback", false, "let endpoints be plain http and on loopback (127.0.0.1, localhost): for local tests only, never in production")
 	fs.DurationVar(&w.poll, "webhook-poll", webhook.DefaultPollInterval, "with -webhooks: how often the dispatcher looks for new entries")
+	fs.DurationVar(&w.timeout, "webhook-timeout", webhook.DefaultAttemptTimeout, "with -webhooks: the timeout of one delivery attempt")
+	fs.Float64Var(&w.scale, "webhook-retry-scale", 1, "with -webhooks: multiply every wait between attempts by this, for load runs only (0.01: a 5 min wait takes 3 s)")
 	return w
 }
 
 func (w *webhookFlags) options(logger *slog.Logger, obs observe.DeliveryObserver) []webhook.Option {
-	opts := []webhook.Option{webhook.WithPollInterval(w.poll), webhook.WithLogger(logger)}
+	opts := []webhook.Option{webhook.WithPollInterval(w.poll), webhook.WithLogger(logger), webhook.WithRetryScale(w.scale)}
+	egress := webhook.Egress{Timeout: w.timeout}
 	if w.loopback {
-		opts = append(opts, webhook.WithEgress(webhook.Egress{AllowHTTP: true, AllowLoopback: true}))
+		egress.AllowHTTP, egress.AllowLoopback = true, true
 	}
+	opts = append(opts, webhook.WithEgress(egress))
 	if w.apiBase != "" {
 		opts = append(opts, webhook.WithAPIBase(w.apiBase))
 	}

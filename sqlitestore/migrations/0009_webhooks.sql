@@ -14,7 +14,7 @@ CREATE TABLE formsapi_endpoints (
     created_at      INTEGER NOT NULL,
     lease_gen       INTEGER NOT NULL DEFAULT 0, -- the fencing token: every claim adds one
     lease_until     INTEGER NOT NULL DEFAULT 0  -- 0: free
-);
+) WITHOUT ROWID; -- the ID is the table's key: no index of SQLite's own naming
 
 CREATE INDEX formsapi_endpoints_account ON formsapi_endpoints (account_id, created_at, id);
 
