@@ -65,5 +65,5 @@ func TestWebhookFlags(t *testing.T) {
 	is.NoErr(run(context.Background(), []string{"-db", db, "-list-endpoints", "demo"}, &out, io.Discard))
 	is.True(strings.Contains(out.String(), m[1]+"\t"+rc.URL+"/hook\tevery form\tenabled\n"))
 	is.True(regexp.MustCompile(`\n  form \S+: delivered up to position [1-9]`).MatchString(out.String())) // a form with deliveries
-	is.True(!strings.Contains(out.String(), m[2])) // the secret is shown only once
+	is.True(!strings.Contains(out.String(), m[2]))                                                        // the secret is shown only once
 }
