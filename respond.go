@@ -74,7 +74,9 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi"`)
 		writeError(w, http.StatusUnauthorized, msgInvalidKey)
 	case errors.Is(err, ErrInvalidKey):
-		a.waitRefused(r.Context()) // at a bounded rate (authfail.go)
+		if !a.waitRefused(r.Context()) { // at a bounded rate (authfail.go)
+			w.Header().Set("Connection", "close") // past the cap of waiting refusals
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, msgInvalidKey)
 	case errors.Is(err, ErrFormNotFound):
