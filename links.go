@@ -45,12 +45,10 @@ func WithBaseURL(base string) Option {
 	return func(c *config) { c.baseURL = b }
 }
 
-// path is the list's path below the mount point.
+// path is the path below the mount point that the Link of req's route
+// points at.
 func (req request) path() string {
-	if req.list.FormID == "" {
-		return "/v1/forms"
-	}
-	return "/v1/forms/" + req.list.FormID + "/submissions" // a valid ID needs no escaping
+	return req.route.link(req.list.FormID)
 }
 
 // next seals the store's cursor for the client and sets the Link header;

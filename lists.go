@@ -64,51 +64,40 @@ func fastPathOf(v any) (fastStore, bool) {
 	return f, true
 }
 
-func (a *api) handleListForms() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, ok := a.begin(w, r, "")
-		if !ok {
-			return
+// serveForms answers a page of the forms list.
+func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req request) {
+	req.q.MaxBytes = a.cfg.pageBytes
+	withBuffer(func(b []byte) []byte {
+		b = appendEnvelope(b, msgForms, "forms")
+		body, next, err := a.appendForms(req.ctx, req.grant, req.q, req.forms, b)
+		if err != nil {
+			a.fail(w, r, err)
+			return body
 		}
-		defer req.cancel()
-		req.q.MaxBytes = a.cfg.pageBytes
-		withBuffer(func(b []byte) []byte {
-			b = appendEnvelope(b, msgForms, "forms")
-			body, next, err := a.appendForms(req.ctx, req.grant, req.q, req.forms, b)
-			if err != nil {
-				a.fail(w, r, err)
-				return body
-			}
-			// A form's ID names its place in the list, so the page's items
-			// and whether more follow are all its tag needs; the store's
-			// cursor would change with forms a scoped key cannot see.
-			return a.respondPage(w, r, req, body, next, strconv.FormatBool(next != ""))
-		})
+		// A form's ID names its place in the list, so the page's items
+		// and whether more follow are all its tag needs; the store's
+		// cursor would change with forms a scoped key cannot see.
+		return a.respondPage(w, r, req, body, next, strconv.FormatBool(next != ""))
 	})
 }
 
-func (a *api) handleListSubmissions() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		formID := r.PathValue("formId")
-		req, ok := a.begin(w, r, formID)
-		if !ok {
-			return
+// serveSubmissions answers a page of a form's submissions, or of its
+// sync feed.
+func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req request) {
+	formID := req.list.FormID
+	if req.sync {
+		a.listFeed(w, r, req, formID)
+		return
+	}
+	req.q.MaxBytes = a.cfg.pageBytes
+	withBuffer(func(b []byte) []byte {
+		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
+		if err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
+			a.fail(w, r, err)
+			return p.Body
 		}
-		defer req.cancel()
-		if req.sync {
-			a.listFeed(w, r, req, formID)
-			return
-		}
-		req.q.MaxBytes = a.cfg.pageBytes
-		withBuffer(func(b []byte) []byte {
-			p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
-			if err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
-				a.fail(w, r, err)
-				return p.Body
-			}
-			a.logSkipped(w, r, p.Skipped)
-			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
-		})
+		a.logSkipped(w, r, p.Skipped)
+		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
 	})
 }
 

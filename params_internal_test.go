@@ -59,12 +59,12 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		}
 		// Through the query string, and through a cursor on page 2.
 		var req request
-		req.list = l
+		req.list, req.route = l, routeNamed("submissions")
 		if msg := a.parseQuery(url.Values{p.name: {p.sample}}.Encode(), &req); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the query string gives %+v (%s), want %+v", p.name, req.q, msg, q)
 		}
 		var next request
-		next.list = l
+		next.list, next.route = l, routeNamed("submissions")
 		if msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}

@@ -1,6 +1,7 @@
 package formsapi
 
-// Request parsing: authentication, then the query string.
+// Request parsing: authentication, a step of its own for every keyed
+// route (authenticate), then each route's own parameters (its parse).
 
 import (
 	"context"
@@ -13,8 +14,10 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// request is what begin established about an authenticated list request.
+// request is what authenticate and the route's parse established about
+// an authenticated request.
 type request struct {
+	route   *route // what is asked for
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
@@ -33,9 +36,12 @@ type request struct {
 	forms *wire.Forms
 }
 
-// begin authenticates r and parses its query. formID is "" for the forms
-// list. On failure it has already answered and returns false.
-func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req request, ok bool) {
+// authenticate checks r's key for route rt, counts the request in flight
+// and with the rate limiter, and checks that the key's scope holds formID
+// ("" for a route without a form): everything a keyed route needs before
+// it parses a parameter of its own. On failure it has already answered
+// and returns false; on success the caller must defer req.cancel.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, formID string) (req request, ok bool) {
 	ctx, cancel := r.Context(), context.CancelFunc(func() {})
 	if a.cfg.storeTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.storeTimeout)
@@ -71,34 +77,29 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request, formID string) (req 
 		return fail(ErrFormNotFound)
 	}
 	account := grant.AccountID
-	// The form found with the key is used only here, after the checks
-	// above: a form that is not found is answered by the store, after
-	// the query's own checks.
-	req = request{ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}}
-	if msg := a.parseQuery(r.URL.RawQuery, &req); msg != "" {
-		return fail(badRequest(msg))
-	}
-	return req, true
+	// The form found with the key is used only by the route's read, after
+	// its own parameters are checked: a form that is not found is
+	// answered by the store, after the query's own checks.
+	return request{route: rt, ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}}, true
 }
 
-// cursorKind is the kind of the cursors of req's list (internal/token):
-// a cursor of another list, or a token of another kind, opens as no
+// cursorKind is the kind of the cursors of req's route (internal/token):
+// a cursor of another route, or a token of another kind, opens as no
 // cursor of it.
 func (req request) cursorKind() token.Kind {
-	if req.list.FormID == "" {
-		return token.FormsCursor
-	}
-	return token.SubmissionsCursor
+	return req.route.kind("cursor")
 }
 
-// parseQuery fills req.q from the query string, or returns the message of
-// a 400 that names the offending parameter.
+// parseQuery is the parse of the two lists: it fills req.q from the
+// query string, or returns the message of a 400 that names the offending
+// parameter.
 func (a *api) parseQuery(raw string, req *request) string {
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
 	}
-	for _, name := range pageParams {
+	for _, name := range pageParams { // sync too on the forms list, which refuses it
+
 		if len(vals[name]) > 1 {
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
 		}
@@ -156,7 +157,7 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 		return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 	default:
 		s, ok := a.tokens.OpenSync(req.list, tok)
-		if !ok {
+		if !ok || req.route.kind("sync") != token.SyncToken {
 			return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 		}
 		req.after, req.floor = s.Pos, s.Floor

@@ -1,0 +1,135 @@
+package formsapi
+
+// The routes of the API, each listed once with everything it owns. A
+// route added here is served (with its method-less twin answering 405),
+// authenticated before it parses anything, and held by
+// TestEveryRouteHasEveryPiece to the checklist of docs/architecture.md:
+// an OpenAPI operation for GET and HEAD, its query parameters, a token
+// kind of its own for every token it takes, the path its Link points
+// at, and how the rate limiter counts it.
+
+import (
+	"net/http"
+
+	"github.com/formsapi/formsapi/internal/token"
+)
+
+// rateUnit is how the rate limiter counts a route's requests. The zero
+// value is no decision, which TestEveryRouteHasEveryPiece refuses.
+type rateUnit int
+
+const (
+	// rateKeyless: the route takes no key, so there is nobody to count
+	// (the OpenAPI document).
+	rateKeyless rateUnit = iota + 1
+	// ratePerRequest: one unit per request, whatever it reads (a page is
+	// bounded by its limit and byte budget).
+	ratePerRequest
+)
+
+// route is one endpoint: a path under the mount point, served for GET
+// and HEAD.
+type route struct {
+	name string // for tests and messages
+	// path is the ServeMux pattern's path; {formId} is the only wildcard.
+	path string
+	// keyed routes authenticate the request (authenticate) before parse
+	// runs; the others are served as they are.
+	keyed bool
+	// params are the query parameters the route reads, as its OpenAPI
+	// operations list them; any other is ignored.
+	params []string
+	// tokens names the kind of token each parameter that takes one
+	// accepts: a token of any other kind, this route's others included,
+	// opens as nothing (400 naming the parameter).
+	tokens map[string]token.Kind
+	// link is the path its next-page Link points at for the form formID
+	// ("" for the forms list), or nil when it sends no Link.
+	link func(formID string) string
+	// operations are the OpenAPI operationIds of its GET and HEAD.
+	operations [2]string
+	// rate is how the rate limiter counts its requests.
+	rate rateUnit
+	// parse reads the route's parameters from the raw query string into
+	// req, which authenticate filled, or returns the message of a 400
+	// naming the parameter. nil for a route without parameters.
+	parse func(a *api, raw string, req *request) string
+	// serve answers an authenticated, parsed request (keyed routes).
+	serve func(a *api, w http.ResponseWriter, r *http.Request, req request)
+	// static answers a request of a route without a key.
+	static func(a *api) http.Handler
+}
+
+// Paths of the routes, used where a message or a Link names one.
+const (
+	pathForms       = "/v1/forms"
+	pathSubmissions = "/v1/forms/{formId}/submissions"
+	pathOpenAPI     = "/v1/openapi.json"
+)
+
+// routes is the API, in the order the mux registers it.
+var routes = []*route{
+	{
+		name:  "forms",
+		path:  pathForms,
+		keyed: true, rate: ratePerRequest,
+		params:     []string{"limit", "cursor", "order", "since", "until"},
+		tokens:     map[string]token.Kind{"cursor": token.FormsCursor},
+		link:       func(string) string { return pathForms },
+		operations: [2]string{"listForms", "headForms"},
+		parse:      (*api).parseQuery,
+		serve:      (*api).serveForms,
+	},
+	{
+		name:  "submissions",
+		path:  pathSubmissions,
+		keyed: true, rate: ratePerRequest,
+		params:     pageParams,
+		tokens:     map[string]token.Kind{"cursor": token.SubmissionsCursor, "sync": token.SyncToken},
+		link:       submissionsPath,
+		operations: [2]string{"listSubmissions", "headSubmissions"},
+		parse:      (*api).parseQuery,
+		serve:      (*api).serveSubmissions,
+	},
+	{
+		name:  "openapi",
+		path:  pathOpenAPI,
+		keyed: false, rate: rateKeyless,
+		operations: [2]string{"getOpenAPI", "headOpenAPI"},
+		static:     func(*api) http.Handler { return handleOpenAPI() },
+	},
+}
+
+// submissionsPath is the path of formID's submissions (a valid ID needs
+// no escaping).
+func submissionsPath(formID string) string {
+	return "/v1/forms/" + formID + "/submissions"
+}
+
+// kind returns the token kind rt takes in parameter param; 0 (which
+// opens nothing) when it takes none there.
+func (rt *route) kind(param string) token.Kind {
+	return rt.tokens[param]
+}
+
+// handle returns the http.Handler of rt: for a keyed route,
+// authentication, then the route's parameters, then its answer.
+func (a *api) handle(rt *route) http.Handler {
+	if !rt.keyed {
+		return rt.static(a)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := a.authenticate(w, r, rt, r.PathValue("formId"))
+		if !ok {
+			return
+		}
+		defer req.cancel()
+		if rt.parse != nil {
+			if msg := rt.parse(a, r.URL.RawQuery, &req); msg != "" {
+				a.fail(w, r, badRequest(msg))
+				return
+			}
+		}
+		rt.serve(a, w, r, req)
+	})
+}
