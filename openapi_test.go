@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/getkin/kin-openapi/openapi3"
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	testenv.Report() // the tests skipped for PostgreSQL, in one line go test shows
 	os.Exit(code)
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/webhook"
 )
 
@@ -140,7 +141,7 @@ print(json.dumps(out))`},
 			src := docBlock(t, r.lang)
 			bin, err := exec.LookPath(r.interpreter)
 			if err != nil {
-				t.Skipf("%s is not installed", r.interpreter)
+				testenv.Skip(t, r.interpreter+" is not installed")
 			}
 			file := filepath.Join(t.TempDir(), r.file)
 			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {

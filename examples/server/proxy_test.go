@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi/internal/testenv"
 )
 
 // The example server behind reverse proxies, as docs/operations.md shows
@@ -127,7 +129,7 @@ func needProgram(t *testing.T, name string) string {
 		if name == "nginx" {
 			pkg = "nginx-light"
 		}
-		t.Skipf("%s is not installed (apt-get install -y %s)", name, pkg)
+		testenv.Skip(t, fmt.Sprintf("%s is not installed (apt-get install -y %s)", name, pkg))
 	}
 	return path
 }

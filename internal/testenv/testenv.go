@@ -14,7 +14,8 @@ func SkipMessage(name, example string) string {
 }
 
 // Get returns the value of the environment variable name. Without one
-// the test is skipped, saying how to enable it, or fails when CI is set:
+// the test is skipped (by Skip, so counted), saying how to enable it, or
+// fails when CI is set:
 // in CI a skipped test would hide that nothing was tested.
 func Get(t testing.TB, name, example string) string {
 	t.Helper()
@@ -23,7 +24,7 @@ func Get(t testing.TB, name, example string) string {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI is set but " + name + " is not: " + SkipMessage(name, example))
 		}
-		t.Skip(SkipMessage(name, example))
+		Skip(t, SkipMessage(name, example))
 	}
 	return v
 }
