@@ -47,8 +47,8 @@ func (b *blockingStore) AppendSubmissions(context.Context, string, string, Query
 	return nil
 }
 
-func (b *blockingStore) AppendFeed(_ context.Context, _, _ string, after int64, _, _ int, _ *wire.Page) (int64, bool, error) {
-	return after, false, nil
+func (b *blockingStore) AppendFeed(_ context.Context, _, _ string, q wire.FeedQuery, _ *wire.Page) (int64, bool, error) {
+	return q.After, false, nil
 }
 
 func (b *blockingStore) Authorize(ctx context.Context, key string) (Grant, error) {

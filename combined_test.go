@@ -70,14 +70,14 @@ func (c *combined) AppendSubmissions(ctx context.Context, accountID, formID stri
 	return c.Store.AppendSubmissions(ctx, accountID, formID, q, p)
 }
 
-func (c *combined) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error) {
+func (c *combined) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error) {
 	c.mu.Lock()
 	c.feeds = append(c.feeds, p.Form)
 	c.mu.Unlock()
 	if p.Form != nil && !p.Form.Found {
 		return 0, false, formsapi.ErrFormNotFound
 	}
-	return c.Store.AppendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+	return c.Store.AppendFeed(ctx, accountID, formID, q, p)
 }
 
 // counts returns the lookups made and the forms handed to reads since the

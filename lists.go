@@ -28,11 +28,11 @@ type pageReader interface {
 	// is the budget), and sets p.NextCursor to the store's cursor after
 	// it, "" at the end.
 	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
-	// AppendFeed appends at most limit submissions of the form's feed
-	// after position after, within maxBytes, and returns the position of
+	// AppendFeed appends at most q.Limit submissions of the form's feed
+	// after position q.After, within q.MaxBytes, and returns the position of
 	// the last one read (after itself when none) and whether more can be
 	// read at once.
-	AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error)
+	AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error)
 }
 
 // fastStore is a store of this module: its own pageReader, appending the
@@ -116,7 +116,7 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		if a.feedForm {
 			p.Form = req.form
 		}
-		next, more, err := a.feed.AppendFeed(req.ctx, req.account, formID, req.after, req.q.Limit, a.cfg.pageBytes, &p)
+		next, more, err := a.feed.AppendFeed(req.ctx, req.account, formID, wire.FeedQuery{After: req.after, Limit: req.q.Limit, MaxBytes: a.cfg.pageBytes}, &p)
 		// A reader that began at sync=start never received a submission
 		// whose deletion was forgotten by then: its floor is the store's
 		// Purged at that first page. Past it, a forgotten deletion after
@@ -307,7 +307,8 @@ func (c checkedReader) AppendSubmissions(ctx context.Context, accountID, formID 
 // submissions in memory before the handler sees their size.
 const feedChunk = 16
 
-func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error) {
+func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error) {
+	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	budget := wire.NewBudget(maxBytes)
 	next, read := after, 0
 	for {

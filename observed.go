@@ -169,11 +169,11 @@ func (r observedReader) AppendSubmissions(ctx context.Context, accountID, formID
 	return err
 }
 
-func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error) {
+func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error) {
 	seen := observedIn(ctx)
 	seen.formID, seen.feed = formID, true
 	ctx, done := call(r.o, ctx, observe.OpSyncSubmissions, accountID, formID)
-	next, more, err := r.pageReader.AppendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+	next, more, err := r.pageReader.AppendFeed(ctx, accountID, formID, q, p)
 	done(err)
 	seen.feedHasMore = more
 	return next, more, err

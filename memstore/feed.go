@@ -33,7 +33,8 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 // page early, with more set, before a submission that would take the
 // page's submissions past maxBytes (as the Store contract's byte budget
 // counts them), unless it would be the page's first.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
+	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
 	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, nil, &p.Purged, func(pos int64, r *submission) bool {
 		if !budget.Take(len(r.json)) {

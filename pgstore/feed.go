@@ -63,7 +63,8 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 // the page's submissions past maxBytes, unless it would be the page's
 // first. A stored row that is damaged is left out and recorded in
 // p.Skipped, as on the lists; the feed moves past it.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
+	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	// appendFeed leaves p as it was when it fails, so a retry starts over.
 	err = retry(ctx, func() (err error) {
 		next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)

@@ -49,7 +49,8 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 // the page's submissions past maxBytes, unless it would be the page's
 // first. A stored row that is damaged is left out and recorded in
 // p.Skipped, as on the lists; the feed moves past it.
-func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
+	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
 	if err != nil {
 		return 0, false, fmt.Errorf("sqlitestore: sync submissions: %w", err)

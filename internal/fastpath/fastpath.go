@@ -60,7 +60,7 @@ type FeedLister interface {
 	formsapi.Store
 	formsapi.FeedStore
 	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
-	AppendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (int64, bool, error)
+	AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error)
 }
 
 // Feed is s with SyncSubmissions answered by its fast path, AppendFeed,
@@ -73,7 +73,7 @@ type Feed struct {
 // it. A page in which the store left out damaged rows is an error here.
 func (s Feed) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := wire.Page{Body: []byte("[")}
-	next, more, err := s.AppendFeed(ctx, accountID, formID, after, limit, 0, &p)
+	next, more, err := s.AppendFeed(ctx, accountID, formID, wire.FeedQuery{After: after, Limit: limit}, &p)
 	if err != nil {
 		return formsapi.FeedPage{}, err
 	}

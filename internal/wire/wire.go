@@ -325,3 +325,18 @@ func (f *FeedRows) Row(pos int64, encoded []byte, of int64) bool {
 
 // Taken returns how many positions the page took, deletions included.
 func (f *FeedRows) Taken() int { return f.n }
+
+// FeedQuery selects one page of a form's sync feed, as formsapi.Query
+// selects a page of a list: a parameter the feed's readers gain is a
+// field here, not another argument of every store's AppendFeed.
+type FeedQuery struct {
+	// After is the position the page starts after: 0 for the beginning
+	// of the feed.
+	After int64
+	// Limit is the most entries (submissions and deletions) the page
+	// holds: at least 1.
+	Limit int
+	// MaxBytes is the page's byte budget, as formsapi.Query.MaxBytes
+	// counts it; 0 for none.
+	MaxBytes int
+}
