@@ -21,11 +21,14 @@ type accessConfig struct {
 	failClosed bool             // a limiter error answers 503 rather than serving
 	perKey     int              // requests of one key in flight at once; 0: no bound
 	perAccount int              // of one account's keys together; 0: no bound
+	bytes      int              // page bytes the handler holds at once (room.go); 0: no bound
+	stall      time.Duration    // a client's time to take each piece of a body; 0: none
 }
 
 // defaultAccess is the access configuration without WithRateLimit.
 func defaultAccess() accessConfig {
-	return accessConfig{timeout: ratelimit.DefaultTimeout, perKey: ratelimit.DefaultInFlightPerKey, perAccount: ratelimit.DefaultInFlightPerAccount}
+	return accessConfig{timeout: ratelimit.DefaultTimeout, perKey: ratelimit.DefaultInFlightPerKey, perAccount: ratelimit.DefaultInFlightPerAccount,
+		bytes: ratelimit.DefaultBytesInFlight(), stall: ratelimit.DefaultStallTimeout}
 }
 
 // WithRateLimit sets how much one key and one account may ask of the
@@ -90,6 +93,13 @@ func WithRateLimit(o ratelimit.Options) Option {
 	}
 	ac.perKey = inFlightBound(o.InFlightPerKey, ratelimit.DefaultInFlightPerKey)
 	ac.perAccount = inFlightBound(o.InFlightPerAccount, ratelimit.DefaultInFlightPerAccount)
+	ac.bytes = inFlightBound(o.BytesInFlight, ratelimit.DefaultBytesInFlight())
+	switch {
+	case o.StallTimeout < 0:
+		ac.stall = 0
+	case o.StallTimeout > 0:
+		ac.stall = o.StallTimeout
+	}
 	return func(c *config) { c.access = ac }
 }
 

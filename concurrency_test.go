@@ -144,15 +144,17 @@ func TestInFlightDefaults(t *testing.T) {
 	is := is.New(t)
 	keys := &countingKeys{accounts: map[string]string{"k": "acct"}}
 
+	// The pages' room is lifted: it would hold back the 8th page before
+	// the key's bound is reached (TestBytesInFlight is about it).
 	s := newHeldStore()
-	h := formsapi.NewHandler(s.store(), keys)
+	h := formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: -1}))
 	wait := hold(t, h, s, "k", ratelimit.DefaultInFlightPerKey)
 	busyAnswer(is, do(t, h, "GET", "/v1/forms", bearer("k")...))
 	close(s.release)
 	wait()
 
 	s = newHeldStore()
-	h = formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: -1}))
+	h = formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: -1, BytesInFlight: -1}))
 	wait = hold(t, h, s, "k", ratelimit.DefaultInFlightPerAccount+1) // past both defaults: no bound
 	close(s.release)
 	for _, st := range wait() {

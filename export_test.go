@@ -21,3 +21,22 @@ const LogInterval = logInterval
 func WithoutRefusalPacing() Option {
 	return func(c *config) { c.sleep = func(context.Context, time.Duration) {} }
 }
+
+// WithRoomTimer sets the timer of a request's wait for room for its page
+// (room.go), for tests: it returns a channel that fires when the wait
+// ends, and a function that stops it.
+func WithRoomTimer(timer func(time.Duration) (<-chan time.Time, func() bool)) Option {
+	return func(c *config) { c.roomTimer = timer }
+}
+
+// WithRoomProbe sets *held, when the handler is made, to a function that
+// returns the bytes of pages the handler holds now.
+func WithRoomProbe(held *func() int64) Option {
+	return func(c *config) { c.roomProbe = held }
+}
+
+// RoomReservation is what a page reserves before it is read under a
+// page budget of pageBytes.
+func RoomReservation(pageBytes int) int {
+	return (&api{cfg: config{pageBytes: pageBytes}}).pageReservation()
+}

@@ -36,6 +36,11 @@ type config struct {
 	sleep        func(context.Context, time.Duration) // nil: a timer; tests set it
 	access       accessConfig                         // keys' scopes and rate limits (access.go)
 	cors         *corsPolicy                          // from WithCORS; nil: no CORS header
+
+	// Tests only (export_test.go): the timer of waits for room, and where
+	// to put a function that reads the bytes held.
+	roomTimer func(time.Duration) (<-chan time.Time, func() bool)
+	roomProbe *func() int64
 }
 
 // Option configures the handler returned by NewHandler.
@@ -188,6 +193,9 @@ type api struct {
 	// (concurrency.go).
 	keysInFlight     *inFlight[uint64]
 	accountsInFlight *inFlight[string]
+
+	// The page bytes the handler holds, of every request (room.go).
+	room *room
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -256,6 +264,13 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	}
 	a.gate = newKeyGate()
 	a.keysInFlight, a.accountsInFlight = newInFlight[uint64](cfg.access.perKey), newInFlight[string](cfg.access.perAccount)
+	a.room = newRoom(cfg.access.bytes)
+	if cfg.roomTimer != nil {
+		a.room.timer = cfg.roomTimer
+	}
+	if cfg.roomProbe != nil {
+		*cfg.roomProbe = a.room.inUse
+	}
 	if cfg.observer != nil {
 		a.observe(cfg.observer)
 	}

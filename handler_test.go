@@ -820,8 +820,9 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 		return formsapi.Page[formsapi.Form]{}, ctx.Err()
 	}}
 	// 200 requests of one key at once: past the default bounds of
-	// requests in flight, which this test is not about.
-	unbounded := formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: -1})
+	// requests in flight and of the pages' room, which this test is not
+	// about.
+	unbounded := formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: -1, BytesInFlight: -1})
 	h := formsapi.NewHandler(store, okKey, formsapi.WithLogger(slog.New(slog.DiscardHandler)), unbounded)
 	label := pprof.Labels("formsapi-test", t.Name())
 	var early atomic.Int64 // handlers that returned before their store call

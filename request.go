@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -34,6 +35,9 @@ type request struct {
 	// lookup of a request for the forms list, or nil: every page of forms
 	// the request reads is read at it (appendForms).
 	forms *wire.Forms
+
+	start time.Time // when authenticate began: the server's WriteTimeout runs from about then
+	room  *roomHold // the page's share of the handler's room (room.go), once reserved
 }
 
 // authenticate checks r's key for route rt, counts the request in flight
@@ -42,6 +46,7 @@ type request struct {
 // it parses a parameter of its own. On failure it has already answered
 // and returns false; on success the caller must defer req.cancel.
 func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, formID string) (req request, ok bool) {
+	start := time.Now()
 	ctx, cancel := r.Context(), context.CancelFunc(func() {})
 	if a.cfg.storeTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.storeTimeout)
@@ -80,7 +85,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	// The form found with the key is used only by the route's read, after
 	// its own parameters are checked: a form that is not found is
 	// answered by the store, after the query's own checks.
-	return request{route: rt, ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}}, true
+	return request{route: rt, ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}, start: start}, true
 }
 
 // cursorKind is the kind of the cursors of req's route (internal/token):

@@ -31,6 +31,7 @@ const (
 	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
 	msgBusy              = "too many requests at once: retry after the number of seconds in Retry-After"
+	msgNoRoom            = "service unavailable: the server is busy sending other answers, retry after the number of seconds in Retry-After"
 )
 
 // Refusals the handler decides itself, before or instead of a store call.
@@ -101,6 +102,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, msgBusy)
+	case errors.Is(err, errNoRoom):
+		// Not this client's fault, nor the store's: the pages of other
+		// requests fill the room (room.go). Not logged: a client may
+		// cause it at will, and the bound is doing its work.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, msgNoRoom)
 	case errors.As(err, &pan):
 		a.log(w, r, slog.LevelError, "formsapi: panic serving request",
 			slog.String("panic", fmt.Sprint(pan.value)), slog.String("stack", string(pan.stack)))
@@ -161,7 +168,7 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, b
 		return body
 	}
 	body = appendNext(body, a.next(w, r, req, storeNext))
-	writePage(w, r, tag, body)
+	a.writePage(w, r, req, tag, body)
 	return body
 }
 
@@ -176,7 +183,7 @@ func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, b
 		return body
 	}
 	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor}), more)
-	writePage(w, r, tag, body)
+	a.writePage(w, r, req, tag, body)
 	return body
 }
 
@@ -213,12 +220,15 @@ func notModified(w http.ResponseWriter, r *http.Request, tag, cacheControl, vary
 }
 
 // writePage writes a finished page with its tag and the page headers.
-func writePage(w http.ResponseWriter, r *http.Request, tag string, body []byte) {
+// The page's share of the room becomes what its buffer takes, and the
+// body goes out in pieces under the stall timeout (room.go).
+func (a *api) writePage(w http.ResponseWriter, r *http.Request, req request, tag string, body []byte) {
+	req.room.resize(cap(body))
 	h := w.Header()
 	setJSONHeaders(h, cachePage)
 	h.Set("ETag", tag)
 	h.Set("Vary", varyPage)
-	writeBody(w, body, acceptsGzip(r.Header.Values("Accept-Encoding")))
+	a.writeBody(w, r, req, body, acceptsGzip(r.Header.Values("Accept-Encoding")))
 }
 
 // setJSONHeaders sets the headers every JSON answer carries.
@@ -228,18 +238,23 @@ func setJSONHeaders(h http.Header, cacheControl string) {
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 
-// writeBody writes a complete 200 body with its length, gzip-coded when
-// gz is true and the body is large enough (compress.go). The caller has
-// set every other header; Vary must already name Accept-Encoding when gz
-// could be true.
-func writeBody(w http.ResponseWriter, body []byte, gz bool) {
+// writeBody writes a complete 200 body of req with its length,
+// gzip-coded when gz is true and the body is large enough (compress.go),
+// in pieces under the stall timeout; the coding's buffer joins the
+// page's share of the room while it is written. The caller has set every
+// other header; Vary must already name Accept-Encoding when gz could be
+// true.
+func (a *api) writeBody(w http.ResponseWriter, r *http.Request, req request, body []byte, gz bool) {
 	if gz && len(body) >= gzipMinSize {
 		coded, release := compress(body)
 		defer release()
+		req.room.grow(cap(coded))
 		w.Header().Set("Content-Encoding", "gzip")
 		body = coded
 	}
-	write200(w, body)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	a.writeChunked(w, r, req.start, body)
 }
 
 // writeStatic writes a complete 200 body that never changes: gz, its

@@ -6,7 +6,8 @@ package formsapi
 // TestEveryRouteHasEveryPiece to the checklist of docs/architecture.md:
 // an OpenAPI operation for GET and HEAD, its query parameters, a token
 // kind of its own for every token it takes, the path its Link points
-// at, and how the rate limiter counts it.
+// at, how the rate limiter counts it, and how it takes room for the
+// bytes it holds.
 
 import (
 	"net/http"
@@ -25,6 +26,20 @@ const (
 	// ratePerRequest: one unit per request, whatever it reads (a page is
 	// bounded by its limit and byte budget).
 	ratePerRequest
+)
+
+// roomUse is what a route's request takes of the handler's room for the
+// bytes it holds (room.go) before it serves. The zero value is no
+// decision, which TestEveryRouteHasEveryPiece refuses for a keyed route.
+type roomUse int
+
+const (
+	// roomPage: the request reserves a page's byte budget before any
+	// store read, and answers 503 when no room comes (reservePage).
+	roomPage roomUse = iota + 1
+	// A stream, which holds a page at a time, would add a use of its own:
+	// nothing reserved here, each page reserved as it builds it
+	// (reservePage) and written with writeChunked.
 )
 
 // route is one endpoint: a path under the mount point, served for GET
@@ -50,6 +65,9 @@ type route struct {
 	operations [2]string
 	// rate is how the rate limiter counts its requests.
 	rate rateUnit
+	// room is what its requests take of the room for pages in flight
+	// (keyed routes).
+	room roomUse
 	// parse reads the route's parameters from the raw query string into
 	// req, which authenticate filled, or returns the message of a 400
 	// naming the parameter. nil for a route without parameters.
@@ -72,7 +90,7 @@ var routes = []*route{
 	{
 		name:  "forms",
 		path:  pathForms,
-		keyed: true, rate: ratePerRequest,
+		keyed: true, rate: ratePerRequest, room: roomPage,
 		params:     []string{"limit", "cursor", "order", "since", "until"},
 		tokens:     map[string]token.Kind{"cursor": token.FormsCursor},
 		link:       func(string) string { return pathForms },
@@ -83,7 +101,7 @@ var routes = []*route{
 	{
 		name:  "submissions",
 		path:  pathSubmissions,
-		keyed: true, rate: ratePerRequest,
+		keyed: true, rate: ratePerRequest, room: roomPage,
 		params:     pageParams,
 		tokens:     map[string]token.Kind{"cursor": token.SubmissionsCursor, "sync": token.SyncToken},
 		link:       submissionsPath,
@@ -129,6 +147,12 @@ func (a *api) handle(rt *route) http.Handler {
 				a.fail(w, r, badRequest(msg))
 				return
 			}
+		}
+		if rt.room == roomPage {
+			if !a.reservePage(w, r, &req) {
+				return
+			}
+			defer req.room.release()
 		}
 		rt.serve(a, w, r, req)
 	})

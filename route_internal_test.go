@@ -103,6 +103,9 @@ func missingPieces(rt *route, ops map[string]map[string]openAPIOperation, kinds 
 	if rt.rate == rateKeyless {
 		miss = append(miss, "a keyed route that the rate limiter does not count")
 	}
+	if rt.room == 0 {
+		miss = append(miss, "no room decision: a keyed route reserves room for what it holds before it reads (roomPage; see room.go)")
+	}
 	if len(rt.tokens) == 0 {
 		miss = append(miss, "no cursor kind: every keyed route takes a token of its own to resume from")
 	}
@@ -184,6 +187,7 @@ func TestAMissingPieceFails(t *testing.T) {
 		{"a Link path with a wildcard", func(rt *route) { rt.link = func(string) string { return pathSubmissions } }, nil, "not a path of the API"},
 		{"no rate accounting", func(rt *route) { rt.rate = 0 }, nil, "no rate accounting"},
 		{"a keyed route not counted", func(rt *route) { rt.rate = rateKeyless }, nil, "does not count"},
+		{"no room decision", func(rt *route) { rt.room = 0 }, nil, "no room decision"},
 	} {
 		rt := *routeNamed("submissions")
 		c.cut(&rt)

@@ -3,13 +3,16 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 )
 
 // Options are what formsapi.WithRateLimit sets: how many requests one key
-// and one account may have in flight at once, and with a Limiter how many
-// they may make per window. The zero value is the handler's default: the
-// in-flight bounds below and no rate limit.
+// and one account may have in flight at once, how many bytes of pages the
+// whole handler may hold at once and how long it waits for a client that
+// stops reading, and with a Limiter how many requests a key and an
+// account may make per window. The zero value is the handler's default:
+// the in-flight bounds below and no rate limit.
 //
 //	formsapi.WithRateLimit(ratelimit.Options{
 //		Limiter: ratelimit.NewMemory(),
@@ -49,6 +52,27 @@ type Options struct {
 	// account together. 0 means DefaultInFlightPerAccount; a negative
 	// value, no bound.
 	InFlightPerAccount int
+	// BytesInFlight bounds the memory of the pages the whole handler
+	// holds at once, every key and account together: a request reserves
+	// its page's byte budget before the store reads the page, keeps what
+	// the page and its gzip coding take once built, and gives it back
+	// when the answer is written (or its client is cut off). A request
+	// that finds no room waits for it at most a second, then is answered
+	// 503 Service Unavailable with Retry-After: 1, having cost the store
+	// nothing. 0 means DefaultBytesInFlight(); a negative value, no
+	// bound. A value below one page's budget lets one page at a time be
+	// built.
+	BytesInFlight int
+	// StallTimeout is how long the handler waits for a client that takes
+	// nothing of its answer: a body is written in pieces of 64 KiB, and
+	// each must be taken by the client (into the connection's buffers)
+	// within StallTimeout, or the connection is closed and the page's
+	// memory freed. A client that reads holds a page only as long as it
+	// takes to read it; one that stops reading, at most StallTimeout
+	// past the last piece it took. The server's own WriteTimeout, if
+	// any, still bounds the whole answer. 0 means DefaultStallTimeout; a
+	// negative value, none (only the server's WriteTimeout).
+	StallTimeout time.Duration
 }
 
 // The defaults of [Options]. A key with 32 requests in flight, each under
@@ -63,6 +87,22 @@ const (
 	DefaultInFlightPerKey     = 32
 	DefaultInFlightPerAccount = 128
 )
+
+// DefaultStallTimeout is the StallTimeout of [Options] unless set: 64 KiB
+// in 5 s is about 100 kbit/s, slower than any link a client of the API
+// pages over, and a client that reads nothing is cut off within seconds.
+const DefaultStallTimeout = 5 * time.Second
+
+// DefaultBytesInFlight returns the BytesInFlight of [Options] unless set:
+// 16 MiB for each CPU the process may use (runtime.GOMAXPROCS), at least
+// 32 MiB. A page under the default budget of 4 MiB reserves about
+// 4.6 MiB while it is read, so this lets three or more pages per CPU be
+// built at once, more than the CPUs can encode, and bounds what slow or
+// stalled clients can pin to a few tens of MiB (about twice that in
+// resident memory, with the garbage collector's headroom).
+func DefaultBytesInFlight() int {
+	return max(32<<20, 16<<20*runtime.GOMAXPROCS(0))
+}
 
 // Validate returns an error if o cannot be applied: a Limiter with an
 // invalid Policy, a Policy, Timeout or FailClosed without a Limiter, or a

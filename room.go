@@ -1,0 +1,270 @@
+package formsapi
+
+// Bytes in flight. A page is built whole in memory (its tag, its length
+// and a clean 500 need all of it) and then written; a client that sends
+// its request and reads nothing keeps the page in memory while the write
+// waits. Requests in flight are bounded per key and per account
+// (concurrency.go), but not the bytes they hold: 32 requests of one key
+// under the default budget pin over 128 MiB, and every key together
+// more. So the handler holds the pages of all its requests within one
+// bound, the room:
+//
+//   - a request reserves its page's byte budget (and some slack) before
+//     the store reads anything, waiting at most roomWait for room, and is
+//     answered 503 with Retry-After: 1 if none comes;
+//   - once the page is built, its reservation becomes what the page
+//     takes (its buffer's capacity, and its gzip coding's), given back in
+//     part or taken beyond the estimate without waiting, since the
+//     memory is in use already;
+//   - the body is written in pieces of writeChunk bytes, each under a
+//     write deadline of the stall timeout (http.ResponseController), so a
+//     client that stops reading is cut off within that time and its page
+//     freed; the reservation is given back when the write ends.
+//
+// The reservation is given back only when the page's buffer is, not as
+// each piece is written: the buffer is one allocation, freed whole, and
+// counting its written part as free would let the bound be passed by as
+// much as stalled clients hold. The bound is per handler, per process.
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+const (
+	// roomWait is the longest a request waits for room before its 503.
+	roomWait = time.Second
+	// writeChunk is the piece of a body written under one deadline.
+	writeChunk = 64 << 10
+	// roomSlack is what a page may take beyond its byte budget: the
+	// envelope, the feed's refs and token, a cursor.
+	roomSlack = 64 << 10
+)
+
+// errNoRoom refuses a request that found no room for its page within
+// roomWait: 503 with Retry-After: 1.
+var errNoRoom = errors.New("no room for the page: too many bytes in flight")
+
+// room bounds the bytes of the pages the handler holds. Waiting
+// reservations are granted in the order they came, so that a large one
+// is not passed over forever by smaller ones.
+type room struct {
+	max int64 // the bound; 0: none
+
+	mu      sync.Mutex
+	held    int64
+	waiting list.List // of *roomWaiter, oldest first
+
+	// timer starts the wait of a reservation: a channel that fires once d
+	// has passed, and a function that stops it. Tests set it.
+	timer func(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+type roomWaiter struct {
+	n     int64
+	ready chan struct{} // closed once granted
+}
+
+func newRoom(max int) *room {
+	return &room{max: int64(max), timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+		t := time.NewTimer(d)
+		return t.C, t.Stop
+	}}
+}
+
+// reserve takes n bytes of room, waiting for them at most roomWait or
+// until ctx ends, and returns the hold that gives them back. A
+// reservation larger than the whole bound waits for all of it. It returns
+// errNoRoom when the wait ran out and ctx's error when ctx ended.
+func (r *room) reserve(ctx context.Context, n int) (*roomHold, error) {
+	h := &roomHold{r: r}
+	if r.max <= 0 {
+		return h, nil
+	}
+	want := min(int64(n), r.max)
+	r.mu.Lock()
+	if r.waiting.Len() == 0 && r.held+want <= r.max {
+		r.held += want
+		r.mu.Unlock()
+		h.n = want
+		return h, nil
+	}
+	w := &roomWaiter{n: want, ready: make(chan struct{})}
+	e := r.waiting.PushBack(w)
+	r.mu.Unlock()
+
+	fire, stop := r.timer(roomWait)
+	defer stop()
+	var err error
+	select {
+	case <-w.ready:
+		h.n = want
+		return h, nil
+	case <-fire:
+		err = errNoRoom
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-w.ready: // granted as the wait ended: the page goes ahead
+		h.n = want
+		return h, nil
+	default:
+	}
+	first := r.waiting.Front() == e
+	r.waiting.Remove(e)
+	if first {
+		r.grant() // the ones behind it may fit
+	}
+	return nil, err
+}
+
+// grant hands room to the waiting reservations that fit, oldest first,
+// stopping at the first that does not. r.mu is held.
+func (r *room) grant() {
+	for e := r.waiting.Front(); e != nil; e = r.waiting.Front() {
+		w := e.Value.(*roomWaiter)
+		if r.held+w.n > r.max {
+			return
+		}
+		r.held += w.n
+		r.waiting.Remove(e)
+		close(w.ready)
+	}
+}
+
+// add changes the bytes held by d: taken without waiting when d is
+// positive (the memory is in use already), given back when negative.
+func (r *room) add(d int64) {
+	if r.max <= 0 || d == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held += d
+	if d < 0 {
+		r.grant()
+	}
+}
+
+// inUse returns the bytes held now.
+func (r *room) inUse() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+// roomHold is one request's share of the room. A nil *roomHold holds
+// nothing, and its methods do nothing: for answers that reserved none.
+type roomHold struct {
+	r *room
+	n int64
+}
+
+// resize makes the hold n bytes: the page as built, whether more or less
+// than was reserved for it.
+func (h *roomHold) resize(n int) {
+	if h == nil {
+		return
+	}
+	h.r.add(int64(n) - h.n)
+	h.n = int64(n)
+}
+
+// grow adds n bytes to the hold: a page's gzip coding, made beside it.
+func (h *roomHold) grow(n int) {
+	if h == nil {
+		return
+	}
+	h.r.add(int64(n))
+	h.n += int64(n)
+}
+
+// release gives the whole hold back. It may be called more than once.
+func (h *roomHold) release() {
+	if h == nil {
+		return
+	}
+	h.r.add(-h.n)
+	h.n = 0
+}
+
+// pageReservation is what a page reserves before it is read: its byte
+// budget and slack, or with no budget (WithPageBytes(0)) that of the
+// default budget, an estimate that the page's real size then corrects.
+func (a *api) pageReservation() int {
+	b := a.cfg.pageBytes
+	if b <= 0 {
+		b = DefaultPageBytes
+	}
+	return b + b/8 + roomSlack
+}
+
+// reservePage reserves room for a page of req, before any store read:
+// it returns false, having answered 503 (or the client's departure),
+// when there was none.
+func (a *api) reservePage(w http.ResponseWriter, r *http.Request, req *request) bool {
+	h, err := a.room.reserve(req.ctx, a.pageReservation())
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		err = errNoRoom // the store timeout ran out while waiting: still no room
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return false
+	}
+	req.room = h
+	return true
+}
+
+// writeChunked writes body, whose headers and status are set, in pieces
+// of writeChunk bytes, each under a write deadline of the stall timeout
+// from its start, and never past the deadline the server's WriteTimeout
+// set at start (when the request began). It flushes the last piece under
+// that deadline too, then sets the connection's deadline back to the
+// server's (none without a WriteTimeout), so that the next request on the
+// connection is not cut short by a deadline of this one. A writer that
+// cannot take deadlines gets the body in one write. It stops at the first
+// failed write: the connection is closed then, and nothing more can go.
+func (a *api) writeChunked(w http.ResponseWriter, r *http.Request, start time.Time, body []byte) {
+	stall := a.cfg.access.stall
+	if stall <= 0 || r.Method == http.MethodHead {
+		w.Write(body)
+		return
+	}
+	var hostEnd time.Time
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.WriteTimeout > 0 {
+		hostEnd = start.Add(srv.WriteTimeout)
+	}
+	rc := http.NewResponseController(w)
+	deadline := func() time.Time {
+		d := time.Now().Add(stall)
+		if !hostEnd.IsZero() && hostEnd.Before(d) {
+			d = hostEnd
+		}
+		return d
+	}
+	if err := rc.SetWriteDeadline(deadline()); err != nil {
+		w.Write(body) // no deadlines here (a recorder, a writer without Unwrap)
+		return
+	}
+	for len(body) > 0 {
+		n := min(len(body), writeChunk)
+		if _, err := w.Write(body[:n]); err != nil {
+			return
+		}
+		body = body[n:]
+		if len(body) > 0 {
+			rc.SetWriteDeadline(deadline())
+		}
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	rc.SetWriteDeadline(hostEnd)
+}
