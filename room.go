@@ -225,10 +225,10 @@ func (a *api) reservePage(w http.ResponseWriter, r *http.Request, req *request) 
 // writeChunked writes body, whose headers and status are set, in pieces
 // of writeChunk bytes, each under a write deadline of the stall timeout
 // from its start, and never past the deadline the server's WriteTimeout
-// set at start (when the request began). It flushes the last piece under
-// that deadline too, then sets the connection's deadline back to the
-// server's (none without a WriteTimeout), so that the next request on the
-// connection is not cut short by a deadline of this one. A writer that
+// set at start (when the request began). Then it sets the connection's
+// deadline back to the server's (none without a WriteTimeout), so that
+// the next request on the connection is not cut short by a deadline of
+// this one. A writer that
 // cannot take deadlines gets the body in one write. It stops at the first
 // failed write: the connection is closed then, and nothing more can go.
 func (a *api) writeChunked(w http.ResponseWriter, r *http.Request, start time.Time, body []byte) {
@@ -263,8 +263,8 @@ func (a *api) writeChunked(w http.ResponseWriter, r *http.Request, start time.Ti
 			rc.SetWriteDeadline(deadline())
 		}
 	}
-	if rc.Flush() != nil {
-		return
-	}
+	// What the connection's buffer still holds (a few KiB) goes once
+	// the handler returns, as for any answer, after whatever observes the
+	// request has seen it end.
 	rc.SetWriteDeadline(hostEnd)
 }

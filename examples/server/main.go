@@ -107,6 +107,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rateFailClosed := fs.Bool("rate-limit-fail-closed", false, "answer 503 when the rate limiter fails, instead of serving the request")
 	inFlightKey := fs.Int("in-flight-key", 0, fmt.Sprintf("requests of one API key served at once, more answered 429 at once; 0 means %d, -1 no bound", ratelimit.DefaultInFlightPerKey))
 	inFlightAccount := fs.Int("in-flight-account", 0, fmt.Sprintf("requests of one account's keys together served at once; 0 means %d, -1 no bound", ratelimit.DefaultInFlightPerAccount))
+	bytesMiB := fs.Int("bytes-in-flight-mib", 0, fmt.Sprintf("MiB of pages the server holds at once, every request together, more waiting a second for room and then answered 503; 0 means %d (16 per CPU, at least 32), -1 no bound", ratelimit.DefaultBytesInFlight()>>20))
+	stall := fs.Duration("stall-timeout", 0, fmt.Sprintf("how long a client may leave each 64 KiB of an answer unread before it is cut off; 0 means %s, -1ns none", ratelimit.DefaultStallTimeout))
 	keyForms := fs.String("key-forms", "", "with -new-key: the only forms the key may read, comma-separated (default: every form of the account)")
 	keyTTL := fs.Duration("key-ttl", 0, "with -new-key: the key stops working after this long (default: never)")
 	baseURL := fs.String("base-url", "", "the API's public URL as clients reach it, through a proxy that changes the host or terminates TLS (https://forms.example.com/api): the next-page links start with it (default: from each request)")
@@ -269,7 +271,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, formsapi.WithObserver(m.observer))
 	}
 	limiter := "off"
-	access := ratelimit.Options{InFlightPerKey: *inFlightKey, InFlightPerAccount: *inFlightAccount}
+	access := ratelimit.Options{InFlightPerKey: *inFlightKey, InFlightPerAccount: *inFlightAccount, StallTimeout: *stall}
+	switch {
+	case *bytesMiB < 0:
+		access.BytesInFlight = -1
+	case *bytesMiB > 0:
+		access.BytesInFlight = *bytesMiB << 20
+	}
 	if *rateLimit > 0 {
 		p := ratelimit.Policy{Name: "default", Quota: *rateLimit, Window: *rateWindow, KeyQuota: *rateKey}
 		if err := p.Validate(); err != nil {
