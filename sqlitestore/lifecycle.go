@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/formsapi/formsapi"
@@ -51,8 +52,8 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 }
 
 // DeleteForm deletes the form formID of accountID with its submissions
-// and their metadata, in one transaction (see formsapi.Writer.DeleteForm
-// and, for what stays on disk, Erase). It returns an error wrapping
+// and their metadata, in one transaction, and checkpoints (see
+// formsapi.Writer.DeleteForm and, for what stays on disk, Erase). It returns an error wrapping
 // formsapi.ErrFormNotFound if formID is not a form of accountID, and one
 // wrapping formsapi.ErrInvalidInput if formID is malformed.
 func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error {
@@ -81,8 +82,8 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 }
 
 // DeleteSubmission deletes the submission of formID, a form of accountID,
-// whose metadata ID is id, with its metadata (see
-// formsapi.Writer.DeleteSubmission). It returns an error wrapping
+// whose metadata ID is id, with its metadata, and checkpoints (see
+// formsapi.Writer.DeleteSubmission and, for what stays on disk, Erase). It returns an error wrapping
 // formsapi.ErrFormNotFound if formID is not a form of accountID, one
 // wrapping formsapi.ErrSubmissionNotFound if no submission of the form
 // has that ID, and one wrapping formsapi.ErrInvalidInput if id is empty.
@@ -123,23 +124,27 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 // returns an error wrapping formsapi.ErrInvalidInput, and deletes
 // nothing, if accountID, field or value is empty.
 //
-// What stays on disk: the rows are deleted with SQLite's secure_delete
-// on, so their bytes in the database file are overwritten with zeros,
-// not left in free pages. The write-ahead log (the -wal file) still holds
-// earlier versions of those pages until a checkpoint copies the log back
-// and the log is restarted; Erase ends with PRAGMA
-// wal_checkpoint(TRUNCATE), which does both at once unless a reader is
-// still using the log: then it waits for the busy timeout and gives up,
-// and the erased bytes stay in the -wal until a later checkpoint
-// completes with no reader on the log and later writes overwrite the log
-// from its start (SQLite's own checkpoints, every 1000 pages of log, are
-// passive and never truncate it), which on a busy database may take
-// long. A host that must be sure runs PRAGMA wal_checkpoint(TRUNCATE)
-// itself until it reports no busy reader. DeleteSubmission and
-// DeleteForm zero the database file's bytes too but do not checkpoint. VACUUM is not needed for
-// erasure: secure_delete already zeroed the freed space; VACUUM only
-// gives it back to the filesystem. Copies outside the file (backups, a
-// Litestream replica, filesystem snapshots) are the host's to erase.
+// What stays on disk, for Erase, DeleteSubmission and DeleteForm alike:
+// the rows are deleted with SQLite's secure_delete on, so the pages they
+// were on are rewritten with their bytes zeroed, not left in free pages.
+// In WAL mode those rewritten pages go to the write-ahead log (the -wal
+// file) first: until a checkpoint copies them back, the database file
+// still holds the old pages, and the log may hold older copies too. Each
+// deletion therefore ends with PRAGMA wal_checkpoint(TRUNCATE), whether it
+// deleted anything or not (a retry after a crash between a commit and its
+// checkpoint finds nothing to delete, and still checkpoints), which copies
+// the log into the file and truncates the log to zero bytes. While a
+// reader still uses the log it waits at most 100 ms for it, then copies
+// what it can without waiting and leaves the log alone: the deleted bytes
+// then stay in the -wal, and in the file if the reader's snapshot is older
+// than the deletion, until a later checkpoint (the next deletion's, or
+// SQLite's own passive ones every 1000 pages of log, which copy but never
+// truncate, so the log's old frames stay until writes overwrite them). A
+// host that must be sure runs PRAGMA wal_checkpoint(TRUNCATE) itself until
+// its first column, busy, is 0. VACUUM is not needed for erasure:
+// secure_delete already zeroed the freed space; VACUUM only gives it back
+// to the filesystem. Copies outside the file (backups, a Litestream
+// replica, filesystem snapshots) are the host's to erase.
 func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
@@ -185,11 +190,6 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
 	}
 	s.cache.Forget(forms...)
-	if n > 0 {
-		// Best effort: the erasure is committed; a busy log is truncated
-		// by a later checkpoint.
-		_, _ = s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
-	}
 	return n, nil
 }
 
@@ -203,7 +203,10 @@ type execer interface {
 
 // deleting runs fn in a write transaction on one connection with
 // secure_delete on, so deleted rows are overwritten in the file, not left
-// in free pages. Open's connection has it on already; on a host's handle
+// in free pages, and then checkpoints (see checkpoint), whether fn
+// deleted anything or not: a deletion retried after a crash between its
+// commit and its checkpoint finds nothing left to delete, and still
+// checkpoints. Open's connection has it on already; on a host's handle
 // (New) it is turned on for the transaction and restored after. The
 // transaction is BEGIN IMMEDIATE whatever the handle's DSN says: a
 // deletion reads before it writes (Erase reads the account's data), and a
@@ -215,6 +218,9 @@ func (s *Store) deleting(ctx context.Context, fn func(tx execer) error) (err err
 		return err
 	}
 	defer conn.Close()
+	// Deferred before secure_delete's restore, so it runs after it; the
+	// checkpoint copies pages, it deletes nothing.
+	defer checkpoint(context.WithoutCancel(ctx), conn)
 	if !s.owned {
 		var was int
 		if err := conn.QueryRowContext(ctx, "PRAGMA secure_delete").Scan(&was); err != nil {
@@ -261,4 +267,33 @@ func (s *Store) purge(ctx context.Context, tx execer) error {
 		}
 	}
 	return nil
+}
+
+// checkpointWait bounds how long a deletion's checkpoint waits for
+// readers to leave the write-ahead log. The store's own readers hold the
+// log for one page's read, milliseconds; the write connection is held
+// while the checkpoint waits, so every other write waits too.
+const checkpointWait = 100 * time.Millisecond
+
+// checkpoint runs PRAGMA wal_checkpoint(TRUNCATE) on conn, the deleting
+// connection, once its transaction has ended: it copies the log's pages
+// (among them the zeroed pages of the deleted rows) into the database
+// file, overwriting the deleted bytes there, and truncates the log to
+// zero bytes, so that neither file holds what was deleted. It is best
+// effort and bounded: while a reader still uses the log it waits at most
+// checkpointWait (by a busy_timeout set for it and restored after), then
+// copies what it can without waiting and leaves the log as it is; the
+// deletion is committed either way, and a later checkpoint finishes the
+// job (see docs/lifecycle.md).
+func checkpoint(ctx context.Context, conn *sql.Conn) {
+	var was int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&was); err != nil {
+		return
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(checkpointWait.Milliseconds(), 10)); err != nil {
+		return
+	}
+	defer func() { _, _ = conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(was, 10)) }()
+	var busy, logPages, copied int64
+	_ = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logPages, &copied)
 }
