@@ -175,6 +175,7 @@ type api struct {
 	feedForm  bool         // the feed is read from formAuthz's store too
 	gate      *keyGate     // bounds lookups of keys not seen before
 	authFail  authThrottle // paces the answers to refused keys
+	busyPace  busyThrottle // paces each key's 429s
 	cfg       config
 	tokens    tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
 	tags      tagger     // computes page ETags, keyed by the cursor secret

@@ -5,6 +5,7 @@ package formsapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -67,13 +68,29 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	case badToken:
 		return fail(ErrInvalidKey)
 	}
+	// A 429 of a key waits for the key's turn (busypace.go), out of
+	// flight and past the store's deadline.
+	paced := func(err error) (request, bool) {
+		cancel()
+		cancel = func() {}
+		if !a.waitBusy(r.Context(), a.gate.hash(key)) {
+			w.Header().Set("Connection", "close") // past the caps of waiting 429s
+		}
+		return fail(err)
+	}
 	grant, fd, done, err := a.authorize(ctx, key, formID)
+	if errors.Is(err, errBusy) {
+		return paced(err)
+	}
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
 	stop := cancel
 	cancel = func() { stop(); done() } // the request is out of flight
 	if err := a.rateLimit(w, r, key, grant); err != nil {
+		if errors.Is(err, errBusy) || errors.Is(err, errRateLimited) {
+			return paced(err)
+		}
 		return fail(err)
 	}
 	// A form outside the key's scope gets the very answer of a form that
