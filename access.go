@@ -75,6 +75,14 @@ func defaultAccess() accessConfig {
 // key's policy with r=0 and the account's Retry-After, which tell only
 // what the 429 itself does.
 //
+// Past a burst of 100, each further 429 of one key, whatever its cause,
+// waits for the key's turn, 100 a second, before it is sent, holding no
+// place in flight; at most 4,096 turns of a key are handed out ahead and
+// 4,096 429s wait at once in all, past which the 429 is sent at once with
+// Connection: close. So one key with thousands of connections is
+// answered 100 times a second, not as fast as it asks, and its waiting
+// connections leave the cores to other accounts.
+//
 // The limiter's calls get a deadline of their own (o.Timeout), and a
 // limiter error serves the request unless o.FailClosed; a call that waited
 // too long in this node's own queue (ratelimit.ErrOverloaded) is refused
