@@ -10,13 +10,20 @@
 // not exist and a form of another account get the same 404, byte for byte,
 // and internal [Metadata] recorded with a submission is never returned.
 //
-// The handler serves paths that begin with /v1. To mount it under a prefix,
-// strip the prefix first:
+// The handler serves paths that begin with /v1, and answers every method
+// and path itself. To serve it under a prefix in front of any router,
+// package mount does it in one line:
+//
+//	srv := &http.Server{Handler: mount.Prefix("/api", formsapi.NewHandler(store, keys), mux)}
+//
+// Inside a ServeMux, mount it without a method and strip the prefix:
 //
 //	mux.Handle("/api/", http.StripPrefix("/api", formsapi.NewHandler(store, keys)))
 //
-// Routers that do not rewrite r.URL.Path when mounting (chi's Mount, for
-// one) need the same http.StripPrefix wrapper.
+// which conflicts with a method pattern for every path such as "GET /"
+// (serve a home page at "GET /{$}"). Routers that do not rewrite
+// r.URL.Path when mounting (chi's Mount, for one) need the same
+// http.StripPrefix wrapper. docs/embedding.md says what each router does.
 //
 // Three stores ship with the library: memstore (in memory, for tests and
 // small hosts), sqlitestore (SQLite through modernc.org/sqlite, no cgo)
