@@ -52,7 +52,12 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 		expires = o.ExpiresAt.UnixNano()
 	}
 	h := keyformat.Hash(key)
-	_, err := s.addKey.ExecContext(ctx, h[:], accountID, now.UnixNano(), forms, expires)
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add key: %w", err)
+	}
+	_, err = s.addKey.ExecContext(ctx, h[:], accountID, now.UnixNano(), forms, expires)
+	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
 	}
@@ -210,6 +215,11 @@ func unixTime(ns sql.NullInt64) time.Time {
 
 // writeUses writes a batch of noted key uses in one transaction.
 func (s *Store) writeUses(ctx context.Context, uses map[[32]byte]int64) error {
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)
+	}
+	defer done()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: write when keys were last used: %w", err)

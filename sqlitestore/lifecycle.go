@@ -27,6 +27,11 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 	}
 	// The form is measured against MaxFormBytes as it will be sent: with
 	// the creation time it keeps.
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, err)
+	}
+	defer done()
 	var at int64
 	switch err := s.write.QueryRowContext(ctx, sqlFormCreatedAt, f.ID, accountID).Scan(&at); {
 	case err == nil:
@@ -213,6 +218,11 @@ type execer interface {
 // deferred transaction that must upgrade its lock while another writer
 // holds it fails at once with SQLITE_BUSY, busy_timeout or not.
 func (s *Store) deleting(ctx context.Context, fn func(tx execer) error) (err error) {
+	done, err := s.writing(ctx)
+	if err != nil {
+		return err
+	}
+	defer done() // after the checkpoint, which waits for readers as a writer
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
 		return err

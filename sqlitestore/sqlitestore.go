@@ -131,6 +131,7 @@ type Store struct {
 	now    func() time.Time // see WithClock
 	keep   time.Duration    // see WithTombstoneRetention
 	secret []byte           // the cursor secret kept in the file, for the handler
+	gate   chan struct{}    // held by each write of the store: see writing
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -199,7 +200,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now, keep: cfg.keep}
+	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now, keep: cfg.keep, gate: make(chan struct{}, 1)}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
@@ -256,7 +257,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 // open, and the host closes it. New migrates the database to the current
 // schema; the host's own tables are left alone. Reads and writes both go
 // through db, so its DSN should set busy_timeout, and preferably WAL mode
-// and _txlock=immediate, as Open does. It keeps no read cache unless
+// and _txlock=immediate, as Open does. The store's own writes take turns
+// within the store, one at a time as on Open's single write connection,
+// so they never wait on each other in SQLite; the busy_timeout is for
+// the host's writes and other processes'. It keeps no read cache unless
 // [WithCacheSize] asks for one; the cache is as exact as Open's, since the
 // file's triggers version every form whoever writes to it.
 //
@@ -282,7 +286,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1)}
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {
@@ -291,6 +295,26 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	}
 	s.used.Start()
 	return s, nil
+}
+
+// writing waits for the store's turn to write and returns the function
+// that ends it, or ctx's error. The store's writes queue here, in this
+// process, one at a time, rather than in SQLite: a writer that finds the
+// database locked polls for it (busy_timeout) at growing intervals and
+// takes it only if it happens to be free when it looks, so on a host's
+// handle (New), whose pool has many connections, a few busy writers of
+// one store can keep another away past its busy_timeout, which then
+// fails with SQLITE_BUSY though no write held the lock for long. Open's
+// single write connection queues them too; the gate makes both the
+// same. Writes by the host itself, or by other processes, still meet the
+// store's in SQLite, under busy_timeout.
+func (s *Store) writing(ctx context.Context) (done func(), err error) {
+	select {
+	case s.gate <- struct{}{}:
+		return func() { <-s.gate }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Close writes the key uses noted since the last batch (see

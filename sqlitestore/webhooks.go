@@ -44,9 +44,11 @@ func (s *Store) hookTx(ctx context.Context, op string, fn func(conn *sql.Conn) e
 			err = fmt.Errorf("sqlitestore: %s: %w", op, err)
 		}
 	}()
-	if err := ctx.Err(); err != nil {
+	done, err := s.writing(ctx)
+	if err != nil {
 		return err
 	}
+	defer done()
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
 		return err
@@ -241,6 +243,11 @@ func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook
 
 // ReleaseLease implements webhook.Store.
 func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release lease: %w", err)
+	}
+	defer done()
 	if _, err := s.write.ExecContext(ctx, sqlRelease, id, gen); err != nil {
 		return fmt.Errorf("sqlitestore: release lease: %w", err)
 	}

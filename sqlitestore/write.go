@@ -27,7 +27,12 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 	if err := s.limits.PrepareForm(accountID, &f); err != nil {
 		return fmt.Errorf("sqlitestore: add form: %w", err)
 	}
-	_, err := s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, err)
+	}
+	_, err = s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, formsapi.ErrFormExists)
 	}
@@ -78,8 +83,13 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			return fmt.Errorf("sqlitestore: add submission: %w", err)
 		}
 	}
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+	}
 	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
 		m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID)
+	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
 	}
@@ -128,7 +138,12 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}
 	h := keyformat.Hash(key)
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: revoke key: %w", err)
+	}
 	res, err := s.revokeKey.ExecContext(ctx, s.now().UnixNano(), h[:])
+	done()
 	if err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}
