@@ -13,7 +13,9 @@
 // than once (duplicates from cursor writes a kill lost, or answers a
 // timeout lost). It exits 1 if a check fails.
 //
-//	hookcrash -server ./server -dsn "$DSN" [-n 10000] [-forms 20] [-nodes 3] [-kill 2s]
+// bench/hookcrash.sh builds and runs it:
+//
+//	hookcrash -server ./server -dsn "$DSN" [-n 10000] [-forms 20] [-nodes 3] [-kill 2s] [-rate 250] [-retry-scale 0.01] [-quiet-timeout 15m]
 package main
 
 import (
@@ -32,7 +34,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,6 +62,7 @@ type receiver struct {
 	bodies map[string][]byte  // by webhook-id
 	ok     map[string]int     // 2xx answers by webhook-id
 	reqs   int
+	log    map[string][]string // by form: every request, for a report on a stream that never caught up
 }
 
 type event struct{ typ, ref string }
@@ -78,7 +83,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	prev, seen := rc.bodies[id]
 	if seen && !bytes.Equal(prev, body) {
 		log.Printf("FAIL: %s repeated with other body bytes", id)
-		failed = true
+		failed.Store(true)
 	}
 	if !seen {
 		rc.bodies[id] = body
@@ -88,6 +93,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 200 {
 		rc.ok[id]++
 	}
+	rc.log[ev.Data.FormID] = append(rc.log[ev.Data.FormID], fmt.Sprintf("%s %s %s first=%v status=%d", time.Now().Format("15:04:05.000"), id, ev.Type, !seen, status))
 	rc.mu.Unlock()
 	if status == 0 {
 		<-r.Context().Done()
@@ -96,9 +102,24 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 }
 
-var failed bool
+// failed is set by any check that fails.
+var failed atomic.Bool
+
+// fatal is what check and fail panic with, so that main's deferred
+// cleanups (the nodes, the schema) run before it exits.
+type fatal string
 
 func main() {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			log.Print(f)
+			os.Exit(1)
+		}
+	}()
 	server := flag.String("server", "", "the example server's binary")
 	dsn := flag.String("dsn", os.Getenv("FORMSAPI_POSTGRES"), "PostgreSQL DSN")
 	n := flag.Int("n", 10000, "additions and deletions to write")
@@ -106,11 +127,19 @@ func main() {
 	nodes := flag.Int("nodes", 3, "example servers")
 	every := flag.Duration("kill", 2*time.Second, "SIGKILL a random node this often while writing; 0 never")
 	rate := flag.Int("rate", 250, "writes a second")
+	retryScale := flag.String("retry-scale", "0.01", "the nodes' -webhook-retry-scale")
+	quietFor := flag.Duration("quiet-timeout", 15*time.Minute, "how long after the last write every stream must have caught up")
 	flag.Parse()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "hookcrash")
 	check(err)
-	defer os.RemoveAll(dir)
+	defer func() {
+		if failed.Load() {
+			log.Printf("the nodes' logs are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	schema := fmt.Sprintf("hookcrash_%d", os.Getpid())
 	store, err := pgstore.Open(ctx, *dsn, pgstore.WithSchema(schema))
 	check(err)
@@ -143,7 +172,7 @@ func main() {
 	eps := webhook.NewEndpoints(store, store, secret, webhook.WithEgress(webhook.Egress{AllowHTTP: true, AllowLoopback: true}))
 	for i, rc := range receivers {
 		rc.rnd = mrand.New(mrand.NewPCG(uint64(i), 1))
-		rc.order, rc.bodies, rc.ok = map[string][]event{}, map[string][]byte{}, map[string]int{}
+		rc.order, rc.bodies, rc.ok, rc.log = map[string][]event{}, map[string][]byte{}, map[string]int{}, map[string][]string{}
 		rc.srv = httptest.NewServer(rc)
 		defer rc.srv.Close()
 		_, err := eps.Add(ctx, account, rc.srv.URL, rc.forms)
@@ -154,7 +183,7 @@ func main() {
 	args := func(i int) []string {
 		return []string{"-postgres", *dsn, "-schema", schema, "-addr", "127.0.0.1:0", "-access-log=false", "-rate-limit", "0",
 			"-cursor-secret-file", secretFile, "-demo-key-file", filepath.Join(dir, fmt.Sprintf("key%d", i)),
-			"-webhooks", "-webhook-allow-loopback", "-webhook-poll", "100ms", "-webhook-timeout", "1s", "-webhook-retry-scale", "0.01"}
+			"-webhooks", "-webhook-allow-loopback", "-webhook-poll", "100ms", "-webhook-timeout", "1s", "-webhook-retry-scale", *retryScale}
 	}
 	procs := make([]*exec.Cmd, *nodes)
 	startNode := func(i int) {
@@ -227,14 +256,14 @@ func main() {
 		check(err)
 		end[f] = p.Next
 	}
-	deadline := time.Now().Add(15 * time.Minute)
+	deadline := time.Now().Add(*quietFor)
 	for {
 		caughtUp := true
 		list, err := store.Endpoints(ctx, account)
 		check(err)
 		for _, e := range list {
 			if e.Disabled {
-				log.Fatalf("FAIL: endpoint %s disabled: %s", e.URL, e.DisabledReason)
+				fail("FAIL: endpoint %s disabled: %s", e.URL, e.DisabledReason)
 			}
 			_, sts, err := store.Endpoint(ctx, account, e.ID)
 			check(err)
@@ -256,7 +285,8 @@ func main() {
 			break
 		}
 		if time.Now().After(deadline) {
-			log.Fatal("FAIL: not caught up 15 minutes after the last write")
+			stuck(ctx, store, receivers, forms, end)
+			fail("FAIL: not caught up %s after the last write", *quietFor)
 		}
 		time.Sleep(500 * time.Millisecond) // waiting on other processes
 	}
@@ -300,7 +330,7 @@ func main() {
 				p, ok := pos[f][e]
 				if !ok {
 					log.Printf("FAIL: endpoint %d got an event of %s that is no entry of its feed", i, f)
-					failed = true
+					failed.Store(true)
 					continue
 				}
 				if p < 0 {
@@ -326,19 +356,51 @@ func main() {
 		fmt.Printf("endpoint %d: %d forms, %d events, %d requests, missing %d, out of order %d, answered 2xx more than once %d\n",
 			i, len(follows), len(rc.bodies), rc.reqs, missing, disorder, d)
 		if missing > 0 || disorder > 0 {
-			failed = true
+			failed.Store(true)
 		}
 		rc.mu.Unlock()
 	}
 	fmt.Printf("hookcrash: nodes=%d writes=%d forms=%d kills=%d written_s=%.1f quiescent_s=%.1f events=%d duplicates_2xx=%d failed=%v\n",
-		*nodes, *n, len(forms), kills, written.Seconds(), quiet.Seconds(), total, dups, failed)
-	if failed {
-		os.Exit(1)
+		*nodes, *n, len(forms), kills, written.Seconds(), quiet.Seconds(), total, dups, failed.Load())
+	if failed.Load() {
+		panic(fatal("FAIL: see above"))
+	}
+}
+
+// stuck prints each stream that is behind its form's end, with the last
+// requests its receiver got for that form.
+func stuck(ctx context.Context, store *pgstore.Store, receivers []*receiver, forms []string, end map[string]int64) {
+	list, err := store.Endpoints(ctx, account)
+	check(err)
+	for _, e := range list {
+		i := slices.IndexFunc(receivers, func(rc *receiver) bool { return rc.srv.URL == e.URL })
+		_, sts, err := store.Endpoint(ctx, account, e.ID)
+		check(err)
+		for _, s := range sts {
+			if s.Cursor == end[s.FormID] {
+				continue
+			}
+			fmt.Printf("endpoint %d form %s: cursor %d of %d, attempts %d, next at %s, failing since %s, resync %v\n",
+				i, s.FormID, s.Cursor, end[s.FormID], s.Attempts, s.NextAt.Format(time.RFC3339Nano), s.FailingSince.Format(time.RFC3339Nano), s.Resync)
+			rc := receivers[i]
+			rc.mu.Lock()
+			l := rc.log[s.FormID]
+			for _, line := range l[max(0, len(l)-8):] {
+				fmt.Println("   ", line)
+			}
+			rc.mu.Unlock()
+		}
 	}
 }
 
 func check(err error) {
 	if err != nil {
-		log.Fatal(err)
+		failed.Store(true)
+		panic(fatal(err.Error()))
 	}
+}
+
+func fail(format string, args ...any) {
+	failed.Store(true)
+	panic(fatal(fmt.Sprintf(format, args...)))
 }
