@@ -91,9 +91,16 @@ func (a *api) waitRefused(ctx context.Context) bool {
 	if d <= 0 {
 		return true
 	}
+	a.pause(ctx, d)
+	return true
+}
+
+// pause waits d, or until ctx ends: through the sleep seam when a test
+// set one, else on a timer. Refusal pacing and 429 pacing both wait here.
+func (a *api) pause(ctx context.Context, d time.Duration) {
 	if a.cfg.sleep != nil {
 		a.cfg.sleep(ctx, d)
-		return true
+		return
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -101,5 +108,4 @@ func (a *api) waitRefused(ctx context.Context) bool {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return true
 }

@@ -107,15 +107,6 @@ func (a *api) waitBusy(ctx context.Context, h uint64) bool {
 		return true
 	}
 	defer a.busyPace.done()
-	if a.cfg.sleep != nil {
-		a.cfg.sleep(ctx, d)
-		return true
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
+	a.pause(ctx, d)
 	return true
 }
