@@ -93,7 +93,7 @@ func TestInFlightPerKey(t *testing.T) {
 	is := is.New(t)
 	s := newHeldStore()
 	keys := &countingKeys{accounts: map[string]string{"key-1": "acct", "key-2": "acct"}}
-	h := formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: 2, InFlightPerAccount: -1}))
+	h := formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: 2, InFlightPerAccount: -1, BytesInFlight: -1}))
 
 	wait := hold(t, h, s, "key-1", 2)
 	lookups, reads := keys.lookups.Load(), s.reads.Load()
@@ -120,7 +120,7 @@ func TestInFlightPerAccount(t *testing.T) {
 	is := is.New(t)
 	s := newHeldStore()
 	keys := &countingKeys{accounts: map[string]string{"a-1": "a", "a-2": "a", "a-3": "a", "b-1": "b"}}
-	h := formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: 2}))
+	h := formsapi.NewHandler(s.store(), keys, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: 2, BytesInFlight: -1}))
 
 	w1 := hold(t, h, s, "a-1", 1)
 	w2 := hold(t, h, s, "a-2", 1)

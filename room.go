@@ -11,7 +11,9 @@ package formsapi
 //
 //   - a request reserves its page's byte budget (and some slack) before
 //     the store reads anything, waiting at most roomWait for room, and is
-//     answered 503 with Retry-After: 1 if none comes;
+//     answered 503 with Retry-After: 1 if none comes; an account holds
+//     at most half the room, so that one account's stalled clients
+//     cannot take it all from the others;
 //   - once the page is built, its reservation becomes what the page
 //     takes (its buffer's capacity, and its gzip coding's), given back in
 //     part or taken beyond the estimate without waiting, since the
@@ -49,15 +51,20 @@ const (
 // roomWait: 503 with Retry-After: 1.
 var errNoRoom = errors.New("no room for the page: too many bytes in flight")
 
-// room bounds the bytes of the pages the handler holds. Waiting
-// reservations are granted in the order they came, so that a large one
-// is not passed over forever by smaller ones.
+// room bounds the bytes of the pages the handler holds, and each
+// account's share of them: an account holds at most half the room (or
+// one page, if half holds none), so that one account's stalled clients
+// leave the other half to everyone else. Waiting reservations are
+// granted in the order they came, so that a large one is not passed over
+// forever by smaller ones; one that waits only for its own account's
+// share lets those behind it go first.
 type room struct {
 	max int64 // the bound; 0: none
 
-	mu      sync.Mutex
-	held    int64
-	waiting list.List // of *roomWaiter, oldest first
+	mu       sync.Mutex
+	held     int64
+	accounts map[string]int64 // bytes held by each account holding any
+	waiting  list.List        // of *roomWaiter, oldest first
 
 	// timer starts the wait of a reservation: a channel that fires once d
 	// has passed, and a function that stops it. Tests set it.
@@ -65,36 +72,56 @@ type room struct {
 }
 
 type roomWaiter struct {
-	n     int64
-	ready chan struct{} // closed once granted
+	account string
+	n       int64
+	ready   chan struct{} // closed once granted
 }
 
 func newRoom(max int) *room {
-	return &room{max: int64(max), timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+	return &room{max: int64(max), accounts: map[string]int64{}, timer: func(d time.Duration) (<-chan time.Time, func() bool) {
 		t := time.NewTimer(d)
 		return t.C, t.Stop
 	}}
 }
 
-// reserve takes n bytes of room, waiting for them at most roomWait or
-// until ctx ends, and returns the hold that gives them back. A
-// reservation larger than the whole bound waits for all of it. It returns
-// errNoRoom when the wait ran out and ctx's error when ctx ended.
-func (r *room) reserve(ctx context.Context, n int) (*roomHold, error) {
-	h := &roomHold{r: r}
+// fits reports whether n more bytes of account fit: within the room and
+// within the account's share. r.mu is held.
+func (r *room) fits(account string, n int64) (room, share bool) {
+	mine := r.accounts[account]
+	return r.held+n <= r.max, mine == 0 || mine+n <= r.max/2
+}
+
+// take counts n more bytes of account. r.mu is held.
+func (r *room) take(account string, n int64) {
+	r.held += n
+	if m := r.accounts[account] + n; m > 0 {
+		r.accounts[account] = m
+	} else {
+		delete(r.accounts, account)
+	}
+}
+
+// reserve takes n bytes of room for account, waiting for them at most
+// roomWait or until ctx ends, and returns the hold that gives them back.
+// A reservation larger than the whole bound waits for all of it. It
+// returns errNoRoom when the wait ran out and ctx's error when ctx
+// ended.
+func (r *room) reserve(ctx context.Context, account string, n int) (*roomHold, error) {
+	h := &roomHold{r: r, account: account}
 	if r.max <= 0 {
 		return h, nil
 	}
 	want := min(int64(n), r.max)
 	r.mu.Lock()
-	if r.waiting.Len() == 0 && r.held+want <= r.max {
-		r.held += want
+	if room, share := r.fits(account, want); room && share && r.waiting.Len() == 0 {
+		r.take(account, want)
 		r.mu.Unlock()
 		h.n = want
 		return h, nil
 	}
-	w := &roomWaiter{n: want, ready: make(chan struct{})}
+	w := &roomWaiter{account: account, n: want, ready: make(chan struct{})}
 	e := r.waiting.PushBack(w)
+	r.grant() // it may go at once, past ones that wait for their share alone
 	r.mu.Unlock()
 
 	fire, stop := r.timer(roomWait)
@@ -117,37 +144,40 @@ func (r *room) reserve(ctx context.Context, n int) (*roomHold, error) {
 		return h, nil
 	default:
 	}
-	first := r.waiting.Front() == e
 	r.waiting.Remove(e)
-	if first {
-		r.grant() // the ones behind it may fit
-	}
+	r.grant() // the ones behind it may go now
 	return nil, err
 }
 
-// grant hands room to the waiting reservations that fit, oldest first,
-// stopping at the first that does not. r.mu is held.
+// grant hands room to the waiting reservations that fit, oldest first:
+// it stops at the first that the room cannot take, and passes over those
+// that wait for their account's share alone. r.mu is held.
 func (r *room) grant() {
-	for e := r.waiting.Front(); e != nil; e = r.waiting.Front() {
+	for e := r.waiting.Front(); e != nil; {
 		w := e.Value.(*roomWaiter)
-		if r.held+w.n > r.max {
+		room, share := r.fits(w.account, w.n)
+		if !room {
 			return
 		}
-		r.held += w.n
-		r.waiting.Remove(e)
-		close(w.ready)
+		next := e.Next()
+		if share {
+			r.take(w.account, w.n)
+			r.waiting.Remove(e)
+			close(w.ready)
+		}
+		e = next
 	}
 }
 
-// add changes the bytes held by d: taken without waiting when d is
-// positive (the memory is in use already), given back when negative.
-func (r *room) add(d int64) {
+// add changes the bytes account holds by d: taken without waiting when d
+// is positive (the memory is in use already), given back when negative.
+func (r *room) add(account string, d int64) {
 	if r.max <= 0 || d == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.held += d
+	r.take(account, d)
 	if d < 0 {
 		r.grant()
 	}
@@ -163,8 +193,9 @@ func (r *room) inUse() int64 {
 // roomHold is one request's share of the room. A nil *roomHold holds
 // nothing, and its methods do nothing: for answers that reserved none.
 type roomHold struct {
-	r *room
-	n int64
+	r       *room
+	account string
+	n       int64
 }
 
 // resize makes the hold n bytes: the page as built, whether more or less
@@ -173,7 +204,7 @@ func (h *roomHold) resize(n int) {
 	if h == nil {
 		return
 	}
-	h.r.add(int64(n) - h.n)
+	h.r.add(h.account, int64(n)-h.n)
 	h.n = int64(n)
 }
 
@@ -182,7 +213,7 @@ func (h *roomHold) grow(n int) {
 	if h == nil {
 		return
 	}
-	h.r.add(int64(n))
+	h.r.add(h.account, int64(n))
 	h.n += int64(n)
 }
 
@@ -191,7 +222,7 @@ func (h *roomHold) release() {
 	if h == nil {
 		return
 	}
-	h.r.add(-h.n)
+	h.r.add(h.account, -h.n)
 	h.n = 0
 }
 
@@ -210,7 +241,7 @@ func (a *api) pageReservation() int {
 // it returns false, having answered 503 (or the client's departure),
 // when there was none.
 func (a *api) reservePage(w http.ResponseWriter, r *http.Request, req *request) bool {
-	h, err := a.room.reserve(req.ctx, a.pageReservation())
+	h, err := a.room.reserve(req.ctx, req.account, a.pageReservation())
 	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
 		err = errNoRoom // the store timeout ran out while waiting: still no room
 	}

@@ -3,6 +3,7 @@ package formsapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,7 +34,7 @@ func TestRoomGrantsInOrder(t *testing.T) {
 	r.timer = timers.timer
 	ctx := context.Background()
 
-	a, err := r.reserve(ctx, 6)
+	a, err := r.reserve(ctx, "a", 6)
 	is.NoErr(err)
 	is.Equal(r.inUse(), int64(6))
 
@@ -41,10 +42,13 @@ func TestRoomGrantsInOrder(t *testing.T) {
 		h   *roomHold
 		err error
 	}
+	accounts := 0
 	reserve := func(n int) (<-chan result, chan time.Time) {
+		accounts++
+		account := fmt.Sprint("account", accounts) // each its own: no share in the way
 		c := make(chan result, 1)
 		go func() {
-			h, err := r.reserve(ctx, n)
+			h, err := r.reserve(ctx, account, n)
 			c <- result{h, err}
 		}()
 		return c, <-timers // it waits
@@ -78,7 +82,7 @@ func TestRoomGrantsInOrder(t *testing.T) {
 
 	// A reservation larger than the room waits for all of it.
 	whole, wholeTimer := reserve(50)
-	r.add(-2) // small's share, given back
+	r.add("account2", -2) // small's hold, given back
 	w := <-whole
 	is.NoErr(w.err)
 	is.Equal(r.inUse(), int64(10))
@@ -86,16 +90,59 @@ func TestRoomGrantsInOrder(t *testing.T) {
 	w.h.release()
 
 	// A canceled request stops waiting with its context's error.
-	x, _ := r.reserve(ctx, 10)
+	x, _ := r.reserve(ctx, "x", 10)
 	cctx, cancel := context.WithCancel(ctx)
 	c := make(chan error, 1)
-	go func() { _, err := r.reserve(cctx, 1); c <- err }()
+	go func() { _, err := r.reserve(cctx, "y", 1); c <- err }()
 	<-timers
 	cancel()
 	is.True(errors.Is(<-c, context.Canceled))
 	x.release()
 	is.Equal(r.inUse(), int64(0))
 	is.Equal(r.waiting.Len(), 0)
+}
+
+// TestRoomShares: an account holds at most half the room (or one
+// reservation when half holds none): its next reservation waits for its
+// own pages, while other accounts' go past it.
+func TestRoomShares(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	timers := make(manualTimer, 10)
+	r := newRoom(10)
+	r.timer = timers.timer
+	ctx := context.Background()
+
+	a1, err := r.reserve(ctx, "a", 4)
+	is.NoErr(err)
+	waited := make(chan error, 1)
+	var a2 *roomHold
+	go func() {
+		var err error
+		a2, err = r.reserve(ctx, "a", 2) // 6 would pass a's share of 5
+		waited <- err
+	}()
+	a2Timer := <-timers
+	b, err := r.reserve(ctx, "b", 5) // goes past a's waiting one
+	is.NoErr(err)
+	is.Equal(r.inUse(), int64(9))
+	a1.release() // a's own page done: its waiting one fits its share
+	is.NoErr(<-waited)
+	a2Timer <- time.Now()
+	is.Equal(r.inUse(), int64(7))
+
+	// A reservation larger than half the room goes alone for its account.
+	c, err := r.reserve(ctx, "c", 3)
+	is.NoErr(err)
+	is.Equal(r.inUse(), int64(10))
+	c.release()
+	b.release()
+	a2.release()
+	big, err := r.reserve(ctx, "d", 8)
+	is.NoErr(err)
+	is.Equal(r.inUse(), int64(8))
+	big.release()
+	is.Equal(len(r.accounts), 0) // nothing kept of accounts that hold nothing
 }
 
 // deadlineWriter records the write deadlines set on it and the bytes

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -163,7 +162,7 @@ func TestStalledClientsHoldBoundedMemory(t *testing.T) {
 	is := is.New(t)
 	const (
 		pageBytes = 1 << 20
-		room      = 4 << 20
+		room      = 8 << 20
 		clients   = 24 // within the default bound of a key's requests in flight
 	)
 	store := bigForm(t, 8, 240<<10) // four submissions to a page
@@ -187,10 +186,10 @@ func TestStalledClientsHoldBoundedMemory(t *testing.T) {
 		formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: room}))
 	grown, refused := stallRun(t, bounded, clients)
 	t.Logf("bounded by %d KiB: live heap +%d KiB, %d refused", room>>10, grown>>10, refused)
-	fit := room / formsapi.RoomReservation(pageBytes)
-	is.Equal(refused, clients-fit) // all but the pages that fit are refused
-	is.True(grown < 2*room)        // the pages held stay within the room (and a margin for the rest)
-	is.Equal(held(), int64(0))     // every page's bytes are given back once its client is gone
+	fit := room / 2 / formsapi.RoomReservation(pageBytes) // one account's share: half the room
+	is.Equal(refused, clients-fit)                        // all but the pages that fit are refused
+	is.True(grown < 2*room)                               // the pages held stay within the room (and a margin for the rest)
+	is.Equal(held(), int64(0))                            // every page's bytes are given back once its client is gone
 }
 
 // TestStalledClientIsCutOff: a client that reads nothing of a large
@@ -241,15 +240,17 @@ func TestStalledClientIsCutOff(t *testing.T) {
 	is.Equal(held(), int64(0))
 }
 
-// TestNoRoomAnswers503: with the room full of pages being read, the next
-// request waits for room, and past its wait is answered 503 with
-// Retry-After: 1 without a store call; a request that waits while room
-// is given back is served.
+// TestNoRoomAnswers503: an account holds at most half the room; with
+// its share full of pages being read, its next request waits for room,
+// and past its wait is answered 503 with Retry-After: 1 without a store
+// call, while another account's are served; with the whole room full,
+// every account's wait; a request that waits while room is given back
+// is served.
 func TestNoRoomAnswers503(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	s := newHeldStore()
-	keys := &countingKeys{accounts: map[string]string{"k": "acct"}}
+	keys := &countingKeys{accounts: map[string]string{"a": "acct-a", "b": "acct-b", "c": "acct-c"}}
 	waits := make(chan chan time.Time, 10)
 	timer := formsapi.WithRoomTimer(func(d time.Duration) (<-chan time.Time, func() bool) {
 		if d != time.Second {
@@ -260,30 +261,34 @@ func TestNoRoomAnswers503(t *testing.T) {
 		return c, func() bool { return true }
 	})
 	var held func() int64
-	const fit = 3
+	page := int64(formsapi.RoomReservation(formsapi.DefaultPageBytes))
 	h := formsapi.NewHandler(s.store(), keys, timer, formsapi.WithRoomProbe(&held),
-		formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: fit * formsapi.RoomReservation(formsapi.DefaultPageBytes)}))
-	wait := hold(t, h, s, "k", fit) // the room is full
-	is.Equal(held(), int64(fit*formsapi.RoomReservation(formsapi.DefaultPageBytes)))
+		formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: int(4 * page)}))
+	refused := func(key string) {
+		t.Helper()
+		got := make(chan response, 1)
+		go func() { got <- do(t, h, "GET", "/v1/forms", bearer(key)...) }()
+		(<-waits) <- time.Now() // it waits, and its wait ends
+		res := <-got
+		is.Equal(res.status, http.StatusServiceUnavailable)
+		is.Equal(string(res.body), `{"success":false,"message":"service unavailable: the server is busy sending other answers, retry after the number of seconds in Retry-After"}`)
+		is.Equal(res.header.Get("Retry-After"), "1")
+	}
+
+	waitA := hold(t, h, s, "a", 2) // account a's share is full
+	is.Equal(held(), 2*page)
+	refused("a")
+	is.Equal(s.reads.Load(), int64(2)) // no store call for it
+	waitB := hold(t, h, s, "b", 2)     // b is served beside a
+	is.Equal(held(), 4*page)
+	refused("c") // the room is full
+	is.Equal(s.reads.Load(), int64(4))
 
 	got := make(chan response, 1)
-	go func() { got <- do(t, h, "GET", "/v1/forms", bearer("k")...) }()
-	(<-waits) <- time.Now() // it waits, and its wait ends
-	res := <-got
-	is.Equal(res.status, http.StatusServiceUnavailable)
-	is.Equal(string(res.body), `{"success":false,"message":"service unavailable: the server is busy sending other answers, retry after the number of seconds in Retry-After"}`)
-	is.Equal(res.header.Get("Retry-After"), "1")
-	is.Equal(s.reads.Load(), int64(fit)) // no store call for it
-
-	var late atomic.Int64
-	go func() {
-		r := do(t, h, "GET", "/v1/forms", bearer("k")...)
-		late.Store(int64(r.status))
-		got <- r
-	}()
+	go func() { got <- do(t, h, "GET", "/v1/forms", bearer("c")...) }()
 	<-waits          // it waits, and its wait never ends by time
 	close(s.release) // the pages are done: their room is given back
-	for _, st := range wait() {
+	for _, st := range append(waitA(), waitB()...) {
 		is.Equal(st, 200)
 	}
 	is.Equal((<-got).status, 200) // and the one that waited has it

@@ -59,9 +59,11 @@ type Options struct {
 	// when the answer is written (or its client is cut off). A request
 	// that finds no room waits for it at most a second, then is answered
 	// 503 Service Unavailable with Retry-After: 1, having cost the store
-	// nothing. 0 means DefaultBytesInFlight(); a negative value, no
-	// bound. A value below one page's budget lets one page at a time be
-	// built.
+	// nothing. One account holds at most half of it (or one page, when
+	// half holds none), so that one account's stalled clients leave the
+	// other half to every other account. 0 means DefaultBytesInFlight();
+	// a negative value, no bound. A value below one page's budget lets
+	// one page at a time be built.
 	BytesInFlight int
 	// StallTimeout is how long the handler waits for a client that takes
 	// nothing of its answer: a body is written in pieces of 64 KiB, and
