@@ -183,7 +183,7 @@ func TestStalledClientsHoldBoundedMemory(t *testing.T) {
 
 	var held func() int64
 	bounded := formsapi.NewHandler(store, store, formsapi.WithPageBytes(pageBytes), immediate, formsapi.WithRoomProbe(&held),
-		formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: room}))
+		formsapi.WithRateLimit(ratelimit.Options{BytesInFlight: room, StallTimeout: -1})) // no cut-off: the room alone (TestStalledClientIsCutOff)
 	grown, refused := stallRun(t, bounded, clients)
 	t.Logf("bounded by %d KiB: live heap +%d KiB, %d refused", room>>10, grown>>10, refused)
 	fit := room / 2 / formsapi.RoomReservation(pageBytes) // one account's share: half the room
