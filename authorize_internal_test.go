@@ -51,6 +51,10 @@ func (b *blockingStore) AppendFeed(_ context.Context, _, _ string, q wire.FeedQu
 	return q.After, false, nil
 }
 
+func (b *blockingStore) FeedHead(context.Context, string, string, *wire.Form) (int64, error) {
+	return 0, nil
+}
+
 func (b *blockingStore) Authorize(ctx context.Context, key string) (Grant, error) {
 	account, err := b.ResolveKey(ctx, key)
 	return Grant{AccountID: account}, err

@@ -43,14 +43,16 @@ import (
 
 // Labels that separate the secret's uses for tags from its use for cursors.
 const (
-	tagHashLabel  = "formsapi etag ghash v1\x00"
-	tagFinalLabel = "formsapi etag final v1\x00"
+	tagHashLabel   = "formsapi etag ghash v1\x00"
+	tagFinalLabel  = "formsapi etag final v1\x00"
+	tagExportLabel = "formsapi export etag v1\x00"
 )
 
 // tagger computes page tags; it is safe for concurrent use.
 type tagger struct {
-	ghash cipher.AEAD  // AES-256-GCM, used for its tag alone
-	final cipher.Block // AES-256 over that tag
+	ghash     cipher.AEAD  // AES-256-GCM, used for its tag alone
+	final     cipher.Block // AES-256 over that tag
+	exportKey [32]byte     // the HMAC key of exports' strong tags
 }
 
 func newTagger(cursorSecret []byte) tagger {
@@ -66,7 +68,7 @@ func newTagger(cursorSecret []byte) tagger {
 	if err != nil {
 		panic(err) // AES has a 16-byte block
 	}
-	return tagger{ghash: g, final: derive(tagFinalLabel)}
+	return tagger{ghash: g, final: derive(tagFinalLabel), exportKey: sha256.Sum256(append([]byte(tagExportLabel), cursorSecret...))}
 }
 
 // tagNonce is fixed: the GCM output is never shown, only its tag

@@ -200,7 +200,8 @@ type api struct {
 }
 
 // NewHandler returns the read API over store, authenticating requests with
-// keys. It serves /v1/forms and /v1/forms/{formId}/submissions, its
+// keys. It serves /v1/forms, /v1/forms/{formId}/submissions and the
+// streamed export /v1/forms/{formId}/export (see docs/api.md), its
 // OpenAPI 3.1 document at /v1/openapi.json (no key needed), and answers
 // every other path and method itself, always in JSON. It panics if store
 // or keys is nil.

@@ -33,6 +33,11 @@ type pageReader interface {
 	// the last one read (after itself when none) and whether more can be
 	// read at once.
 	AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error)
+	// FeedHead returns the position of the last entry of the form's feed
+	// as visible now: every entry at or below it is visible to the reads
+	// that follow. It returns ErrFormNotFound as AppendFeed does. form is
+	// the combined lookup's (see wire.Page.Form), or nil.
+	FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, error)
 }
 
 // fastStore is a store of this module: its own pageReader, appending the
@@ -356,6 +361,30 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 	}
 }
 
+// headChunk is how many entries one call of a host's FeedStore reads
+// when FeedHead walks its feed.
+const headChunk = 1000
+
+// FeedHead walks a host's feed to its end, keeping nothing but where it
+// ends: a FeedStore has no cheaper way to say it. Its cost is a read of
+// the whole feed, in calls of headChunk entries.
+func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
+	var next int64
+	for {
+		page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, headChunk)
+		if err != nil {
+			return 0, err
+		}
+		if page.Next < next || (page.Next == next && page.More) {
+			return 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
+		}
+		next = page.Next
+		if !page.More {
+			return next, nil
+		}
+	}
+}
+
 // appendWithin appends the submissions of formID among items to p,
 // encoded as AppendSubmissionJSON makes them, leaving out (in p.Skipped)
 // those of another form and those that cannot be encoded, and counts each
@@ -380,7 +409,7 @@ func appendWithin(p *wire.Page, formID string, items []Submission, positions []i
 			return i
 		}
 		if positions != nil {
-			p.Positions = append(p.Positions, positions[i])
+			p.Positions, p.Ends = append(p.Positions, positions[i]), append(p.Ends, len(p.Body))
 		}
 	}
 	return -1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -152,7 +153,58 @@ var loadContract = sync.OnceValues(func() (*contract, error) {
 	return &contract{doc: doc, router: router, errorSchema: errSchema.Value, schemaOpts: opts}, nil
 })
 
-const jsonContentType = "application/json; charset=utf-8"
+const (
+	jsonContentType  = "application/json; charset=utf-8"
+	jsonlContentType = "application/jsonl; charset=utf-8"
+	csvContentType   = "text/csv; charset=utf-8; header=present"
+)
+
+// isExport reports whether a request target is an export, under any
+// mount prefix.
+func isExport(target string) bool {
+	p, _, _ := strings.Cut(target, "?")
+	return strings.HasSuffix(p, "/export") && strings.Contains(p, "/v1/forms/")
+}
+
+// The export's bodies are decoded for validation by what a client would
+// do with them: every JSON Lines line must be a JSON object with a ref
+// and a position, and a CSV must read as RFC 4180 with the same number
+// of cells on every row.
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/jsonl", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			return nil, errors.New("JSON Lines: the last line has no \\n")
+		}
+		for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			if len(b) == 0 {
+				break
+			}
+			var v struct{ Ref, Position string }
+			if err := json.Unmarshal(line, &v); err != nil || v.Ref == "" || v.Position == "" {
+				return nil, fmt.Errorf("JSON Lines: line %d is not an object with ref and position: %v", i+1, err)
+			}
+		}
+		return string(b), nil
+	})
+	openapi3filter.RegisterBodyDecoder("text/csv", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\uFEFF"))))
+		if _, err := r.ReadAll(); err != nil {
+			return nil, fmt.Errorf("CSV: %w", err)
+		}
+		if len(b) > 0 && !bytes.HasSuffix(b, []byte("\r\n")) {
+			return nil, errors.New("CSV: the last row does not end with CRLF")
+		}
+		return string(b), nil
+	})
+}
 
 // mountPrefixes are the prefixes the suite mounts the handler under
 // (TestMountedUnderStripPrefix, TestOpenAPIServersResolveUnderAPrefix and
@@ -176,8 +228,10 @@ func (c *contract) checkKind(ex exchange) (kind string, _ error) {
 	res := ex.res
 	ctx := context.Background()
 
-	// Every response, documented or not; a 304 has no content to type.
-	if got := res.header.Get("Content-Type"); got != jsonContentType && res.status != http.StatusNotModified {
+	// Every response, documented or not; a 304 has no content to type,
+	// and an export's 200 is its file.
+	if got := res.header.Get("Content-Type"); got != jsonContentType && res.status != http.StatusNotModified &&
+		!(res.status == http.StatusOK && isExport(ex.target) && (got == jsonlContentType || got == csvContentType)) {
 		fail("Content-Type %q, want %q", got, jsonContentType)
 	}
 	if res.header.Get("X-Request-Id") == "" {

@@ -19,7 +19,10 @@ import (
 // request is what authenticate and the route's parse established about
 // an authenticated request.
 type request struct {
-	route   *route // what is asked for
+	route   *route          // what is asked for
+	key     string          // the API key, for the limiter's later decisions (export)
+	httpCtx context.Context // the request's own, without the store timeout
+	export  export          // the export's parameters
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
@@ -102,7 +105,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	// The form found with the key is used only by the route's read, after
 	// its own parameters are checked: a form that is not found is
 	// answered by the store, after the query's own checks.
-	return request{route: rt, ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}, start: start}, true
+	return request{route: rt, key: key, httpCtx: r.Context(), ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}, start: start}, true
 }
 
 // cursorKind is the kind of the cursors of req's route (internal/token):

@@ -26,6 +26,10 @@ const (
 	// ratePerRequest: one unit per request, whatever it reads (a page is
 	// bounded by its limit and byte budget).
 	ratePerRequest
+	// ratePerPage: one unit per request, and one more for every page's
+	// worth (the default limit) of submissions it sends past the first:
+	// what paging through them would cost (the export).
+	ratePerPage
 )
 
 // roomUse is what a route's request takes of the handler's room for the
@@ -83,6 +87,7 @@ const (
 	pathForms       = "/v1/forms"
 	pathSubmissions = "/v1/forms/{formId}/submissions"
 	pathOpenAPI     = "/v1/openapi.json"
+	pathExport      = "/v1/forms/{formId}/export"
 )
 
 // routes is the API, in the order the mux registers it.
@@ -108,6 +113,18 @@ var routes = []*route{
 		operations: [2]string{"listSubmissions", "headSubmissions"},
 		parse:      (*api).parseQuery,
 		serve:      (*api).serveSubmissions,
+	},
+	{
+		name:  "export",
+		path:  pathExport,
+		keyed: true, rate: ratePerPage,
+		params: exportParams,
+		tokens: map[string]token.Kind{"after": token.ExportPosition},
+		// Its Link is the feed to read on from its Sync-Token.
+		link:       submissionsPath,
+		operations: [2]string{"exportSubmissions", "headExportSubmissions"},
+		parse:      (*api).parseExport,
+		serve:      (*api).serveExport,
 	},
 	{
 		name:  "openapi",

@@ -92,3 +92,18 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 	}
 	return next, false, nil
 }
+
+// FeedHead is for the handler's export: the position of the last entry
+// of the form's feed, every entry up to it visible to later reads.
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: feed head: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return 0, fmt.Errorf("memstore: feed head: %w", formsapi.ErrFormNotFound)
+	}
+	return int64(len(fm.feed)), nil
+}

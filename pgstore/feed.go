@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -148,4 +149,22 @@ func (s *Store) feedRows(ctx context.Context, st string, accountID, formID strin
 		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
 	}
 	return s.pool.Query(ctx, st, append([]any{formID, accountID, after, limit + 1}, extra...)...)
+}
+
+// FeedHead is for the handler's export: the position of the last entry
+// of the form's feed (the form's feed_last, which every insert and
+// deletion moves in its transaction), every entry up to it visible to
+// later reads.
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
+	var head int64
+	err := retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, qualifyTables(s.schema, `SELECT feed_last FROM formsapi_forms WHERE id = $1 AND account_id = $2`), formID, accountID).Scan(&head)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = formsapi.ErrFormNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: feed head: %w", withCtx(ctx, err))
+	}
+	return head, nil
 }

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/formsapi/formsapi"
@@ -97,4 +98,23 @@ func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID st
 		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
 	}
 	return st.QueryContext(ctx, formSeq, after)
+}
+
+// FeedHead is for the handler's export: the position of the last entry
+// of the form's feed (the form's feed_last, which every insert and
+// deletion moves in its transaction), every entry up to it visible to
+// later reads. known is the combined lookup's form, or nil.
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, known *wire.Form) (int64, error) {
+	seq, _, err := s.knownForm(ctx, accountID, formID, known)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: feed head: %w", err)
+	}
+	var head int64
+	if err := s.read.QueryRowContext(ctx, `SELECT feed_last FROM formsapi_forms WHERE seq = ?`, seq).Scan(&head); err != nil {
+		if errors.Is(err, sql.ErrNoRows) { // deleted since the lookup
+			err = formsapi.ErrFormNotFound
+		}
+		return 0, fmt.Errorf("sqlitestore: feed head: %w", err)
+	}
+	return head, nil
 }

@@ -86,9 +86,13 @@ const (
 	// SyncToken is the token of a form's sync feed,
 	// GET /v1/forms/{formId}/submissions?sync=.
 	SyncToken Kind = 3
+	// ExportPosition is the position of a line of a form's export, GET
+	// /v1/forms/{formId}/export, taken back by its after parameter (see
+	// Positions).
+	ExportPosition Kind = 4
 )
 
-var kindNames = [...]string{FormsCursor: "forms cursor", SubmissionsCursor: "submissions cursor", SyncToken: "sync token"}
+var kindNames = [...]string{FormsCursor: "forms cursor", SubmissionsCursor: "submissions cursor", SyncToken: "sync token", ExportPosition: "export position"}
 
 // String names k, for messages and tests.
 func (k Kind) String() string {

@@ -37,6 +37,10 @@ type Page struct {
 	Positions []int64
 	Deleted   []int64
 	Purged    int64
+	// Ends holds, for each object recorded in Positions, the offset in
+	// Body just past it, so that a reader of the page (the export) can
+	// take its objects one by one.
+	Ends []int
 
 	items int // objects appended so far, for the separating commas
 }
@@ -126,14 +130,14 @@ func (p *Page) AddAt(pos int64, obj []byte) bool {
 	if !p.Add(pos, obj) {
 		return false
 	}
-	p.Positions = append(p.Positions, pos)
+	p.Positions, p.Ends = append(p.Positions, pos), append(p.Ends, len(p.Body))
 	return true
 }
 
 // AddTrustedAt is AddTrusted for a feed page, recording pos.
 func (p *Page) AddTrustedAt(pos int64, obj []byte) {
 	p.AddTrusted(obj)
-	p.Positions = append(p.Positions, pos)
+	p.Positions, p.Ends = append(p.Positions, pos), append(p.Ends, len(p.Body))
 }
 
 // Objects returns how many objects were appended to p.
@@ -209,6 +213,7 @@ func (p *Page) Mark() Mark {
 func (p *Page) Rewind(m Mark) {
 	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
 	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
+	p.Ends = p.Ends[:min(len(p.Ends), m.positions)]
 }
 
 // Self is what a store of this module returns from its FastPath method:

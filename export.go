@@ -1,0 +1,666 @@
+package formsapi
+
+// The export: all of a form's submissions in commit order as one
+// streamed file, JSON Lines or CSV. It is the sync feed read to a fixed
+// end, the form's feed head when the export began (its as-of position):
+// every line carries the submission's ref and its export position, from
+// which after= resumes the very same export, and the Sync-Token header is
+// the feed's token at the as-of position, so that the file plus the feed
+// from that token is the form. The body is written in chunks of
+// exportChunk bytes, each under a write deadline of its own, so a long
+// export is not cut by the server's WriteTimeout and a slow reader holds
+// at most a chunk of the server's memory.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/formsapi/formsapi/internal/token"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// Export formats.
+const (
+	formatJSONL = "jsonl"
+	formatCSV   = "csv"
+)
+
+// exportParams are the export's query parameters, in the order they are
+// checked.
+var exportParams = []string{"format", "after", "bom", "formulas"}
+
+// export is what parseExport read from an export request.
+type export struct {
+	format     string // formatJSONL or formatCSV
+	bom        bool   // CSV: start with a UTF-8 byte order mark
+	keepFormat bool   // CSV: formulas=keep, no ' before a formula-like cell
+	after      int64  // the feed position to continue after, 0 from the start
+	asOf       int64  // from after's position: the as-of of the export it resumes
+}
+
+// parseExport is the export route's parse: unlike the lists, which
+// ignore unknown parameters, it refuses them (a misspelt after would
+// otherwise restart a long export from the beginning).
+func (a *api) parseExport(raw string, req *request) string {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return "the query string is malformed: check its percent-encoding"
+	}
+	for name, vs := range vals {
+		if !contains(exportParams, name) {
+			return fmt.Sprintf("invalid %s: the export takes only format, after, bom and formulas", truncateName(name))
+		}
+		if len(vs) > 1 {
+			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
+		}
+	}
+	e := export{format: formatJSONL}
+	switch f := vals.Get("format"); f {
+	case "", formatJSONL:
+	case formatCSV:
+		e.format = formatCSV
+	default:
+		return `invalid format: must be "jsonl" (JSON Lines, the default) or "csv"`
+	}
+	if v, ok := vals["bom"]; ok {
+		switch {
+		case e.format != formatCSV:
+			return "invalid bom: only a CSV export (format=csv) has a byte order mark"
+		case v[0] == "true":
+			e.bom = true
+		case v[0] != "false":
+			return `invalid bom: must be "true" or "false"`
+		}
+	}
+	if v, ok := vals["formulas"]; ok {
+		switch {
+		case e.format != formatCSV:
+			return "invalid formulas: only a CSV export (format=csv) escapes formulas; JSON Lines are always raw"
+		case v[0] == "keep":
+			e.keepFormat = true
+		case v[0] != "escape":
+			return `invalid formulas: must be "escape" (the default: a ' before a cell that a spreadsheet would run) or "keep"`
+		}
+	}
+	if v, ok := vals["after"]; ok {
+		pos, asOf, ok := a.tokens.Positions(req.list).Open(v[0])
+		if !ok || req.route.kind("after") != token.ExportPosition {
+			return "invalid after: use the position of a line of an export of this form"
+		}
+		e.after, e.asOf = pos, asOf
+	}
+	req.export = e
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// truncateName bounds a parameter name a 400 quotes back.
+func truncateName(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// exportChunk is the most body bytes the export holds before it writes
+// them: a slow reader holds at most this much of the server's memory,
+// besides the page being read.
+const exportChunk = 32 << 10
+
+// exportWriteTimeout is the write deadline of each chunk: the time a
+// client has to take one chunk before the export stops.
+const exportWriteTimeout = 30 * time.Second
+
+// exportPage is how many feed entries one read of the export takes; the
+// page's byte budget (WithPageBytes) bounds it too.
+const exportPage = 1000
+
+// serveExport answers an export: its headers, once the form's feed head
+// and the first page are read (so a missing form or a failing store is a
+// clean error answer), then its lines as they are read.
+func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
+	if a.feed == nil {
+		a.fail(w, r, errNoFeed)
+		return
+	}
+	e := req.export
+	var form *wire.Form
+	if a.feedForm {
+		form = req.form
+	}
+	// The head is read even to resume (the as-of position is then the
+	// resumed export's): it checks that the form is there, and the tag
+	// changes with it.
+	head, err := a.feed.FeedHead(req.ctx, req.account, req.list.FormID, form)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if head > token.MaxPosition {
+		a.fail(w, r, fmt.Errorf("export: feed position %d past %d", head, token.MaxPosition))
+		return
+	}
+	asOf := e.asOf
+	if asOf == 0 {
+		asOf = head
+	}
+	tag := a.exportTag(req, head, asOf, acceptsGzip(r.Header.Values("Accept-Encoding")))
+	// Nothing the export would send has changed while the form's head
+	// has not (submissions never change, and every addition and deletion
+	// moves it): a 304 reads no row.
+	if notModified(w, r, tag, cachePage, varyPage) {
+		return
+	}
+	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), form: form}
+	if e.format == formatCSV {
+		if err := x.columns(); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	// The first page is read before the status line, so that a failure
+	// there is still an error answer.
+	x.next, x.done, x.first = e.after, false, true
+	if err := x.read(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/jsonl; charset=utf-8")
+	if e.format == formatCSV {
+		h.Set("Content-Type", "text/csv; charset=utf-8; header=present")
+	}
+	h.Set("Content-Disposition", `attachment; filename="`+req.list.FormID+"."+e.format+`"`)
+	h.Set("Cache-Control", cachePage)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("ETag", tag)
+	h.Set("Vary", varyPage)
+	h.Set("Accept-Ranges", "none")
+	floor := int64(0)
+	if e.after == 0 {
+		floor = x.purged // as a reader from sync=start (see listFeed)
+	}
+	sync := a.tokens.SealSync(req.list, token.Sync{Pos: asOf, Floor: floor})
+	h.Set("Sync-Token", sync)
+	h.Set("Link", "<"+a.linkBase(r)+req.path()+"?"+url.Values{"sync": {sync}}.Encode()+`>; rel="next"`)
+	gz := acceptsGzip(r.Header.Values("Accept-Encoding"))
+	if gz {
+		h.Set("Content-Encoding", "gzip")
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w)}
+	// The status line and headers go at once: the client has its first
+	// byte, and the Sync-Token, before the first chunk is full.
+	if err := x.out.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		panic(http.ErrAbortHandler)
+	}
+	if gz {
+		zw := gzipPool.Get().(*gzip.Writer)
+		zw.Reset(x.out)
+		defer gzipPool.Put(zw)
+		x.dst = zw
+	} else {
+		x.dst = x.out
+	}
+	if err := x.stream(); err != nil {
+		// Past the status line, the only way to tell the client that the
+		// file is incomplete is to break the response: a client resumes
+		// from the last complete line.
+		switch {
+		case errors.Is(err, errRateLimited):
+			a.log(w, r, slog.LevelInfo, "formsapi: export stopped by the rate limit")
+		case r.Context().Err() == nil:
+			a.logThrottled(logStoreFailed, w, r, slog.LevelError, "formsapi: export stopped", slog.Any("err", err))
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if zw, ok := x.dst.(*gzip.Writer); ok {
+		if err := zw.Close(); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if err := x.out.flush(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// exportTag is the strong ETag of an export: a MAC, under the cursor
+// secret, of the account, the form, the feed's head (every addition
+// and deletion moves it), the as-of position, where it
+// starts, the format with its options, and the content coding (a strong
+// tag names one byte sequence).
+func (a *api) exportTag(req request, head, asOf int64, gz bool) string {
+	m := hmac.New(sha256.New, a.tags.exportKey[:])
+	for _, s := range []string{req.list.Account, req.list.FormID, req.export.format} {
+		m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
+		m.Write([]byte(s))
+	}
+	var b []byte
+	b = binary.BigEndian.AppendUint64(b, uint64(head))
+	b = binary.BigEndian.AppendUint64(b, uint64(asOf))
+	b = binary.BigEndian.AppendUint64(b, uint64(req.export.after))
+	for _, f := range []bool{req.export.bom, req.export.keepFormat, gz} {
+		if f {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	m.Write(b)
+	return `"` + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + `"`
+}
+
+// exporter streams one export.
+type exporter struct {
+	a         *api
+	req       request
+	e         export
+	asOf      int64
+	positions token.Positions
+	form      *wire.Form
+
+	page   wire.Page // the page read last, not yet written
+	next   int64     // the position the next read starts after
+	done   bool      // the page read last reaches the as-of position
+	first  bool      // the next read is the stream's first
+	purged int64     // the store's Purged at the stream's first page
+
+	cols  map[string]int // CSV: data member → column
+	names []string       // CSV: data columns in order
+	other bool           // CSV: members past maxColumns, in a last column
+
+	sent int // submissions sent since the rate limiter was last asked
+	out  *chunkWriter
+	dst  io.Writer
+	line []byte
+}
+
+// maxColumns bounds the CSV's data columns: the members of data past the
+// first maxColumns names go, as one JSON object, in a last column
+// otherData.
+const maxColumns = 1000
+
+// read reads the page after e.next, within the as-of position; it sets
+// done when nothing of the export remains after it.
+func (x *exporter) read() error {
+	x.page = wire.Page{Body: x.page.Body[:0], Form: x.form, Positions: x.page.Positions[:0], Ends: x.page.Ends[:0]}
+	if x.next >= x.asOf {
+		x.done = true
+		return nil
+	}
+	ctx, cancel := x.a.storeContext(x.req)
+	defer cancel()
+	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes}, &x.page)
+	if err != nil {
+		return err
+	}
+	if len(x.page.Positions) != x.page.Objects() || len(x.page.Ends) != len(x.page.Positions) {
+		return fmt.Errorf("export: the store gave %d positions for %d submissions", len(x.page.Positions), x.page.Objects())
+	}
+	if x.first {
+		x.purged, x.first = x.page.Purged, false
+	}
+	x.next = next
+	x.done = !more || next >= x.asOf
+	return nil
+}
+
+// storeContext is the context of one store call of a streamed answer:
+// WithStoreTimeout bounds each call, not the whole stream.
+func (a *api) storeContext(req request) (context.Context, context.CancelFunc) {
+	if a.cfg.storeTimeout > 0 {
+		return context.WithTimeout(req.httpCtx, a.cfg.storeTimeout)
+	}
+	return req.httpCtx, func() {}
+}
+
+// each calls fn with every submission of the page read last within the
+// as-of position: its feed position and its JSON object.
+func (x *exporter) each(fn func(pos int64, obj []byte) error) error {
+	start := 0
+	for i, pos := range x.page.Positions {
+		end := x.page.Ends[i]
+		obj := x.page.Body[start:end]
+		if len(obj) > 0 && obj[0] == ',' {
+			obj = obj[1:]
+		}
+		start = end
+		if pos > x.asOf {
+			return nil
+		}
+		if err := fn(pos, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// columns reads the export once, before its first byte, for the CSV's
+// header: the top-level members of data, in the order of their first
+// appearance in commit order. A resumed export reads them from the
+// beginning too, so that its rows have the columns of the export it
+// continues.
+func (x *exporter) columns() error {
+	x.cols = map[string]int{}
+	x.next = 0
+	for {
+		if err := x.read(); err != nil {
+			return err
+		}
+		err := x.each(func(_ int64, obj []byte) error {
+			var s struct{ Data json.RawMessage }
+			if err := json.Unmarshal(obj, &s); err != nil {
+				return fmt.Errorf("export: decode a stored submission: %w", err)
+			}
+			return members(s.Data, func(name string, _ json.RawMessage) {
+				if _, ok := x.cols[name]; ok {
+					return
+				}
+				if len(x.names) == maxColumns {
+					x.other = true
+					return
+				}
+				x.cols[name] = len(x.names)
+				x.names = append(x.names, name)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if x.done {
+			return nil
+		}
+	}
+}
+
+// members calls fn with each member of the JSON object data, in order.
+func members(data []byte, fn func(name string, value json.RawMessage)) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("export: submission data is not a JSON object")
+	}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return fmt.Errorf("export: decode submission data: %w", err)
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return fmt.Errorf("export: decode submission data: %w", err)
+		}
+		fn(t.(string), v)
+	}
+	return nil
+}
+
+// stream writes the whole export: the CSV header, then the lines of the
+// page read already and of every page after it.
+func (x *exporter) stream() error {
+	if x.e.format == formatCSV && x.e.after == 0 { // a resumed file has its header already
+		if err := x.header(); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := x.each(x.writeLine); err != nil {
+			return err
+		}
+		if x.done {
+			return nil
+		}
+		if err := x.read(); err != nil {
+			return err
+		}
+	}
+}
+
+// writeLine writes the line of the submission at pos, obj its JSON.
+func (x *exporter) writeLine(pos int64, obj []byte) error {
+	if err := x.account(); err != nil {
+		return err
+	}
+	b := x.line[:0]
+	ref := x.a.tokens.AppendRef(nil, x.req.list, pos)
+	position := x.positions.Append(nil, pos, x.asOf)
+	if x.e.format == formatJSONL {
+		b = append(b, `{"ref":"`...)
+		b = append(b, ref...)
+		b = append(b, `","position":"`...)
+		b = append(b, position...)
+		b = append(b, `",`...)
+		b = append(b, obj[1:]...)
+		b = append(b, '\n')
+	} else {
+		var err error
+		if b, err = x.csvRow(b, ref, position, obj); err != nil {
+			return err
+		}
+	}
+	x.line = b
+	_, err := x.dst.Write(b)
+	return err
+}
+
+// account asks the rate limiter again for every page's worth of
+// submissions sent past the first (which the request's own decision
+// covered): an export costs what paging through the same submissions
+// with the default limit costs. A refusal ends the export; the client
+// resumes from its last line once the window allows.
+func (x *exporter) account() error {
+	x.sent++
+	if x.sent <= x.a.cfg.defaultLimit {
+		return nil
+	}
+	x.sent = 1
+	if x.a.cfg.access.limiter == nil {
+		return nil
+	}
+	d, err := x.a.decide(x.req.httpCtx, x.req.key, x.req.grant)
+	if err != nil && !x.a.cfg.access.failClosed && x.req.httpCtx.Err() == nil {
+		return nil // failing open, as a request would be served
+	}
+	if err != nil {
+		return fmt.Errorf("export: rate limiter: %w", err)
+	}
+	if !d.Allowed {
+		return errRateLimited
+	}
+	return nil
+}
+
+// header writes the CSV's header row.
+func (x *exporter) header() error {
+	var b []byte
+	if x.e.bom {
+		b = append(b, "\uFEFF"...)
+	}
+	b = append(b, "ref,position,createdAt"...)
+	for _, n := range x.names {
+		b = append(b, ',')
+		b = appendCSVCell(b, "data."+n, !x.e.keepFormat)
+	}
+	if x.other {
+		b = append(b, ",otherData"...)
+	}
+	b = append(b, ",attachments\r\n"...)
+	_, err := x.dst.Write(b)
+	return err
+}
+
+// csvRow appends the CSV row of one submission (see docs/api.md for the
+// rules): ref, position, createdAt, a cell per data column, otherData
+// when there is one, and attachments.
+func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
+	var s struct {
+		Data        json.RawMessage
+		Attachments json.RawMessage
+		CreatedAt   string
+	}
+	if err := json.Unmarshal(obj, &s); err != nil {
+		return b, fmt.Errorf("export: decode a stored submission: %w", err)
+	}
+	cells := make([]json.RawMessage, len(x.names))
+	var other []byte
+	err := members(s.Data, func(name string, v json.RawMessage) {
+		if i, ok := x.cols[name]; ok {
+			cells[i] = v
+			return
+		}
+		// A member past maxColumns, or one of a submission committed
+		// after the header was read (it cannot be: the export is as of
+		// its head), goes to otherData.
+		if other == nil {
+			other = append(other, '{')
+		} else {
+			other = append(other, ',')
+		}
+		other = appendString(other, name)
+		other = append(other, ':')
+		other = append(other, compactJSON(v)...)
+	})
+	if err != nil {
+		return b, err
+	}
+	b = append(b, ref...)
+	b = append(b, ',')
+	b = append(b, position...)
+	b = append(b, ',')
+	b = append(b, s.CreatedAt...)
+	escape := !x.e.keepFormat
+	for _, v := range cells {
+		b = append(b, ',')
+		b = appendJSONCell(b, v, escape)
+	}
+	if x.other {
+		b = append(b, ',')
+		if other != nil {
+			b = appendCSVCell(b, string(append(other, '}')), escape)
+		}
+	}
+	b = append(b, ',')
+	if att := compactJSON(s.Attachments); string(att) != "[]" && len(att) > 0 {
+		b = appendCSVCell(b, string(att), escape)
+	}
+	return append(b, "\r\n"...), nil
+}
+
+// appendJSONCell appends the cell of one data member's JSON value v (nil:
+// absent, an empty cell): a string as its text, a number as written, true
+// and false as such, null as an empty cell, an object or array as its
+// compact JSON.
+func appendJSONCell(b []byte, v json.RawMessage, escape bool) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return b
+		}
+		return appendCSVCell(b, s, escape)
+	case 'n':
+		return b
+	case 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return append(b, v...) // numbers untouched, never escaped
+	}
+	return appendCSVCell(b, string(compactJSON(v)), escape)
+}
+
+func compactJSON(v []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, v) != nil {
+		return v
+	}
+	return buf.Bytes()
+}
+
+// formulaTriggers are the first characters that make a spreadsheet read
+// a cell as a formula (OWASP ASVS 5.0, 1.2.10; CWE-1236).
+const formulaTriggers = "=+-@\t\r\x00"
+
+// appendCSVCell appends text s as one RFC 4180 cell: quoted, its quotes
+// doubled, when it holds a comma, a quote, CR or LF (or starts or ends
+// with a space, which some readers trim); with escape, a ' before it when
+// it begins with a formula trigger.
+func appendCSVCell(b []byte, s string, escape bool) []byte {
+	if escape && s != "" && strings.IndexByte(formulaTriggers, s[0]) >= 0 {
+		s = "'" + s
+	}
+	if s == "" || !strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[len(s)-1] != ' ' {
+		return append(b, s...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			b = append(b, '"')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// chunkWriter holds up to exportChunk bytes, then writes them under a
+// write deadline of their own and flushes them to the client.
+type chunkWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	c.buf = append(c.buf, p...)
+	if len(c.buf) >= exportChunk {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// flush writes what c holds and flushes it, under a fresh deadline.
+func (c *chunkWriter) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	// A writer without deadlines (a test's recorder) has no timeout to
+	// renew either.
+	if err := c.rc.SetWriteDeadline(time.Now().Add(exportWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := c.w.Write(c.buf); err != nil {
+		return err
+	}
+	c.buf = c.buf[:0]
+	if err := c.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
