@@ -9,7 +9,9 @@ package formsapi
 // from that token is the form. The body is written in chunks of
 // exportChunk bytes, each under a write deadline of its own, so a long
 // export is not cut by the server's WriteTimeout and a slow reader holds
-// at most a chunk of the server's memory.
+// at most a page and a chunk of the server's memory, within the
+// handler's bytes in flight (room.go: the route reserves a page's room
+// for its whole stream).
 
 import (
 	"bytes"
@@ -130,9 +132,9 @@ func truncateName(s string) string {
 // besides the page being read.
 const exportChunk = 32 << 10
 
-// exportWriteTimeout is the write deadline of each chunk: the time a
-// client has to take one chunk before the export stops.
-const exportWriteTimeout = 30 * time.Second
+// gzipState is about what a gzip writer at gzipLevel holds besides its
+// output: counted in the export's share of the room when it compresses.
+const gzipState = 300 << 10
 
 // exportPage is how many feed entries one read of the export takes; the
 // page's byte budget (WithPageBytes) bounds it too.
@@ -214,13 +216,17 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w)}
+	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w), stall: a.cfg.access.stall}
 	// The status line and headers go at once: the client has its first
 	// byte, and the Sync-Token, before the first chunk is full.
+	if err := x.out.deadline(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
 	if err := x.out.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		panic(http.ErrAbortHandler)
 	}
 	if gz {
+		req.room.grow(gzipState)
 		zw := gzipPool.Get().(*gzip.Writer)
 		zw.Reset(x.out)
 		defer gzipPool.Put(zw)
@@ -628,11 +634,16 @@ func appendCSVCell(b []byte, s string, escape bool) []byte {
 }
 
 // chunkWriter holds up to exportChunk bytes, then writes them under a
-// write deadline of their own and flushes them to the client.
+// write deadline of their own, the stall timeout from the write's start
+// (WithRateLimit's StallTimeout; none when it is off), and flushes them
+// to the client. Unlike a page's (writeChunked), the deadline is not
+// bounded by the server's WriteTimeout: an export takes as long as its
+// client keeps reading.
 type chunkWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+	buf   []byte
 }
 
 func (c *chunkWriter) Write(p []byte) (int, error) {
@@ -645,14 +656,27 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// deadline sets the write deadline of the next write: the stall timeout
+// from now, or none.
+func (c *chunkWriter) deadline() error {
+	var d time.Time
+	if c.stall > 0 {
+		d = time.Now().Add(c.stall)
+	}
+	// A writer without deadlines (a test's recorder) has no timeout to
+	// renew either.
+	if err := c.rc.SetWriteDeadline(d); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
 // flush writes what c holds and flushes it, under a fresh deadline.
 func (c *chunkWriter) flush() error {
 	if len(c.buf) == 0 {
 		return nil
 	}
-	// A writer without deadlines (a test's recorder) has no timeout to
-	// renew either.
-	if err := c.rc.SetWriteDeadline(time.Now().Add(exportWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := c.deadline(); err != nil {
 		return err
 	}
 	if _, err := c.w.Write(c.buf); err != nil {

@@ -612,3 +612,34 @@ func TestExportRateAccounting(t *testing.T) {
 		t.Errorf("a quota of 6: complete %v, then %d; want the whole file, then 200", complete, next)
 	}
 }
+
+// TestExportOutlivesWriteTimeout: under a server whose WriteTimeout has
+// passed before the handler writes anything (1 ns), a page cannot be
+// sent but the export is, whole: each of its chunks has a deadline of
+// its own.
+func TestExportOutlivesWriteTimeout(t *testing.T) {
+	t.Parallel()
+	h := seededHandler(t, formsapi.WithPageBytes(512))
+	want := do(t, h, "GET", exportPath, bearer(storetest.KeyA)...)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.WriteTimeout = time.Nanosecond
+	srv.Start()
+	defer srv.Close()
+	get := func(path string) ([]byte, error) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer res.Body.Close()
+		return io.ReadAll(res.Body)
+	}
+	if _, err := get("/v1/forms/" + storetest.FormBusy + "/submissions"); err == nil {
+		t.Fatal("a page went out past the server's WriteTimeout: the test shows nothing")
+	}
+	got, err := get(exportPath)
+	if err != nil || !bytes.Equal(got, want.body) {
+		t.Fatalf("the export under an expired WriteTimeout: %v, %d bytes, want %d", err, len(got), len(want.body))
+	}
+}

@@ -41,9 +41,12 @@ const (
 	// roomPage: the request reserves a page's byte budget before any
 	// store read, and answers 503 when no room comes (reservePage).
 	roomPage roomUse = iota + 1
-	// A stream, which holds a page at a time, would add a use of its own:
-	// nothing reserved here, each page reserved as it builds it
-	// (reservePage) and written with writeChunked.
+	// roomStream: a streamed answer, which holds one page at a time and
+	// a chunk of its body (the export): it reserves one page's room the
+	// same way, before any store read, and keeps it for the whole stream;
+	// each chunk goes under a write deadline of the stall timeout of its
+	// own, past the server's WriteTimeout (export.go's chunkWriter).
+	roomStream
 )
 
 // route is one endpoint: a path under the mount point, served for GET
@@ -117,7 +120,7 @@ var routes = []*route{
 	{
 		name:  "export",
 		path:  pathExport,
-		keyed: true, rate: ratePerPage,
+		keyed: true, rate: ratePerPage, room: roomStream,
 		params: exportParams,
 		tokens: map[string]token.Kind{"after": token.ExportPosition},
 		// Its Link is the feed to read on from its Sync-Token.
@@ -165,7 +168,7 @@ func (a *api) handle(rt *route) http.Handler {
 				return
 			}
 		}
-		if rt.room == roomPage {
+		if rt.room == roomPage || rt.room == roomStream {
 			if !a.reservePage(w, r, &req) {
 				return
 			}
