@@ -23,6 +23,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsotel"
+	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/ratelimit"
@@ -190,6 +191,12 @@ func TestMetrics(t *testing.T) {
 	is.Equal(get(t, srv, "/v1/nowhere", storetest.KeyA), 404)                                                     // no route
 	is.Equal(get(t, srv, "/v1/openapi.json", ""), 200)                                                            // no page
 
+	// The client can read the whole document before the handler's goroutine
+	// records the request (its last write returns once the kernel has the
+	// bytes): wait for that record, not for an amount of time.
+	testenv.WaitFor(t, func() bool {
+		return find(tel.collect(t), "http.server.request.duration", map[string]string{"http.request.method": "GET", "http.route": "/v1/openapi.json", "http.response.status_code": "200"}) == 1
+	})
 	m := tel.collect(t)
 	const subs = "/v1/forms/{formId}/submissions"
 	is.Equal(find(m, "http.server.request.duration", map[string]string{"http.request.method": "GET", "http.route": subs, "http.response.status_code": "200"}), int64(3))
