@@ -9,6 +9,10 @@ import (
 // Pool returns the pool the store works through.
 func Pool(s *Store) *pgxpool.Pool { return s.pool }
 
+// CacheWentBack is how many times the store's read cache saw a version go
+// back (internal/pagecache's WentBack).
+func CacheWentBack(s *Store) int64 { return s.cache.WentBack() }
+
 // MigrationCount is the number of embedded migrations.
 func MigrationCount() int {
 	ms, err := migrations()

@@ -102,3 +102,7 @@ type UseBatch struct {
 	N   int
 	Err error
 }
+
+// CacheWentBack is how many times the store's read cache saw a version go
+// back (internal/pagecache's WentBack).
+func CacheWentBack(s *Store) int64 { return s.cache.WentBack() }

@@ -22,6 +22,18 @@
 //     the form then has another version already, and since versions never
 //     come back, the page is never served.
 //
+// Versions never come back while the database keeps its history, but a
+// restore from a backup or a dump, a point-in-time recovery or a failover
+// to a replica that missed commits takes the counters back, and the
+// versions after that point are given again, to other states. A store
+// that reads a version lower than one the cache holds for the same list
+// has seen that happen: the cache drops every page of that form or forms
+// list (see get). A restored form whose version climbs back to exactly a
+// held page's before any read sees it lower is what this cannot see; the
+// stores make that unlikely by giving versions random low bits (pgstore
+// migration 0012, sqlitestore migration 0010), and docs/stores.md tells
+// hosts to restart their nodes after one.
+//
 // A store that cannot tell a form's current version does not use the
 // cache: it reads from the database. The same contract holds for an
 // account's forms list and its version.
@@ -60,6 +72,7 @@ type Cache struct {
 	shards   [shards]shard
 	bytes    atomic.Int64 // held by all shards together
 	maxBytes int64
+	wentBack atomic.Int64 // times get saw a version go back (see get)
 }
 
 // shards is well above the number of cores a server has, so two
@@ -148,16 +161,35 @@ func (c *Cache) shard(k key) int {
 	return int(maphash.Comparable(c.seed, k) % shards)
 }
 
-// get returns what the cache holds for list k at version v, or nil.
+// get returns what the cache holds for list k at version v, the version
+// of k's form or forms list that the store just read as current, or nil.
+//
+// If it holds k at a later version, the form or list went back in time:
+// the database was restored from a backup or a dump, recovered to a point
+// in time, or failed over to a replica that had not seen every commit.
+// Pages read after the point it went back to are then of a history that
+// no longer is, and their versions may be given again, to other states:
+// get drops every page of the form (or list), not only k's. A reader that
+// read the version just before a commit and looks here just after
+// another reader kept the newer page also lands here: that costs the
+// form's pages, never exactness.
 func (c *Cache) get(v int64, k key) *entry {
 	sh := &c.shards[c.shard(k)]
 	sh.mu.RLock()
 	e := sh.pages[k]
 	sh.mu.RUnlock()
-	if e == nil || e.version != v {
-		return nil
+	if e == nil || e.version == v {
+		return e
 	}
-	return e
+	if e.version > v {
+		c.wentBack.Add(1)
+		if k.forms {
+			c.ForgetForms(k.account)
+		} else {
+			c.Forget(k.formSeq)
+		}
+	}
+	return nil
 }
 
 // serve appends the first limit items of e's list to body and returns
@@ -303,6 +335,16 @@ func (c *Cache) Stats() (entries, bytes int) {
 		sh.mu.RUnlock()
 	}
 	return entries, int(c.bytes.Load())
+}
+
+// WentBack returns how many times a store read a version of a form or a
+// forms list lower than one the cache held for it, and the cache dropped
+// that form's or list's pages (see the package documentation).
+func (c *Cache) WentBack() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.wentBack.Load()
 }
 
 // Versions returns, for each form with pages in the cache, the versions

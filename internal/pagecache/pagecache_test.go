@@ -100,12 +100,66 @@ func TestServedOnlyAtItsVersion(t *testing.T) {
 	is.Equal(read, 11)                                           // another version is a miss
 	is.Equal(string(next.Body), string(uncached(t, v2, q).Body)) // and shows that version's items
 	is.True(strings.Contains(string(next.Body), `"v":2`))
-	_, read = page(t, c, 1, v1, q)
-	is.Equal(read, 11) // the old version is gone: the newer one took its place
 	entries, bytes := c.Stats()
 	is.Equal(entries, 1) // one list
 	is.True(bytes > 0)
-	is.Equal(c.Versions(), map[int64][]int64{7: {2}}) // held at the newer version
+	is.Equal(c.Versions(), map[int64][]int64{7: {2}}) // held at the newer version: it took the old one's place
+	_, read = page(t, c, 1, v1, q)
+	is.Equal(read, 11)                                // the old version is gone
+	is.Equal(c.Versions(), map[int64][]int64{7: {1}}) // and a version read lower than the one held is taken as the form's now (see TestWentBack)
+}
+
+// TestWentBack: a store reads a form's version lower than one the cache
+// holds for a list of it, as after a restore from a backup; the cache
+// drops every page of that form, of every list, and never serves them
+// again, even once the restored form's version climbs back to a dropped
+// page's: the same value then names another state. Other forms keep
+// their pages. The same for forms lists.
+func TestWentBack(t *testing.T) {
+	is := is.New(t)
+	c := pagecache.New(1 << 20)
+	before, after := list(1, 30), list(2, 30) // the form's states at versions 5 and 9, then 9 again after the restore
+	newest, oldest := formsapi.Query{Limit: 10}, formsapi.Query{Limit: 10, Order: formsapi.Oldest}
+	page(t, c, 9, before, newest)
+	page(t, c, 9, before, oldest)
+	other := wire.Page{Body: []byte("[")}
+	r, err := c.Begin(4, 8, newest, &other) // another form's page
+	is.NoErr(err)
+	rows(&r, before, newest.Order, new(int))
+	r.Done(4)
+	is.Equal(c.WentBack(), int64(0))
+
+	// Restored: the form is back at version 5, and a store reads it.
+	_, read := page(t, c, 5, before, newest)
+	is.Equal(read, 11) // a miss, as any other version is
+	is.Equal(c.WentBack(), int64(1))
+	is.Equal(c.Versions(), map[int64][]int64{7: {5}, 8: {4}}) // both of form 7's version 9 pages dropped, form 8's kept
+
+	// One write: version 9 again, of another state. Neither list serves
+	// what it held at 9 before.
+	for _, q := range []formsapi.Query{newest, oldest} {
+		got, read := page(t, c, 9, after, q)
+		is.True(read > 0) // read from the database
+		is.Equal(string(got.Body), string(uncached(t, after, q).Body))
+	}
+
+	// Forms lists: the account's pages go, another account's stay.
+	all, pos := forms(1, 3)
+	q := formsapi.Query{Limit: 10}
+	p, at, more := formsPage(all, pos, q)
+	c.KeepForms(9, "acct", q, p.Items, at, more)
+	c.KeepForms(9, "acct", oldest, p.Items, at, more)
+	c.KeepForms(9, "other", q, p.Items, at, more)
+	_, ok := c.Forms(5, "acct", q)
+	is.True(!ok)
+	is.Equal(c.WentBack(), int64(2))
+	_, ok = c.Forms(9, "acct", oldest)
+	is.True(!ok) // the list's other page went too
+	_, ok = c.Forms(9, "other", q)
+	is.True(ok)
+
+	var none *pagecache.Cache
+	is.Equal(none.WentBack(), int64(0))
 }
 
 func TestLimitsShareAPage(t *testing.T) {
