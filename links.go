@@ -57,7 +57,7 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, req request, storeNex
 	if storeNext == "" {
 		return ""
 	}
-	next := a.tokens.seal(req.cursorKind(), req.list, req.q, storeNext)
+	next := a.tokens.seal(req.cursorKind(), req.list, req.inc, req.q, storeNext)
 	v := url.Values{"cursor": {next}}
 	if req.limit != "" {
 		v.Set("limit", req.limit)

@@ -97,10 +97,15 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 	req.q.MaxBytes = a.cfg.pageBytes
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
-		if err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p); err != nil {
+		err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p)
+		if err == nil && otherIncarnation(req.inc, p.Incarnation) {
+			err = errCursorOfGone
+		}
+		if err != nil {
 			a.fail(w, r, err)
 			return p.Body
 		}
+		req.inc = p.Incarnation
 		a.logSkipped(w, r, p.Skipped)
 		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
 	})
@@ -127,11 +132,18 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 		// Purged at that first page. Past it, a forgotten deletion after
 		// the token may concern a submission the reader holds (positions
 		// are in commit order), so it must start over.
-		if req.after == 0 {
+		switch {
+		case err != nil:
+		case req.after == 0:
 			req.floor = p.Purged
-		} else if err == nil && max(req.after, req.floor) < p.Purged {
+		case otherIncarnation(req.inc, p.Incarnation):
+			// Before retention: the token's positions are of another
+			// form's feed, and mean nothing in this one.
+			err = errSyncOfGone
+		case max(req.after, req.floor) < p.Purged:
 			err = errSyncExpired
 		}
+		req.inc = p.Incarnation
 		if err == nil && len(p.Positions) != p.Objects() {
 			err = fmt.Errorf("sync submissions: the store gave %d positions for %d submissions", len(p.Positions), p.Objects())
 		}
@@ -413,4 +425,13 @@ func appendWithin(p *wire.Page, formID string, items []Submission, positions []i
 		}
 	}
 	return -1
+}
+
+// otherIncarnation reports whether a cursor or sync token sealed for the
+// incarnation tok of its form is of another form than the one the store
+// just read, of incarnation form: one deleted since, whose ID a new form
+// took. 0 on either side is an incarnation not known (a token of an
+// earlier version, a store that does not tell), which matches any.
+func otherIncarnation(tok, form uint64) bool {
+	return tok != 0 && form != 0 && tok != form
 }

@@ -50,8 +50,8 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		if bytes.Equal(q.AppendKey(nil), Query{}.AppendKey(nil)) {
 			t.Errorf("%s: AppendKey is the same with and without it", p.name)
 		}
-		opened, ok := a.tokens.open(token.SubmissionsCursor, l, a.tokens.seal(token.SubmissionsCursor, l, q, "pos"))
-		if !ok || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
+		opened, inc, ok := a.tokens.open(token.SubmissionsCursor, l, a.tokens.seal(token.SubmissionsCursor, l, 7, q, "pos"))
+		if !ok || inc != 7 || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
 		}
 		if a.pageTag(request{list: l, q: q}, "", nil) == a.pageTag(request{list: l}, "", nil) {
@@ -65,7 +65,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		}
 		var next request
 		next.list, next.route = l, routeNamed("submissions")
-		if msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
+		if msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, 0, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}
 	}

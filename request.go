@@ -34,6 +34,10 @@ type request struct {
 	sync    bool   // a feed request: ?sync=start or ?sync=<token>
 	after   int64  // the feed position it reads after
 	floor   int64  // the token's floor (see listFeed)
+	// inc is the incarnation of the form that the request's cursor or
+	// sync token was sealed for (0: none, or not known); once the store
+	// has read the page, the form's own, which the next token carries.
+	inc uint64
 
 	// forms is the version of the account's forms list, from the combined
 	// lookup of a request for the forms list, or nil: every page of forms
@@ -147,10 +151,11 @@ func (a *api) parseQuery(raw string, req *request) string {
 		return msg
 	}
 	if tok := vals.Get("cursor"); tok != "" {
-		c, ok := a.tokens.open(req.cursorKind(), req.list, tok)
+		c, inc, ok := a.tokens.open(req.cursorKind(), req.list, tok)
 		if !ok {
 			return msgBadCursor
 		}
+		req.inc = inc
 		if msg := fromCursor(vals.Get, &q, c); msg != "" {
 			return msg
 		}
@@ -185,7 +190,7 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 		if !ok || req.route.kind("sync") != token.SyncToken {
 			return `invalid sync: use "start" or the syncToken of a previous page of this form's feed`
 		}
-		req.after, req.floor = s.Pos, s.Floor
+		req.after, req.floor, req.inc = s.Pos, s.Floor, s.Incarnation
 	}
 	return ""
 }

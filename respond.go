@@ -27,6 +27,8 @@ const (
 	msgInternal          = "internal server error"
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
 	msgSyncExpired       = "sync token expired: deletions after it are no longer kept; read the feed again from sync=start and replace your copy"
+	msgCursorOfGone      = "cursor expired: the form it was made for was deleted and a form with the same ID created since; read the list again without a cursor"
+	msgSyncOfGone        = "sync token expired: the form it was made for was deleted and a form with the same ID created since; read the feed again from sync=start and replace your copy"
 	msgUnavailable       = "service unavailable: the request took too long, try again"
 	msgRateLimited       = "rate limit exceeded: retry after the number of seconds in Retry-After"
 	msgLimiterNotWorking = "service unavailable: the rate limiter is not answering, try again"
@@ -38,14 +40,16 @@ const (
 // fail answers each; the store's own errors (ErrFormNotFound,
 // ErrInvalidCursor, a deadline, anything else) are answered there too.
 var (
-	errNoCredentials  = errors.New("no bearer credentials")            // 401 without an error code
-	errNoRoute        = errors.New("no such route")                    // 404
-	errMethod         = errors.New("method not allowed")               // 405
-	errNoFeed         = errors.New("the store has no sync feed")       // 501
-	errSyncExpired    = errors.New("the sync token is past retention") // 410
-	errRateLimited    = errors.New("rate limited")                     // 429
-	errLimiterRefused = errors.New("the rate limiter is not working")  // 503, failing closed
-	errBusy           = errors.New("too many requests at once")        // 429, Retry-After: 1
+	errNoCredentials  = errors.New("no bearer credentials")               // 401 without an error code
+	errNoRoute        = errors.New("no such route")                       // 404
+	errMethod         = errors.New("method not allowed")                  // 405
+	errNoFeed         = errors.New("the store has no sync feed")          // 501
+	errSyncExpired    = errors.New("the sync token is past retention")    // 410
+	errCursorOfGone   = errors.New("the cursor is of a deleted form")     // 410
+	errSyncOfGone     = errors.New("the sync token is of a deleted form") // 410
+	errRateLimited    = errors.New("rate limited")                        // 429
+	errLimiterRefused = errors.New("the rate limiter is not working")     // 503, failing closed
+	errBusy           = errors.New("too many requests at once")           // 429, Retry-After: 1
 )
 
 // badRequest is a 400 whose message names the parameter and what is wrong.
@@ -93,6 +97,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// The token is good, and what it would resume needs deletions the
 		// store no longer keeps: the client must start over, not retry.
 		writeError(w, http.StatusGone, msgSyncExpired)
+	case errors.Is(err, errCursorOfGone):
+		// The form the cursor was made for was deleted, and one with the
+		// same ID made since: its list is another, to read from the start.
+		writeError(w, http.StatusGone, msgCursorOfGone)
+	case errors.Is(err, errSyncOfGone):
+		writeError(w, http.StatusGone, msgSyncOfGone)
 	case errors.Is(err, errNoFeed):
 		// The request is good and this server cannot serve it.
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
@@ -182,7 +192,7 @@ func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, b
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
-	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor}), more)
+	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor, Incarnation: req.inc}), more)
 	a.writePage(w, r, req, tag, body)
 	return body
 }

@@ -16,7 +16,7 @@ import (
 // every position up to the last one given and none beyond it.
 func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Items: make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))}
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.DeletedAt, &p.Purged, func(pos int64, r *submission) bool {
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.DeletedAt, &p.Purged, nil, func(pos int64, r *submission) bool {
 		p.Items = append(p.Items, cloneSubmission(r.sub))
 		p.Positions = append(p.Positions, pos)
 		return true
@@ -36,7 +36,7 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
 	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, nil, &p.Purged, func(pos int64, r *submission) bool {
+	return s.feed(ctx, accountID, formID, after, limit, &p.Deleted, nil, &p.Purged, &p.Incarnation, func(pos int64, r *submission) bool {
 		if !budget.Take(len(r.json)) {
 			return false
 		}
@@ -49,8 +49,8 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire
 // submission with visit, which returning false ends the page before it,
 // and each deletion appended to *deleted (its own position to
 // *deletedAt, unless nil). *purged is set to the form's
-// last forgotten deletion.
-func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, deleted, deletedAt *[]int64, purged *int64, visit func(int64, *submission) bool) (next int64, more bool, err error) {
+// last forgotten deletion, and *inc, unless nil, to its incarnation.
+func (s *Store) feed(ctx context.Context, accountID, formID string, after int64, limit int, deleted, deletedAt *[]int64, purged *int64, inc *uint64, visit func(int64, *submission) bool) (next int64, more bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w", err)
 	}
@@ -67,6 +67,9 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 		return 0, false, fmt.Errorf("memstore: sync submissions: %w: position %d", formsapi.ErrInvalidCursor, after)
 	}
 	*purged = fm.purged
+	if inc != nil {
+		*inc = fm.incarnation()
+	}
 	next = after
 	n := 0
 	for i := after; i < int64(len(fm.feed)); i++ {

@@ -62,9 +62,11 @@ var (
 
 type form struct {
 	account string
-	pos     keyset.Pos
-	form    formsapi.Form
-	subs    []*submission // sorted by keyset position
+	// pos.Seq is also the form's incarnation (see incarnation): the store
+	// never gives a seq twice.
+	pos  keyset.Pos
+	form formsapi.Form
+	subs []*submission // sorted by keyset position
 	// feed is the form's feed entries in commit order: the one at index
 	// i has feed position i+1. Appended under the write lock, so a
 	// reader under the read lock sees a prefix of it, never a gap.
@@ -72,6 +74,11 @@ type form struct {
 	purged int64                  // the last position of a forgotten deletion
 	ids    map[string]*submission // by Metadata.ID, for those that have one
 }
+
+// incarnation is the form's incarnation (wire.Page.Incarnation): its
+// seq, which no other form of the store ever has, so a form created again
+// with a deleted one's ID has another. The caller holds the lock.
+func (fm *form) incarnation() uint64 { return uint64(fm.pos.Seq) }
 
 // feedEntry is a submission, a deletion, or neither: a submission since
 // deleted, or a deletion past retention.
@@ -372,7 +379,7 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 	var p formsapi.Page[formsapi.Submission]
 	// walk refuses a limit below 1, for which nothing is reserved.
 	p.Items = make([]formsapi.Submission, 0, min(max(q.Limit, 0), prealloc))
-	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
+	next, err := s.submissions(ctx, accountID, formID, q, nil, func(r *submission) {
 		p.Items = append(p.Items, cloneSubmission(r.sub))
 	})
 	p.NextCursor = next
@@ -383,7 +390,7 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 // appends each submission's JSON, made by formsapi.AppendSubmissionJSON
 // when it was added, to p.Body.
 func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	next, err := s.submissions(ctx, accountID, formID, q, func(r *submission) {
+	next, err := s.submissions(ctx, accountID, formID, q, &p.Incarnation, func(r *submission) {
 		p.AddTrusted(r.json) // made in this process, never out of its hands
 	})
 	p.NextCursor = next
@@ -401,8 +408,9 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 // and feed refs, which end with the process, as its data does.
 func (s *Store) FastPath() wire.Self { return wire.Self{Store: s, Secret: s.secret} }
 
-// submissions visits one page of a form of accountID under the read lock.
-func (s *Store) submissions(ctx context.Context, accountID, formID string, q formsapi.Query, visit func(*submission)) (string, error) {
+// submissions visits one page of a form of accountID under the read lock,
+// and sets *inc, unless nil, to the form's incarnation.
+func (s *Store) submissions(ctx context.Context, accountID, formID string, q formsapi.Query, inc *uint64, visit func(*submission)) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("memstore: list submissions: %w", err)
 	}
@@ -411,6 +419,9 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	fm, ok := s.forms[formID]
 	if !ok || fm.account != accountID {
 		return "", fmt.Errorf("memstore: list submissions: %w", formsapi.ErrFormNotFound)
+	}
+	if inc != nil {
+		*inc = fm.incarnation()
 	}
 	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
 }

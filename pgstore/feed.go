@@ -106,6 +106,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 		}
 		if pos == 0 {
 			form = true // the form's row, first: the form is accountID's
+			p.Incarnation = uint64(total)
 		} else {
 			limited = total
 		}

@@ -89,7 +89,7 @@ func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi
 	if err != nil {
 		return formsapi.Grant{}, wire.Form{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
-	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64}, nil
+	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64, Incarnation: uint64(row.incarnation.Int64)}, nil
 }
 
 // AuthorizeForms is Authorize for the handler's forms list: in the same

@@ -46,6 +46,7 @@ type keyRow struct {
 	g            formsapi.Grant
 	expires      *int64
 	seq, version pgtype.Int8
+	incarnation  pgtype.Int8
 	list         pgtype.Int8
 }
 
@@ -78,7 +79,7 @@ func (s *Store) lookupBatch(ctx context.Context, batch []*keyLookup) {
 			if l.formID == "" {
 				return s.pool.QueryRow(ctx, s.sql.resolveKey, l.hash).Scan(&r.g.AccountID, &r.g.Forms, &r.expires, &r.list)
 			}
-			return s.pool.QueryRow(ctx, s.sql.authorizeForm, l.hash, l.formID).Scan(&r.g.AccountID, &r.g.Forms, &r.expires, &r.seq, &r.version)
+			return s.pool.QueryRow(ctx, s.sql.authorizeForm, l.hash, l.formID).Scan(&r.g.AccountID, &r.g.Forms, &r.expires, &r.seq, &r.version, &r.incarnation)
 		})
 		return
 	}
@@ -102,7 +103,7 @@ func (s *Store) lookupBatch(ctx context.Context, batch []*keyLookup) {
 				account pgtype.Text
 				r       keyRow
 			)
-			if err := rows.Scan(&n, &account, &r.g.Forms, &r.expires, &r.seq, &r.version, &r.list); err != nil {
+			if err := rows.Scan(&n, &account, &r.g.Forms, &r.expires, &r.seq, &r.version, &r.incarnation, &r.list); err != nil {
 				return err
 			}
 			if n < 1 || n > int64(len(batch)) {

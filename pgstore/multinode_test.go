@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,4 +212,59 @@ func TestSeveralNodes(t *testing.T) {
 		}
 		t.Logf("%d page requests; %d of %d submissions added during the walk were returned", last, caught, added)
 	})
+}
+
+// TestFormCreatedAgainAcrossNodes: a cursor and a sync token that node a
+// handed out for a form, deleted and created again with the same ID on
+// node a, get 410 on node b on its very next request, with node b's read
+// cache holding the old form's page; the new form's own work on both.
+func TestFormCreatedAgainAcrossNodes(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	secret := []byte(rand.Text())
+	a := newNode(t, dsn, schema, secret)
+	b := newNode(t, dsn, schema, secret)
+	load(t, a.store, storetest.DefaultSeed())
+	const form = "created-twice"
+	make := func(n int) {
+		t.Helper()
+		if err := a.store.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: form}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := a.store.AddSubmission(ctx, formsapi.Submission{FormID: form, Data: []byte(fmt.Sprintf(`{"n":%d}`, i))}, formsapi.Metadata{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	make(3)
+	list := "/v1/forms/" + form + "/submissions?limit=1"
+	cursor := decodePage(t, get(a.handler, list, storetest.KeyA)).NextCursor
+	var feed struct{ SyncToken string }
+	if err := json.Unmarshal(get(a.handler, "/v1/forms/"+form+"/submissions?sync=start&limit=1", storetest.KeyA).body, &feed); err != nil || feed.SyncToken == "" || cursor == "" {
+		t.Fatalf("no cursor %q or sync token %q: %v", cursor, feed.SyncToken, err)
+	}
+	withCursor := list + "&cursor=" + url.QueryEscape(cursor)
+	withToken := "/v1/forms/" + form + "/submissions?sync=" + url.QueryEscape(feed.SyncToken)
+	for range 2 { // node b's cache holds the old form's pages
+		if res := get(b.handler, withCursor, storetest.KeyA); res.status != http.StatusOK {
+			t.Fatalf("node b, old form's cursor: %d %s", res.status, res.body)
+		}
+	}
+	if err := a.store.DeleteForm(ctx, storetest.AccountA, form); err != nil {
+		t.Fatal(err)
+	}
+	make(5)
+	for name, n := range map[string]node{"a": a, "b": b} {
+		if res := get(n.handler, withCursor, storetest.KeyA); res.status != http.StatusGone || !strings.Contains(string(res.body), "cursor expired") {
+			t.Errorf("node %s, the old form's cursor: %d %s, want 410", name, res.status, res.body)
+		}
+		if res := get(n.handler, withToken, storetest.KeyA); res.status != http.StatusGone || !strings.Contains(string(res.body), "sync token expired") {
+			t.Errorf("node %s, the old form's sync token: %d %s, want 410", name, res.status, res.body)
+		}
+	}
+	fresh := decodePage(t, get(b.handler, list, storetest.KeyA)).NextCursor
+	if res := get(a.handler, list+"&cursor="+url.QueryEscape(fresh), storetest.KeyA); res.status != http.StatusOK {
+		t.Errorf("node a, the new form's cursor from node b: %d %s", res.status, res.body)
+	}
 }

@@ -62,7 +62,7 @@ LIMIT $7`
 	// how many rows the limit let through, so that a store that counts
 	// fewer bytes than this statement does (it leaves damaged rows out of
 	// its count) can tell rows cut here from the end of the range.
-	sqlAppendSubmissions = `SELECT f.seq, f.version, s.seq, s.created_at, s.json, s.total
+	sqlAppendSubmissions = `SELECT f.seq, f.version, f.incarnation, s.seq, s.created_at, s.json, s.total
 FROM formsapi_forms f
 LEFT JOIN LATERAL (
     SELECT seq, created_at, json, total FROM (
@@ -122,7 +122,7 @@ ORDER BY 1`
 ) sized
 WHERE before <= $5
 UNION ALL
-SELECT 0, NULL, feed_purged, 0 FROM formsapi_forms WHERE id = $1 AND account_id = $2
+SELECT 0, NULL, feed_purged, incarnation FROM formsapi_forms WHERE id = $1 AND account_id = $2
 ORDER BY 1`
 
 	// Every deletion of the store stamps the tombstones the triggers made
@@ -138,8 +138,9 @@ WHERE f.seq = p.form_seq AND f.feed_purged < p.pos`
 	sqlPurgeTombstones = `DELETE FROM formsapi_tombstones WHERE deleted_at <= $1`
 
 	// The ownership check: a form of another account is not found. The
-	// version (migration 0006) is what the read cache checks its pages by.
-	sqlFormOf = `SELECT seq, version FROM formsapi_forms WHERE id = $1 AND account_id = $2`
+	// version (migration 0006) is what the read cache checks its pages by,
+	// and the incarnation (migration 0013) what cursors and tokens carry.
+	sqlFormOf = `SELECT seq, version, incarnation FROM formsapi_forms WHERE id = $1 AND account_id = $2`
 
 	// Expiry is checked by the caller against the store's clock (see
 	// WithClock), never the database's now(). The lookup of a request for
@@ -153,7 +154,7 @@ FROM formsapi_keys k WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 	// The handler's combined lookup: the key, and the form it asks for
 	// among its account's forms, in one round trip. No row: no live key;
 	// NULLs after expires_at: no such form of the key's account.
-	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version
+	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation
 FROM formsapi_keys k
 LEFT JOIN formsapi_forms f ON f.id = $2 AND f.account_id = k.account_id
 WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
@@ -181,14 +182,14 @@ WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 	// which cost more than running it. Now the plans cost the same, and
 	// after its first five executions on a connection the statement is
 	// planned no more (TestLookupsPlannedOnce).
-	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version,
+	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
     CASE WHEN u.form_id = '' THEN (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id) END
 FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
 ) k ON true
 LEFT JOIN LATERAL (
-    SELECT seq, version FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
+    SELECT seq, version, incarnation FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
 ) f ON true`
 
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at

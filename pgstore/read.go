@@ -231,6 +231,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	mark := p.Mark()
+	p.Incarnation = form.Incarnation
 	r, err := s.cache.Begin(form.Version, form.Seq, q, p)
 	if err != nil {
 		if !form.Found { // the form is not known yet: answer ErrFormNotFound first
@@ -241,7 +242,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	for whole := false; !r.Served(); whole = true {
-		version, same, err := s.readPage(ctx, accountID, formID, q.Order, form.Seq, &r, p)
+		version, inc, same, err := s.readPage(ctx, accountID, formID, q.Order, form.Seq, &r, p)
 		if err != nil {
 			p.Rewind(mark) // retry reads the page again from here
 			return err
@@ -257,6 +258,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 			}
 			continue
 		}
+		p.Incarnation = inc // of the form the rows are of, read with them
 		if same {
 			r.Done(version)
 		}
@@ -281,20 +283,22 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 		return wire.Form{}, nil
 	}
 	f := wire.Form{Found: true}
-	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&f.Seq, &f.Version)
+	var inc int64
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&f.Seq, &f.Version, &inc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wire.Form{}, formsapi.ErrFormNotFound
 	}
+	f.Incarnation = uint64(inc)
 	return f, err
 }
 
 // readPage reads the rows r asks for, in one statement that also returns
-// the form's seq and version in the same snapshot, and returns that
-// version, and whether the form's seq is seq (a form deleted and made
+// the form's seq, version and incarnation in the same snapshot, and
+// returns that version and incarnation, and whether the form's seq is seq (a form deleted and made
 // again since seq was read has another: its page is not to be kept under
 // seq). A form that is no longer formID of accountID is ErrFormNotFound.
 // On failure p may hold part of the page.
-func (s *Store) readPage(ctx context.Context, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, same bool, err error) {
+func (s *Store) readPage(ctx context.Context, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, inc uint64, same bool, err error) {
 	st := s.sql.encodedDesc
 	if order == formsapi.Oldest {
 		st = s.sql.encodedAsc
@@ -302,19 +306,19 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 	lo, hi, fetch := r.Range()
 	rows, err := s.pool.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch, r.Room())
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	defer rows.Close()
 	var (
-		formSeq            int64
+		formSeq, formInc   int64
 		found, full        bool
 		itemSeq, at, total pgtype.Int8        // NULL for a form without submissions in range
 		encoded            pgtype.DriverBytes // valid until the next Next: Row copies it
 		read               int64
 	)
 	for rows.Next() {
-		if err := rows.Scan(&formSeq, &version, &itemSeq, &at, &encoded, &total); err != nil {
-			return 0, false, err
+		if err := rows.Scan(&formSeq, &version, &formInc, &itemSeq, &at, &encoded, &total); err != nil {
+			return 0, 0, false, err
 		}
 		found = true
 		if !itemSeq.Valid {
@@ -328,15 +332,15 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	if !found {
-		return 0, false, formsapi.ErrFormNotFound
+		return 0, 0, false, formsapi.ErrFormNotFound
 	}
 	if !full && total.Valid && read < total.Int64 {
 		r.Cut() // the statement's byte bound ended the rows, not the range
 	}
-	return version, seq == 0 || formSeq == seq, nil
+	return version, uint64(formInc), seq == 0 || formSeq == seq, nil
 }
 
 // retry runs the read f, and runs it again if it failed because its
@@ -426,8 +430,8 @@ func (s *Store) submissionBounds(ctx context.Context, accountID, formID string, 
 // checkForm returns an error wrapping ErrFormNotFound unless formID is a
 // form of accountID: the ownership check.
 func (s *Store) checkForm(ctx context.Context, accountID, formID string) error {
-	var seq, version int64
-	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&seq, &version)
+	var seq, version, inc int64
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&seq, &version, &inc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return formsapi.ErrFormNotFound
 	}

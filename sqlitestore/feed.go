@@ -30,7 +30,7 @@ func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, a
 
 func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Next: after}
-	rows, err := s.feedRows(ctx, s.feed, accountID, formID, after, limit, nil)
+	rows, _, err := s.feedRows(ctx, s.feed, accountID, formID, after, limit, nil)
 	if err != nil {
 		return p, err
 	}
@@ -60,10 +60,11 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire
 }
 
 func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
-	rows, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit, p.Form)
+	rows, form, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit, p.Form)
 	if err != nil {
 		return 0, false, err
 	}
+	p.Incarnation = form.Incarnation
 	defer rows.Close()
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
 	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
@@ -85,19 +86,20 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 
 // feedRows checks that formID is a form of accountID (known, if not nil,
 // says whether it is), then the page's arguments, and runs st; the caller
-// reads one row more than the page.
-func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID string, after int64, limit int, known *wire.Form) (*sql.Rows, error) {
-	formSeq, _, err := s.knownForm(ctx, accountID, formID, known)
+// reads one row more than the page. It returns the form as it found it.
+func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID string, after int64, limit int, known *wire.Form) (*sql.Rows, wire.Form, error) {
+	form, err := s.knownForm(ctx, accountID, formID, known)
 	if err != nil {
-		return nil, err
+		return nil, wire.Form{}, err
 	}
 	if limit < 1 {
-		return nil, fmt.Errorf("limit %d is below 1", limit)
+		return nil, wire.Form{}, fmt.Errorf("limit %d is below 1", limit)
 	}
 	if after < 0 {
-		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
+		return nil, wire.Form{}, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
 	}
-	return st.QueryContext(ctx, formSeq, after)
+	rows, err := st.QueryContext(ctx, form.Seq, after)
+	return rows, form, err
 }
 
 // FeedHead is for the handler's export: the position of the last entry

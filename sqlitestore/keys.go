@@ -142,12 +142,13 @@ func (s *Store) lookupKey(ctx context.Context, h [32]byte, formID string) (grant
 		forms        sql.NullString
 		expires      sql.NullInt64
 		seq, version sql.NullInt64 // NULL: no such form of the account
+		inc          sql.NullInt64
 		err          error
 	)
 	if formID == "" {
 		err = s.resolveKey.QueryRowContext(ctx, h[:]).Scan(&g.account, &forms, &expires)
 	} else {
-		err = s.authorizeForm.QueryRowContext(ctx, h[:], formID).Scan(&g.account, &forms, &expires, &seq, &version)
+		err = s.authorizeForm.QueryRowContext(ctx, h[:], formID).Scan(&g.account, &forms, &expires, &seq, &version, &inc)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return grant{}, wire.Form{}, formsapi.ErrInvalidKey
@@ -161,7 +162,7 @@ func (s *Store) lookupKey(ctx context.Context, h [32]byte, formID string) (grant
 		}
 	}
 	g.expiresAt = expires.Int64
-	return g, wire.Form{Found: seq.Valid, Seq: seq.Int64, Version: version.Int64}, nil
+	return g, wire.Form{Found: seq.Valid, Seq: seq.Int64, Version: version.Int64, Incarnation: uint64(inc.Int64)}, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,

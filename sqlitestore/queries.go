@@ -58,8 +58,9 @@ WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC`
 
 	// The ownership check: a form of another account is not found. The
-	// version (migration 0003) is what the read cache checks its pages by.
-	sqlFormOf = `SELECT seq, version FROM formsapi_forms WHERE id = ? AND account_id = ?`
+	// version (migration 0003) is what the read cache checks its pages by,
+	// and the incarnation (migration 0011) what cursors and tokens carry.
+	sqlFormOf = `SELECT seq, version, incarnation FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
 	// Expiry is checked by the caller against the current time.
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
@@ -67,7 +68,7 @@ ORDER BY created_at ASC, seq ASC`
 	// The handler's combined lookup: the key, and the form it asks for
 	// among its account's forms, in one statement. No row: no live key;
 	// NULLs after expires_at: no such form of the key's account.
-	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version
+	sqlAuthorizeForm = `SELECT k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation
 FROM formsapi_keys k
 LEFT JOIN formsapi_forms f ON f.id = ?2 AND f.account_id = k.account_id
 WHERE k.key_hash = ?1 AND k.revoked_at IS NULL`

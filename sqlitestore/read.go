@@ -63,39 +63,43 @@ func (s *Store) ListSubmissions(ctx context.Context, accountID, formID string, q
 	return p, nil
 }
 
-// formVersion returns the seq and version of formID if it is a form of
-// accountID: the ownership check before any submission is read, and what
-// the read cache checks its pages against.
-func (s *Store) formVersion(ctx context.Context, accountID, formID string) (seq, version int64, err error) {
+// formVersion returns the seq, version and incarnation of formID if it
+// is a form of accountID: the ownership check before any submission is
+// read, what the read cache checks its pages against, and what the
+// handler seals into cursors and sync tokens.
+func (s *Store) formVersion(ctx context.Context, accountID, formID string) (wire.Form, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return wire.Form{}, err
 	}
-	err = s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&seq, &version)
+	f := wire.Form{Found: true}
+	var inc int64
+	err := s.formOf.QueryRowContext(ctx, formID, accountID).Scan(&f.Seq, &f.Version, &inc)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, formsapi.ErrFormNotFound
+		return wire.Form{}, formsapi.ErrFormNotFound
 	}
-	return seq, version, err
+	f.Incarnation = uint64(inc)
+	return f, err
 }
 
 // knownForm is formVersion, answered by the handler's combined lookup
 // (see AuthorizeForm) when it made one: read before the page as well.
-func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (seq, version int64, err error) {
+func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (wire.Form, error) {
 	switch {
 	case known == nil:
 		return s.formVersion(ctx, accountID, formID)
 	case !known.Found:
-		return 0, 0, formsapi.ErrFormNotFound
+		return wire.Form{}, formsapi.ErrFormNotFound
 	}
-	return known.Seq, known.Version, ctx.Err()
+	return *known, ctx.Err()
 }
 
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
-	formSeq, _, err := s.formVersion(ctx, accountID, formID)
+	form, err := s.formVersion(ctx, accountID, formID)
 	if err != nil {
 		return p, err
 	}
-	args, err := listArgs(formSeq, q)
+	args, err := listArgs(form.Seq, q)
 	if err != nil {
 		return p, err
 	}
@@ -141,10 +145,12 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 }
 
 func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
-	formSeq, version, err := s.knownForm(ctx, accountID, formID, p.Form)
+	form, err := s.knownForm(ctx, accountID, formID, p.Form)
 	if err != nil {
 		return err
 	}
+	formSeq, version := form.Seq, form.Version
+	p.Incarnation = form.Incarnation
 	r, err := s.cache.Begin(version, formSeq, q, p)
 	if err != nil || r.Served() {
 		return err

@@ -369,6 +369,55 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		}
 	})
 
+	t.Run("FormCreatedAgain", func(t *testing.T) {
+		// A form deleted and created again with the same ID is another
+		// form: a cursor or sync token of the old one gets 410 (read
+		// again from the start), never a page of the new one, on the
+		// very next request; the new form's own cursors and tokens work.
+		// Stores of this module give the form's incarnation to the
+		// handler with its pages (the fast path); a store without it
+		// cannot tell.
+		cfg.parallel(t)
+		s := open(t, seed)
+		if fp, ok := s.(fastStore); !ok || fp.FastPath().Store != s {
+			t.Skip("the store has no page fast path: the handler cannot learn a form's incarnation from it")
+		}
+		_, feed := s.(fastFeed)
+		const form = "created-twice"
+		make := func(n int) {
+			t.Helper()
+			if err := s.AddForm(ctx, AccountA, formsapi.Form{ID: form}); err != nil {
+				t.Fatalf("AddForm: %v", err)
+			}
+			addWithIDs(t, s, form, n)
+		}
+		make(3)
+		h := newProbe(t, s)
+		list := "/v1/forms/" + form + "/submissions?limit=1"
+		cursor := nextOf(t, h.do(t, list, ""), "nextCursor")
+		token := ""
+		if feed {
+			token = nextOf(t, h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=1", ""), "syncToken")
+		}
+		if err := s.DeleteForm(ctx, AccountA, form); err != nil {
+			t.Fatalf("DeleteForm: %v", err)
+		}
+		h.get(t, list+"&cursor="+url.QueryEscape(cursor), "", http.StatusNotFound) // deleted: 404, as ever
+		make(5)
+		if w := h.do(t, list+"&cursor="+url.QueryEscape(cursor), ""); w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "cursor expired") {
+			t.Errorf("a cursor of the deleted form, on the form created again: %d %.200s, want 410 cursor expired", w.Code, w.Body)
+		}
+		if feed {
+			if w := h.do(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(token), ""); w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "sync token expired") {
+				t.Errorf("a sync token of the deleted form, on the form created again: %d %.200s, want 410 sync token expired", w.Code, w.Body)
+			}
+			fresh := nextOf(t, h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=2", ""), "syncToken")
+			h.get(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(fresh), "", http.StatusOK) // the new form's token works
+		}
+		again := nextOf(t, h.do(t, list, ""), "nextCursor")
+		h.get(t, list+"&cursor="+url.QueryEscape(again), "", http.StatusOK) // the new form's cursor works
+	})
+
 	t.Run("FeedCopyWhileWriting", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)
@@ -707,4 +756,19 @@ func RunFeedCopy(t *testing.T, writer formsapi.Writer, reader interface {
 	if len(want) == 0 {
 		t.Error("the writers left no submission: the check proves little")
 	}
+}
+
+// nextOf returns the member field of a 200 page's JSON (nextCursor,
+// syncToken), failing the test unless it is there.
+func nextOf(t *testing.T, w *httptest.ResponseRecorder, field string) string {
+	t.Helper()
+	var page map[string]any
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &page) != nil {
+		t.Fatalf("status %d: %.200s", w.Code, w.Body)
+	}
+	v, _ := page[field].(string)
+	if v == "" {
+		t.Fatalf("no %s in %.200s", field, w.Body)
+	}
+	return v
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/formsapi/formsapi/webhook"
@@ -81,6 +82,12 @@ var brokenStores = map[string]struct {
 		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresContext{m} },
 		failsIn:  "Store/Context",
 		passesIn: "Store/ListSubmissions/Filters",
+	},
+	"gives every form one incarnation": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return oneIncarnation{m} },
+		failsIn:  "Lifecycle/FormCreatedAgain",
+		passesIn: "Lifecycle/DeleteForm",
+		group:    "Lifecycle",
 	},
 	"puts the key in its errors": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return leaksKey{m} },
@@ -671,4 +678,25 @@ type doubleClaim struct{ *memstore.Store }
 
 func (s *doubleClaim) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
 	return s.Store.ClaimEndpoints(ctx, now.Add(24*time.Hour), d, max)
+}
+
+// oneIncarnation tells the handler the same incarnation for every form,
+// as a store that forgot to change it when a form is created again would:
+// a cursor or sync token of a deleted form then reads the new form's.
+type oneIncarnation struct{ *memstore.Store }
+
+func (o oneIncarnation) FastPath() wire.Self {
+	return wire.Self{Store: o, Secret: o.Store.FastPath().Secret}
+}
+
+func (o oneIncarnation) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {
+	err := o.Store.AppendSubmissions(ctx, accountID, formID, q, p)
+	p.Incarnation = 1
+	return err
+}
+
+func (o oneIncarnation) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error) {
+	next, more, err := o.Store.AppendFeed(ctx, accountID, formID, q, p)
+	p.Incarnation = 1
+	return next, more, err
 }

@@ -28,6 +28,13 @@ type Page struct {
 	// Cache is what the store's read cache did for the page, for an
 	// observer (internal/pagecache sets it); CacheNone without a cache.
 	Cache observe.Cache
+	// Incarnation is the incarnation of the page's form, set by the store
+	// with the page: a value that the form keeps for its life and that a
+	// form created again with the same ID after a deletion does not have,
+	// never 0. 0 means the store cannot tell. The handler seals it into the
+	// page's cursor or sync token, and answers 410 to a cursor or token
+	// that carries another incarnation than the form's.
+	Incarnation uint64
 
 	// A feed page also records, as the store appends it, the feed
 	// position of each object it appended (Positions), the positions of
@@ -58,6 +65,9 @@ type Form struct {
 	// Seq is the form's row in the store, and Version its version when it
 	// was read (see internal/pagecache).
 	Seq, Version int64
+	// Incarnation is the form's incarnation (see Page.Incarnation), 0
+	// when the store did not read it.
+	Incarnation uint64
 }
 
 // Forms is the version of an account's forms list, as a store of this
