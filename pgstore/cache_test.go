@@ -260,12 +260,12 @@ func TestRoundTrips(t *testing.T) {
 	s, count := countedStore(t, dsn, schema)
 	off, offCount := countedStore(t, dsn, schema, pgstore.WithCacheSize(0))
 	const (
-		combined    = "f.id = $2"                   // the combined lookup of key and form
-		key         = "l.account_id = k.account_id" // the key, with its account's forms list version
-		version     = "SELECT seq, version FROM"    // the form's version, for the cache
-		page        = "s.json, s.total"             // a page of submissions
-		feed        = "feed_pos > $3"               // a page of the feed
-		listVersion = "SELECT version FROM"         // the forms list's version, for the cache
+		combined    = "f.id = $2"                             // the combined lookup of key and form
+		key         = "l.account_id = k.account_id"           // the key, with its account's forms list version
+		version     = "SELECT seq, version, incarnation FROM" // the form's version, for the cache
+		page        = "s.json, s.total"                       // a page of submissions
+		feed        = "feed_pos > $3"                         // a page of the feed
+		listVersion = "SELECT version FROM"                   // the forms list's version, for the cache
 	)
 	forms := "FROM " + quote(schema) + ".\"formsapi_forms\"" // a page of forms
 	list := "/v1/forms/" + storetest.FormSmall + "/submissions"
