@@ -107,12 +107,12 @@ func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID st
 // deletion moves in its transaction), every entry up to it visible to
 // later reads. known is the combined lookup's form, or nil.
 func (s *Store) FeedHead(ctx context.Context, accountID, formID string, known *wire.Form) (int64, error) {
-	seq, _, err := s.knownForm(ctx, accountID, formID, known)
+	form, err := s.knownForm(ctx, accountID, formID, known)
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: feed head: %w", err)
 	}
 	var head int64
-	if err := s.read.QueryRowContext(ctx, `SELECT feed_last FROM formsapi_forms WHERE seq = ?`, seq).Scan(&head); err != nil {
+	if err := s.read.QueryRowContext(ctx, `SELECT feed_last FROM formsapi_forms WHERE seq = ?`, form.Seq).Scan(&head); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // deleted since the lookup
 			err = formsapi.ErrFormNotFound
 		}
