@@ -14,9 +14,14 @@
 #   - starts five receivers on loopback and registers one endpoint for
 #     each: two that answer 200 at once (one of them following three
 #     forms only), one that fails the first attempt of every event with
-#     500 (half its requests), one that stalls a third of its requests
-#     past the attempt timeout, one following half the forms that answers
-#     429 to a quarter;
+#     500 (half its requests), one that stalls one request in 20 past
+#     the attempt timeout, one following half the forms that answers 429
+#     to one in 10 (a stall costs one of the endpoint's 4 attempt slots
+#     for the 1 s timeout, and the n-th failure in a row of one event
+#     waits the n-th step of the schedule: with a third of requests
+#     stalled or a quarter refused, the two receivers take the retry
+#     schedule's long steps often enough that one stream needs over 20
+#     minutes to catch up, which measures the schedule, not the delivery);
 #   - starts NODES example servers over the schema with -webhooks (poll
 #     100 ms, attempt timeout 1 s, retry waits scaled by RETRY_SCALE, 0.01:
 #     the schedule's 5 s, 5 min, 30 min ... become 50 ms, 3 s, 18 s ...,

@@ -2,9 +2,9 @@
 // example servers with their webhook dispatchers over one PostgreSQL
 // schema, five receivers on loopback (two that answer at once, one of
 // them for three forms only; one that fails the first attempt of every
-// event, half its requests; one that stalls a third of its requests past
-// the attempt timeout; one for half the forms that answers 429 to a
-// quarter), writes -n additions and deletions over -forms forms while it
+// event, half its requests; one that stalls one request in 20 past the
+// attempt timeout; one for half the forms that answers 429 to one in
+// 10), writes -n additions and deletions over -forms forms while it
 // SIGKILLs a random node every -kill and starts it again, then waits for
 // quiescence and checks: every endpoint received every entry of its
 // forms' feeds (0 missing), every repeat of an event had the same
@@ -166,8 +166,8 @@ func main() {
 		{answer: ok},
 		{answer: ok, forms: forms[:3]},
 		{answer: func(_ *mrand.Rand, first bool) int { return map[bool]int{true: 500, false: 200}[first] }},
-		{answer: func(r *mrand.Rand, _ bool) int { return []int{0, 200, 200}[r.IntN(3)] }},
-		{answer: func(r *mrand.Rand, _ bool) int { return []int{200, 200, 200, 429}[r.IntN(4)] }, forms: forms[:len(forms)/2]},
+		{answer: func(r *mrand.Rand, _ bool) int { return oneIn(r, 20, 0) }},
+		{answer: func(r *mrand.Rand, _ bool) int { return oneIn(r, 10, 429) }, forms: forms[:len(forms)/2]},
 	}
 	eps := webhook.NewEndpoints(store, store, secret, webhook.WithEgress(webhook.Egress{AllowHTTP: true, AllowLoopback: true}))
 	for i, rc := range receivers {
@@ -257,8 +257,10 @@ func main() {
 		end[f] = p.Next
 	}
 	deadline := time.Now().Add(*quietFor)
+	lastReport := time.Now()
+	log.Printf("written in %.1f s with %d kills; waiting for every stream to catch up", time.Since(start).Seconds(), kills)
 	for {
-		caughtUp := true
+		caughtUp, behind, streams := true, int64(0), 0
 		list, err := store.Endpoints(ctx, account)
 		check(err)
 		for _, e := range list {
@@ -278,11 +280,17 @@ func main() {
 			for _, f := range fs {
 				if end[f] > 0 && at[f] != end[f] {
 					caughtUp = false
+					behind += end[f] - at[f]
+					streams++
 				}
 			}
 		}
 		if caughtUp {
 			break
+		}
+		if time.Since(lastReport) >= 30*time.Second {
+			log.Printf("waiting: %d streams behind, by %d positions in all", streams, behind)
+			lastReport = time.Now()
 		}
 		if time.Now().After(deadline) {
 			stuck(ctx, store, receivers, forms, end)
@@ -365,6 +373,14 @@ func main() {
 	if failed.Load() {
 		panic(fatal("FAIL: see above"))
 	}
+}
+
+// oneIn answers status to one request in n at random, 200 to the rest.
+func oneIn(r *mrand.Rand, n, status int) int {
+	if r.IntN(n) == 0 {
+		return status
+	}
+	return 200
 }
 
 // stuck prints each stream that is behind its form's end, with the last
