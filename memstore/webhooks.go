@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi/internal/hookrow"
-	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
-var _ webhook.Store = (*Store)(nil)
+var _ hookstore.Store = (*Store)(nil)
 
 // hooks holds the webhook endpoints of a store, under a mutex of their
 // own: a dispatcher's claims and cursor writes never wait for the
@@ -23,14 +23,14 @@ type hooks struct {
 }
 
 type hookRec struct {
-	e       webhook.Endpoint
-	streams map[string]webhook.Stream
+	e       hookstore.Endpoint
+	streams map[string]hookstore.Stream
 	gen     int64
 	until   time.Time // the lease's end; zero when free
 }
 
-func (r *hookRec) streamList() []webhook.Stream {
-	out := make([]webhook.Stream, 0, len(r.streams))
+func (r *hookRec) streamList() []hookstore.Stream {
+	out := make([]hookstore.Stream, 0, len(r.streams))
 	for _, s := range r.streams {
 		out = append(out, s)
 	}
@@ -42,7 +42,7 @@ func (r *hookRec) streamList() []webhook.Stream {
 func (h *hooks) endpoint(accountID, id string) (*hookRec, error) {
 	r, ok := h.endpoints[id]
 	if !ok || r.e.AccountID != accountID {
-		return nil, fmt.Errorf("memstore: endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+		return nil, fmt.Errorf("memstore: endpoint %q: %w", id, hookstore.ErrEndpointNotFound)
 	}
 	return r, nil
 }
@@ -52,10 +52,10 @@ func (h *hooks) endpoint(accountID, id string) (*hookRec, error) {
 func (h *hooks) leased(id string, gen int64) (*hookRec, error) {
 	r, ok := h.endpoints[id]
 	if !ok {
-		return nil, fmt.Errorf("memstore: endpoint %q: %w (%w)", id, webhook.ErrLeaseLost, webhook.ErrEndpointNotFound)
+		return nil, fmt.Errorf("memstore: endpoint %q: %w (%w)", id, hookstore.ErrLeaseLost, hookstore.ErrEndpointNotFound)
 	}
 	if r.gen != gen {
-		return nil, fmt.Errorf("memstore: endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost)
+		return nil, fmt.Errorf("memstore: endpoint %q, lease %d: %w", id, gen, hookstore.ErrLeaseLost)
 	}
 	return r, nil
 }
@@ -71,16 +71,16 @@ func (h *hooks) lock(ctx context.Context, op string) error {
 	return nil
 }
 
-// AddEndpoint implements webhook.Store.
-func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, streams []webhook.Stream) error {
+// AddEndpoint implements hookstore.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e hookstore.Endpoint, streams []hookstore.Stream) error {
 	if err := s.hooks.lock(ctx, "add endpoint"); err != nil {
 		return err
 	}
 	defer s.hooks.mu.Unlock()
 	if _, ok := s.hooks.endpoints[e.ID]; ok {
-		return fmt.Errorf("memstore: add endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+		return fmt.Errorf("memstore: add endpoint %q: %w", e.ID, hookstore.ErrEndpointExists)
 	}
-	r := &hookRec{e: hookrow.Clone(e), streams: make(map[string]webhook.Stream, len(streams))}
+	r := &hookRec{e: hookrow.Clone(e), streams: make(map[string]hookstore.Stream, len(streams))}
 	for _, st := range streams {
 		r.streams[st.FormID] = st
 	}
@@ -88,57 +88,57 @@ func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, streams []w
 	return nil
 }
 
-// Endpoints implements webhook.Store.
-func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
+// Endpoints implements hookstore.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]hookstore.Endpoint, error) {
 	if err := s.hooks.lock(ctx, "list endpoints"); err != nil {
 		return nil, err
 	}
 	defer s.hooks.mu.Unlock()
-	out := []webhook.Endpoint{}
+	out := []hookstore.Endpoint{}
 	for _, r := range s.hooks.endpoints {
 		if r.e.AccountID == accountID {
 			out = append(out, hookrow.Clone(r.e))
 		}
 	}
-	slices.SortFunc(out, func(a, b webhook.Endpoint) int {
+	slices.SortFunc(out, func(a, b hookstore.Endpoint) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
 
-// Endpoint implements webhook.Store.
-func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
+// Endpoint implements hookstore.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (hookstore.Endpoint, []hookstore.Stream, error) {
 	if err := s.hooks.lock(ctx, "get endpoint"); err != nil {
-		return webhook.Endpoint{}, nil, err
+		return hookstore.Endpoint{}, nil, err
 	}
 	defer s.hooks.mu.Unlock()
 	r, err := s.hooks.endpoint(accountID, id)
 	if err != nil {
-		return webhook.Endpoint{}, nil, err
+		return hookstore.Endpoint{}, nil, err
 	}
 	return hookrow.Clone(r.e), r.streamList(), nil
 }
 
-// UpdateEndpoint implements webhook.Store.
-func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+// UpdateEndpoint implements hookstore.Store.
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*hookstore.Endpoint) error) (hookstore.Endpoint, error) {
 	if err := s.hooks.lock(ctx, "update endpoint"); err != nil {
-		return webhook.Endpoint{}, err
+		return hookstore.Endpoint{}, err
 	}
 	defer s.hooks.mu.Unlock()
 	r, err := s.hooks.endpoint(accountID, id)
 	if err != nil {
-		return webhook.Endpoint{}, err
+		return hookstore.Endpoint{}, err
 	}
 	e := hookrow.Clone(r.e)
 	if err := update(&e); err != nil {
-		return webhook.Endpoint{}, err
+		return hookstore.Endpoint{}, err
 	}
 	e.ID, e.AccountID, e.CreatedAt = r.e.ID, r.e.AccountID, r.e.CreatedAt
 	r.e = hookrow.Clone(e)
 	return e, nil
 }
 
-// DeleteEndpoint implements webhook.Store.
+// DeleteEndpoint implements hookstore.Store.
 func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
 	if err := s.hooks.lock(ctx, "delete endpoint"); err != nil {
 		return err
@@ -151,9 +151,9 @@ func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error 
 	return nil
 }
 
-// ClaimEndpoints implements webhook.Store: one mutex orders every claim
+// ClaimEndpoints implements hookstore.Store: one mutex orders every claim
 // of the process.
-func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]hookstore.Lease, error) {
 	if err := s.hooks.lock(ctx, "claim endpoints"); err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Durati
 		}
 	}
 	slices.SortFunc(free, func(a, b *hookRec) int { return cmp.Compare(a.e.ID, b.e.ID) })
-	out := make([]webhook.Lease, 0, min(max, len(free)))
+	out := make([]hookstore.Lease, 0, min(max, len(free)))
 	for _, r := range free {
 		if len(out) == max {
 			break
@@ -177,26 +177,26 @@ func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Durati
 	return out, nil
 }
 
-func (r *hookRec) lease() webhook.Lease {
-	return webhook.Lease{Endpoint: hookrow.Clone(r.e), Gen: r.gen, Until: r.until, Streams: r.streamList()}
+func (r *hookRec) lease() hookstore.Lease {
+	return hookstore.Lease{Endpoint: hookrow.Clone(r.e), Gen: r.gen, Until: r.until, Streams: r.streamList()}
 }
 
-// RenewLease implements webhook.Store.
-func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
+// RenewLease implements hookstore.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (hookstore.Lease, error) {
 	if err := s.hooks.lock(ctx, "renew lease"); err != nil {
-		return webhook.Lease{}, err
+		return hookstore.Lease{}, err
 	}
 	defer s.hooks.mu.Unlock()
 	r, err := s.hooks.leased(id, gen)
 	if err != nil {
-		return webhook.Lease{}, err
+		return hookstore.Lease{}, err
 	}
 	r.until = now.Add(d)
 	return r.lease(), nil
 }
 
-// SaveStream implements webhook.Store.
-func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+// SaveStream implements hookstore.Store.
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st hookstore.Stream, now time.Time, d time.Duration) error {
 	if err := s.hooks.lock(ctx, "save stream"); err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook
 	return nil
 }
 
-// ReleaseLease implements webhook.Store.
+// ReleaseLease implements hookstore.Store.
 func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	if err := s.hooks.lock(ctx, "release lease"); err != nil {
 		return err
@@ -222,8 +222,8 @@ func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	return nil
 }
 
-// ResetStream implements webhook.Store.
-func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+// ResetStream implements hookstore.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookstore.Stream) error {
 	if err := s.hooks.lock(ctx, "reset stream"); err != nil {
 		return err
 	}

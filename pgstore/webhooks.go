@@ -8,12 +8,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi/internal/hookrow"
-	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
-var _ webhook.Store = (*Store)(nil)
+var _ hookstore.Store = (*Store)(nil)
 
-// The statements of webhook.Store (migration 0011).
+// The statements of hookstore.Store (migration 0011).
 const (
 	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = $1 ORDER BY created_at, id`
 	// FOR UPDATE: UpdateEndpoint reads and writes in one transaction, and
@@ -81,7 +81,7 @@ func (s *Store) hookTx(ctx context.Context, op string, fn func(tx pgx.Tx) error)
 }
 
 // streams reads the streams of endpoint id.
-func (s *Store) streams(ctx context.Context, tx pgx.Tx, id string) ([]webhook.Stream, error) {
+func (s *Store) streams(ctx context.Context, tx pgx.Tx, id string) ([]hookstore.Stream, error) {
 	rows, err := tx.Query(ctx, s.hooks.streams, id)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (s *Store) streams(ctx context.Context, tx pgx.Tx, id string) ([]webhook.St
 
 // leases runs sql, which returns rows of hookrow.EndpointColumns, and
 // reads them with each one's streams.
-func (s *Store) leases(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]webhook.Lease, error) {
+func (s *Store) leases(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]hookstore.Lease, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -102,31 +102,31 @@ func (s *Store) leases(ctx context.Context, tx pgx.Tx, sql string, args ...any) 
 	if err != nil {
 		return nil, err
 	}
-	return ls, hookrow.AttachStreams(ls, func(id string) ([]webhook.Stream, error) { return s.streams(ctx, tx, id) })
+	return ls, hookrow.AttachStreams(ls, func(id string) ([]hookstore.Stream, error) { return s.streams(ctx, tx, id) })
 }
 
 // endpointOf reads endpoint id of accountID (of any account when
 // accountID is nil) with its streams, by sql.
-func (s *Store) endpointOf(ctx context.Context, tx pgx.Tx, sql string, accountID *string, id string) (webhook.Lease, error) {
+func (s *Store) endpointOf(ctx context.Context, tx pgx.Tx, sql string, accountID *string, id string) (hookstore.Lease, error) {
 	if !storableText(id) || accountID != nil && !storableText(*accountID) {
-		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+		return hookstore.Lease{}, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound)
 	}
 	ls, err := s.leases(ctx, tx, sql, id)
 	if err != nil {
-		return webhook.Lease{}, err
+		return hookstore.Lease{}, err
 	}
 	if len(ls) == 0 || accountID != nil && ls[0].Endpoint.AccountID != *accountID {
-		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+		return hookstore.Lease{}, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound)
 	}
 	return ls[0], nil
 }
 
-// AddEndpoint implements webhook.Store.
-func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webhook.Stream) error {
+// AddEndpoint implements hookstore.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e hookstore.Endpoint, sts []hookstore.Stream) error {
 	return s.hookTx(ctx, "add endpoint", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.hooks.add, append([]any{e.ID, e.AccountID}, hookrow.EndpointArgs(e)...)...); err != nil {
 			if isUniqueViolation(err) {
-				return fmt.Errorf("endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+				return fmt.Errorf("endpoint %q: %w", e.ID, hookstore.ErrEndpointExists)
 			}
 			return err
 		}
@@ -139,9 +139,9 @@ func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webho
 	})
 }
 
-// Endpoints implements webhook.Store.
-func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
-	out := []webhook.Endpoint{}
+// Endpoints implements hookstore.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]hookstore.Endpoint, error) {
+	out := []hookstore.Endpoint{}
 	if !storableText(accountID) {
 		return out, nil
 	}
@@ -158,9 +158,9 @@ func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endp
 	return out, err
 }
 
-// Endpoint implements webhook.Store.
-func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
-	var l webhook.Lease
+// Endpoint implements hookstore.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (hookstore.Endpoint, []hookstore.Stream, error) {
+	var l hookstore.Lease
 	err := s.hookTx(ctx, "get endpoint", func(tx pgx.Tx) (err error) {
 		l, err = s.endpointOf(ctx, tx, s.hooks.endpoint, &accountID, id)
 		return err
@@ -168,10 +168,10 @@ func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.End
 	return l.Endpoint, l.Streams, err
 }
 
-// UpdateEndpoint implements webhook.Store: the endpoint's row is locked
+// UpdateEndpoint implements hookstore.Store: the endpoint's row is locked
 // from the read to the commit.
-func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
-	var e webhook.Endpoint
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*hookstore.Endpoint) error) (hookstore.Endpoint, error) {
+	var e hookstore.Endpoint
 	err := s.hookTx(ctx, "update endpoint", func(tx pgx.Tx) error {
 		l, err := s.endpointOf(ctx, tx, s.hooks.endpointForUpdate, &accountID, id)
 		if err != nil {
@@ -187,7 +187,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update
 		return err
 	})
 	if err != nil {
-		return webhook.Endpoint{}, err
+		return hookstore.Endpoint{}, err
 	}
 	return hookrow.Clone(e), nil
 }
@@ -195,12 +195,12 @@ func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update
 // notFound is ErrEndpointNotFound for id when tag changed no row.
 func notFound(tag interface{ RowsAffected() int64 }, id string) error {
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+		return fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound)
 	}
 	return nil
 }
 
-// DeleteEndpoint implements webhook.Store; its streams go by the foreign
+// DeleteEndpoint implements hookstore.Store; its streams go by the foreign
 // key's ON DELETE CASCADE.
 func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
 	return s.hookTx(ctx, "delete endpoint", func(tx pgx.Tx) error {
@@ -212,9 +212,9 @@ func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error 
 	})
 }
 
-// ClaimEndpoints implements webhook.Store.
-func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
-	var out []webhook.Lease
+// ClaimEndpoints implements hookstore.Store.
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]hookstore.Lease, error) {
+	var out []hookstore.Lease
 	err := s.hookTx(ctx, "claim endpoints", func(tx pgx.Tx) (err error) {
 		out, err = s.leases(ctx, tx, s.hooks.claim, now.Add(d).UnixNano(), now.UnixNano(), max)
 		return err
@@ -230,14 +230,14 @@ func (s *Store) lease(ctx context.Context, tx pgx.Tx, id string, gen int64, unti
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost)
+		return fmt.Errorf("endpoint %q, lease %d: %w", id, gen, hookstore.ErrLeaseLost)
 	}
 	return nil
 }
 
-// RenewLease implements webhook.Store.
-func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
-	var l webhook.Lease
+// RenewLease implements hookstore.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (hookstore.Lease, error) {
+	var l hookstore.Lease
 	err := s.hookTx(ctx, "renew lease", func(tx pgx.Tx) (err error) {
 		if err := s.lease(ctx, tx, id, gen, now.Add(d)); err != nil {
 			return err
@@ -248,9 +248,9 @@ func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.T
 	return l, err
 }
 
-// SaveStream implements webhook.Store: the fenced lease update and the
+// SaveStream implements hookstore.Store: the fenced lease update and the
 // stream's write commit together or not at all.
-func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st hookstore.Stream, now time.Time, d time.Duration) error {
 	return s.hookTx(ctx, "save stream", func(tx pgx.Tx) error {
 		if err := s.lease(ctx, tx, id, gen, now.Add(d)); err != nil {
 			return err
@@ -260,7 +260,7 @@ func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook
 	})
 }
 
-// ReleaseLease implements webhook.Store.
+// ReleaseLease implements hookstore.Store.
 func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	return s.hookTx(ctx, "release lease", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, s.hooks.release, id, gen)
@@ -268,8 +268,8 @@ func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	})
 }
 
-// ResetStream implements webhook.Store.
-func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+// ResetStream implements hookstore.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookstore.Stream) error {
 	return s.hookTx(ctx, "reset stream", func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, s.hooks.reset, id, accountID)
 		if err != nil {

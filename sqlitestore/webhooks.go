@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi/internal/hookrow"
-	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
-var _ webhook.Store = (*Store)(nil)
+var _ hookstore.Store = (*Store)(nil)
 
-// The statements of webhook.Store (migration 0009). SQLite has one
+// The statements of hookstore.Store (migration 0009). SQLite has one
 // writer at a time, so a claim, one UPDATE that picks and leases, never
 // races another: whichever commits second no longer finds the endpoint
 // free.
@@ -70,7 +70,7 @@ type querier interface {
 }
 
 // streams reads the streams of endpoint id.
-func streams(ctx context.Context, q querier, id string) ([]webhook.Stream, error) {
+func streams(ctx context.Context, q querier, id string) ([]hookstore.Stream, error) {
 	rows, err := q.QueryContext(ctx, sqlStreams, id)
 	if err != nil {
 		return nil, err
@@ -80,27 +80,27 @@ func streams(ctx context.Context, q querier, id string) ([]webhook.Stream, error
 }
 
 // leases reads rows of hookrow.EndpointColumns, with each one's streams.
-func leases(ctx context.Context, q querier, rows *sql.Rows) ([]webhook.Lease, error) {
+func leases(ctx context.Context, q querier, rows *sql.Rows) ([]hookstore.Lease, error) {
 	ls, err := hookrow.ReadEndpoints(rows)
 	rows.Close()
 	if err != nil {
 		return nil, err
 	}
-	return ls, hookrow.AttachStreams(ls, func(id string) ([]webhook.Stream, error) { return streams(ctx, q, id) })
+	return ls, hookrow.AttachStreams(ls, func(id string) ([]hookstore.Stream, error) { return streams(ctx, q, id) })
 }
 
 // endpointOf reads endpoint id of accountID with its streams and lease.
-func endpointOf(ctx context.Context, q querier, accountID, id string) (webhook.Lease, error) {
+func endpointOf(ctx context.Context, q querier, accountID, id string) (hookstore.Lease, error) {
 	rows, err := q.QueryContext(ctx, sqlEndpoint, id)
 	if err != nil {
-		return webhook.Lease{}, err
+		return hookstore.Lease{}, err
 	}
 	ls, err := leases(ctx, q, rows)
 	if err != nil {
-		return webhook.Lease{}, err
+		return hookstore.Lease{}, err
 	}
 	if len(ls) == 0 || ls[0].Endpoint.AccountID != accountID && accountID != anyAccount {
-		return webhook.Lease{}, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound)
+		return hookstore.Lease{}, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound)
 	}
 	return ls[0], nil
 }
@@ -109,13 +109,13 @@ func endpointOf(ctx context.Context, q querier, accountID, id string) (webhook.L
 // dispatcher's calls name an endpoint by ID alone.
 const anyAccount = "\x00any"
 
-// AddEndpoint implements webhook.Store.
-func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webhook.Stream) error {
+// AddEndpoint implements hookstore.Store.
+func (s *Store) AddEndpoint(ctx context.Context, e hookstore.Endpoint, sts []hookstore.Stream) error {
 	return s.hookTx(ctx, "add endpoint", func(conn *sql.Conn) error {
 		args := append([]any{e.ID, e.AccountID}, hookrow.EndpointArgs(e)...)
 		if _, err := conn.ExecContext(ctx, sqlAddEndpoint, args...); err != nil {
 			if isUniqueViolation(err) {
-				return fmt.Errorf("endpoint %q: %w", e.ID, webhook.ErrEndpointExists)
+				return fmt.Errorf("endpoint %q: %w", e.ID, hookstore.ErrEndpointExists)
 			}
 			return err
 		}
@@ -128,8 +128,8 @@ func (s *Store) AddEndpoint(ctx context.Context, e webhook.Endpoint, sts []webho
 	})
 }
 
-// Endpoints implements webhook.Store.
-func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endpoint, error) {
+// Endpoints implements hookstore.Store.
+func (s *Store) Endpoints(ctx context.Context, accountID string) ([]hookstore.Endpoint, error) {
 	rows, err := s.read.QueryContext(ctx, sqlEndpointsOf, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list endpoints: %w", err)
@@ -142,19 +142,19 @@ func (s *Store) Endpoints(ctx context.Context, accountID string) ([]webhook.Endp
 	return hookrow.Endpoints(ls), nil
 }
 
-// Endpoint implements webhook.Store.
-func (s *Store) Endpoint(ctx context.Context, accountID, id string) (webhook.Endpoint, []webhook.Stream, error) {
+// Endpoint implements hookstore.Store.
+func (s *Store) Endpoint(ctx context.Context, accountID, id string) (hookstore.Endpoint, []hookstore.Stream, error) {
 	l, err := endpointOf(ctx, s.read, accountID, id)
 	if err != nil {
-		return webhook.Endpoint{}, nil, fmt.Errorf("sqlitestore: get endpoint: %w", err)
+		return hookstore.Endpoint{}, nil, fmt.Errorf("sqlitestore: get endpoint: %w", err)
 	}
 	return l.Endpoint, l.Streams, nil
 }
 
-// UpdateEndpoint implements webhook.Store: the read, update's change and
+// UpdateEndpoint implements hookstore.Store: the read, update's change and
 // the write in one write transaction.
-func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
-	var e webhook.Endpoint
+func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update func(*hookstore.Endpoint) error) (hookstore.Endpoint, error) {
+	var e hookstore.Endpoint
 	err := s.hookTx(ctx, "update endpoint", func(conn *sql.Conn) error {
 		l, err := endpointOf(ctx, conn, accountID, id)
 		if err != nil {
@@ -170,12 +170,12 @@ func (s *Store) UpdateEndpoint(ctx context.Context, accountID, id string, update
 		return err
 	})
 	if err != nil {
-		return webhook.Endpoint{}, err
+		return hookstore.Endpoint{}, err
 	}
 	return hookrow.Clone(e), nil
 }
 
-// DeleteEndpoint implements webhook.Store.
+// DeleteEndpoint implements hookstore.Store.
 func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error {
 	return s.hookTx(ctx, "delete endpoint", func(conn *sql.Conn) error {
 		res, err := conn.ExecContext(ctx, `DELETE FROM formsapi_endpoints WHERE id = ? AND account_id = ?`, id, accountID)
@@ -183,16 +183,16 @@ func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error 
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound))
+			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound))
 		}
 		_, err = conn.ExecContext(ctx, `DELETE FROM formsapi_endpoint_streams WHERE endpoint_id = ?`, id)
 		return err
 	})
 }
 
-// ClaimEndpoints implements webhook.Store.
-func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]webhook.Lease, error) {
-	var out []webhook.Lease
+// ClaimEndpoints implements hookstore.Store.
+func (s *Store) ClaimEndpoints(ctx context.Context, now time.Time, d time.Duration, max int) ([]hookstore.Lease, error) {
+	var out []hookstore.Lease
 	err := s.hookTx(ctx, "claim endpoints", func(conn *sql.Conn) error {
 		rows, err := conn.QueryContext(ctx, sqlClaim, now.Add(d).UnixNano(), now.UnixNano(), max)
 		if err != nil {
@@ -212,14 +212,14 @@ func lease(ctx context.Context, conn *sql.Conn, id string, gen int64, until time
 		return err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(err, fmt.Errorf("endpoint %q, lease %d: %w", id, gen, webhook.ErrLeaseLost))
+		return errors.Join(err, fmt.Errorf("endpoint %q, lease %d: %w", id, gen, hookstore.ErrLeaseLost))
 	}
 	return nil
 }
 
-// RenewLease implements webhook.Store.
-func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (webhook.Lease, error) {
-	var l webhook.Lease
+// RenewLease implements hookstore.Store.
+func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.Time, d time.Duration) (hookstore.Lease, error) {
+	var l hookstore.Lease
 	err := s.hookTx(ctx, "renew lease", func(conn *sql.Conn) (err error) {
 		if err := lease(ctx, conn, id, gen, now.Add(d)); err != nil {
 			return err
@@ -230,8 +230,8 @@ func (s *Store) RenewLease(ctx context.Context, id string, gen int64, now time.T
 	return l, err
 }
 
-// SaveStream implements webhook.Store.
-func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+// SaveStream implements hookstore.Store.
+func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st hookstore.Stream, now time.Time, d time.Duration) error {
 	return s.hookTx(ctx, "save stream", func(conn *sql.Conn) error {
 		if err := lease(ctx, conn, id, gen, now.Add(d)); err != nil {
 			return err
@@ -241,7 +241,7 @@ func (s *Store) SaveStream(ctx context.Context, id string, gen int64, st webhook
 	})
 }
 
-// ReleaseLease implements webhook.Store.
+// ReleaseLease implements hookstore.Store.
 func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	done, err := s.writing(ctx)
 	if err != nil {
@@ -254,15 +254,15 @@ func (s *Store) ReleaseLease(ctx context.Context, id string, gen int64) error {
 	return nil
 }
 
-// ResetStream implements webhook.Store.
-func (s *Store) ResetStream(ctx context.Context, accountID, id string, st webhook.Stream) error {
+// ResetStream implements hookstore.Store.
+func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookstore.Stream) error {
 	return s.hookTx(ctx, "reset stream", func(conn *sql.Conn) error {
 		res, err := conn.ExecContext(ctx, sqlReset, id, accountID)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, webhook.ErrEndpointNotFound))
+			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound))
 		}
 		_, err = conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
 		return err

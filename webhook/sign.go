@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -166,7 +165,7 @@ func signature(id, ts string, body []byte, secrets []Secret) string {
 // mac appends to b the HMAC-SHA256 under s of "id.ts.body", written in
 // two parts so that the body is never copied.
 func mac(s Secret, id, ts string, body, b []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m := s.MAC()
 	prefix := make([]byte, 0, len(id)+len(ts)+2)
 	prefix = append(append(append(append(prefix, id...), '.'), ts...), '.')
 	m.Write(prefix)

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
-// secret is a webhook.Secret as stored: Until in Unix nanoseconds, 0 for
+// secret is a hookstore.Secret as stored: Until in Unix nanoseconds, 0 for
 // none.
 type secret struct {
 	Value string `json:"v"`
@@ -43,8 +43,8 @@ func DecodeForms(s string) ([]string, error) {
 }
 
 // EncodeSecrets returns secrets as one JSON array, each secret's text as
-// webhook.Secret.Reveal gives it.
-func EncodeSecrets(secrets []webhook.EndpointSecret) string {
+// hookstore.Secret.Reveal gives it.
+func EncodeSecrets(secrets []hookstore.EndpointSecret) string {
 	out := make([]secret, len(secrets))
 	for i, s := range secrets {
 		out[i].Value = s.Secret.Reveal()
@@ -57,18 +57,18 @@ func EncodeSecrets(secrets []webhook.EndpointSecret) string {
 }
 
 // DecodeSecrets reads what EncodeSecrets wrote.
-func DecodeSecrets(s string) ([]webhook.EndpointSecret, error) {
+func DecodeSecrets(s string) ([]hookstore.EndpointSecret, error) {
 	var in []secret
 	if err := json.Unmarshal([]byte(s), &in); err != nil {
 		return nil, errors.New("stored secrets of an endpoint: not a JSON array of secrets") // never quote them
 	}
-	out := make([]webhook.EndpointSecret, len(in))
+	out := make([]hookstore.EndpointSecret, len(in))
 	for i, s := range in {
-		secret, err := webhook.ParseSecret(s.Value)
+		secret, err := hookstore.ParseSecret(s.Value)
 		if err != nil {
 			return nil, fmt.Errorf("stored secret %d of an endpoint: %w", i, err)
 		}
-		out[i] = webhook.EndpointSecret{Secret: secret, Until: Time(s.Until)}
+		out[i] = hookstore.EndpointSecret{Secret: secret, Until: Time(s.Until)}
 	}
 	return out, nil
 }
@@ -90,7 +90,7 @@ func Time(ns int64) time.Time {
 }
 
 // Clone returns a copy of e that shares no slice with it.
-func Clone(e webhook.Endpoint) webhook.Endpoint {
+func Clone(e hookstore.Endpoint) hookstore.Endpoint {
 	e.Forms = slices.Clone(e.Forms)
 	if len(e.Forms) == 0 {
 		e.Forms = nil
@@ -100,14 +100,14 @@ func Clone(e webhook.Endpoint) webhook.Endpoint {
 }
 
 // SortStreams orders streams by form ID, as Store.Endpoint returns them.
-func SortStreams(s []webhook.Stream) []webhook.Stream {
-	slices.SortFunc(s, func(a, b webhook.Stream) int { return strings.Compare(a.FormID, b.FormID) })
+func SortStreams(s []hookstore.Stream) []hookstore.Stream {
+	slices.SortFunc(s, func(a, b hookstore.Stream) int { return strings.Compare(a.FormID, b.FormID) })
 	return s
 }
 
 // Endpoints returns the endpoints of ls; none is an empty slice.
-func Endpoints(ls []webhook.Lease) []webhook.Endpoint {
-	out := make([]webhook.Endpoint, len(ls))
+func Endpoints(ls []hookstore.Lease) []hookstore.Endpoint {
+	out := make([]hookstore.Endpoint, len(ls))
 	for i, l := range ls {
 		out[i] = l.Endpoint
 	}
@@ -123,8 +123,8 @@ const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since,
 
 // ScanEndpoint reads a row of EndpointColumns with scan (a Rows' or a
 // Row's Scan), into a lease: its endpoint, generation and end.
-func ScanEndpoint(scan func(dest ...any) error) (webhook.Lease, error) {
-	var l webhook.Lease
+func ScanEndpoint(scan func(dest ...any) error) (hookstore.Lease, error) {
+	var l hookstore.Lease
 	var forms, secrets string
 	var disabledAt, createdAt, until int64
 	e := &l.Endpoint
@@ -144,13 +144,13 @@ func ScanEndpoint(scan func(dest ...any) error) (webhook.Lease, error) {
 
 // EndpointArgs returns e's values for the columns of EndpointColumns
 // from url to created_at.
-func EndpointArgs(e webhook.Endpoint) []any {
+func EndpointArgs(e hookstore.Endpoint) []any {
 	return []any{e.URL, EncodeForms(e.Forms), EncodeSecrets(e.Secrets), e.Disabled, e.DisabledReason, Nanos(e.DisabledAt), Nanos(e.CreatedAt)}
 }
 
 // ScanStream reads a row of StreamColumns with scan.
-func ScanStream(scan func(dest ...any) error) (webhook.Stream, error) {
-	var s webhook.Stream
+func ScanStream(scan func(dest ...any) error) (hookstore.Stream, error) {
+	var s hookstore.Stream
 	var nextAt, failing, success int64
 	if err := scan(&s.FormID, &s.Cursor, &s.Floor, &s.Attempts, &nextAt, &failing, &success, &s.Resync); err != nil {
 		return s, err
@@ -160,7 +160,7 @@ func ScanStream(scan func(dest ...any) error) (webhook.Stream, error) {
 }
 
 // StreamArgs returns s's values for StreamColumns, in order.
-func StreamArgs(s webhook.Stream) []any {
+func StreamArgs(s hookstore.Stream) []any {
 	return []any{s.FormID, s.Cursor, s.Floor, s.Attempts, Nanos(s.NextAt), Nanos(s.FailingSince), Nanos(s.LastSuccess), s.Resync}
 }
 
@@ -174,8 +174,8 @@ type Rows interface {
 
 // ReadEndpoints reads every row of EndpointColumns, as leases without
 // their streams.
-func ReadEndpoints(rows Rows) ([]webhook.Lease, error) {
-	var out []webhook.Lease
+func ReadEndpoints(rows Rows) ([]hookstore.Lease, error) {
+	var out []hookstore.Lease
 	for rows.Next() {
 		l, err := ScanEndpoint(rows.Scan)
 		if err != nil {
@@ -187,8 +187,8 @@ func ReadEndpoints(rows Rows) ([]webhook.Lease, error) {
 }
 
 // ReadStreams reads every row of StreamColumns; none is an empty slice.
-func ReadStreams(rows Rows) ([]webhook.Stream, error) {
-	out := []webhook.Stream{}
+func ReadStreams(rows Rows) ([]hookstore.Stream, error) {
+	out := []hookstore.Stream{}
 	for rows.Next() {
 		st, err := ScanStream(rows.Scan)
 		if err != nil {
@@ -201,7 +201,7 @@ func ReadStreams(rows Rows) ([]webhook.Stream, error) {
 
 // AttachStreams gives each lease of ls the streams that streams reads
 // for its endpoint.
-func AttachStreams(ls []webhook.Lease, streams func(id string) ([]webhook.Stream, error)) error {
+func AttachStreams(ls []hookstore.Lease, streams func(id string) ([]hookstore.Stream, error)) error {
 	for i := range ls {
 		st, err := streams(ls[i].Endpoint.ID)
 		if err != nil {
