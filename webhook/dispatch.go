@@ -60,11 +60,13 @@ func NewDispatcher(store Store, feed Feed, cursorSecret []byte, opts ...Option) 
 // Run delivers until ctx ends: every poll interval it claims endpoints
 // (up to its maximum) and starts a pass over each one it holds that has
 // none running, so that an endpoint that is slow to answer holds back no
-// other. When ctx ends it waits for the passes running, releases its
+// other. A pass that ends (caught up, or waiting on a retry) starts again
+// at the next poll, not at once: between polls an idle dispatcher reads
+// nothing. When ctx ends it waits for the passes running, releases its
 // leases and returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	tick := time.NewTicker(d.cfg.poll)
-	defer tick.Stop()
+	ticks, stop := d.cfg.ticker(d.cfg.poll)
+	defer stop()
 	done := make(chan *held, d.cfg.maxEndpoints)
 	running := 0
 	finish := func(h *held, keep bool) {
@@ -90,16 +92,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 		}
 		d.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			for ; running > 0; running-- {
-				<-done
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				for ; running > 0; running-- {
+					<-done
+				}
+				d.releaseAll()
+				return nil
+			case <-done:
+				running-- // its endpoint's next pass waits for the next poll
+				if d.cfg.passDone != nil {
+					d.cfg.passDone()
+				}
+			case <-ticks:
+				waiting = false
 			}
-			d.releaseAll()
-			return nil
-		case <-done:
-			running--
-		case <-tick.C:
 		}
 	}
 }

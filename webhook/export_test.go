@@ -1,9 +1,24 @@
 package webhook
 
+import "time"
+
 // WithRand sets where the retry schedule's jitter comes from (rand.Float64
 // unless set), so that a test knows each wait exactly.
 func WithRand(rnd func() float64) Option {
 	return func(c *config) { c.rnd = rnd }
+}
+
+// WithTicks makes Run poll when ticks delivers, not every poll interval.
+func WithTicks(ticks <-chan time.Time) Option {
+	return func(c *config) {
+		c.ticker = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	}
+}
+
+// WithPassDone has Run call f each time it learns that a pass ended,
+// before it goes on.
+func WithPassDone(f func()) Option {
+	return func(c *config) { c.passDone = f }
 }
 
 // RefOf returns the feed's ref of the submission at position pos of

@@ -54,6 +54,8 @@ type config struct {
 	maxEndpoints int
 	batch        int
 	retryScale   float64
+	ticker       func(time.Duration) (<-chan time.Time, func()) // Run's polls; a test's own through export_test.go
+	passDone     func()                                         // tests only: called by Run when it learns a pass ended
 }
 
 func newConfig(opts []Option) config {
@@ -61,6 +63,10 @@ func newConfig(opts []Option) config {
 		now: time.Now, rnd: rand.Float64, log: slog.New(slog.DiscardHandler),
 		lease: DefaultLease, poll: DefaultPollInterval,
 		perEndpoint: DefaultPerEndpoint, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch, retryScale: 1,
+		ticker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
 	}
 	for _, o := range opts {
 		o(&c)

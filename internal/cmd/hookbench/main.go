@@ -118,7 +118,12 @@ func main() {
 		mu.Unlock()
 	}))
 	defer rc.Close()
-	hole := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	hole := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body is read first: only then does the server watch the
+		// connection, and cancel r's context when the sender gives up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
 	defer func() { hole.CloseClientConnections(); hole.Close() }()
 
 	secret := []byte("hookbench cursor secret, 32 bytes or more")
