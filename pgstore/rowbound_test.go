@@ -34,9 +34,9 @@ func TestPagesReadOnlyWhatFits(t *testing.T) {
 	is.NoErr(err)
 	var got, total int64
 	for rows.Next() {
-		var formSeq, version, seq, at, tot any
+		var formSeq, version, incarnation, seq, at, tot any
 		var encoded []byte
-		is.NoErr(rows.Scan(&formSeq, &version, &seq, &at, &encoded, &tot))
+		is.NoErr(rows.Scan(&formSeq, &version, &incarnation, &seq, &at, &encoded, &tot))
 		got++
 		total = tot.(int64)
 	}
