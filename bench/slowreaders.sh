@@ -5,6 +5,7 @@
 #
 #   flock /tmp/loadrun.lock bash bench/slowreaders.sh      # about 8 minutes; needs PostgreSQL at $PG
 #   STORES=sqlite CONNS=64 BEFORE=0 READERS=0 bash bench/slowreaders.sh   # a short run
+#   PATHS="export exportcsv" READERS=0 bash bench/slowreaders.sh          # the export alone
 #
 # Data: internal/cmd/slowreaders seed puts into account demo the largest
 # data the default write limits accept: form big with 40 submissions of
@@ -16,12 +17,18 @@
 # Each row starts a fresh examples/server (-rate-limit 0: the limiter is
 # not what is measured), has `slowreaders stall` open C connections, each
 # with a 4 KiB receive buffer, send one GET and read nothing for $HOLD
-# (9 s), and reports the server's VmHWM then, and what each connection
-# got once it read: 200 (cut: the server closed it mid-body), 503 (no
-# room for the page), 429 (past the key's 32 requests in flight) or no
-# answer. Paths: the list (limit=1000), the feed (sync=start&limit=1000)
-# with the full key, and the forms list (limit=1000) with the scoped key
-# (which makes the handler read the store's pages of 1,000 forms whole).
+# (9 s), and reports the server's VmHWM then (peak RSS) and once every
+# connection was read (all read: a stream goes on as its client reads),
+# and what each connection got once it read: 200 (cut: the server closed
+# it mid-body; late: still coming 30 s later, the client gave up), 503
+# (no room for the page), 429 (past the key's 32 requests in flight) or
+# no answer. Paths: the list (limit=1000), the feed (sync=start&limit=1000)
+# with the full key, the forms list (limit=1000) with the scoped key
+# (which makes the handler read the store's pages of 1,000 forms whole),
+# and the export of form big as JSON Lines (export) and as CSV
+# (exportcsv) with the full key: a stream of about 80 MB that the server
+# writes in chunks as the client reads. $PATHS chooses among them (all
+# five by default).
 # C is each of $CONNS (64 and 200). With BEFORE=1 (the default) each
 # path is also run at 64 connections with the bounds of issue 24 off
 # (-bytes-in-flight-mib -1 -stall-timeout -1ns), as the server was
@@ -43,6 +50,7 @@ CONNS=${CONNS:-64 200}
 STORES=${STORES:-sqlite pg}
 BEFORE=${BEFORE:-1}
 READERS=${READERS:-1}
+PATHS=${PATHS:-list feed forms export exportcsv}
 source bench/lib.sh
 go build -o "$DIR/" ./internal/cmd/slowreaders
 SCHEMA=formsapi_slow
@@ -53,6 +61,8 @@ OFF=(-bytes-in-flight-mib -1 -stall-timeout -1ns)
 LIST='/v1/forms/big/submissions?limit=1000'
 FEED='/v1/forms/big/submissions?sync=start&limit=1000'
 FORMS='/v1/forms?limit=1000'
+EXPORT='/v1/forms/big/export'
+EXPORTCSV='/v1/forms/big/export?format=csv'
 
 # store_flags STORE: the example server's flags for STORE.
 store_flags() {
@@ -73,16 +83,19 @@ seed() { # STORE
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo
-echo "| store | path | bounds | connections | idle RSS | peak RSS | 200 (cut) | 503 | 429 | no answer |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| store | path | bounds | connections | idle RSS | peak RSS | peak RSS, all read | 200 (cut, late) | 503 | 429 | no answer |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for store in $STORES; do
   if [ "$store" = pg ] && [ -z "$PG" ]; then echo "no PostgreSQL: set PG" >&2; continue; fi
   seed "$store" >"$DIR/seed.out"
-  for path in list feed forms; do
+  for path in $PATHS; do
     case $path in
       list) target=$LIST key=$FULL ;;
       feed) target=$FEED key=$FULL ;;
       forms) target=$FORMS key=$SCOPED ;;
+      export) target=$EXPORT key=$FULL ;;
+      exportcsv) target=$EXPORTCSV key=$FULL ;;
+      *) echo "unknown path $path: list, feed, forms, export or exportcsv" >&2; exit 1 ;;
     esac
     runs=()
     [ "$BEFORE" = 1 ] && runs+=("off 64")
@@ -96,12 +109,13 @@ for store in $STORES; do
       line=$("$DIR/slowreaders" stall -url "$url" -path "$target" -key "$key" -c "$2" -hold "$HOLD" -pid "$pid")
       stop_server "$pid"
       bounds=$([ "$1" = on ] && echo "issue 24" || echo "off (before)")
-      echo "| $store | $path | $bounds | $2 | $((idle / 1024)) MB | $(($(field "$line" peak_kb) / 1024)) MB | $(field "$line" 200) ($(field "$line" cut)) | $(field "$line" 503) | $(field "$line" 429) | $(field "$line" none) |"
+      echo "| $store | $path | $bounds | $2 | $((idle / 1024)) MB | $(($(field "$line" peak_kb) / 1024)) MB | $(($(field "$line" end_peak_kb) / 1024)) MB | $(field "$line" 200) ($(field "$line" cut), $(field "$line" late)) | $(field "$line" 503) | $(field "$line" 429) | $(field "$line" none) |"
     done
   done
   if [ "$READERS" = 1 ]; then
-    for path in list forms; do
+    for path in $PATHS; do
       case $path in
+        feed | export | exportcsv) continue ;; # readers walk pages
         list) target=$LIST key=$FULL ;;
         forms) target=$FORMS key=$SCOPED ;;
       esac

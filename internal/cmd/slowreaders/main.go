@@ -18,11 +18,15 @@
 // on each connection, the status line the server sent, if any, and
 // prints one line:
 //
-//	stall: conns=64 200=7 503=25 429=32 none=0 cut=7 peak_kb=98765 rss_kb=54321
+//	stall: conns=64 200=7 503=25 429=32 other=0 none=0 cut=7 late=0 peak_kb=98765 rss_kb=54321 end_peak_kb=99000
 //
 // 200, 503, 429 count the status lines read; none the connections on
 // which none came; cut the 200s whose body ended early (the server cut
-// the connection off). read has -c clients read -path (following
+// the connection off); late the 200s still unfinished when the client's
+// own read deadline (30 s after the hold) ran out, a long body (an
+// export) on a slow socket, not a cut. peak_kb and rss_kb are the
+// server's at the end of the hold, end_peak_kb its peak once every
+// connection was read too (a stream goes on as its client reads). read has -c clients read -path (following
 // nextCursor, then starting over) for -d, each reading every body
 // whole, and prints requests, bytes and statuses.
 package main
@@ -244,15 +248,17 @@ func stall(args []string) error {
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("stall: conns=%d 200=%d 503=%d 429=%d other=%d none=%d cut=%d peak_kb=%d rss_kb=%d\n",
-		*conns, counts["200"]+counts["cut"], counts["503"], counts["429"], counts["other"], counts["none"], counts["cut"], peak, rss)
+	endPeak, _ := memory(*pid)
+	fmt.Printf("stall: conns=%d 200=%d 503=%d 429=%d other=%d none=%d cut=%d late=%d peak_kb=%d rss_kb=%d end_peak_kb=%d\n",
+		*conns, counts["200"]+counts["cut"]+counts["late"], counts["503"], counts["429"], counts["other"], counts["none"], counts["cut"], counts["late"], peak, rss, endPeak)
 	return nil
 }
 
 // outcome reads what the server sent on c once the client starts
 // reading: "200", "503", "429" or "other" for a whole answer of that
-// status, "cut" for a 200 whose body ended early, "none" when no status
-// line came.
+// status, "cut" for a 200 whose body ended early, "late" for one still
+// coming when c's read deadline ran out, "none" when no status line
+// came.
 func outcome(c net.Conn) string {
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -262,6 +268,8 @@ func outcome(c net.Conn) string {
 	defer res.Body.Close()
 	_, err = io.Copy(io.Discard, res.Body)
 	switch {
+	case res.StatusCode == 200 && errors.Is(err, os.ErrDeadlineExceeded):
+		return "late"
 	case res.StatusCode == 200 && err != nil:
 		return "cut"
 	case res.StatusCode == 200, res.StatusCode == 503, res.StatusCode == 429:
