@@ -84,25 +84,57 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	if p.Form != nil && !found {
 		return 0, false, formsapi.ErrFormNotFound
 	}
-	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	rows, err := s.feedRows(ctx, s.sql.feedEncoded, accountID, formID, after, limit, found, budget.Room())
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, false, err
+	}
+	if !storableText(accountID) || !storableText(formID) {
+		return 0, false, formsapi.ErrFormNotFound // no such form can be stored
+	}
+	if err := feedArgs(limit, after); err != nil {
+		if !found {
+			if ferr := s.checkForm(ctx, accountID, formID); ferr != nil {
+				return 0, false, ferr
+			}
+		}
+		return 0, false, err
+	}
+	want := int64(0)
+	if found {
+		want = p.Form.Version
+	}
+	err = s.fromReplica(ctx, found, want, func(src source) (err error) {
+		next, more, err = s.readFeed(ctx, src, accountID, formID, after, limit, maxBytes, found, p)
+		return err
+	})
+	return next, more, err
+}
+
+// readFeed reads a page of the feed for appendFeed on src. On the replica
+// it returns errStale, having appended nothing, when the form's version
+// there is not src.want or the form is not there.
+func (s *Store) readFeed(ctx context.Context, src source, accountID, formID string, after int64, limit, maxBytes int, found bool, p *wire.Page) (next int64, more bool, err error) {
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
+	rows, err := src.db.Query(ctx, s.sql.feedEncoded, formID, accountID, after, limit+1, budget.Room())
+	if err != nil {
+		return 0, false, src.failed(err, true)
 	}
 	defer rows.Close()
 	mark := p.Mark()
 	defer func() {
 		if err != nil {
-			p.Rewind(mark) // a retry reads the page again from here
+			p.Rewind(mark) // a retry, or the primary, reads the page again from here
 		}
 	}()
 	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
-	var pos, of, total, limited int64
+	var pos, of, total, limited, version int64
 	var encoded pgtype.DriverBytes // valid until the next Next: copied at once
 	form := false
 	for rows.Next() {
-		if err := rows.Scan(&pos, &encoded, &of, &total); err != nil {
+		if err := rows.Scan(&pos, &encoded, &of, &total, &version); err != nil {
 			return 0, false, err
+		}
+		if src.replica && !form && (pos != 0 || version != src.want) {
+			return 0, false, errStale // the form's row comes first, if there
 		}
 		if pos == 0 {
 			form = true // the form's row, first: the form is accountID's
@@ -116,7 +148,10 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, false, src.failed(err, true) // p is rewound: the primary can read it all
+	}
+	if src.replica && !form {
+		return 0, false, errStale // no form there: the primary tells
 	}
 	next, more = f.Next, f.More
 	if !more && int64(f.Taken()) < limited {
@@ -138,18 +173,26 @@ func (s *Store) feedRows(ctx context.Context, st string, accountID, formID strin
 	if !storableText(accountID) || !storableText(formID) {
 		return nil, formsapi.ErrFormNotFound // no such form can be stored
 	}
-	if limit < 1 || after < 0 {
+	if err := feedArgs(limit, after); err != nil {
 		if !found {
-			if err := s.checkForm(ctx, accountID, formID); err != nil {
-				return nil, err
+			if ferr := s.checkForm(ctx, accountID, formID); ferr != nil {
+				return nil, ferr
 			}
 		}
-		if limit < 1 {
-			return nil, fmt.Errorf("limit %d is below 1", limit)
-		}
-		return nil, fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
+		return nil, err
 	}
 	return s.pool.Query(ctx, st, append([]any{formID, accountID, after, limit + 1}, extra...)...)
+}
+
+// feedArgs checks a feed page's limit and position.
+func feedArgs(limit int, after int64) error {
+	if limit < 1 {
+		return fmt.Errorf("limit %d is below 1", limit)
+	}
+	if after < 0 {
+		return fmt.Errorf("%w: feed position %d", formsapi.ErrInvalidCursor, after)
+	}
+	return nil
 }
 
 // FeedHead is for the handler's export: the position of the last entry

@@ -84,6 +84,14 @@
 // the list the request makes. A host's type that embeds the store keeps
 // its overrides and takes the separate statements.
 //
+// # Read replicas
+//
+// [WithReplica] reads the handler's page misses, feed pages and export
+// pages from a streaming replica, while the key and the form's version
+// still come from the primary in the request's one lookup; a replica
+// page of another version than that one is never used (the page is read
+// from the primary instead).
+//
 // Only the SHA-256 of each API key is stored, never the key itself.
 package pgstore
 
@@ -111,6 +119,7 @@ type config struct {
 	limits       formsapi.Limits
 	now          func() time.Time
 	keep         time.Duration // see WithTombstoneRetention
+	replica      *pgxpool.Pool // see WithReplica
 }
 
 // Option configures a store from Open or New.
@@ -210,6 +219,7 @@ type Store struct {
 	cache   *pagecache.Cache             // nil when off: see WithCacheSize
 	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
+	replica *pgxpool.Pool                // nil without WithReplica
 }
 
 var (
@@ -291,7 +301,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), hooks: newHookQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret}
+	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), hooks: newHookQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret, replica: cfg.replica}
 	s.lookups = s.newLookups()
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()

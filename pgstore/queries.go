@@ -101,8 +101,11 @@ ORDER BY feed_pos LIMIT $4)
 ORDER BY 1`
 
 	// The fast path is bounded in bytes as pages are ($5; see
-	// sqlAppendSubmissions); a tombstone takes no bytes.
-	sqlFeedEncoded = `SELECT feed_pos, json, of_pos, total FROM (
+	// sqlAppendSubmissions); a tombstone takes no bytes. The form's row
+	// carries its version in the last column, read in the page's
+	// snapshot: a page read from a replica is used only at the version
+	// the primary gave the request (see WithReplica).
+	sqlFeedEncoded = `SELECT feed_pos, json, of_pos, total, 0::bigint FROM (
     SELECT feed_pos, json, of_pos,
         coalesce(sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING), 0) - coalesce(octet_length(json), 0) AS before,
         count(*) OVER () AS total
@@ -122,7 +125,7 @@ ORDER BY 1`
 ) sized
 WHERE before <= $5
 UNION ALL
-SELECT 0, NULL, feed_purged, incarnation FROM formsapi_forms WHERE id = $1 AND account_id = $2
+SELECT 0, NULL, feed_purged, incarnation, version FROM formsapi_forms WHERE id = $1 AND account_id = $2
 ORDER BY 1`
 
 	// Every deletion of the store stamps the tombstones the triggers made

@@ -66,7 +66,7 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		if at != nil {
 			at.Cache = observe.CacheNone
 		}
-		p, _, _, err := s.readForms(ctx, accountID, q, b)
+		p, _, _, err := s.readForms(ctx, source{db: s.pool}, accountID, q, b)
 		return p, err
 	}
 	if at == nil {
@@ -86,7 +86,14 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		}
 	}
 	at.Cache = observe.CacheMiss
-	p, pos, version, err := s.readForms(ctx, accountID, q, b)
+	var (
+		pos     []keyset.Pos
+		version pgtype.Int8
+	)
+	err = s.fromReplica(ctx, at.Known, at.Version, func(src source) (err error) {
+		p, pos, version, err = s.readForms(ctx, src, accountID, q, b)
+		return err
+	})
 	if err != nil {
 		return formsapi.Page[formsapi.Form]{}, err
 	}
@@ -104,15 +111,16 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 // the account's forms list in the same statement, so in the same
 // snapshot: the version that tags the page exactly (NULL when the account
 // has no version). It returns the keyset position of each form too, for
-// the cache.
-func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Query, b pageBounds) (p formsapi.Page[formsapi.Form], pos []keyset.Pos, version pgtype.Int8, err error) {
+// the cache. On the replica it returns errStale, having read no form,
+// when the version is not src.want.
+func (s *Store) readForms(ctx context.Context, src source, accountID string, q formsapi.Query, b pageBounds) (p formsapi.Page[formsapi.Form], pos []keyset.Pos, version pgtype.Int8, err error) {
 	st := s.sql.formsDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.formsAsc
 	}
-	rows, err := s.pool.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
+	rows, err := src.db.Query(ctx, st, accountID, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, b.fetch)
 	if err != nil {
-		return p, nil, version, err
+		return p, nil, version, src.failed(err, true)
 	}
 	defer rows.Close()
 	n := min(q.Limit, 16)
@@ -125,6 +133,9 @@ func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Quer
 	for rows.Next() {
 		if err := rows.Scan(&version, &seq, &at, &id, &title, &icon, &notify); err != nil {
 			return formsapi.Page[formsapi.Form]{}, nil, version, err
+		}
+		if src.replica && !found && (!version.Valid || version.Int64 != src.want) {
+			return formsapi.Page[formsapi.Form]{}, nil, version, errStale
 		}
 		found = true
 		if !seq.Valid {
@@ -139,7 +150,7 @@ func (s *Store) readForms(ctx context.Context, accountID string, q formsapi.Quer
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return formsapi.Page[formsapi.Form]{}, nil, version, err
+		return formsapi.Page[formsapi.Form]{}, nil, version, src.failed(err, true) // the page is the caller's only on success
 	}
 	if !found {
 		return formsapi.Page[formsapi.Form]{}, nil, version, errors.New("the forms statement returned no row")
@@ -242,7 +253,15 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	for whole := false; !r.Served(); whole = true {
-		version, inc, same, err := s.readPage(ctx, accountID, formID, q.Order, form.Seq, &r, p)
+		var (
+			version int64
+			inc     uint64
+			same    bool
+		)
+		err := s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
+			version, inc, same, err = s.readPage(ctx, src, accountID, formID, q.Order, form.Seq, &r, p)
+			return err
+		})
 		if err != nil {
 			p.Rewind(mark) // retry reads the page again from here
 			return err
@@ -269,8 +288,8 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 
 // knownForm returns what the read cache needs of formID, a form of
 // accountID: from the handler's combined lookup (see AuthorizeForm) if it
-// made one, else from the database when the cache is on. Without the
-// cache and the lookup it returns a zero Form, Found false: the page
+// made one, else from the database when the cache is on or the store
+// reads a replica (whose pages must be of that version). Without either and the lookup it returns a zero Form, Found false: the page
 // statement checks ownership itself. It returns ErrFormNotFound for a
 // form that is not accountID's.
 func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *wire.Form) (wire.Form, error) {
@@ -279,7 +298,7 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 		return wire.Form{}, formsapi.ErrFormNotFound
 	case known != nil:
 		return *known, nil
-	case s.cache == nil:
+	case s.cache == nil && s.replica == nil:
 		return wire.Form{}, nil
 	}
 	f := wire.Form{Found: true}
@@ -297,16 +316,18 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 // returns that version and incarnation, and whether the form's seq is seq (a form deleted and made
 // again since seq was read has another: its page is not to be kept under
 // seq). A form that is no longer formID of accountID is ErrFormNotFound.
-// On failure p may hold part of the page.
-func (s *Store) readPage(ctx context.Context, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, inc uint64, same bool, err error) {
+// On failure p may hold part of the page. On the replica (src) it returns
+// errStale, having handed r no row, when the form's version there is not
+// src.want or the form is not there.
+func (s *Store) readPage(ctx context.Context, src source, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, inc uint64, same bool, err error) {
 	st := s.sql.encodedDesc
 	if order == formsapi.Oldest {
 		st = s.sql.encodedAsc
 	}
 	lo, hi, fetch := r.Range()
-	rows, err := s.pool.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch, r.Room())
+	rows, err := src.db.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch, r.Room())
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, src.failed(err, true)
 	}
 	defer rows.Close()
 	var (
@@ -320,6 +341,9 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 		if err := rows.Scan(&formSeq, &version, &formInc, &itemSeq, &at, &encoded, &total); err != nil {
 			return 0, 0, false, err
 		}
+		if src.replica && !found && version != src.want {
+			return 0, 0, false, errStale
+		}
 		found = true
 		if !itemSeq.Valid {
 			break
@@ -332,9 +356,12 @@ func (s *Store) readPage(ctx context.Context, accountID, formID string, order fo
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, src.failed(err, !found)
 	}
 	if !found {
+		if src.replica {
+			return 0, 0, false, errStale // the primary tells
+		}
 		return 0, 0, false, formsapi.ErrFormNotFound
 	}
 	if !full && total.Valid && read < total.Int64 {

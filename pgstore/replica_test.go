@@ -1,0 +1,182 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// countedPool returns a pool of dsn whose statements are counted, closed
+// when the test ends.
+func countedPool(t *testing.T, dsn string) (*pgxpool.Pool, *wireCount) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &wireCount{}
+	cfg.HealthCheckPeriod = time.Hour
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, c
+}
+
+// replicaNode is an API node over the pair's primary, reading the
+// standby, with the statements on each counted, and a node over the
+// primary alone without a cache, which serves every page as the primary
+// has it now, to compare with.
+type replicaNode struct {
+	pair             *pgtest.Pair
+	store            *pgstore.Store
+	h, truth         http.Handler
+	primary, standby *wireCount
+	schema           string
+}
+
+func newReplicaNode(t *testing.T) replicaNode {
+	t.Helper()
+	pair, schema := pgtest.ReplicaSchema(t)
+	standby, onStandby := countedPool(t, pair.Standby)
+	s, onPrimary := countedStore(t, pair.Primary, schema, pgstore.WithReplica(standby))
+	load(t, s, storetest.DefaultSeed())
+	secret := []byte(rand.Text())
+	plain, err := pgstore.Open(ctx, pair.Primary, pgstore.WithSchema(schema), pgstore.WithCacheSize(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	pair.CaughtUp(t)
+	return replicaNode{pair: pair, store: s, primary: onPrimary, standby: onStandby, schema: schema,
+		h:     formsapi.NewHandler(s, s, formsapi.WithCursorSecret(secret)),
+		truth: formsapi.NewHandler(plain, plain, formsapi.WithCursorSecret(secret))}
+}
+
+// syncToken matches a sync token, which differs between two answers of
+// the same page (it is sealed with a random nonce).
+var syncToken = regexp.MustCompile(`"syncToken":"[^"]*"`)
+
+// read GETs target from the node, checks that the answer is the
+// primary's as it is now, byte for byte, and returns how many statements
+// it ran on the primary and on the standby.
+func (n replicaNode) read(t *testing.T, target string) (onPrimary, onStandby int, body string) {
+	t.Helper()
+	n.primary.take()
+	n.standby.take()
+	res := get(n.h, target, storetest.KeyA)
+	p, _ := n.primary.take()
+	r, _ := n.standby.take()
+	want := get(n.truth, target, storetest.KeyA)
+	if res.status != http.StatusOK || want.status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s (the primary alone: %d %s)", target, res.status, res.body, want.status, want.body)
+	}
+	if syncToken.ReplaceAllString(string(res.body), "") != syncToken.ReplaceAllString(string(want.body), "") {
+		t.Fatalf("GET %s with a replica:\n%s\nthe primary has:\n%s", target, res.body, want.body)
+	}
+	return len(p), len(r), string(res.body)
+}
+
+// TestReplicaServesReads runs a node over a real primary and hot standby
+// (internal/pgtest.Replica): pages the cache does not hold, feed pages,
+// exports and forms lists are read on the standby, and only the key's
+// lookup (and the export's feed head) on the primary; a page the cache
+// holds costs the standby nothing.
+func TestReplicaServesReads(t *testing.T) {
+	t.Parallel()
+	n := newReplicaNode(t)
+	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
+	for _, c := range []struct {
+		target             string
+		primary, onStandby int
+	}{
+		{small, 1, 1},                // a miss: the lookup, then the page on the standby
+		{small, 1, 0},                // a hit: the lookup alone
+		{small + "&order=asc", 1, 1}, // another page, another miss
+		{"/v1/forms?limit=5", 1, 1},  // the forms list too
+		{"/v1/forms?limit=5", 1, 0},  // and its cached page
+		{"/v1/forms/" + storetest.FormSmall + "/submissions?sync=start", 1, 1}, // the feed is never cached
+		{"/v1/forms/" + storetest.FormSmall + "/export", 2, 1},                 // the lookup and the feed head; the lines from the standby
+	} {
+		p, r, _ := n.read(t, c.target)
+		if p != c.primary || r != c.onStandby {
+			t.Errorf("GET %s: %d statements on the primary and %d on the standby, want %d and %d", c.target, p, r, c.primary, c.onStandby)
+		}
+	}
+}
+
+// TestReplicaNeverStale pauses the standby's replay, writes on the
+// primary, and checks that every read is the primary's current answer:
+// the standby's page, of an older version of the form, is never used (the
+// read goes to the primary). Once replay resumes and the standby has
+// caught up, its pages are used again.
+func TestReplicaNeverStale(t *testing.T) {
+	n := newReplicaNode(t)
+	is := is.New(t)
+	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
+	feed := "/v1/forms/" + storetest.FormSmall + "/submissions?sync=start"
+	export := "/v1/forms/" + storetest.FormSmall + "/export"
+	forms := "/v1/forms?limit=5"
+	for _, target := range []string{small, feed, export, forms} {
+		n.read(t, target) // the standby serves each (TestReplicaServesReads)
+	}
+
+	n.pair.PauseReplay(t)
+	is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"while":"paused"}`), CreatedAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: "paused-1"}))
+	is.NoErr(n.store.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "added-while-paused", Title: "Paused", CreatedAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	for _, target := range []string{small, feed, export, forms} {
+		p, r, body := n.read(t, target) // the primary's answer, byte for byte
+		if !strings.Contains(body, "paused") {
+			t.Errorf("GET %s while replay is paused does not show the write: %s", target, body)
+		}
+		// The standby was asked and its page, of the old version, dropped.
+		if r != 1 || p < 2 {
+			t.Errorf("GET %s while replay is paused: %d statements on the primary and %d on the standby, want the page on both", target, p, r)
+		}
+	}
+
+	n.pair.ResumeReplay(t)
+	n.pair.CaughtUp(t)
+	is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"after":"resumed"}`), CreatedAt: time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: "resumed-1"}))
+	n.pair.CaughtUp(t)
+	p, r, body := n.read(t, small)
+	is.True(strings.Contains(body, "resumed"))
+	is.Equal([2]int{p, r}, [2]int{1, 1}) // the standby serves again
+}
+
+// TestReplicaDown reads through a replica pool that fails every
+// statement: every read is served from the primary.
+func TestReplicaDown(t *testing.T) {
+	t.Parallel()
+	pair, schema := pgtest.ReplicaSchema(t)
+	standby, _ := countedPool(t, pair.Standby)
+	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithReplica(standby))
+	load(t, s, storetest.DefaultSeed())
+	standby.Close()
+	h := formsapi.NewHandler(s, s)
+	for _, target := range []string{
+		"/v1/forms/" + storetest.FormSmall + "/submissions",
+		"/v1/forms/" + storetest.FormSmall + "/submissions?sync=start",
+		"/v1/forms/" + storetest.FormSmall + "/export",
+		"/v1/forms",
+	} {
+		if res := get(h, target, storetest.KeyA); res.status != http.StatusOK {
+			t.Errorf("GET %s with the replica's pool closed: %d %s", target, res.status, res.body)
+		}
+	}
+}
