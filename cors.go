@@ -51,7 +51,8 @@ const corsMaxAge = "7200"
 // preflight (OPTIONS with Origin and Access-Control-Request-Method) is
 // answered 204, with no body, before any key is looked at, allowing GET
 // and HEAD with the Authorization, If-None-Match and X-Request-Id
-// headers. Every answer carries Vary: Origin, so a cache keeps one per
+// headers (and carrying an X-Request-Id, as every answer does). Every
+// answer carries Vary: Origin, so a cache keeps one per
 // origin. A request from an origin not listed, and its preflight, get
 // no CORS header: the preflight is then answered like any OPTIONS, 405.
 // Credentials mode (cookies) is not offered: the API's Bearer key is a

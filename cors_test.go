@@ -67,10 +67,20 @@ func TestCORSPreflight(t *testing.T) {
 		is.True(containsFold(headerList(w.Header(), "Vary"), "Origin"))
 		is.Equal(w.Header().Get("Access-Control-Allow-Credentials"), "") // no credentials mode
 		is.True(w.Header().Get("Access-Control-Max-Age") != "")
+		is.True(w.Header().Get("X-Request-Id") != "") // like every answer
 	}
 	is.Equal(c.calls+c.resolves, 0) // neither the key resolver nor the store was asked
 
-	w := preflight(h, "/v1/forms", "http://localhost:5173")
+	r := httptest.NewRequest("OPTIONS", "/v1/forms", nil)
+	r.Header.Set("Origin", appOrigin)
+	r.Header.Set("Access-Control-Request-Method", "GET")
+	r.Header.Set("X-Request-Id", "browser-trace-1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	is.Equal(w.Code, http.StatusNoContent)
+	is.Equal(w.Header().Get("X-Request-Id"), "browser-trace-1") // the client's own, as on any answer
+
+	w = preflight(h, "/v1/forms", "http://localhost:5173")
 	is.Equal(w.Header().Get("Access-Control-Allow-Origin"), "http://localhost:5173") // the other listed origin
 
 	for _, origin := range []string{"https://evil.example", "https://app.example.com.evil.example", "http://app.example.com", "null"} {

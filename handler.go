@@ -223,10 +223,11 @@ func (a *api) handler() http.Handler {
 		mux.Handle(rt.path, a.handleMethodNotAllowed())
 	}
 	mux.Handle("/", a.handleNotFound())
-	h := a.withRequestID(a.recoverPanics(rejectNonCanonical(a, mux)))
+	h := a.recoverPanics(rejectNonCanonical(a, mux))
 	if a.cfg.cors != nil {
 		h = a.cfg.cors.handler(h) // preflights answered before anything else
 	}
+	h = a.withRequestID(h) // every answer, preflights included
 	if o := a.cfg.observer; o != nil {
 		h = observeRequests(o, func(r *http.Request) string {
 			if _, pattern := mux.Handler(r); pattern != "/" {
