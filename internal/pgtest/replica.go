@@ -127,14 +127,16 @@ func ReplicaSchema(t testing.TB) (p *Pair, schema string) {
 }
 
 // CaughtUp waits until the standby has replayed everything the primary
-// had written when CaughtUp was called (pg_last_wal_replay_lsn against
-// pg_current_wal_lsn), asking again every few milliseconds; it fails the
-// test if that takes more than 30 seconds, or if replay is paused.
+// had logged when CaughtUp was called (pg_last_wal_replay_lsn against
+// pg_current_wal_insert_lsn, which counts WAL not yet flushed, such as
+// an asynchronous commit's), asking again every few milliseconds; it
+// fails the test if that takes more than 30 seconds (as it does while
+// replay is paused).
 func (p *Pair) CaughtUp(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	var lsn string
-	if err := queryRow(ctx, p.Primary, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+	if err := queryRow(ctx, p.Primary, "SELECT pg_current_wal_insert_lsn()::text", &lsn); err != nil {
 		t.Fatalf("pgtest: the primary's LSN: %v", err)
 	}
 	conn, err := pgx.Connect(ctx, p.Standby)
