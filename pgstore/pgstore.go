@@ -55,7 +55,10 @@
 // The forms list is cached the same way, one level up: migration 0009
 // gives every account a version (formsapi_form_lists, from the same
 // sequence) that triggers on formsapi_forms set afresh, in the writer's
-// transaction, whenever a form is added or deleted, or its ID, owner,
+// transaction as it commits (migration 0014: every account it changed in
+// one statement, in account order, so that two transactions changing
+// forms of two accounts in opposite orders cannot deadlock on those
+// rows), whenever a form is added or deleted, or its ID, owner,
 // title, icon, notification email, creation time or seq changes (a form
 // moved to another account changes both accounts; TRUNCATE changes
 // every account); the updates of a form's version and feed counters
