@@ -78,3 +78,18 @@ func Load(ctx context.Context, w formsapi.Writer, counts []int, key string, prog
 	}
 	return nil
 }
+
+// WideSubmission returns submission i of form formID with the ten data
+// fields of a sign-up form (name, email, phone, company, role, teamSize
+// as a number, country, newsletter as a boolean, source, message), about
+// 330 bytes of data and 500 on the wire with its attachment, and its
+// metadata: the data of the export benchmark (bench/export.sh). The
+// phone starts with "+", a cell the CSV export escapes.
+func WideSubmission(formID string, i int) (formsapi.Submission, formsapi.Metadata) {
+	s, m := Submission(formID, i)
+	countries := [...]string{"NL", "DE", "FR", "GB", "US", "ES", "IT", "SE"}
+	sources := [...]string{"search", "newsletter", "referral", "event", "social"}
+	s.Data = []byte(fmt.Sprintf(`{"name":"Person %d","email":"person%d@example.com","phone":"+31 6 %08d","company":"Example Holdings %d Ltd","role":"Operations lead","teamSize":%d,"country":"%s","newsletter":%t,"source":"%s","message":"Could someone call me back this week about plans for teams?"}`,
+		i, i, i%100000000, i%97, i%50+2, countries[i%len(countries)], i%3 == 0, sources[i%len(sources)]))
+	return s, m
+}
