@@ -51,8 +51,8 @@ func (b *blockingStore) AppendFeed(_ context.Context, _, _ string, q wire.FeedQu
 	return q.After, false, nil
 }
 
-func (b *blockingStore) FeedHead(context.Context, string, string, *wire.Form) (int64, error) {
-	return 0, nil
+func (b *blockingStore) FeedHead(context.Context, string, string, *wire.Form) (int64, uint64, error) {
+	return 0, 0, nil
 }
 
 func (b *blockingStore) Authorize(ctx context.Context, key string) (Grant, error) {

@@ -156,7 +156,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	// The head is read even to resume (the as-of position is then the
 	// resumed export's): it checks that the form is there, and the tag
 	// changes with it.
-	head, err := a.feed.FeedHead(req.ctx, req.account, req.list.FormID, form)
+	head, inc, err := a.feed.FeedHead(req.ctx, req.account, req.list.FormID, form)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -169,7 +169,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if asOf == 0 {
 		asOf = head
 	}
-	tag := a.exportTag(req, head, asOf, acceptsGzip(r.Header.Values("Accept-Encoding")))
+	tag := a.exportTag(req, head, inc, asOf, acceptsGzip(r.Header.Values("Accept-Encoding")))
 	// Nothing the export would send has changed while the form's head
 	// has not (submissions never change, and every addition and deletion
 	// moves it): a 304 reads no row.
@@ -178,7 +178,11 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	}
 	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), form: form}
 	if e.format == formatCSV {
-		if err := x.columns(); err != nil {
+		columns := x.columns
+		if a.fields != nil {
+			columns = x.fieldColumns
+		}
+		if err := columns(); err != nil {
 			a.fail(w, r, err)
 			return
 		}
@@ -258,10 +262,12 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 
 // exportTag is the strong ETag of an export: a MAC, under the cursor
 // secret, of the account, the form, the feed's head (every addition
-// and deletion moves it), the as-of position, where it
-// starts, the format with its options, and the content coding (a strong
-// tag names one byte sequence).
-func (a *api) exportTag(req request, head, asOf int64, gz bool) string {
+// and deletion moves it), the form's incarnation (a form created again
+// with the ID of a deleted one may reach the same head with other
+// submissions), the as-of position, where it starts, the format with its
+// options, and the content coding (a strong tag names one byte
+// sequence).
+func (a *api) exportTag(req request, head int64, inc uint64, asOf int64, gz bool) string {
 	m := hmac.New(sha256.New, a.tags.exportKey[:])
 	for _, s := range []string{req.list.Account, req.list.FormID, req.export.format} {
 		m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
@@ -269,6 +275,7 @@ func (a *api) exportTag(req request, head, asOf int64, gz bool) string {
 	}
 	var b []byte
 	b = binary.BigEndian.AppendUint64(b, uint64(head))
+	b = binary.BigEndian.AppendUint64(b, inc)
 	b = binary.BigEndian.AppendUint64(b, uint64(asOf))
 	b = binary.BigEndian.AppendUint64(b, uint64(req.export.after))
 	for _, f := range []bool{req.export.bom, req.export.keepFormat, gz} {
@@ -367,11 +374,45 @@ func (x *exporter) each(fn func(pos int64, obj []byte) error) error {
 	return nil
 }
 
+// fieldColumns reads the CSV's columns from the store's fields
+// (FieldStore), in one call before the first byte: the fields whose
+// first position is at most the as-of position, in the order of their
+// first positions (see docs/api.md). A resumed export has the as-of
+// position of the export it continues, so its rows have the same
+// columns.
+func (x *exporter) fieldColumns() error {
+	ctx, cancel := x.a.storeContext(x.req)
+	defer cancel()
+	names, first, err := x.a.fields.DataFields(ctx, x.req.account, x.req.list.FormID, x.asOf, maxColumns+1)
+	if err != nil {
+		return err
+	}
+	if len(first) != len(names) || len(names) > maxColumns+1 {
+		return fmt.Errorf("export: the store gave %d fields and %d positions for a limit of %d", len(names), len(first), maxColumns+1)
+	}
+	x.cols = make(map[string]int, len(names))
+	for i, name := range names {
+		if first[i] > x.asOf || i > 0 && first[i] < first[i-1] {
+			return fmt.Errorf("export: the store gave field %d at position %d, after %d, as of %d", i, first[i], first[max(i-1, 0)], x.asOf)
+		}
+		if _, dup := x.cols[name]; dup {
+			return fmt.Errorf("export: the store gave field %d twice", i)
+		}
+		if i == maxColumns {
+			x.other = true
+			break
+		}
+		x.cols[name] = i
+		x.names = append(x.names, name)
+	}
+	return nil
+}
+
 // columns reads the export once, before its first byte, for the CSV's
-// header: the top-level members of data, in the order of their first
-// appearance in commit order. A resumed export reads them from the
-// beginning too, so that its rows have the columns of the export it
-// continues.
+// header, when the store keeps no fields (FieldStore): the top-level
+// members of data, in the order of their first appearance in commit
+// order. A resumed export reads them from the beginning too, so that its
+// rows have the columns of the export it continues.
 func (x *exporter) columns() error {
 	x.cols = map[string]int{}
 	x.next = 0
@@ -384,7 +425,7 @@ func (x *exporter) columns() error {
 			if err := json.Unmarshal(obj, &s); err != nil {
 				return fmt.Errorf("export: decode a stored submission: %w", err)
 			}
-			return members(s.Data, func(name string, _ json.RawMessage) {
+			err := wire.Members(s.Data, func(name string, _ json.RawMessage) {
 				if _, ok := x.cols[name]; ok {
 					return
 				}
@@ -395,6 +436,10 @@ func (x *exporter) columns() error {
 				x.cols[name] = len(x.names)
 				x.names = append(x.names, name)
 			})
+			if err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			return nil
 		})
 		if err != nil {
 			return err
@@ -403,27 +448,6 @@ func (x *exporter) columns() error {
 			return nil
 		}
 	}
-}
-
-// members calls fn with each member of the JSON object data, in order.
-func members(data []byte, fn func(name string, value json.RawMessage)) error {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return fmt.Errorf("export: submission data is not a JSON object")
-	}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return fmt.Errorf("export: decode submission data: %w", err)
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return fmt.Errorf("export: decode submission data: %w", err)
-		}
-		fn(t.(string), v)
-	}
-	return nil
 }
 
 // stream writes the whole export: the CSV header, then the lines of the
@@ -534,14 +558,14 @@ func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
 	}
 	cells := make([]json.RawMessage, len(x.names))
 	var other []byte
-	err := members(s.Data, func(name string, v json.RawMessage) {
+	err := wire.Members(s.Data, func(name string, v json.RawMessage) {
 		if i, ok := x.cols[name]; ok {
 			cells[i] = v
 			return
 		}
-		// A member past maxColumns, or one of a submission committed
-		// after the header was read (it cannot be: the export is as of
-		// its head), goes to otherData.
+		// A member past maxColumns goes to otherData; so would one the
+		// header does not have (a store that breaks the FieldStore
+		// contract), were there that column.
 		if other == nil {
 			other = append(other, '{')
 		} else {
@@ -552,7 +576,7 @@ func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
 		other = append(other, compactJSON(v)...)
 	})
 	if err != nil {
-		return b, err
+		return b, fmt.Errorf("export: %w", err)
 	}
 	b = append(b, ref...)
 	b = append(b, ',')

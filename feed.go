@@ -134,3 +134,60 @@ type FeedPage struct {
 	// may have missed a deletion (see the Retention clause).
 	Purged int64
 }
+
+// FieldStore is an optional interface of a [FeedStore]: a form's fields,
+// the names of the top-level members of its submissions' data, each with
+// the feed position of the first submission that carried it, kept by the
+// store as submissions are added. When the store that serves the
+// handler's feed implements it, a CSV export (GET
+// /v1/forms/{formId}/export?format=csv) takes its columns from one call
+// here, so that its header, and its first byte, come at once whatever the
+// form's size; otherwise the export reads the whole form once before its
+// first byte to learn them. memstore, sqlitestore and pgstore implement
+// it, and storetest.Run checks the contract below, one subtest per
+// clause, so a host's own store is held to it too. A type that embeds one
+// of this module's stores is not asked: its fields would be the embedded
+// store's, not those of the feed it serves.
+//
+// The contract:
+//
+//   - Fields. Every name that is a top-level member of the Data of a
+//     submission the feed has carried (its escapes resolved, as
+//     encoding/json decodes an object's names) is a field of the form,
+//     once, with its first position: the feed position of the first
+//     submission, in feed order, whose Data had it. Nothing else is a
+//     field.
+//   - Order. DataFields returns fields in ascending first position, and
+//     fields of one first position in the order of their first
+//     appearance in that submission's Data; first[i] is the first
+//     position of names[i].
+//   - Range. It returns the fields whose first position is at most upTo,
+//     and of those at most limit, the first ones in that order: a caller
+//     asks for one more than it will use to learn that there are more.
+//   - As of. For any upTo at or below a position the feed has shown
+//     (FeedPage.Next of a call that returned), every later call with
+//     that upTo returns the same fields, while the form exists:
+//     submissions added later add only fields of greater first
+//     positions. So an export resumed with the same as-of position gets
+//     the same columns.
+//   - Never shrunk. Deleting a submission (Writer.DeleteSubmission) or
+//     erasing it (Writer.Erase) neither removes a field nor moves its
+//     first position: a field may have no submission left (an empty
+//     column). Field names are the form's schema, not anyone's answers.
+//   - Forms. The fields are the form's: a form deleted (Writer.DeleteForm)
+//     and created again with the same ID starts without any.
+//   - Isolation. It returns an error wrapping [ErrFormNotFound] when
+//     formID is not a form of accountID, the same whether the form does
+//     not exist or belongs to another account.
+//   - Limit. The handler always sends 1 <= limit; a store returns an
+//     error for a limit below 1 rather than guess.
+//   - Context. When ctx is canceled or its deadline passes, it returns an
+//     error wrapping ctx.Err().
+//   - Concurrency. It is safe for concurrent use with itself and with
+//     writes, and its slices are the caller's.
+type FieldStore interface {
+	// DataFields returns the fields of formID, a form of accountID, whose
+	// first position is at most upTo, at most limit of them, in order:
+	// names[i] first appeared at feed position first[i].
+	DataFields(ctx context.Context, accountID, formID string, upTo int64, limit int) (names []string, first []int64, err error)
+}

@@ -143,7 +143,7 @@ func WithFeed(f FeedStore) Option {
 // a type that embeds one of this module's stores, whose own methods are
 // the ones to call. feed is nil without WithFeed; the result's feed is
 // nil when there is none to serve.
-func readers(store Store, feed FeedStore) (pages, feeds pageReader) {
+func readers(store Store, feed FeedStore) (pages, feeds pageReader, fields FieldStore) {
 	pages = checkedReader{store: store}
 	if f, ok := fastPathOf(store); ok {
 		pages = f
@@ -159,16 +159,24 @@ func readers(store Store, feed FeedStore) (pages, feeds pageReader) {
 	case feed != nil:
 		feeds = checkedReader{feed: feed}
 	}
-	return pages, feeds
+	// The fields are those of the feed served: a type that embeds one of
+	// this module's stores would answer with the embedded store's.
+	if f, ok := feed.(FieldStore); ok && !embedsStore(feed) {
+		fields = f
+	}
+	return pages, feeds, fields
 }
 
 type api struct {
 	store Store
 	pages pageReader // reads pages of submissions: store's fast path, or checked
 	feed  pageReader // reads the sync feed; nil without one (501)
-	keys  KeyResolver
-	authz KeyAuthorizer // keys as an authorizer, if it is one
-	both  bool          // keys embeds a store: ask ResolveKey and Authorize both
+	// fields are the feed's fields (the CSV export's columns), when the
+	// feed is a FieldStore; nil otherwise.
+	fields FieldStore
+	keys   KeyResolver
+	authz  KeyAuthorizer // keys as an authorizer, if it is one
+	both   bool          // keys embeds a store: ask ResolveKey and Authorize both
 	// formAuthz is keys when it is store itself, with the combined lookup
 	// of key and form (authorize.go); nil otherwise.
 	formAuthz formAuthorizer
@@ -256,7 +264,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
 	a := &api{store: store, keys: keys, cfg: cfg, tokens: newTokenCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
-	a.pages, a.feed = readers(store, cfg.feed)
+	a.pages, a.feed, a.fields = readers(store, cfg.feed)
 	a.authz, _ = keys.(KeyAuthorizer)
 	a.both = a.authz != nil && embedsStore(keys)
 	a.formsAuthz = combinedFormsLookup(store, keys)

@@ -35,9 +35,11 @@ type pageReader interface {
 	AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error)
 	// FeedHead returns the position of the last entry of the form's feed
 	// as visible now: every entry at or below it is visible to the reads
-	// that follow. It returns ErrFormNotFound as AppendFeed does. form is
-	// the combined lookup's (see wire.Page.Form), or nil.
-	FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, error)
+	// that follow, and the form's incarnation (see wire.Page.Incarnation;
+	// 0 when the store cannot tell). It returns ErrFormNotFound as
+	// AppendFeed does. form is the combined lookup's (see
+	// wire.Page.Form), or nil.
+	FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (head int64, incarnation uint64, err error)
 }
 
 // fastStore is a store of this module: its own pageReader, appending the
@@ -380,19 +382,19 @@ const headChunk = 1000
 // FeedHead walks a host's feed to its end, keeping nothing but where it
 // ends: a FeedStore has no cheaper way to say it. Its cost is a read of
 // the whole feed, in calls of headChunk entries.
-func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
+func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
 	var next int64
 	for {
 		page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, headChunk)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if page.Next < next || (page.Next == next && page.More) {
-			return 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
+			return 0, 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
 		}
 		next = page.Next
 		if !page.More {
-			return next, nil
+			return next, 0, nil // a FeedStore does not tell its forms' incarnations
 		}
 	}
 }

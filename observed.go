@@ -179,7 +179,7 @@ func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string
 	return next, more, err
 }
 
-func (r observedReader) FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, error) {
+func (r observedReader) FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, uint64, error) {
 	return r.pageReader.FeedHead(ctx, accountID, formID, form)
 }
 

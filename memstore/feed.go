@@ -98,15 +98,43 @@ func (s *Store) feed(ctx context.Context, accountID, formID string, after int64,
 
 // FeedHead is for the handler's export: the position of the last entry
 // of the form's feed, every entry up to it visible to later reads.
-func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("memstore: feed head: %w", err)
+		return 0, 0, fmt.Errorf("memstore: feed head: %w", err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	fm, ok := s.forms[formID]
 	if !ok || fm.account != accountID {
-		return 0, fmt.Errorf("memstore: feed head: %w", formsapi.ErrFormNotFound)
+		return 0, 0, fmt.Errorf("memstore: feed head: %w", formsapi.ErrFormNotFound)
 	}
-	return int64(len(fm.feed)), nil
+	return int64(len(fm.feed)), fm.incarnation(), nil
+}
+
+// DataFields implements formsapi.FieldStore: the fields of formID whose
+// first position is at most upTo, at most limit of them. AddSubmission
+// appends a submission's new fields to its form's table under the write
+// lock, with the submission's position, so the table is in first
+// position order; deletions and Erase leave it as it is, DeleteForm
+// drops it with the form.
+func (s *Store) DataFields(ctx context.Context, accountID, formID string, upTo int64, limit int) (names []string, first []int64, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("memstore: data fields: %w", err)
+	}
+	if limit < 1 {
+		return nil, nil, fmt.Errorf("memstore: data fields: limit %d is below 1", limit)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return nil, nil, fmt.Errorf("memstore: data fields: %w", formsapi.ErrFormNotFound)
+	}
+	for _, f := range fm.fields {
+		if f.first > upTo || len(names) == limit {
+			break
+		}
+		names, first = append(names, f.name), append(first, f.first)
+	}
+	return names, first, nil
 }

@@ -1,5 +1,6 @@
 // Package memstore keeps forms, submissions and API keys in memory. It
-// implements formsapi.Store, formsapi.FeedStore (the sync feed),
+// implements formsapi.Store, formsapi.FeedStore (the sync feed) with
+// formsapi.FieldStore (the CSV export's columns),
 // formsapi.KeyManager (scoped and expiring keys, last used; a
 // formsapi.KeyAuthorizer and KeyResolver) and formsapi.Writer, exactly as
 // sqlitestore and pgstore do, and is safe for concurrent use, so tests and
@@ -58,6 +59,7 @@ var (
 	_ formsapi.KeyManager  = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
 	_ formsapi.FeedStore   = (*Store)(nil)
+	_ formsapi.FieldStore  = (*Store)(nil)
 )
 
 type form struct {
@@ -73,6 +75,18 @@ type form struct {
 	feed   []feedEntry
 	purged int64                  // the last position of a forgotten deletion
 	ids    map[string]*submission // by Metadata.ID, for those that have one
+	// fields is the form's field table (formsapi.FieldStore), in first
+	// position order, appended to under the write lock; named indexes
+	// it by name.
+	fields []field
+	named  map[string]bool
+}
+
+// field is a name of the form's field table and the feed position of
+// the first submission whose data had it.
+type field struct {
+	name  string
+	first int64
 }
 
 // incarnation is the form's incarnation (wire.Page.Incarnation): its
@@ -204,6 +218,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
+	names := wire.FieldNames(sub.Data) // outside the lock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fm, ok := s.forms[sub.FormID]
@@ -218,6 +233,15 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
 	fm.feed = append(fm.feed, feedEntry{sub: rec})
 	rec.feedPos = int64(len(fm.feed))
+	for _, n := range names {
+		if !fm.named[n] {
+			if fm.named == nil {
+				fm.named = map[string]bool{}
+			}
+			fm.named[n] = true
+			fm.fields = append(fm.fields, field{name: n, first: rec.feedPos})
+		}
+	}
 	if m.ID != "" {
 		if fm.ids == nil {
 			fm.ids = map[string]*submission{}

@@ -199,16 +199,55 @@ func feedArgs(limit int, after int64) error {
 // of the form's feed (the form's feed_last, which every insert and
 // deletion moves in its transaction), every entry up to it visible to
 // later reads.
-func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, error) {
-	var head int64
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
+	var head, inc int64
 	err := retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, qualifyTables(s.schema, `SELECT feed_last FROM formsapi_forms WHERE id = $1 AND account_id = $2`), formID, accountID).Scan(&head)
+		return s.pool.QueryRow(ctx, qualifyTables(s.schema, `SELECT feed_last, incarnation FROM formsapi_forms WHERE id = $1 AND account_id = $2`), formID, accountID).Scan(&head, &inc)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = formsapi.ErrFormNotFound
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: feed head: %w", withCtx(ctx, err))
+		return 0, 0, fmt.Errorf("pgstore: feed head: %w", withCtx(ctx, err))
 	}
-	return head, nil
+	return head, uint64(inc), nil
+}
+
+// DataFields implements formsapi.FieldStore: the fields of formID whose
+// first position is at most upTo, at most limit of them, from the
+// formsapi_fields table that AddSubmission keeps in the statement that
+// inserts the submission (migration 0015). Deletions leave the table as
+// it is; a form's deletion deletes its fields.
+func (s *Store) DataFields(ctx context.Context, accountID, formID string, upTo int64, limit int) (names []string, first []int64, err error) {
+	if limit < 1 {
+		return nil, nil, fmt.Errorf("pgstore: data fields: limit %d is below 1", limit)
+	}
+	var found bool
+	err = retry(ctx, func() error {
+		names, first, found = nil, nil, false
+		rows, err := s.pool.Query(ctx, s.sql.dataFields, formID, accountID, upTo, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name []byte
+			var pos *int64
+			if err := rows.Scan(&name, &pos); err != nil {
+				return err
+			}
+			found = true
+			if pos != nil {
+				names, first = append(names, string(name)), append(first, *pos)
+			}
+		}
+		return rows.Err()
+	})
+	if err == nil && !found {
+		err = formsapi.ErrFormNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgstore: data fields: %w", withCtx(ctx, err))
+	}
+	return names, first, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -106,6 +107,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 				m.Version, m.Name, time.Now().UnixNano()); err != nil {
 				return fmt.Errorf("record %s: %w", m.Name, err)
 			}
+			if m.Name == fieldsMigration {
+				if err := backfillFields(ctx, tx); err != nil {
+					return fmt.Errorf("apply %s: fill the field table: %w", m.Name, err)
+				}
+			}
 		}
 		if err := reencode(ctx, tx); err != nil {
 			return fmt.Errorf("re-encode stored submissions: %w", err)
@@ -117,6 +123,64 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		return nil, fmt.Errorf("migrate schema %s: %w", schema, err)
 	}
 	return secret, nil
+}
+
+// fieldsMigration is the migration that makes the field table, which
+// backfillFields fills in the same transaction.
+const fieldsMigration = "0015_fields.sql"
+
+// backfillBatch is how many submissions backfillFields reads at a time.
+const backfillBatch = 1000
+
+// backfillFields fills the field table (formsapi_fields) from the
+// submissions stored before it existed, their names decoded in Go as
+// AddSubmission's are, so that stored and new submissions give the same
+// fields: it reads each form's submissions in feed order, a batch at a
+// time, and adds each name at the first position that has it.
+func backfillFields(ctx context.Context, tx pgx.Tx) error {
+	var form, pos int64
+	seen := map[string]bool{}
+	for {
+		rows, err := tx.Query(ctx, `SELECT form_seq, feed_pos, data FROM formsapi_submissions
+WHERE (form_seq, feed_pos) > ($1, $2) ORDER BY form_seq, feed_pos LIMIT $3`, form, pos, backfillBatch)
+		if err != nil {
+			return err
+		}
+		var forms, firsts, ords []int64
+		var names [][]byte
+		n := 0
+		for rows.Next() {
+			var f, p int64
+			var data []byte
+			if err := rows.Scan(&f, &p, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			if f != form {
+				clear(seen)
+			}
+			form, pos, n = f, p, n+1
+			for i, name := range wire.FieldNames(data) {
+				if !seen[name] {
+					seen[name] = true
+					forms, names, firsts, ords = append(forms, f), append(names, []byte(name)), append(firsts, p), append(ords, int64(i+1))
+				}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(names) > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO formsapi_fields (form_seq, name, first_pos, ord)
+SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::bigint[])`, forms, names, firsts, ords); err != nil {
+				return err
+			}
+		}
+		if n < backfillBatch {
+			return nil
+		}
+	}
 }
 
 // cursorSecret returns the cursor secret kept in the schema, making it

@@ -1,6 +1,7 @@
 // Package pgstore keeps forms, submissions and API keys in PostgreSQL
 // through github.com/jackc/pgx/v5. It implements formsapi.Store,
-// formsapi.FeedStore (the sync feed), formsapi.KeyManager (scoped and
+// formsapi.FeedStore (the sync feed) with formsapi.FieldStore (the CSV
+// export's columns), formsapi.KeyManager (scoped and
 // expiring keys, last used; a formsapi.KeyAuthorizer and KeyResolver) and
 // formsapi.Writer, exactly as sqlitestore and memstore do: the same data
 // gives the same API responses, byte for byte. [Store.RateLimiter] is a
@@ -231,6 +232,7 @@ var (
 	_ formsapi.Writer      = (*Store)(nil)
 	_ formsapi.KeyManager  = (*Store)(nil)
 	_ formsapi.FeedStore   = (*Store)(nil)
+	_ formsapi.FieldStore  = (*Store)(nil)
 )
 
 // Open connects to the database at dsn (a URL or key=value string, as

@@ -247,8 +247,18 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// no transaction is needed. The UPDATE locks the form's row until the
 	// insert commits, so the positions of one form commit in order; no
 	// row means no such form.
+	// The submission's fields ($12, its data's member names in order)
+	// go to the form's field table in the same statement: only names the
+	// table lacks at a lower position are written, so a submission of
+	// known fields reads the table's index and writes nothing to it.
 	sqlAddSubmission = `WITH f AS (
     UPDATE formsapi_forms SET feed_last = feed_last + 1 WHERE id = $1 RETURNING seq, feed_last
+), fields AS (
+    INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
+    SELECT f.seq, n.name, f.feed_last, n.ord FROM f, unnest($12::bytea[]) WITH ORDINALITY AS n(name, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM formsapi_fields x WHERE x.form_seq = f.seq AND x.name = n.name AND x.first_pos <= f.feed_last)
+    ON CONFLICT (form_seq, name) DO UPDATE SET first_pos = EXCLUDED.first_pos, ord = EXCLUDED.ord
+    WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
 )
 INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
@@ -256,6 +266,16 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.
+	// DataFields: the form's fields up to a position, and a row with a
+	// NULL name for a form without any; no row means no form of the
+	// account.
+	sqlDataFields = `SELECT fl.name, fl.first_pos FROM formsapi_forms f
+LEFT JOIN LATERAL (
+    SELECT name, first_pos, ord FROM formsapi_fields WHERE form_seq = f.seq AND first_pos <= $3 ORDER BY first_pos, ord LIMIT $4
+) fl ON true
+WHERE f.id = $1 AND f.account_id = $2
+ORDER BY fl.first_pos, fl.ord`
+
 	sqlUpdateForm = `UPDATE formsapi_forms SET title = $3, icon = $4, notification_email = $5
 WHERE id = $1 AND account_id = $2`
 
@@ -304,7 +324,7 @@ type queries struct {
 	touchKeys                                                       string
 	addForm, addSubmission, addKey, revokeKey                       string
 	rateLimit, rateTat, ratePrune                                   string
-	feed, feedEncoded                                               string
+	feed, feedEncoded, dataFields                                   string
 	updateForm, formCreatedAt, deleteSubmission                     string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
 	lockForm                                                        string
@@ -344,7 +364,7 @@ func newQueries(schema string) queries {
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
-		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded),
+		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), dataFields: q(sqlDataFields),
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
 		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),

@@ -11,6 +11,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
@@ -96,7 +97,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
 	tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID)
+		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
 	}
@@ -107,6 +108,18 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
 	}
 	return nil
+}
+
+// fieldNames returns the names of data's top-level members, in order,
+// each once, as the field table (formsapi_fields, a bytea column) keeps
+// them.
+func fieldNames(data []byte) [][]byte {
+	names := wire.FieldNames(data)
+	b := make([][]byte, len(names))
+	for i, n := range names {
+		b[i] = []byte(n)
+	}
+	return b
 }
 
 // compact returns JSON without insignificant space: the column holds

@@ -106,17 +106,51 @@ func (s *Store) feedRows(ctx context.Context, st *sql.Stmt, accountID, formID st
 // of the form's feed (the form's feed_last, which every insert and
 // deletion moves in its transaction), every entry up to it visible to
 // later reads. known is the combined lookup's form, or nil.
-func (s *Store) FeedHead(ctx context.Context, accountID, formID string, known *wire.Form) (int64, error) {
+func (s *Store) FeedHead(ctx context.Context, accountID, formID string, known *wire.Form) (int64, uint64, error) {
 	form, err := s.knownForm(ctx, accountID, formID, known)
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: feed head: %w", err)
+		return 0, 0, fmt.Errorf("sqlitestore: feed head: %w", err)
 	}
-	var head int64
-	if err := s.read.QueryRowContext(ctx, `SELECT feed_last FROM formsapi_forms WHERE seq = ?`, form.Seq).Scan(&head); err != nil {
+	var head, inc int64
+	if err := s.read.QueryRowContext(ctx, `SELECT feed_last, incarnation FROM formsapi_forms WHERE seq = ?`, form.Seq).Scan(&head, &inc); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // deleted since the lookup
 			err = formsapi.ErrFormNotFound
 		}
-		return 0, fmt.Errorf("sqlitestore: feed head: %w", err)
+		return 0, 0, fmt.Errorf("sqlitestore: feed head: %w", err)
 	}
-	return head, nil
+	return head, uint64(inc), nil
+}
+
+// DataFields implements formsapi.FieldStore: the fields of formID whose
+// first position is at most upTo, at most limit of them, from the
+// formsapi_fields table that triggers keep on every insert into the
+// file (migration 0012), whoever makes it; SQLite's JSON functions
+// decode the names. Deletions leave the table as it is; a form's
+// deletion deletes its fields.
+func (s *Store) DataFields(ctx context.Context, accountID, formID string, upTo int64, limit int) (names []string, first []int64, err error) {
+	if limit < 1 {
+		return nil, nil, fmt.Errorf("sqlitestore: data fields: limit %d is below 1", limit)
+	}
+	form, err := s.formVersion(ctx, accountID, formID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: data fields: %w", err)
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT name, first_pos FROM formsapi_fields
+WHERE form_seq = ? AND first_pos <= ? ORDER BY first_pos, ord LIMIT ?`, form.Seq, upTo, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: data fields: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var pos int64
+		if err := rows.Scan(&name, &pos); err != nil {
+			return nil, nil, fmt.Errorf("sqlitestore: data fields: %w", err)
+		}
+		names, first = append(names, name), append(first, pos)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: data fields: %w", err)
+	}
+	return names, first, nil
 }

@@ -1,6 +1,7 @@
 // Package sqlitestore keeps forms, submissions and API keys in SQLite
 // through modernc.org/sqlite (pure Go, no cgo). It implements
-// formsapi.Store, formsapi.FeedStore (the sync feed), formsapi.KeyManager
+// formsapi.Store, formsapi.FeedStore (the sync feed) with formsapi.FieldStore (the CSV
+// export's columns), formsapi.KeyManager
 // (scoped and expiring keys, last used; a formsapi.KeyAuthorizer and
 // KeyResolver) and formsapi.Writer, exactly as memstore and pgstore do, so
 // a host can swap one for another.
@@ -147,6 +148,7 @@ var (
 	_ formsapi.KeyManager  = (*Store)(nil)
 	_ formsapi.Writer      = (*Store)(nil)
 	_ formsapi.FeedStore   = (*Store)(nil)
+	_ formsapi.FieldStore  = (*Store)(nil)
 )
 
 // Open opens the SQLite database file at path, creating it if needed,

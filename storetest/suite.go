@@ -105,6 +105,11 @@ func (c *config) parallel(t *testing.T) {
 //     AddSubmission, with writers racing a poller.
 //   - FeedFastPath: the Feed clauses again, read through the feed's fast
 //     path on this module's own stores.
+//   - Fields: the formsapi.FieldStore contract (the CSV export's
+//     columns), on a FieldStore that is a FeedStore with formsapi.Writer:
+//     fields computed from the feed, their order and range, unchanged as
+//     of a position while writers add, never shrunk by deletions and
+//     erasures, gone with their form.
 //   - Webhooks: the webhook.Store contract (endpoints, their streams
 //     and the dispatcher's leases, fencing included), on a store that
 //     implements it.
@@ -204,6 +209,17 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		}, c)
 	})
 
+	fields := ""
+	switch _, ok := probe.(fieldStore); {
+	case !isFieldStore(probe):
+		fields = "the store does not implement formsapi.FieldStore: a CSV export reads the whole form once before its first byte for its columns"
+	case !ok:
+		fields = "the store implements formsapi.FieldStore but not formsapi.FeedStore with formsapi.Writer and formsapi.KeyResolver, which the field clauses read and write with"
+	}
+	group("Fields", fields, func(t *testing.T) {
+		fieldClauses(t, func(t *testing.T, seed Seed) fieldStore { return as[fieldStore](t, open(t, seed)) }, c)
+	})
+
 	hooks := ""
 	if !isHookStore(probe) {
 		hooks = "the store does not implement webhook.Store"
@@ -235,6 +251,7 @@ type fastFeed interface {
 func isWriter(s formsapi.Store) bool     { _, ok := s.(formsapi.Writer); return ok }
 func isKeyManager(s formsapi.Store) bool { _, ok := s.(formsapi.KeyManager); return ok }
 func isFeedStore(s formsapi.Store) bool  { _, ok := s.(formsapi.FeedStore); return ok }
+func isFieldStore(s formsapi.Store) bool { _, ok := s.(formsapi.FieldStore); return ok }
 
 // as asserts that a store open made implements T, as the one Run probed
 // did.
