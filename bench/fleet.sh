@@ -21,6 +21,21 @@
 #   pg3+writer    pg3-redis while `tenants write` adds a submission to a
 #                 random form every WRITE_EVERY (2ms) through pgstore
 #
+# Rows on a primary and a hot standby of the script's own (not in the
+# default ROWS; the shared server allows no replication): initdb into
+# $WORK/pair-<migrations>/primary as postgres (kept, with the same
+# dataset generated into it once), a standby made afresh each run with
+# pg_basebackup -R -X stream, both on free ports, stopped at the end.
+#
+#   rpg3          3 nodes on that primary alone, Redis limiter
+#   rpg3-replica  the same nodes with -replica (pgstore.WithReplica)
+#   rpg3+writer   rpg3 while the writer adds a submission every WRITE_EVERY
+#   rpg3+writer-replica   the same with -replica
+#
+# For these rows pg-µs is the primary's backends of the run, replica-µs the
+# standby's, and repl-µs replication itself (the primary's WAL sender,
+# the standby's startup (replay) and WAL receiver processes).
+#
 # Every node has rate limiting on (a policy of 10,000,000 a minute per
 # account, which never refuses) and a read cache of CACHE_MIB (32) MiB,
 # which holds the workload's pages (200 forms × 2 orders × up to 100
@@ -76,6 +91,57 @@ fi
 go build -o "$DIR/" ./internal/cmd/benchserver ./internal/cmd/tenants
 APP=formsapi-fleet-$$
 export FORMSAPI_CURSOR_SECRET=fleet-bench-$$-shared-by-every-node
+# The primary and standby of the rpg rows (see above).
+PAIR_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+PAIR_DIR="$WORK/pair-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)"
+PAIR_UP=
+REPL_PIDS=
+PRIMARY=
+STANDBY=
+as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+  done
+  return 1
+}
+stop_pair() {
+  [ -n "$PAIR_UP" ] || return 0
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/standby" -m fast stop >/dev/null 2>&1 || true
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/primary" -m fast stop >/dev/null 2>&1 || true
+  rm -rf "$PAIR_DIR/standby"
+  PAIR_UP=
+}
+start_pair() {
+  local p1 p2
+  [ -z "$PAIR_UP" ] || return 0
+  mkdir -p "$PAIR_DIR"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$PAIR_DIR"; fi
+  if [ ! -f "$PAIR_DIR/primary/PG_VERSION" ]; then
+    as_postgres "$PAIR_BIN/initdb" -D "$PAIR_DIR/primary" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+    printf '%s\n' "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$PAIR_DIR'" "wal_level = replica" \
+      "max_wal_senders = 4" "hot_standby = on" "hot_standby_feedback = on" "max_connections = 200" |
+      as_postgres sh -c "cat >>'$PAIR_DIR/primary/postgresql.conf'"
+    echo 'host replication all 127.0.0.1/32 trust' | as_postgres sh -c "cat >>'$PAIR_DIR/primary/pg_hba.conf'"
+  fi
+  p1=$(free_port)
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/primary" -l "$PAIR_DIR/primary.log" -o "-p $p1" -w start >/dev/null
+  PAIR_UP=1
+  PRIMARY="postgres://postgres@127.0.0.1:$p1/postgres?sslmode=disable"
+  if [ ! -f "$PAIR_DIR/keys" ]; then
+    "$DIR/tenants" gen -postgres "$PRIMARY" -schema "$SCHEMA" -keys "$PAIR_DIR/keys.tmp" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+    mv "$PAIR_DIR/keys.tmp" "$PAIR_DIR/keys"
+  fi
+  rm -rf "$PAIR_DIR/standby"
+  as_postgres "$PAIR_BIN/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$PAIR_DIR/standby" -R -X stream -c fast
+  p2=$(free_port)
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/standby" -l "$PAIR_DIR/standby.log" -o "-p $p2" -w start >/dev/null
+  STANDBY="postgres://postgres@127.0.0.1:$p2/postgres?sslmode=disable"
+  REPL_PIDS=$(psql -Atq "$PRIMARY" -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'walsender'"),$(psql -Atq "$STANDBY" -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type IN ('startup', 'walreceiver')")
+}
+trap 'stop_pair; bench_cleanup' EXIT
+
 # dsn BASE PARAMS: BASE with PARAMS appended as query parameters.
 dsn() { case $1 in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac; }
 
@@ -83,13 +149,16 @@ dsn() { case $1 in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac; }
 mkdir -p "$WORK"
 PRISTINE="$WORK/sqlite-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
 KEYS="$PRISTINE.keys"
-if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
+# wants PATTERN: whether a row of ROWS matches the extended regexp PATTERN
+# (a dataset only the rows that use it make).
+wants() { echo " $ROWS " | tr ' ' '\n' | grep -q -E "^($1)\$"; }
+if wants sqlite && { [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; }; then
   rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
   "$DIR/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
 fi
-cp "$PRISTINE" "$DIR/fleet.db"
+if wants sqlite; then cp "$PRISTINE" "$DIR/fleet.db"; fi
 PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8).keys"
-if [ ! -f "$PGKEYS" ]; then
+if wants 'pg.*|bouncer.*' && [ ! -f "$PGKEYS" ]; then
   "$DIR/tenants" gen -postgres "$PG" -schema "$SCHEMA" -keys "$PGKEYS.tmp" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
   mv "$PGKEYS.tmp" "$PGKEYS"
 fi
@@ -186,7 +255,13 @@ measure() {
   FLEET_NODES=$NODES wrk -t"$t" -c"$c" -d"$WARM" "$@" "$url" -- "${LUAARGS[@]}" >/dev/null 2>&1 || true
   pids=$NODE_PIDS,$REDIS_PID
   [ -n "$BOUNCER_PID" ] && pids=$pids,$BOUNCER_PID
-  out=$(FLEET_NODES=$NODES "$DIR/cpuwatch" -pid "$pids" -pg "$PG" -pg-app "$APP" -- \
+  local pgdsn=$PG watch2=()
+  if [ -n "$ON_PAIR" ]; then
+    pgdsn=$PRIMARY
+    watch2=(-pg2 "$STANDBY")
+    pids=$pids,$REPL_PIDS
+  fi
+  out=$(FLEET_NODES=$NODES "$DIR/cpuwatch" -pid "$pids" -pg "$pgdsn" "${watch2[@]}" -pg-app "$APP" -- \
     wrk -t"$t" -c"$c" -d"$DUR" "$@" "$url" -- "${LUAARGS[@]}" 2>&1)
   line=$(echo "$out" | grep '^cpuwatch:')
   reqs=$(requests "$out")
@@ -195,7 +270,13 @@ measure() {
   for p in ${NODE_PIDS//,/ }; do node=$(awk -v a="$node" -v b="$(field "$line" "pid:$p")" 'BEGIN {print a + b}'); done
   local bouncer=-
   [ -n "$BOUNCER_PID" ] && bouncer=$(field "$line" "pid:$BOUNCER_PID")
-  echo "$name $n $(echo "$out" | awk '/Requests\/sec/ {print $2}') $reqs $node $(field "$line" pg) $bouncer $(field "$line" "pid:$REDIS_PID") $(field "$line" client) $errs" >>"$DIR/rows"
+  local replica=- repl=-
+  if [ -n "$ON_PAIR" ]; then
+    replica=$(field "$line" pg2)
+    repl=0
+    for p in ${REPL_PIDS//,/ }; do repl=$(awk -v a="$repl" -v b="$(field "$line" "pid:$p")" 'BEGIN {print a + b}'); done
+  fi
+  echo "$name $n $(echo "$out" | awk '/Requests\/sec/ {print $2}') $reqs $node $(field "$line" pg) $bouncer $(field "$line" "pid:$REDIS_PID") $(field "$line" client) $errs $replica $repl" >>"$DIR/rows"
   echo "$name: $reqs requests, errors $errs; $line" >&2
   if [ "$errs" != 0 ]; then echo "$out" >&2; fi
 }
@@ -215,6 +296,9 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$DIR/rows"
 for row in $ROWS; do
   BOUNCER_PID=
+  ON_PAIR=
+  case $row in rpg*) start_pair; ON_PAIR=1 ;; esac
+  RPGNODE=(-postgres "$(dsn "${PRIMARY:-$PG}" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP")
   case $row in
   baseline)
     "$DIR/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null 2>&1 &
@@ -259,6 +343,24 @@ for row in $ROWS; do
     echo "$(cat "$DIR/writer.out")" >&2
     stop_nodes
     ;;
+  rpg3 | rpg3-replica | rpg3+writer | rpg3+writer-replica)
+    args=("${RPGNODE[@]}")
+    case $row in *-replica) args+=(-replica "$(dsn "$STANDBY" "application_name=$APP")") ;; esac
+    start_nodes "$row" 3 "${args[@]}"
+    writer=
+    case $row in *+writer*)
+      "$DIR/tenants" write -postgres "$(dsn "$PRIMARY" "application_name=$APP-writer")" -schema "$SCHEMA" \
+        -keys "$PAIR_DIR/keys" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
+      writer=$! ;;
+    esac
+    LUAARGS=("$PAIR_DIR/keys")
+    measure "$row" 3 3 "$NODE_URL" -s "$LUA/fleet.lua"
+    if [ -n "$writer" ]; then
+      wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
+      echo "$(cat "$DIR/writer.out")" >&2
+    fi
+    stop_nodes
+    ;;
   *) echo "fleet.sh: unknown row $row" >&2; exit 1 ;;
   esac
 done
@@ -266,24 +368,25 @@ done
 echo
 echo "wrk -c$CONN (rounded up to a multiple of the threads) -d$DUR after -d$WARM of warm-up, $(date -u +%FT%TZ), main at $(git rev-parse --short HEAD 2>/dev/null || echo '?'); load average before: $load"
 echo "CPU µs per request (user + system over the run / requests): nodes summed; PostgreSQL: the nodes' backends; Redis: the whole server"
-printf '%-12s %5s %9s %8s %9s %8s %8s %8s %8s %8s %7s\n' row nodes req/s "x base" node-µs "x base" pg-µs pgb-µs redis-µs wrk-µs errors
+printf '%-12s %5s %9s %8s %9s %8s %8s %8s %8s %8s %7s %11s %8s\n' row nodes req/s "x base" node-µs "x base" pg-µs pgb-µs redis-µs wrk-µs errors replica-µs repl-µs
 base_rps=$(awk '$1=="baseline" {print $3}' "$DIR/rows")
 base_cpu=$(awk '$1=="baseline" {print 1e6 * $5 / $4}' "$DIR/rows")
 us() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "-" || n <= 0) print "-"; else printf "%.1f", 1e6 * s / n }'; }
-while read -r name n rps reqs node pg bouncer redis client errs; do
+while read -r name n rps reqs node pg bouncer redis client errs replica repl; do
   [ "$name" = baseline ] && pg=- && redis=-
   case $name in sqlite) pg=- ;; esac
   nus=$(us "$node" "$reqs")
-  printf '%-12s %5s %9.0f %8s %9s %8s %8s %8s %8s %8s %7s\n' "$name" "$n" "$rps" "$(ratio "$rps" "${base_rps:-0}")" "$nus" \
-    "$(ratio "$nus" "${base_cpu:-0}")" "$(us "$pg" "$reqs")" "$(us "$bouncer" "$reqs")" "$(us "$redis" "$reqs")" "$(us "$client" "$reqs")" "$errs"
+  printf '%-12s %5s %9.0f %8s %9s %8s %8s %8s %8s %8s %7s %11s %8s\n' "$name" "$n" "$rps" "$(ratio "$rps" "${base_rps:-0}")" "$nus" \
+    "$(ratio "$nus" "${base_cpu:-0}")" "$(us "$pg" "$reqs")" "$(us "$bouncer" "$reqs")" "$(us "$redis" "$reqs")" "$(us "$client" "$reqs")" "$errs" \
+    "$(us "${replica:--}" "$reqs")" "$(us "${repl:--}" "$reqs")"
 done <"$DIR/rows"
 
 echo
 echo "Capacity model (per core, from the CPU per request above): API requests a second one core of each serves"
-printf '%-12s %14s %14s %14s %14s %22s\n' row PostgreSQL PgBouncer Redis "API node" "node cores per PG core"
-while read -r name n rps reqs node pg bouncer redis client errs; do
+printf '%-12s %14s %14s %14s %14s %22s %14s\n' row PostgreSQL PgBouncer Redis "API node" "node cores per PG core" "replica"
+while read -r name n rps reqs node pg bouncer redis client errs replica repl; do
   case $name in baseline | sqlite) continue ;; esac
   cap() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "-" || s <= 0) print "-"; else printf "%.0f", n / s }'; }
-  printf '%-12s %14s %14s %14s %14s %22s\n' "$name" "$(cap "$pg" "$reqs")" "$(cap "$bouncer" "$reqs")" "$(cap "$redis" "$reqs")" \
-    "$(cap "$node" "$reqs")" "$(ratio "$node" "$pg")"
+  printf '%-12s %14s %14s %14s %14s %22s %14s\n' "$name" "$(cap "$pg" "$reqs")" "$(cap "$bouncer" "$reqs")" "$(cap "$redis" "$reqs")" \
+    "$(cap "$node" "$reqs")" "$(ratio "$node" "$pg")" "$(cap "${replica:--}" "$reqs")"
 done <"$DIR/rows"

@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dbPath := fs.String("db", "forms.db", "SQLite database file, created and seeded if missing")
 	dsn := fs.String("postgres", os.Getenv("FORMSAPI_POSTGRES"), "serve PostgreSQL at this DSN instead of SQLite (default $FORMSAPI_POSTGRES); pool_max_conns in the DSN sizes the pool")
 	schema := fs.String("schema", "", "PostgreSQL schema for the tables (default: the connection's current schema)")
+	replicaDSN := fs.String("replica", os.Getenv("FORMSAPI_REPLICA"), "with -postgres: read page misses, feed pages and exports from the streaming replica at this DSN (default $FORMSAPI_REPLICA); see docs/fleet.md")
 	keyFile := fs.String("demo-key-file", "", "where the demo key is kept for later runs (default: the -db path + .demo-key, or postgres.demo-key)")
 	secretFile := fs.String("cursor-secret-file", "", "file holding a cursor secret of your own, at least 32 characters, the same on every node (default $FORMSAPI_CURSOR_SECRET, else the file -db + .cursor-secret or postgres.cursor-secret if an earlier version left one, else the secret the store keeps in its database, shared by every node over it)")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
@@ -187,6 +188,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pool.Close() // after the store's Close, which writes key uses
+		if *replicaDSN != "" {
+			replica, err := openPool(ctx, *replicaDSN)
+			if err != nil {
+				return fmt.Errorf("replica: %w", err)
+			}
+			defer replica.Close() // after the store's Close
+			opts = append(opts, pgstore.WithReplica(replica))
+		}
 		pg, err := pgstore.New(ctx, pool, opts...)
 		if err != nil {
 			return err

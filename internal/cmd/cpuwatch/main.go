@@ -14,6 +14,7 @@
 // over the PostgreSQL backends whose application_name is -pg-app (listed
 // from pg_stat_activity every 200 ms, so backends that start during the
 // run count too, and one that ends loses at most 200 ms of its time);
+// pg2 the same over a second server, -pg2 (a replica), if given;
 // client the command's own (its rusage, children included). It exits with
 // the command's status.
 package main
@@ -40,10 +41,11 @@ func main() {
 	pids := flag.String("pid", "", "comma-separated processes to measure")
 	dsn := flag.String("pg", "", "PostgreSQL DSN to list backends from (pg_stat_activity)")
 	app := flag.String("pg-app", "", "with -pg: measure the backends with this application_name")
+	dsn2 := flag.String("pg2", "", "with -pg-app: a second PostgreSQL server (a replica) whose backends of -pg-app to measure too, as pg2")
 	every := flag.Duration("every", 200*time.Millisecond, "how often to list and sample the PostgreSQL backends")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: cpuwatch [-pid P,...] [-pg DSN -pg-app NAME] -- command args...")
+		fmt.Fprintln(os.Stderr, "usage: cpuwatch [-pid P,...] [-pg DSN [-pg2 DSN] -pg-app NAME] -- command args...")
 		os.Exit(2)
 	}
 	var watched []int
@@ -75,6 +77,18 @@ func main() {
 		pg.sample() // backends alive now start from what they have spent
 		pg.started = true
 	}
+	var pg2 *backends
+	if *dsn2 != "" {
+		if *app == "" {
+			fatal(fmt.Errorf("-pg2 needs -pg-app"))
+		}
+		var err error
+		if pg2, err = watchBackends(*dsn2, *app); err != nil {
+			fatal(err)
+		}
+		pg2.sample()
+		pg2.started = true
+	}
 
 	cmd := exec.Command(flag.Arg(0), flag.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -84,7 +98,7 @@ func main() {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	if pg != nil {
+	if pg != nil || pg2 != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,7 +109,11 @@ func main() {
 				case <-done:
 					return
 				case <-t.C:
-					pg.sample()
+					for _, b := range []*backends{pg, pg2} {
+						if b != nil {
+							b.sample()
+						}
+					}
 				}
 			}
 		}()
@@ -118,6 +136,12 @@ func main() {
 		total, n := pg.spent()
 		line += fmt.Sprintf(" pg=%.3f pgpids=%d", total, n)
 		pg.conn.Close(context.Background())
+	}
+	if pg2 != nil {
+		pg2.sample()
+		total, n := pg2.spent()
+		line += fmt.Sprintf(" pg2=%.3f pg2pids=%d", total, n)
+		pg2.conn.Close(context.Background())
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		line += fmt.Sprintf(" client=%.3f", tv(ru.Utime)+tv(ru.Stime))
