@@ -360,6 +360,15 @@ for row in $ROWS; do
       echo "$(cat "$DIR/writer.out")" >&2
     fi
     stop_nodes
+    # Each -replica node logs at exit how its replica reads went (warm-up
+    # included): served there, or read from the primary because the
+    # replica was behind (stale) or failed.
+    case $row in *-replica)
+      cat "$DIR/$row"-*.log | grep '"msg":"replica reads"' |
+        sed 's/.*"served":\([0-9]*\),"stale":\([0-9]*\),"failed":\([0-9]*\).*/\1 \2 \3/' |
+        awk -v row="$row" '{s += $1; t += $2; f += $3} END {printf "%s: replica pages served %d, stale (read from the primary) %d (%.2f%%), failed %d\n", row, s, t, (s + t + f) ? 100 * t / (s + t + f) : 0, f}' |
+        tee -a "$DIR/replica-reads" >&2 ;;
+    esac
     ;;
   *) echo "fleet.sh: unknown row $row" >&2; exit 1 ;;
   esac
@@ -380,6 +389,11 @@ while read -r name n rps reqs node pg bouncer redis client errs replica repl; do
     "$(ratio "$nus" "${base_cpu:-0}")" "$(us "$pg" "$reqs")" "$(us "$bouncer" "$reqs")" "$(us "$redis" "$reqs")" "$(us "$client" "$reqs")" "$errs" \
     "$(us "${replica:--}" "$reqs")" "$(us "${repl:--}" "$reqs")"
 done <"$DIR/rows"
+
+if [ -s "$DIR/replica-reads" ]; then
+  echo
+  cat "$DIR/replica-reads"
+fi
 
 echo
 echo "Capacity model (per core, from the CPU per request above): API requests a second one core of each serves"

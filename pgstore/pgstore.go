@@ -224,6 +224,8 @@ type Store struct {
 	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
 	replica *pgxpool.Pool                // nil without WithReplica
+
+	replicaCounts replicaCounts // see ReplicaReads
 }
 
 var (

@@ -63,10 +63,15 @@ func (s *Store) listForms(ctx context.Context, accountID string, q formsapi.Quer
 		return p, nil // no form of such an account can be stored
 	}
 	if s.cache == nil {
+		known, want := false, int64(0)
 		if at != nil {
 			at.Cache = observe.CacheNone
+			known, want = at.Known, at.Version
 		}
-		p, _, _, err := s.readForms(ctx, source{db: s.pool}, accountID, q, b)
+		err := s.fromReplica(ctx, known, want, func(src source) (err error) {
+			p, _, _, err = s.readForms(ctx, src, accountID, q, b)
+			return err
+		})
 		return p, err
 	}
 	if at == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -44,6 +45,32 @@ func WithReplica(replica *pgxpool.Pool) Option {
 		panic("pgstore: WithReplica with a nil *pgxpool.Pool")
 	}
 	return func(c *config) { c.replica = replica }
+}
+
+// ReplicaReads counts the page statements a store with WithReplica ran
+// on the replica since it was opened, by what came of them: for a host
+// to watch how much of its read load the replica takes, and how often
+// replication lag sends reads back to the primary.
+type ReplicaReads struct {
+	// Served counts pages the replica served.
+	Served uint64
+	// Stale counts pages the replica had at another version than the
+	// request's (it had not replayed the request's version yet, or had
+	// replayed a later one, or lacked the form), each then read from the
+	// primary.
+	Stale uint64
+	// Failed counts statements that failed on the replica before their
+	// first row, each then read from the primary.
+	Failed uint64
+}
+
+// replicaCounts are a store's ReplicaReads as they grow.
+type replicaCounts struct{ served, stale, failed atomic.Uint64 }
+
+// ReplicaReads returns how the store's reads on its replica went since
+// it was opened; all zero without WithReplica.
+func (s *Store) ReplicaReads() ReplicaReads {
+	return ReplicaReads{Served: s.replicaCounts.served.Load(), Stale: s.replicaCounts.stale.Load(), Failed: s.replicaCounts.failed.Load()}
 }
 
 // errStale means the replica had not replayed the version the request's
@@ -87,11 +114,14 @@ func (s *Store) fromReplica(ctx context.Context, known bool, want int64, read fu
 		var re errReplica
 		switch {
 		case err == nil:
+			s.replicaCounts.served.Add(1)
 			return nil
 		case ctx.Err() != nil:
 			return err
-		case errors.Is(err, errStale), errors.As(err, &re):
-			// Read the primary.
+		case errors.Is(err, errStale):
+			s.replicaCounts.stale.Add(1) // read the primary
+		case errors.As(err, &re):
+			s.replicaCounts.failed.Add(1) // read the primary
 		default:
 			return fmt.Errorf("replica: %w", err)
 		}

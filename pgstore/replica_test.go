@@ -50,11 +50,11 @@ type replicaNode struct {
 	schema           string
 }
 
-func newReplicaNode(t *testing.T) replicaNode {
+func newReplicaNode(t *testing.T, opts ...pgstore.Option) replicaNode {
 	t.Helper()
 	pair, schema := pgtest.ReplicaSchema(t)
 	standby, onStandby := countedPool(t, pair.Standby)
-	s, onPrimary := countedStore(t, pair.Primary, schema, pgstore.WithReplica(standby))
+	s, onPrimary := countedStore(t, pair.Primary, schema, append(opts, pgstore.WithReplica(standby))...)
 	load(t, s, storetest.DefaultSeed())
 	secret := []byte(rand.Text())
 	plain, err := pgstore.Open(ctx, pair.Primary, pgstore.WithSchema(schema), pgstore.WithCacheSize(0))
@@ -118,6 +118,14 @@ func TestReplicaServesReads(t *testing.T) {
 			t.Errorf("GET %s: %d statements on the primary and %d on the standby, want %d and %d", c.target, p, r, c.primary, c.onStandby)
 		}
 	}
+
+	// Without a read cache every page is a miss, read on the standby.
+	n = newReplicaNode(t, pgstore.WithCacheSize(0))
+	for _, target := range []string{small, small, "/v1/forms?limit=5", "/v1/forms?limit=5"} {
+		if p, r, _ := n.read(t, target); p != 1 || r != 1 {
+			t.Errorf("GET %s without a cache: %d statements on the primary and %d on the standby, want 1 and 1", target, p, r)
+		}
+	}
 }
 
 // TestReplicaNeverStale pauses the standby's replay, writes on the
@@ -136,6 +144,7 @@ func TestReplicaNeverStale(t *testing.T) {
 		n.read(t, target) // the standby serves each (TestReplicaServesReads)
 	}
 
+	before := n.store.ReplicaReads()
 	n.pair.PauseReplay(t)
 	is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"while":"paused"}`), CreatedAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: "paused-1"}))
 	is.NoErr(n.store.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "added-while-paused", Title: "Paused", CreatedAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}))
@@ -150,11 +159,15 @@ func TestReplicaNeverStale(t *testing.T) {
 		}
 	}
 
+	after := n.store.ReplicaReads()
+	is.Equal(after.Stale-before.Stale, uint64(4))   // each read found the standby behind
+	is.Equal(after.Served-before.Served, uint64(0)) // and none was served from it
 	n.pair.ResumeReplay(t)
 	n.pair.CaughtUp(t)
 	is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"after":"resumed"}`), CreatedAt: time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: "resumed-1"}))
 	n.pair.CaughtUp(t)
 	p, r, body := n.read(t, small)
+	is.Equal(n.store.ReplicaReads().Served-after.Served, uint64(1))
 	is.True(strings.Contains(body, "resumed"))
 	is.Equal([2]int{p, r}, [2]int{1, 1}) // the standby serves again
 }
@@ -178,5 +191,8 @@ func TestReplicaDown(t *testing.T) {
 		if res := get(h, target, storetest.KeyA); res.status != http.StatusOK {
 			t.Errorf("GET %s with the replica's pool closed: %d %s", target, res.status, res.body)
 		}
+	}
+	if r := s.ReplicaReads(); r != (pgstore.ReplicaReads{Failed: 4}) {
+		t.Errorf("ReplicaReads = %+v, want the 4 reads failed on the replica", r)
 	}
 }

@@ -177,6 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		where       string
 		dbSystem    = "sqlite" // for db.system.name
 		lockSeeding func(context.Context) (unlock func(), err error)
+		replicaLog  = func(*slog.Logger) {} // with -replica: logs how its reads went
 	)
 	if *dsn != "" {
 		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20)}
@@ -199,6 +200,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pg, err := pgstore.New(ctx, pool, opts...)
 		if err != nil {
 			return err
+		}
+		if *replicaDSN != "" {
+			replicaLog = func(l *slog.Logger) {
+				r := pg.ReplicaReads()
+				l.Info("replica reads", "served", r.Served, "stale", r.Stale, "failed", r.Failed)
+			}
 		}
 		defer pg.Close()
 		store, where, dbSystem = pg, "PostgreSQL schema "+pg.Schema(), "postgresql"
@@ -365,6 +372,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := srv.Shutdown(shutdown); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	replicaLog(logger)
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
