@@ -20,6 +20,8 @@
 #                 one statement (the key with the form) per request
 #   pg3+writer    pg3-redis while `tenants write` adds a submission to a
 #                 random form every WRITE_EVERY (2ms) through pgstore
+#   pg1+writer    pg1-redis, the same writer (not in the default ROWS)
+#   pg2+writer    pg2-redis, the same writer (not in the default ROWS)
 #
 # Rows on a primary and a hot standby of the script's own (not in the
 # default ROWS; the shared server allows no replication): initdb into
@@ -79,7 +81,7 @@ WRITE_EVERY=${WRITE_EVERY:-2ms}
 WORK=${WORK:-/tmp/formsapi-fleet}
 REDIS=${REDIS-redis://127.0.0.1:6379/0}
 ROWS=${ROWS:-baseline sqlite pg1-redis pg2-redis pg3-redis pg1-pglimit bouncer1 bouncer2 pg1-hit pg3+writer}
-SCHEMA=formsapi_fleet
+SCHEMA=${SCHEMA:-formsapi_fleet}
 CACHE_MIB=${CACHE_MIB:-32}
 RATE=(-rate-limit 10000000 -rate-window 1m -cache-mib "$CACHE_MIB")
 source bench/lib.sh
@@ -332,13 +334,15 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg3+writer)
-    start_nodes "$row" 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP"
+  pg1+writer | pg2+writer | pg3+writer)
+    n=${row%+writer}
+    n=${n#pg}
+    start_nodes "$row" "$n" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     "$DIR/tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$SCHEMA" \
       -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
     writer=$!
     LUAARGS=("$PGKEYS")
-    measure "$row" 3 3 "$NODE_URL" -s "$LUA/fleet.lua"
+    measure "$row" "$n" "$(( n == 1 ? 2 : n ))" "$NODE_URL" -s "$LUA/fleet.lua"
     wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
     echo "$(cat "$DIR/writer.out")" >&2
     stop_nodes

@@ -30,7 +30,8 @@
 //     pgstore's pages of forms) for which the store's read cache was
 //     asked, by formsapi.cache.result: "hit" (the whole page from
 //     memory), "partial" (its start, or some of a forms page's reads),
-//     "miss".
+//     "miss", "spliced" (pgstore: the page held at an older version of
+//     its form, and only the submissions added since read).
 //   - formsapi.rate_limit.decisions (counter): by
 //     formsapi.rate_limit.decision: "allowed", "refused" (a 429) or
 //     "failed" (the limiter did not answer in time, or failed).

@@ -108,9 +108,11 @@ const (
 	CacheHit                  // the cache held the whole page; the database was not read for it
 	CachePartial              // the cache held the start of the page; only the rest was read
 	CacheMiss                 // the page was read from the database
+	CacheSpliced              // the cache held the page at an older version; only the submissions added since were read
 )
 
-// String returns the outcome's name: "none", "hit", "partial" or "miss".
+// String returns the outcome's name: "none", "hit", "partial", "miss" or
+// "spliced".
 func (c Cache) String() string {
 	switch c {
 	case CacheHit:
@@ -119,6 +121,8 @@ func (c Cache) String() string {
 		return "partial"
 	case CacheMiss:
 		return "miss"
+	case CacheSpliced:
+		return "spliced"
 	}
 	return "none"
 }

@@ -91,3 +91,7 @@ func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }
 func WaitingLookups(s *Store) int {
 	return s.lookups.Waiting()
 }
+
+// SpliceSQL returns the statement that reads what was added to a form
+// since a cached page of it (incremental pages).
+func SpliceSQL(s *Store) string { return s.sql.splice }

@@ -62,8 +62,17 @@ LIMIT $7`
 	// how many rows the limit let through, so that a store that counts
 	// fewer bytes than this statement does (it leaves damaged rows out of
 	// its count) can tell rows cut here from the end of the range.
-	sqlAppendSubmissions = `SELECT f.seq, f.version, f.incarnation, s.seq, s.created_at, s.json, s.total
+	//
+	// The last four columns are the form's head for incremental pages
+	// (pagecache.Head, migration 0014): its base and feed_last, and the
+	// position of the submission at feed_last (NULL when none is there),
+	// one probe of the (form_seq, feed_pos) index.
+	sqlAppendSubmissions = `SELECT f.seq, f.version, f.incarnation, s.seq, s.created_at, s.json, s.total,
+    f.base, f.feed_last, a.created_at, a.seq
 FROM formsapi_forms f
+LEFT JOIN LATERAL (
+    SELECT created_at, seq FROM formsapi_submissions WHERE form_seq = f.seq AND feed_pos = f.feed_last
+) a ON true
 LEFT JOIN LATERAL (
     SELECT seq, created_at, json, total FROM (
         SELECT seq, created_at, json,
@@ -78,6 +87,24 @@ LEFT JOIN LATERAL (
     ) sized
     WHERE before <= $8
     ORDER BY created_at {DIR}, seq {DIR}
+) s ON true
+WHERE f.id = $1 AND f.account_id = $2`
+
+	// What was added to a form since a page of it was read (pagecache's
+	// Since and Splice): the form's seq, version, incarnation and head,
+	// and every submission from feed position $3 to its feed_last, in
+	// feed order, at most $4: one range of the (form_seq, feed_pos) index,
+	// in the same snapshot. (A host's insert above feed_last is no
+	// addition, and changed base; leaving such rows out keeps its form
+	// spliceable after it.) A form without such submissions gives one row of NULLs
+	// after its own columns; a form that is not accountID's, none at all.
+	sqlSplice = `SELECT f.seq, f.version, f.incarnation, f.base, f.feed_last, s.feed_pos, s.seq, s.created_at, s.json
+FROM formsapi_forms f
+LEFT JOIN LATERAL (
+    SELECT feed_pos, seq, created_at, json FROM formsapi_submissions
+    WHERE form_seq = f.seq AND feed_pos >= $3 AND feed_pos <= f.feed_last
+    ORDER BY feed_pos
+    LIMIT $4
 ) s ON true
 WHERE f.id = $1 AND f.account_id = $2`
 
@@ -319,6 +346,7 @@ func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", d
 // queries are the statements of one store, tables qualified by its schema.
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
+	splice                                                          string
 	formListVersion                                                 string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
@@ -359,6 +387,7 @@ func newQueries(schema string) queries {
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
+		splice:          q(sqlSplice),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),

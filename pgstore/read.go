@@ -257,14 +257,26 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		}
 		return err
 	}
+	if since, ok := r.Since(); ok {
+		inc, spliced, err := s.splice(ctx, accountID, formID, form.Seq, since, &r)
+		if err != nil {
+			p.Rewind(mark)
+			return err
+		}
+		if spliced {
+			p.Incarnation = inc
+			return nil
+		}
+	}
 	for whole := false; !r.Served(); whole = true {
 		var (
 			version int64
 			inc     uint64
 			same    bool
+			head    pagecache.Head
 		)
 		err := s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
-			version, inc, same, err = s.readPage(ctx, src, accountID, formID, q.Order, form.Seq, &r, p)
+			version, inc, same, head, err = s.readPage(ctx, src, accountID, formID, q.Order, form.Seq, &r, p)
 			return err
 		})
 		if err != nil {
@@ -284,7 +296,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		}
 		p.Incarnation = inc // of the form the rows are of, read with them
 		if same {
-			r.Done(version)
+			r.DoneAt(version, head)
 		}
 		return nil
 	}
@@ -316,15 +328,60 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 	return f, err
 }
 
+// splice serves r's page from the page the cache holds at an older
+// version of the form and what was added to the form since that page's
+// head (see pagecache.Splice), in one statement on the primary, and
+// reports whether it did, with the form's incarnation; if it did not
+// (anything but additions came between, too many of them, the form was
+// made again), nothing was appended and the caller reads the page in
+// full.
+func (s *Store) splice(ctx context.Context, accountID, formID string, seq int64, since pagecache.Head, r *pagecache.Read) (inc uint64, spliced bool, err error) {
+	rows, err := s.pool.Query(ctx, s.sql.splice, formID, accountID, since.Last, pagecache.MaxSplice+1)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	var (
+		formSeq, version, formInc, base, last int64
+		feed, itemSeq, at                     pgtype.Int8 // NULL when nothing was added
+		encoded                               []byte
+		added                                 []pagecache.Added
+		found                                 bool
+	)
+	for rows.Next() {
+		if err := rows.Scan(&formSeq, &version, &formInc, &base, &last, &feed, &itemSeq, &at, &encoded); err != nil {
+			return 0, false, err
+		}
+		found = true
+		if !feed.Valid {
+			break
+		}
+		added = append(added, pagecache.Added{Feed: feed.Int64, Pos: keyset.Pos{At: at.Int64, Seq: itemSeq.Int64}, Encoded: encoded})
+		encoded = nil // a new slice for the next row: Splice reads them all at the end
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	if !found {
+		return 0, false, formsapi.ErrFormNotFound
+	}
+	if formSeq != seq { // made again: another form, whose pages are not under seq
+		return 0, false, nil
+	}
+	return uint64(formInc), r.Splice(version, base, last, added), nil
+}
+
 // readPage reads the rows r asks for, in one statement that also returns
-// the form's seq, version and incarnation in the same snapshot, and
-// returns that version and incarnation, and whether the form's seq is seq (a form deleted and made
-// again since seq was read has another: its page is not to be kept under
-// seq). A form that is no longer formID of accountID is ErrFormNotFound.
-// On failure p may hold part of the page. On the replica (src) it returns
-// errStale, having handed r no row, when the form's version there is not
-// src.want or the form is not there.
-func (s *Store) readPage(ctx context.Context, src source, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, inc uint64, same bool, err error) {
+// the form's seq, version, incarnation and head (pagecache.Head) in the
+// same snapshot, and returns that version, incarnation and head, and
+// whether the form's seq is seq (a form deleted and made again since seq
+// was read has another: its page is not to be kept under seq). A form
+// that is no longer formID of accountID is ErrFormNotFound. On failure p
+// may hold part of the page. On the replica (src) it returns errStale,
+// having handed r no row, when the form's version there is not src.want
+// or the form is not there.
+func (s *Store) readPage(ctx context.Context, src source, accountID, formID string, order formsapi.Order, seq int64, r *pagecache.Read, p *wire.Page) (version int64, inc uint64, same bool, head pagecache.Head, err error) {
 	st := s.sql.encodedDesc
 	if order == formsapi.Oldest {
 		st = s.sql.encodedAsc
@@ -332,22 +389,23 @@ func (s *Store) readPage(ctx context.Context, src source, accountID, formID stri
 	lo, hi, fetch := r.Range()
 	rows, err := src.db.Query(ctx, st, formID, accountID, lo.At, lo.Seq, hi.At, hi.Seq, fetch, r.Room())
 	if err != nil {
-		return 0, 0, false, src.failed(err, true)
+		return 0, 0, false, head, src.failed(err, true)
 	}
 	defer rows.Close()
 	var (
 		formSeq, formInc   int64
+		anchorAt, anchor   pgtype.Int8 // NULL when no submission is at feed_last
 		found, full        bool
 		itemSeq, at, total pgtype.Int8        // NULL for a form without submissions in range
 		encoded            pgtype.DriverBytes // valid until the next Next: Row copies it
 		read               int64
 	)
 	for rows.Next() {
-		if err := rows.Scan(&formSeq, &version, &formInc, &itemSeq, &at, &encoded, &total); err != nil {
-			return 0, 0, false, err
+		if err := rows.Scan(&formSeq, &version, &formInc, &itemSeq, &at, &encoded, &total, &head.Base, &head.Last, &anchorAt, &anchor); err != nil {
+			return 0, 0, false, head, err
 		}
 		if src.replica && !found && version != src.want {
-			return 0, 0, false, errStale
+			return 0, 0, false, head, errStale
 		}
 		found = true
 		if !itemSeq.Valid {
@@ -361,18 +419,21 @@ func (s *Store) readPage(ctx context.Context, src source, accountID, formID stri
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, 0, false, src.failed(err, !found)
+		return 0, 0, false, head, src.failed(err, !found)
 	}
 	if !found {
 		if src.replica {
-			return 0, 0, false, errStale // the primary tells
+			return 0, 0, false, head, errStale // the primary tells
 		}
-		return 0, 0, false, formsapi.ErrFormNotFound
+		return 0, 0, false, head, formsapi.ErrFormNotFound
 	}
 	if !full && total.Valid && read < total.Int64 {
 		r.Cut() // the statement's byte bound ended the rows, not the range
 	}
-	return version, uint64(formInc), seq == 0 || formSeq == seq, nil
+	if anchor.Valid {
+		head.Anchor = keyset.Pos{At: anchorAt.Int64, Seq: anchor.Int64}
+	}
+	return version, uint64(formInc), seq == 0 || formSeq == seq, head, nil
 }
 
 // retry runs the read f, and runs it again if it failed because its

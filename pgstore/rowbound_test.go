@@ -34,9 +34,9 @@ func TestPagesReadOnlyWhatFits(t *testing.T) {
 	is.NoErr(err)
 	var got, total int64
 	for rows.Next() {
-		var formSeq, version, incarnation, seq, at, tot any
+		var formSeq, version, incarnation, seq, at, tot, base, last, anchorAt, anchor any
 		var encoded []byte
-		is.NoErr(rows.Scan(&formSeq, &version, &incarnation, &seq, &at, &encoded, &tot))
+		is.NoErr(rows.Scan(&formSeq, &version, &incarnation, &seq, &at, &encoded, &tot, &base, &last, &anchorAt, &anchor))
 		got++
 		total = tot.(int64)
 	}

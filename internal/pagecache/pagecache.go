@@ -34,6 +34,10 @@
 // migration 0012, sqlitestore migration 0010), and docs/stores.md tells
 // hosts to restart their nodes after one.
 //
+// A page held at an older version of its form can be brought to the
+// current one without reading it again when only submissions were added
+// meanwhile, and the store can tell which (pgstore): see splice.go.
+//
 // A store that cannot tell a form's current version does not use the
 // cache: it reads from the database. The same contract holds for an
 // account's forms list and its version.
@@ -119,6 +123,13 @@ type entry struct {
 	// byte budget ended the read there, 0 when not known (no item is 0
 	// bytes long): it lets a page that the same budget ends be served.
 	nextSize int
+	// limit is the largest limit of the requests that read it: a splice
+	// keeps that many items, so that they still find the page whole.
+	limit int
+	// head is where the form's feed stood at version, when the store told
+	// (hasHead): what lets a later version's additions be spliced in.
+	head    Head
+	hasHead bool
 }
 
 // itemSize returns the length of item i's JSON.
@@ -162,7 +173,8 @@ func (c *Cache) shard(k key) int {
 }
 
 // get returns what the cache holds for list k at version v, the version
-// of k's form or forms list that the store just read as current, or nil.
+// of k's form or forms list that the store just read as current, or nil;
+// and what it holds at an older version, if that is what it holds.
 //
 // If it holds k at a later version, the form or list went back in time:
 // the database was restored from a backup or a dump, recovered to a point
@@ -173,15 +185,18 @@ func (c *Cache) shard(k key) int {
 // read the version just before a commit and looks here just after
 // another reader kept the newer page also lands here: that costs the
 // form's pages, never exactness.
-func (c *Cache) get(v int64, k key) *entry {
+func (c *Cache) get(v int64, k key) (e, older *entry) {
 	sh := &c.shards[c.shard(k)]
 	sh.mu.RLock()
-	e := sh.pages[k]
+	e = sh.pages[k]
 	sh.mu.RUnlock()
 	if e == nil || e.version == v {
-		return e
+		return e, nil
 	}
-	if e.version > v {
+	if e.version < v {
+		return nil, e
+	}
+	{
 		c.wentBack.Add(1)
 		if k.forms {
 			c.ForgetForms(k.account)
@@ -189,7 +204,7 @@ func (c *Cache) get(v int64, k key) *entry {
 			c.Forget(k.formSeq)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // serve appends the first limit items of e's list to body and returns
@@ -392,6 +407,8 @@ type Read struct {
 	served  bool
 	held    bool   // the page starts with items from the cache
 	e       *entry // what Done stores; nil when nothing will be
+	q       formsapi.Query
+	older   *entry // the list at an older version, with its head (see Since)
 }
 
 // Begin starts q's page of the form with seq formSeq, whose version the
@@ -420,18 +437,21 @@ func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, ex
 	if err != nil {
 		return Read{}, err
 	}
-	r := Read{c: c, p: p, start: len(p.Body), skipped: len(p.Skipped), budget: keyset.NewBudget(q), lo: lo, hi: hi, limit: q.Limit}
+	r := Read{c: c, p: p, start: len(p.Body), skipped: len(p.Skipped), budget: keyset.NewBudget(q), lo: lo, hi: hi, limit: q.Limit, q: q}
 	if c == nil {
 		return r, nil
 	}
 	r.key = newKey(formSeq, q, lo, hi)
-	held := c.get(version, r.key)
+	held, older := c.get(version, r.key)
+	if older != nil && older.hasHead && extend {
+		r.older = older
+	}
 	if body, next, ok := held.serve(q, p.Body); ok {
 		p.Body, p.NextCursor, r.served = body, next, true
 		p.Cache = observe.CacheHit
 		return r, nil
 	}
-	r.e = &entry{version: version}
+	r.e = &entry{version: version, limit: q.Limit}
 	p.Cache = observe.CacheMiss
 	if !extend || held == nil || len(held.ends) == 0 {
 		return r, nil
@@ -441,6 +461,7 @@ func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, ex
 	// the rest, after its last item. serve found that they all fit.
 	n := len(held.ends)
 	p.AddTrusted(held.body) // read and checked at this version
+	r.e.limit = max(q.Limit, held.limit)
 	r.e.ends = append(make([]int, 0, q.Limit), held.ends...)
 	r.e.pos = append(make([]keyset.Pos, 0, q.Limit), held.pos...)
 	for i := range n {
@@ -528,7 +549,15 @@ func (r *Read) Mixed(v int64) bool { return r.held && v != r.e.version }
 // tagged with v, unless a damaged row was left out of it (so that every
 // read logs the damage), it is Mixed, or it is larger than an eighth of
 // the cache.
-func (r *Read) Done(v int64) {
+func (r *Read) Done(v int64) { r.done(v, Head{}, false) }
+
+// DoneAt is Done for a store that read, in the same snapshot as the
+// page's rows, where the form's feed stood (h): a later request that
+// finds the form at a newer version may then splice in what was added
+// since (see Since) instead of reading the page again.
+func (r *Read) DoneAt(v int64, h Head) { r.done(v, h, true) }
+
+func (r *Read) done(v int64, h Head, hasHead bool) {
 	if r.e == nil || r.served || len(r.p.Skipped) > r.skipped || r.Mixed(v) {
 		return
 	}
@@ -539,7 +568,7 @@ func (r *Read) Done(v int64) {
 	if int64(len(r.p.Body)-r.start)*8 > r.c.maxBytes {
 		return
 	}
-	r.e.version = v
+	r.e.version, r.e.head, r.e.hasHead = v, h, hasHead
 	r.e.body = bytes.Clone(r.p.Body[r.start:])
 	r.e.more = r.p.NextCursor != ""
 	r.c.put(r.key, r.e)
@@ -558,7 +587,7 @@ func (c *Cache) Forms(v int64, account string, q formsapi.Query) (formsapi.Page[
 	if err != nil {
 		return formsapi.Page[formsapi.Form]{}, false
 	}
-	e := c.get(v, formsKey(account, q, lo, hi))
+	e, _ := c.get(v, formsKey(account, q, lo, hi))
 	if e == nil {
 		return formsapi.Page[formsapi.Form]{}, false
 	}
