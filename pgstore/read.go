@@ -258,7 +258,14 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	if since, ok := r.Since(); ok {
-		inc, spliced, err := s.splice(ctx, accountID, formID, form.Seq, since, &r)
+		var (
+			inc     uint64
+			spliced bool
+		)
+		err := s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
+			inc, spliced, err = s.splice(ctx, src, accountID, formID, form.Seq, since, &r)
+			return err
+		})
 		if err != nil {
 			p.Rewind(mark)
 			return err
@@ -330,15 +337,16 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 
 // splice serves r's page from the page the cache holds at an older
 // version of the form and what was added to the form since that page's
-// head (see pagecache.Splice), in one statement on the primary, and
-// reports whether it did, with the form's incarnation; if it did not
-// (anything but additions came between, too many of them, the form was
-// made again), nothing was appended and the caller reads the page in
-// full.
-func (s *Store) splice(ctx context.Context, accountID, formID string, seq int64, since pagecache.Head, r *pagecache.Read) (inc uint64, spliced bool, err error) {
-	rows, err := s.pool.Query(ctx, s.sql.splice, formID, accountID, since.Last, pagecache.MaxSplice+1)
+// head (see pagecache.Splice), in one statement, and reports whether it
+// did, with the form's incarnation; if it did not (anything but additions
+// came between, too many of them, the form was made again), nothing was
+// appended and the caller reads the page in full. On the replica (src) it
+// returns errStale, having changed nothing, when the form's version there
+// is not src.want or the form is not there.
+func (s *Store) splice(ctx context.Context, src source, accountID, formID string, seq int64, since pagecache.Head, r *pagecache.Read) (inc uint64, spliced bool, err error) {
+	rows, err := src.db.Query(ctx, s.sql.splice, formID, accountID, since.Last, pagecache.MaxSplice+1)
 	if err != nil {
-		return 0, false, err
+		return 0, false, src.failed(err, true)
 	}
 	defer rows.Close()
 	var (
@@ -361,9 +369,12 @@ func (s *Store) splice(ctx context.Context, accountID, formID string, seq int64,
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, false, src.failed(err, true) // nothing is handed on before the end
 	}
-	if !found {
+	switch {
+	case src.replica && (!found || version != src.want):
+		return 0, false, errStale // the primary tells
+	case !found:
 		return 0, false, formsapi.ErrFormNotFound
 	}
 	if formSeq != seq { // made again: another form, whose pages are not under seq
