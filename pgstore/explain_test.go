@@ -246,7 +246,7 @@ func checkListPlan(t *testing.T, name string, plan planNode, index string, fetch
 	}
 	if strings.HasPrefix(name, "encoded/") {
 		// Nested loops over the form's row, the probe of the submission at
-		// its feed_last (the head's anchor, migration 0014) and the page.
+		// its feed_last (the head's anchor, migration 0016) and the page.
 		var form, anchor, page []planNode
 		var flatten func(n planNode)
 		flatten = func(n planNode) {

@@ -64,7 +64,7 @@ LIMIT $7`
 	// its count) can tell rows cut here from the end of the range.
 	//
 	// The last four columns are the form's head for incremental pages
-	// (pagecache.Head, migration 0014): its base and feed_last, and the
+	// (pagecache.Head, migration 0016): its base and feed_last, and the
 	// position of the submission at feed_last (NULL when none is there),
 	// one probe of the (form_seq, feed_pos) index.
 	sqlAppendSubmissions = `SELECT f.seq, f.version, f.incarnation, s.seq, s.created_at, s.json, s.total,

@@ -18,7 +18,7 @@ import (
 
 // feedForm is a fake form as pgstore keeps it for incremental pages: its
 // submissions with their feed positions, its version, base and last feed
-// position (see pagecache.Head), changed as migration 0014's triggers
+// position (see pagecache.Head), changed as migration 0016's triggers
 // change them.
 type feedForm struct {
 	version, base, last int64

@@ -21,7 +21,10 @@
 -- The functions are those of 0012 with base set beside version, and run
 -- with this migration's search_path.
 
-ALTER TABLE formsapi_forms ADD COLUMN base bigint NOT NULL DEFAULT 0;
+-- Written so that it can run again over itself (IF NOT EXISTS, OR
+-- REPLACE), as a test of 0015 makes it.
+
+ALTER TABLE formsapi_forms ADD COLUMN IF NOT EXISTS base bigint NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE FUNCTION formsapi_new_form_version() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
@@ -32,7 +35,7 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER formsapi_forms_feed_back_version BEFORE UPDATE ON formsapi_forms
+CREATE OR REPLACE TRIGGER formsapi_forms_feed_back_version BEFORE UPDATE ON formsapi_forms
 FOR EACH ROW WHEN (NEW.feed_last < OLD.feed_last)
 EXECUTE FUNCTION formsapi_new_form_version();
 
