@@ -122,13 +122,13 @@ start_pair() {
   if [ "$(id -u)" = 0 ]; then chown postgres "$PAIR_DIR"; fi
   if [ ! -f "$PAIR_DIR/primary/PG_VERSION" ]; then
     as_postgres "$PAIR_BIN/initdb" -D "$PAIR_DIR/primary" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
-    printf '%s\n' "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$PAIR_DIR'" "wal_level = replica" \
+    printf '%s\n' "listen_addresses = '127.0.0.1'" "wal_level = replica" \
       "max_wal_senders = 4" "hot_standby = on" "hot_standby_feedback = on" "max_connections = 200" |
       as_postgres sh -c "cat >>'$PAIR_DIR/primary/postgresql.conf'"
     echo 'host replication all 127.0.0.1/32 trust' | as_postgres sh -c "cat >>'$PAIR_DIR/primary/pg_hba.conf'"
   fi
   p1=$(free_port)
-  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/primary" -l "$PAIR_DIR/primary.log" -o "-p $p1" -w start >/dev/null
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/primary" -l "$PAIR_DIR/primary.log" -o "-p $p1 -k $PAIR_DIR" -w start >/dev/null
   PAIR_UP=1
   PRIMARY="postgres://postgres@127.0.0.1:$p1/postgres?sslmode=disable"
   if [ ! -f "$PAIR_DIR/keys" ]; then
@@ -138,7 +138,7 @@ start_pair() {
   rm -rf "$PAIR_DIR/standby"
   as_postgres "$PAIR_BIN/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$PAIR_DIR/standby" -R -X stream -c fast
   p2=$(free_port)
-  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/standby" -l "$PAIR_DIR/standby.log" -o "-p $p2" -w start >/dev/null
+  as_postgres "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/standby" -l "$PAIR_DIR/standby.log" -o "-p $p2 -k $PAIR_DIR" -w start >/dev/null
   STANDBY="postgres://postgres@127.0.0.1:$p2/postgres?sslmode=disable"
   REPL_PIDS=$(psql -Atq "$PRIMARY" -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'walsender'"),$(psql -Atq "$STANDBY" -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type IN ('startup', 'walreceiver')")
 }
