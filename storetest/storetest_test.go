@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -88,6 +89,24 @@ var brokenStores = map[string]struct {
 		failsIn:  "Lifecycle/FormCreatedAgain",
 		passesIn: "Lifecycle/DeleteForm",
 		group:    "Lifecycle",
+	},
+	"forgets the fields of deleted submissions": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return shrinksFields{m} },
+		failsIn:  "Fields/NeverShrunk",
+		passesIn: "Fields/Order",
+		group:    "Fields",
+	},
+	"gives fields past the as-of position": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresUpTo{m} },
+		failsIn:  "Fields/Range",
+		passesIn: "Fields/NeverShrunk",
+		group:    "Fields",
+	},
+	"stores data with its members sorted": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return sortsMembers{m} },
+		failsIn:  "Export/SameBytesAsMemstore",
+		passesIn: "Export/AsOfTokenWithWritersAndDeleters",
+		group:    "Export",
 	},
 	"puts the key in its errors": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return leaksKey{m} },
@@ -699,4 +718,62 @@ func (o oneIncarnation) AppendFeed(ctx context.Context, accountID, formID string
 	next, more, err := o.Store.AppendFeed(ctx, accountID, formID, q, p)
 	p.Incarnation = 1
 	return next, more, err
+}
+
+// shrinksFields answers DataFields with only the fields that a
+// submission still in the form has, as a store that computed them from
+// its rows would: a deletion takes a column away.
+type shrinksFields struct{ *memstore.Store }
+
+func (s shrinksFields) DataFields(ctx context.Context, account, formID string, upTo int64, limit int) ([]string, []int64, error) {
+	names, first, err := s.Store.DataFields(ctx, account, formID, upTo, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := map[string]bool{}
+	for after := int64(0); ; {
+		p, err := s.Store.SyncSubmissions(ctx, account, formID, after, 1000)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, item := range p.Items {
+			for _, n := range wire.FieldNames(item.Data) {
+				live[n] = true
+			}
+		}
+		if after = p.Next; !p.More {
+			break
+		}
+	}
+	var n2 []string
+	var f2 []int64
+	for i, n := range names {
+		if live[n] {
+			n2, f2 = append(n2, n), append(f2, first[i])
+		}
+	}
+	return n2, f2, nil
+}
+
+// ignoresUpTo gives every field, whatever upTo is.
+type ignoresUpTo struct{ *memstore.Store }
+
+func (s ignoresUpTo) DataFields(ctx context.Context, account, formID string, _ int64, limit int) ([]string, []int64, error) {
+	return s.Store.DataFields(ctx, account, formID, 1<<62, limit)
+}
+
+// sortsMembers gives each submission's data with its members sorted by
+// name, as a store that keeps data in a column of PostgreSQL's jsonb
+// would: the export's columns and cells come out in another order.
+type sortsMembers struct{ *memstore.Store }
+
+func (s sortsMembers) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	p, err := s.Store.SyncSubmissions(ctx, account, formID, after, limit)
+	for i, item := range p.Items {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(item.Data, &m) == nil {
+			p.Items[i].Data, _ = json.Marshal(m) // encoding/json sorts a map's keys
+		}
+	}
+	return p, err
 }

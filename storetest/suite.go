@@ -105,6 +105,14 @@ func (c *config) parallel(t *testing.T) {
 //     AddSubmission, with writers racing a poller.
 //   - FeedFastPath: the Feed clauses again, read through the feed's fast
 //     path on this module's own stores.
+//   - Export: what GET /v1/forms/{formId}/export needs of a FeedStore with
+//     formsapi.Writer, through a handler over it: for the same data the
+//     same bytes as memstore's in every format and option (refs and
+//     positions aside when the store's positions are not memstore's),
+//     an export cut at 100 random offsets and resumed after its last
+//     complete line byte for byte the whole, and the export plus the
+//     feed from its Sync-Token exactly the form while writers and
+//     deleters run.
 //   - Fields: the formsapi.FieldStore contract (the CSV export's
 //     columns), on a FieldStore that is a FeedStore with formsapi.Writer:
 //     fields computed from the feed, their order and range, unchanged as
@@ -207,6 +215,17 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		feedClauses(t, func(t *testing.T, seed Seed) syncStore {
 			return fastpath.Feed{FeedLister: as[fastpath.FeedLister](t, open(t, seed))}
 		}, c)
+	})
+
+	export := ""
+	switch _, ok := probe.(exportStore); {
+	case !isFeedStore(probe):
+		export = "the store does not implement formsapi.FeedStore, which the export reads"
+	case !ok:
+		export = "the store implements formsapi.FeedStore but not formsapi.Writer with formsapi.KeyResolver, which the export clauses write and authenticate with"
+	}
+	group("Export", export, func(t *testing.T) {
+		exportClauses(t, func(t *testing.T, seed Seed) exportStore { return as[exportStore](t, open(t, seed)) }, c)
 	})
 
 	fields := ""
