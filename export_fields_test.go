@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -151,5 +157,70 @@ func TestExportTagNamesTheIncarnation(t *testing.T) {
 				t.Fatalf("with the old form's tag: %d, want 200 and the new form's file", res.status)
 			}
 		})
+	}
+}
+
+// failingFeed is a memstore whose feed fails past a position: an export
+// of its form breaks off after its status line.
+type failingFeed struct {
+	*memstore.Store
+	past int64
+}
+
+func (f failingFeed) SyncSubmissions(ctx context.Context, account, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	if after > f.past {
+		return formsapi.FeedPage{}, errors.New("the disk went away")
+	}
+	return f.Store.SyncSubmissions(ctx, account, formID, after, limit)
+}
+
+// requestsOnly sends each request an observer is told of to a channel.
+type requestsOnly chan observe.Request
+
+func (requestsOnly) Call(ctx context.Context, _ observe.Call) (context.Context, func(error)) {
+	return ctx, func(error) {}
+}
+
+func (r requestsOnly) Request(_ context.Context, req observe.Request) { r <- req }
+
+// TestObserverSeesAnExportBreakOff: an export whose store fails after
+// its status line is a broken response, and the observer is told of it,
+// with its status, the bytes sent before and Aborted.
+func TestObserverSeesAnExportBreakOff(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	for i := range 400 { // past a chunk of the body (32 KiB) before it fails
+		data := fmt.Sprintf(`{"i":%d,"text":%q}`, i, strings.Repeat("x", 200))
+		if err := s.AddSubmission(context.Background(), formsapi.Submission{FormID: storetest.FormBusy, Data: json.RawMessage(data)}, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requests := make(requestsOnly, 1)
+	f := failingFeed{s, 300}
+	srv := httptest.NewServer(formsapi.NewHandler(f, s, formsapi.WithFeed(f), formsapi.WithPageBytes(1024), formsapi.WithObserver(requests),
+		formsapi.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+exportPath, nil)
+	req.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+	req.Header.Set("Accept-Encoding", "identity") // the bytes as sent
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || err == nil || len(body) == 0 {
+		t.Fatalf("status %d, %d bytes, read error %v: want a 200 broken off after some lines", res.StatusCode, len(body), err)
+	}
+	// The observer is told before the connection is broken off, so by
+	// the time the client has read to the break.
+	var got observe.Request
+	select {
+	case got = <-requests:
+	default:
+		t.Fatal("the observer was not told of the broken-off export")
+	}
+	if !got.Aborted || got.Status != http.StatusOK || got.BodyBytes < int64(len(body)) || got.Route != "GET /v1/forms/{formId}/export" {
+		t.Fatalf("observed %+v; the client read %d bytes", got, len(body))
 	}
 }

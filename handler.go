@@ -205,6 +205,10 @@ type api struct {
 
 	// The page bytes the handler holds, of every request (room.go).
 	room *room
+
+	// msgNoRoute is the message of the 404 of a path the API does not
+	// serve, naming every route (noRouteMessage).
+	msgNoRoute string
 }
 
 // NewHandler returns the read API over store, authenticating requests with
@@ -274,6 +278,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		a.feedForm = ok && f.FastPath().Store == a.formAuthz.(fastStore).FastPath().Store
 	}
 	a.gate = newKeyGate()
+	a.msgNoRoute = noRouteMessage()
 	a.keysInFlight, a.accountsInFlight = newInFlight[uint64](cfg.access.perKey), newInFlight[string](cfg.access.perAccount)
 	a.room = newRoom(cfg.access.bytes)
 	if cfg.roomTimer != nil {

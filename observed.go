@@ -82,25 +82,35 @@ func observeRequests(o observe.Observer, route func(*http.Request) string, next 
 		start := time.Now()
 		seen := &observed{}
 		rec := &recorder{ResponseWriter: w}
+		// A streamed answer that cannot finish breaks off with a panic
+		// (http.ErrAbortHandler) past recoverPanics: it is recorded too,
+		// as aborted, and the panic goes on to the server.
+		defer func() {
+			p := recover()
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			o.Request(r.Context(), observe.Request{
+				Method:      r.Method,
+				Route:       route(r),
+				Status:      status,
+				Duration:    time.Since(start),
+				BodyBytes:   rec.bytes,
+				Feed:        seen.feed,
+				FeedHasMore: seen.feedHasMore,
+				RateLimit:   seen.rateLimit,
+				KeyRefused:  status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
+				AccountID:   seen.accountID,
+				FormID:      seen.formID,
+				Cache:       seen.cache,
+				Aborted:     p != nil,
+			})
+			if p != nil {
+				panic(p)
+			}
+		}()
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), observedKey{}, seen)))
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		o.Request(r.Context(), observe.Request{
-			Method:      r.Method,
-			Route:       route(r),
-			Status:      status,
-			Duration:    time.Since(start),
-			BodyBytes:   rec.bytes,
-			Feed:        seen.feed,
-			FeedHasMore: seen.feedHasMore,
-			RateLimit:   seen.rateLimit,
-			KeyRefused:  status == http.StatusUnauthorized && strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token"),
-			AccountID:   seen.accountID,
-			FormID:      seen.formID,
-			Cache:       seen.cache,
-		})
 	})
 }
 

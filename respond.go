@@ -22,7 +22,6 @@ const (
 	msgInvalidKey        = "invalid API key"
 	msgFormNotFound      = "form not found"
 	msgBadCursor         = "invalid cursor: use the nextCursor of a previous page of this same list"
-	msgNoRoute           = "not found: the API serves GET /v1/forms and GET /v1/forms/{formId}/submissions"
 	msgMethodNotAllowed  = "method not allowed: use GET or HEAD"
 	msgInternal          = "internal server error"
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
@@ -89,7 +88,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrInvalidCursor):
 		writeError(w, http.StatusBadRequest, msgBadCursor)
 	case errors.Is(err, errNoRoute):
-		writeError(w, http.StatusNotFound, msgNoRoute)
+		writeError(w, http.StatusNotFound, a.msgNoRoute)
 	case errors.Is(err, errMethod):
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, msgMethodNotAllowed)

@@ -11,6 +11,7 @@ package formsapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/formsapi/formsapi/internal/token"
 )
@@ -176,4 +177,21 @@ func (a *api) handle(rt *route) http.Handler {
 		}
 		rt.serve(a, w, r, req)
 	})
+}
+
+// noRouteMessage is the message of the 404 of a path the API does not
+// serve: every route of the table, so that it stays true as routes come.
+func noRouteMessage() string {
+	var b strings.Builder
+	b.WriteString("not found: the API serves ")
+	for i, rt := range routes {
+		switch {
+		case i == len(routes)-1 && i > 0:
+			b.WriteString(" and ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString("GET " + rt.path)
+	}
+	return b.String()
 }

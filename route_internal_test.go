@@ -201,3 +201,23 @@ func TestAMissingPieceFails(t *testing.T) {
 		}
 	}
 }
+
+// TestNotFoundNamesEveryRoute: the 404 of a path the API does not serve
+// lists every route of the table, a route added to it too.
+func TestNotFoundNamesEveryRoute(t *testing.T) {
+	msg := noRouteMessage()
+	if !strings.HasPrefix(msg, "not found: the API serves GET ") { // formsclient tells a wrong base URL by it
+		t.Errorf("message %q", msg)
+	}
+	for _, rt := range routes {
+		if !strings.Contains(msg, "GET "+rt.path) {
+			t.Errorf("message %q does not name route %s (%s)", msg, rt.name, rt.path)
+		}
+	}
+	saved := routes
+	t.Cleanup(func() { routes = saved })
+	routes = append(slices.Clone(saved), &route{name: "new", path: "/v1/new"})
+	if msg := noRouteMessage(); !strings.HasSuffix(msg, ", GET /v1/openapi.json and GET /v1/new") {
+		t.Errorf("with a route added: %q", msg)
+	}
+}

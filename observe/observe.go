@@ -97,6 +97,12 @@ type Request struct {
 	// of a store that does not cache it, and over a store without a cache
 	// (memstore, a host's own) or with it turned off.
 	Cache Cache
+	// Aborted is true when the answer was broken off after its status
+	// line, as a streamed answer is when it cannot finish (an export
+	// whose client went, whose store failed, or that the rate limiter
+	// stopped): Status is the status line sent, BodyBytes what was
+	// written before, and the client got an incomplete body.
+	Aborted bool
 }
 
 // Cache is what a store's read cache (sqlitestore's and pgstore's) did
