@@ -310,7 +310,7 @@ func (c checkedReader) AppendSubmissions(ctx context.Context, accountID, formID 
 		if try == maxRecuts {
 			budget = wire.NewBudget(0) // serve it as the store gave it
 		}
-		cut := appendWithin(p, formID, page.Items, nil, &budget)
+		cut := appendWithin(p, formID, page.Items, nil, q.Matches, &budget)
 		if cut < 0 {
 			p.NextCursor = page.NextCursor
 			return nil
@@ -348,11 +348,11 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 			p.Purged = max(p.Purged, page.Purged)
 			if try == maxRecuts {
 				unbounded := wire.NewBudget(0) // serve it as the store gave it
-				appendWithin(p, formID, page.Items, page.Positions, &unbounded)
+				appendWithin(p, formID, page.Items, page.Positions, nil, &unbounded)
 				p.Deleted = append(p.Deleted, page.Deleted...)
 				return page.Next, page.More, nil
 			}
-			cut := appendWithin(p, formID, page.Items, page.Positions, &budget)
+			cut := appendWithin(p, formID, page.Items, page.Positions, nil, &budget)
 			if cut < 0 {
 				p.Deleted = append(p.Deleted, page.Deleted...)
 				next, read = page.Next, read+entries
@@ -401,15 +401,19 @@ func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _
 
 // appendWithin appends the submissions of formID among items to p,
 // encoded as AppendSubmissionJSON makes them, leaving out (in p.Skipped)
-// those of another form and those that cannot be encoded, and counts each
-// in budget; for a feed page, positions (else nil) holds each item's
+// those of another form and those that cannot be encoded, and (silently)
+// those whose data keep, unless nil, refuses: a page's filters, which a
+// host's store may leave to the handler. It counts each in budget; for a feed page, positions (else nil) holds each item's
 // position, recorded in p.Positions for those appended. When item i does
 // not fit, it stops and returns i, with p holding the items before it; it
 // returns -1 when all were appended.
-func appendWithin(p *wire.Page, formID string, items []Submission, positions []int64, budget *wire.Budget) int {
+func appendWithin(p *wire.Page, formID string, items []Submission, positions []int64, keep func([]byte) bool, budget *wire.Budget) int {
 	for i, s := range items {
 		if s.FormID != formID {
 			p.Skipped = append(p.Skipped, wire.Skipped{Seq: int64(i), Reason: reasonForeign})
+			continue
+		}
+		if keep != nil && !keep(s.Data) {
 			continue
 		}
 		mark := p.Mark()

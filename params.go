@@ -4,7 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/find"
 )
 
 // The parameters that select a list (order and the filters), each
@@ -41,6 +47,14 @@ var listParams = []listParam{
 	},
 	timeParam("since", "Since", func(q *Query) *time.Time { return &q.Since }),
 	timeParam("until", "Until", func(q *Query) *time.Time { return &q.Until }),
+	{
+		// filter[<field>]=<value>, once per field: see parseFilters.
+		name: "filter", field: "Filters", sample: "filter[email]=a%40b.example&filter[age]=42",
+		given:    givenFilters,
+		parseAll: parseFilters,
+		append:   appendFilters,
+		read:     readFilters,
+	},
 }
 
 // listParam is one parameter that selects a list.
@@ -51,6 +65,12 @@ type listParam struct {
 	// parse sets the field in q from a non-empty value, or returns what
 	// is wrong with the value, for the message of the 400.
 	parse func(v string, q *Query) string
+	// given and parseAll, when set, replace parse for a parameter that
+	// spans several names of the query string (filter[<field>]): given
+	// reports whether the request has it, and parseAll sets the field
+	// from all of them or returns the whole message of the 400.
+	given    func(vals url.Values) bool
+	parseAll func(vals url.Values, q *Query) string
 	// append appends the field's value in q in a canonical form; read
 	// reads it back into q, returning the rest of b.
 	append func(b []byte, q Query) []byte
@@ -98,6 +118,22 @@ func readKey(b []byte, q *Query) ([]byte, bool) {
 	return b, true
 }
 
+// isGiven reports whether vals give p.
+func (p listParam) isGiven(vals url.Values) bool {
+	if p.given != nil {
+		return p.given(vals)
+	}
+	return vals.Get(p.name) != ""
+}
+
+// sampleQuery is a query string that gives p its sample value.
+func (p listParam) sampleQuery() string {
+	if p.parseAll != nil {
+		return p.sample
+	}
+	return url.Values{p.name: {p.sample}}.Encode()
+}
+
 // pageParams are every parameter of a list request, in the order they
 // are checked for being given more than once.
 var pageParams = func() []string {
@@ -109,15 +145,20 @@ var pageParams = func() []string {
 }()
 
 // parseListParams sets q's order and filters from the query string's
-// values (get returns "" for an absent one), or returns the message of a
-// 400.
-func parseListParams(get func(string) string, q *Query) string {
+// values, those of the parameters the route reads (params), or returns
+// the message of a 400.
+func parseListParams(vals url.Values, params []string, q *Query) string {
 	for _, p := range listParams {
-		v := get(p.name)
-		if v == "" {
+		if !slices.Contains(params, p.name) || !p.isGiven(vals) {
 			continue
 		}
-		if msg := p.parse(v, q); msg != "" {
+		if p.parseAll != nil {
+			if msg := p.parseAll(vals, q); msg != "" {
+				return msg
+			}
+			continue
+		}
+		if msg := p.parse(vals.Get(p.name), q); msg != "" {
 			return fmt.Sprintf("invalid %s: %s", p.name, msg)
 		}
 	}
@@ -130,9 +171,9 @@ func parseListParams(get func(string) string, q *Query) string {
 // fromCursor takes the list's order and filters, and its position, from
 // the cursor's c: a request may repeat them, but one it gives differently
 // is a 400, whose message it returns.
-func fromCursor(get func(string) string, q *Query, c Query) string {
+func fromCursor(vals url.Values, q *Query, c Query) string {
 	for _, p := range listParams {
-		if get(p.name) != "" && !bytes.Equal(p.append(nil, *q), p.append(nil, c)) {
+		if p.isGiven(vals) && !bytes.Equal(p.append(nil, *q), p.append(nil, c)) {
 			return fmt.Sprintf("invalid cursor: it was issued for another %s", p.name)
 		}
 	}
@@ -164,4 +205,119 @@ func readTime(b []byte, t *time.Time) ([]byte, bool) {
 	}
 	*t = time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), int64(binary.BigEndian.Uint32(b[9:13]))).UTC()
 	return b[13:], true
+}
+
+// The filter parameter: filter[<field>]=<value>, an equality on the
+// top-level member <field> of a submission's data, several ANDed. The
+// value is a JSON literal (a number, true, false, null, or a string in
+// double quotes), or else bare text, which is a string (find.ParseValue).
+// filter[<field>][<operator>] is reserved for operators, of which there
+// are none yet: a field name holding "][" is refused as one.
+
+// filterPrefix starts every name of the filter parameter.
+const filterPrefix = "filter["
+
+func givenFilters(vals url.Values) bool {
+	for name := range vals {
+		if strings.HasPrefix(name, filterPrefix) || name == "filter" {
+			return true
+		}
+	}
+	return false
+}
+
+func parseFilters(vals url.Values, q *Query) string {
+	var fs []Filter
+	// In name order, so that a request with two faults always hears of
+	// the same one.
+	for _, name := range slices.Sorted(maps.Keys(vals)) {
+		vs := vals[name]
+		if name == "filter" {
+			return "invalid filter: name the field in brackets, as filter[email]=a@b.example"
+		}
+		if !strings.HasPrefix(name, filterPrefix) {
+			continue
+		}
+		if !strings.HasSuffix(name, "]") || len(name) == len(filterPrefix) {
+			return fmt.Sprintf("invalid %s: a filter is filter[field]=value, the field in brackets", quoteParam(name))
+		}
+		field := name[len(filterPrefix) : len(name)-1]
+		if _, op, ok := strings.Cut(field, "]["); ok {
+			return fmt.Sprintf("invalid %s: unknown operator %s: only equality, filter[field]=value, is supported", quoteParam(name), op)
+		}
+		switch {
+		case field == "":
+			return fmt.Sprintf("invalid %s: the field name is empty", quoteParam(name))
+		case len(field) > find.MaxFieldBytes:
+			return fmt.Sprintf("invalid filter: a field name is longer than %d bytes (the filter field length limit)", find.MaxFieldBytes)
+		case len(vs) > 1:
+			return fmt.Sprintf("invalid %s: the parameter is given more than once", quoteParam(name))
+		}
+		v, msg := find.ParseValue(vs[0])
+		if msg != "" {
+			return fmt.Sprintf("invalid %s: the value %s", quoteParam(name), msg)
+		}
+		fs = append(fs, Filter{Field: field, Value: v})
+	}
+	if len(fs) > find.MaxClauses {
+		return fmt.Sprintf("invalid filter: %d clauses, more than %d (the filter clauses limit)", len(fs), find.MaxClauses)
+	}
+	slices.SortFunc(fs, func(a, b Filter) int { return strings.Compare(a.Field, b.Field) })
+	q.Filters = fs
+	return ""
+}
+
+// quoteParam is a parameter's name as a message shows it: as given,
+// unless it is long or not printable text.
+func quoteParam(name string) string {
+	if len(name) > len(filterPrefix)+find.MaxFieldBytes+1 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\uFFFD' }) {
+		return "filter[…]"
+	}
+	return name
+}
+
+// appendFilters encodes the clauses as their count, then each field and
+// value, length-prefixed.
+func appendFilters(b []byte, q Query) []byte {
+	b = append(b, byte(len(q.Filters)))
+	for _, f := range q.Filters {
+		b = binary.AppendUvarint(b, uint64(len(f.Field)))
+		b = append(b, f.Field...)
+		b = binary.AppendUvarint(b, uint64(len(f.Value)))
+		b = append(b, f.Value...)
+	}
+	return b
+}
+
+func readFilters(b []byte, q *Query) ([]byte, bool) {
+	if len(b) < 1 || int(b[0]) > find.MaxClauses {
+		return nil, false
+	}
+	n := int(b[0])
+	b = b[1:]
+	if n == 0 {
+		q.Filters = nil
+		return b, true
+	}
+	fs := make([]Filter, n)
+	for i := range fs {
+		var ok bool
+		if fs[i].Field, b, ok = readString(b); !ok {
+			return nil, false
+		}
+		if fs[i].Value, b, ok = readString(b); !ok {
+			return nil, false
+		}
+	}
+	q.Filters = fs
+	return b, true
+}
+
+// readString reads a length-prefixed string.
+func readString(b []byte) (string, []byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", nil, false
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], true
 }

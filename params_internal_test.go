@@ -36,7 +36,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 	l := token.List{Account: "acct", FormID: "form"}
 	for _, p := range listParams {
 		var q Query
-		if msg := p.parse(p.sample, &q); msg != "" {
+		if msg := parseListParams(mustQuery(t, p.sampleQuery()), []string{p.name}, &q); msg != "" {
 			t.Errorf("%s: the sample %q does not parse: %s", p.name, p.sample, msg)
 			continue
 		}
@@ -60,7 +60,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		// Through the query string, and through a cursor on page 2.
 		var req request
 		req.list, req.route = l, routeNamed("submissions")
-		if msg := a.parseQuery(url.Values{p.name: {p.sample}}.Encode(), &req); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
+		if msg := a.parseQuery(p.sampleQuery(), &req); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the query string gives %+v (%s), want %+v", p.name, req.q, msg, q)
 		}
 		var next request
@@ -69,4 +69,13 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}
 	}
+}
+
+func mustQuery(t *testing.T, raw string) url.Values {
+	t.Helper()
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -147,7 +147,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 		req.q = q
 		return a.parseSync(vals, req)
 	}
-	if msg := parseListParams(vals.Get, &q); msg != "" {
+	if msg := parseListParams(vals, req.route.params, &q); msg != "" {
 		return msg
 	}
 	if tok := vals.Get("cursor"); tok != "" {
@@ -156,7 +156,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 			return msgBadCursor
 		}
 		req.inc = inc
-		if msg := fromCursor(vals.Get, &q, c); msg != "" {
+		if msg := fromCursor(vals, &q, c); msg != "" {
 			return msg
 		}
 	}
@@ -175,7 +175,7 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 		return "invalid cursor: it cannot be combined with sync, which reads in commit order"
 	}
 	for _, p := range listParams {
-		if vals.Get(p.name) != "" {
+		if p.isGiven(vals) {
 			return fmt.Sprintf("invalid %s: it cannot be combined with sync, which reads in commit order", p.name)
 		}
 	}

@@ -3,6 +3,8 @@ package formsapi
 import (
 	"context"
 	"time"
+
+	"github.com/formsapi/formsapi/internal/find"
 )
 
 // Store is where the handler reads forms and submissions. Every method is
@@ -29,12 +31,21 @@ import (
 //   - Range. A page holds only items with q.Since <= CreatedAt < q.Until; a
 //     zero bound is no bound. An account without forms, or a form without
 //     submissions in the range, gives an empty page, not an error.
+//   - Filters. A page of submissions holds only items whose Data matches
+//     every clause of q.Filters ([Query.Matches]), and walking the pages
+//     returns every such item of the range. A store may bound the work of
+//     one filtered page: it may end the page before q.Limit items, even
+//     with none, with a NextCursor after the last item it examined. The
+//     handler also drops any item that does not match, so a store that
+//     ignores Filters serves correct (if short) pages, but does not pass
+//     storetest.
 //   - Pages. A page holds at most q.Limit items. NextCursor is "" when no
 //     item of the range follows the page; otherwise it is a non-empty string
-//     that, passed back as q.Cursor with the same Order, Since and Until,
-//     yields the items right after this page's last one. A page that
-//     carries a NextCursor holds exactly q.Limit items, unless the byte
-//     budget ended it earlier. Walking the pages
+//     that, passed back as q.Cursor with the same Order, Since, Until and
+//     Filters, yields the items right after this page's last one (or after
+//     the last item a filtered page examined). A page that carries a
+//     NextCursor holds exactly q.Limit items, unless the byte budget ended
+//     it earlier or q.Filters is set. Walking the pages
 //     returns every item of the range exactly once, even when items are
 //     added between two requests: an added item that sorts after the
 //     cursor is returned later, one that sorts before it is not.
@@ -108,6 +119,47 @@ type Query struct {
 	// MaxBytes is the page's byte budget (see the Store contract); the
 	// handler sets it from WithPageBytes. Zero means none.
 	MaxBytes int
+	// Filters are equality clauses on top-level members of a
+	// submission's Data, all of which an item must satisfy
+	// ([Query.Matches]); none means every item. The handler sends them
+	// sorted by Field, each Field once, and only for lists of
+	// submissions.
+	Filters []Filter
+}
+
+// Filter is one clause of Query.Filters: the top-level member Field of a
+// submission's Data equals the JSON scalar Value.
+type Filter struct {
+	// Field is the member's name, as the JSON object's key.
+	Field string
+	// Value is the canonical JSON text of a string, a number, true,
+	// false or null: strings as encoding/json writes them without HTML
+	// escaping, numbers as encoding/json writes their float64 value (so
+	// 42, 42.0 and 4.2e1 are all 42). Data's member equals it when its
+	// own canonical text is the same.
+	Value string
+}
+
+// Matches reports whether data, a submission's Data, satisfies every
+// clause of q.Filters: each names a top-level member of data (the last
+// of its name, as encoding/json reads it) whose value is a scalar equal
+// to the clause's. Data that is not a JSON object matches no clause. A
+// store that does not filter may leave filtering to the handler, which
+// drops the items of a page that do not match.
+func (q Query) Matches(data []byte) bool {
+	return find.Match(data, q.clauses())
+}
+
+// clauses returns q.Filters as internal/find has them.
+func (q Query) clauses() []find.Clause {
+	if len(q.Filters) == 0 {
+		return nil
+	}
+	cs := make([]find.Clause, len(q.Filters))
+	for i, f := range q.Filters {
+		cs[i] = find.Clause{Field: f.Field, Value: f.Value}
+	}
+	return cs
 }
 
 // Page is one page of a list.

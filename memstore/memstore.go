@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/keyuse"
@@ -447,7 +448,56 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	if inc != nil {
 		*inc = fm.incarnation()
 	}
+	if len(q.Filters) > 0 {
+		return walkFiltered(fm.subs, q, visit)
+	}
 	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
+}
+
+// walkFiltered is walk for a query with filters: it visits the
+// submissions of the range that match them (find.Match), examining as
+// many as it takes, since they are in memory; the database stores bound
+// what one page examines, and may end a page short.
+func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission)) (string, error) {
+	cs := stored.Clauses(q)
+	var matched []*submission
+	pos := func(r *submission) keyset.Pos { return r.pos }
+	// Walk with a limit in submissions, not matches: a scan of the range
+	// in pages of the list itself, each filtered, until q.Limit match.
+	scan := q
+	scan.MaxBytes = 0
+	budget := keyset.NewBudget(q)
+	var last keyset.Pos
+	for {
+		scan.Limit = max(q.Limit, 256)
+		var page []*submission
+		next, err := walk(list, scan, pos, nil, func(r *submission) { page = append(page, r) })
+		if err != nil {
+			return "", fmt.Errorf("memstore: %w", err)
+		}
+		for _, r := range page {
+			if !find.Match(r.sub.Data, cs) {
+				last = r.pos
+				continue
+			}
+			if len(matched) == q.Limit || !budget.Fits(len(r.json)) {
+				for _, m := range matched {
+					visit(m)
+				}
+				return last.String(), nil
+			}
+			budget.Count(len(r.json))
+			matched = append(matched, r)
+			last = r.pos
+		}
+		if next == "" {
+			for _, m := range matched {
+				visit(m)
+			}
+			return "", nil
+		}
+		scan.Cursor = next
+	}
 }
 
 // prealloc caps the capacity reserved for a page up front.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/jackc/pgx/v5"
@@ -115,6 +116,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		}
 		if err := reencode(ctx, tx); err != nil {
 			return fmt.Errorf("re-encode stored submissions: %w", err)
+		}
+		if err := indexUnindexed(ctx, tx); err != nil {
+			return fmt.Errorf("index submitted values: %w", err)
 		}
 		secret, err = cursorSecret(ctx, tx, now)
 		return err
@@ -244,4 +248,56 @@ FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seq
 			return err
 		}
 	}
+}
+
+// indexUnindexed sets find_keys, and so the index entries (migration
+// 0017), of every row without them: rows stored before the index, or
+// inserted by SQL that does not set the column. Like reencode, it runs in
+// the migration's transaction, and in normal operation finds nothing,
+// through an empty index.
+func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
+	for {
+		rows, err := tx.Query(ctx, `SELECT seq, data FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		var keys []string
+		for rows.Next() {
+			var seq int64
+			var data []byte
+			if err := rows.Scan(&seq, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			seqs = append(seqs, seq)
+			keys = append(keys, findKeys(data))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE formsapi_submissions s SET find_keys = u.keys::bigint[]
+FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
+			return err
+		}
+	}
+}
+
+// findKeys returns a submission's index keys (find.Keys) as the text of
+// a PostgreSQL bigint[].
+func findKeys(data []byte) string {
+	keys := find.Keys(data)
+	b := make([]byte, 0, 2+len(keys)*21)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, k, 10)
+	}
+	return string(append(b, '}'))
 }

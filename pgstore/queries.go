@@ -108,6 +108,23 @@ LEFT JOIN LATERAL (
 ) s ON true
 WHERE f.id = $1 AND f.account_id = $2`
 
+	// Filtered pages (internal/stored's AppendFiltered and
+	// FilteredSubmissions): the index entries of one key ($3) of the form
+	// (migration 0017) in keyset order, each joined to its submission,
+	// stored.Examined of them at most ($8). The form's ownership is
+	// checked before, as the read cache's lookup is.
+	sqlFindEncoded = `SELECT i.seq, i.created_at, s.data, s.json
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i.created_at, i.seq) < ($5, $6)
+ORDER BY i.created_at {DIR}, i.seq {DIR}
+LIMIT $7`
+
+	sqlFind = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json)
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i.created_at, i.seq) < ($5, $6)
+ORDER BY i.created_at {DIR}, i.seq {DIR}
+LIMIT $7`
+
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
 	// (migration 0008), each one row more than the limit, merged by
@@ -288,8 +305,8 @@ VALUES ($1, $2, $3, $4, $5, $6)`
     WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
 )
 INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
-SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text FROM f`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[] FROM f`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.
@@ -347,6 +364,8 @@ func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", d
 type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
 	splice                                                          string
+
+	findEncodedDesc, findEncodedAsc, findDesc, findAsc              string
 	formListVersion                                                 string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
@@ -388,6 +407,9 @@ func newQueries(schema string) queries {
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
 		splice:          q(sqlSplice),
+
+		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
+		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),

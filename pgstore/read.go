@@ -185,6 +185,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	if err != nil {
 		return p, err
 	}
+	if len(q.Filters) > 0 {
+		return s.listFiltered(ctx, accountID, formID, q, b)
+	}
 	st := s.sql.subsDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.subsAsc
@@ -248,6 +251,13 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	mark := p.Mark()
 	p.Incarnation = form.Incarnation
+	if len(q.Filters) > 0 {
+		if err := s.appendFiltered(ctx, accountID, formID, form, q, p); err != nil {
+			p.Rewind(mark) // retry reads the page again from here
+			return err
+		}
+		return nil
+	}
 	r, err := s.cache.Begin(form.Version, form.Seq, q, p)
 	if err != nil {
 		if !form.Found { // the form is not known yet: answer ErrFormNotFound first
@@ -540,4 +550,80 @@ func (s *Store) checkForm(ctx context.Context, accountID, formID string) error {
 		return formsapi.ErrFormNotFound
 	}
 	return err
+}
+
+// filterForm returns the seq and incarnation of formID, a form of
+// accountID, for a filtered page: form's when the handler's combined
+// lookup or the cache read them, else read now. A filtered page's
+// statement walks the index by the form's seq, so it needs the form
+// first.
+func (s *Store) filterForm(ctx context.Context, accountID, formID string, form wire.Form) (wire.Form, error) {
+	if form.Found {
+		return form, nil
+	}
+	f := wire.Form{Found: true}
+	var inc int64
+	err := s.pool.QueryRow(ctx, s.sql.formOf, formID, accountID).Scan(&f.Seq, &f.Version, &inc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return wire.Form{}, formsapi.ErrFormNotFound
+	}
+	f.Incarnation = uint64(inc)
+	return f, err
+}
+
+// listFiltered is listSubmissions for a query with filters: it walks the
+// index of submitted values (see stored.FilteredSubmissions).
+func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q formsapi.Query, b pageBounds) (formsapi.Page[formsapi.Submission], error) {
+	form, err := s.filterForm(ctx, accountID, formID, wire.Form{})
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	st := s.sql.findDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.findAsc
+	}
+	rows, err := s.pool.Query(ctx, st, form.Seq, stored.WalkKey(q), b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	defer rows.Close()
+	p, err := stored.FilteredSubmissions(rows, formID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	return p, nil
+}
+
+// appendFiltered is appendSubmissions for a query with filters: it walks
+// the index of submitted values (see stored.AppendFiltered), around the
+// read cache, which holds unfiltered pages only.
+func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, form wire.Form, q formsapi.Query, p *wire.Page) error {
+	form, err := s.filterForm(ctx, accountID, formID, form)
+	if err != nil {
+		return err
+	}
+	b, err := bounds(q) // after the form: a bad query on another's form is not found
+	if err != nil {
+		return err
+	}
+	p.Incarnation = form.Incarnation
+	p.Cache = observe.CacheNone
+	st := s.sql.findEncodedDesc
+	if q.Order == formsapi.Oldest {
+		st = s.sql.findEncodedAsc
+	}
+	rows, err := s.pool.Query(ctx, st, form.Seq, stored.WalkKey(q), b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := stored.AppendFiltered(rows, q, p); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -44,7 +45,72 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := reencode(ctx, db); err != nil {
 		return fmt.Errorf("migrate: re-encode stored submissions: %w", err)
 	}
+	if err := indexUnindexed(ctx, db); err != nil {
+		return fmt.Errorf("migrate: index submitted values: %w", err)
+	}
 	return nil
+}
+
+// indexUnindexed sets find_keys, and so the index entries (migration
+// 0013), of every row without them, a batch per transaction: rows stored
+// before the index, or inserted by SQL that does not set the column. In
+// normal operation it finds nothing, through an empty index.
+func indexUnindexed(ctx context.Context, db *sql.DB) error {
+	type row struct {
+		seq  int64
+		keys string
+	}
+	for {
+		rows, err := db.QueryContext(ctx, `SELECT seq, data FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		if err != nil {
+			return err
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			var data []byte
+			if err := rows.Scan(&r.seq, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			r.keys = findKeys(data)
+			batch = append(batch, r)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range batch {
+			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET find_keys = ? WHERE seq = ?`, r.keys, r.seq); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+}
+
+// findKeys returns the find_keys column of a submission with data: its
+// index keys (find.Keys) as a JSON array.
+func findKeys(data []byte) string {
+	keys := find.Keys(data)
+	b := make([]byte, 0, 2+len(keys)*21)
+	b = append(b, '[')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, k, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // migrateThrough applies the migrations of ms that db lacks; ms is every

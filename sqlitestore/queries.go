@@ -57,6 +57,31 @@ FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC`
 
+	// Filtered pages (internal/stored's AppendFiltered and
+	// FilteredSubmissions): the index entries of one key of one form
+	// (migration 0013) in keyset order, each joined to its submission
+	// by rowid. No LIMIT, as for the lists: the reader stops after
+	// stored.Examined rows.
+	sqlFindEncodedDesc = `SELECT i.seq, i.created_at, s.data, s.json
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+ORDER BY i.created_at DESC, i.seq DESC`
+
+	sqlFindEncodedAsc = `SELECT i.seq, i.created_at, s.data, s.json
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+ORDER BY i.created_at ASC, i.seq ASC`
+
+	sqlFindDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+ORDER BY i.created_at DESC, i.seq DESC`
+
+	sqlFindAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+ORDER BY i.created_at ASC, i.seq ASC`
+
 	// The ownership check: a form of another account is not found. The
 	// version (migration 0003) is what the read cache checks its pages by,
 	// and the incarnation (migration 0011) what cursors and tokens carry.
@@ -88,9 +113,11 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// inserts, so no transaction is needed; no row inserted means no such
 	// form. A trigger moves the form's counter to the position taken
 	// (see migrations/0004_feed.sql).
+	// find_keys (the last value) are the submission's index keys, which
+	// a trigger copies into formsapi_find (migration 0013).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
-SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM formsapi_forms WHERE id = ?`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12 FROM formsapi_forms WHERE id = ?11`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.

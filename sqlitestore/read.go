@@ -10,6 +10,7 @@ import (
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/observe"
 )
 
 // ListForms implements formsapi.Store. It returns an error if q.Limit is
@@ -103,6 +104,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	if err != nil {
 		return p, err
 	}
+	if len(q.Filters) > 0 {
+		return s.listFiltered(ctx, formID, args, q)
+	}
 	st := s.subsDesc
 	if q.Order == formsapi.Oldest {
 		st = s.subsAsc
@@ -151,6 +155,9 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	formSeq, version := form.Seq, form.Version
 	p.Incarnation = form.Incarnation
+	if len(q.Filters) > 0 {
+		return s.appendFiltered(ctx, formSeq, q, p)
+	}
 	r, err := s.cache.Begin(version, formSeq, q, p)
 	if err != nil || r.Served() {
 		return err
@@ -197,4 +204,56 @@ func listArgs(owner any, q formsapi.Query) ([]any, error) {
 		return nil, err
 	}
 	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq}, nil
+}
+
+// withKey returns the arguments of a filtered page's statement: those of
+// listArgs with the walked index key after the owner.
+func withKey(args []any, q formsapi.Query) []any {
+	return append([]any{args[0], stored.WalkKey(q)}, args[1:]...)
+}
+
+// listFiltered is listSubmissions for a query with filters: it walks the
+// index of submitted values (see stored.FilteredSubmissions).
+func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	st := s.findDesc
+	if q.Order == formsapi.Oldest {
+		st = s.findAsc
+	}
+	rows, err := st.QueryContext(ctx, withKey(args, q)...)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	defer rows.Close()
+	p, err := stored.FilteredSubmissions(rows, formID, q)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	if err := rows.Err(); err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
+	return p, nil
+}
+
+// appendFiltered is appendSubmissions for a query with filters: it walks
+// the index of submitted values (see stored.AppendFiltered), around the
+// read cache, which holds unfiltered pages only.
+func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Query, p *wire.Page) error {
+	args, err := listArgs(formSeq, q)
+	if err != nil {
+		return err
+	}
+	st := s.findEncodedDesc
+	if q.Order == formsapi.Oldest {
+		st = s.findEncodedAsc
+	}
+	p.Cache = observe.CacheNone
+	rows, err := st.QueryContext(ctx, withKey(args, q)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := stored.AppendFiltered(rows, q, p); err != nil {
+		return err
+	}
+	return rows.Err()
 }

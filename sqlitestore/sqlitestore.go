@@ -138,6 +138,8 @@ type Store struct {
 
 	formsDesc, formsAsc, subsDesc, subsAsc      *sql.Stmt // on read
 	encodedDesc, encodedAsc                     *sql.Stmt // on read
+	findEncodedDesc, findEncodedAsc             *sql.Stmt // on read: filtered pages
+	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
 	feed, feedEncoded                           *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 }
@@ -364,6 +366,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.subsAsc, s.read, sqlListSubmissionsAsc},
 		{&s.encodedDesc, s.read, sqlAppendSubmissionsDesc},
 		{&s.encodedAsc, s.read, sqlAppendSubmissionsAsc},
+		{&s.findEncodedDesc, s.read, sqlFindEncodedDesc},
+		{&s.findEncodedAsc, s.read, sqlFindEncodedAsc},
+		{&s.findDesc, s.read, sqlFindDesc},
+		{&s.findAsc, s.read, sqlFindAsc},
 		{&s.feed, s.read, sqlFeed},
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.formOf, s.read, sqlFormOf},

@@ -47,6 +47,16 @@ var brokenStores = map[string]struct {
 		failsIn:  "Store/ListSubmissions/Filters",
 		passesIn: "Store/ListSubmissions/Order",
 	},
+	"ignores field filters": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresFieldFilters{m} },
+		failsIn:  "Store/Find/Equality",
+		passesIn: "Store/Find/Pagination",
+	},
+	"compares filter values as text": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return textFilters{m} },
+		failsIn:  "Store/Find/Equality",
+		passesIn: "Store/Find/Isolation",
+	},
 	"saves a stream under any lease": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return unfenced{m} },
 		failsIn:  "Webhooks/Fencing",
@@ -439,6 +449,38 @@ func (s ignoresFilters) ListSubmissions(ctx context.Context, account, formID str
 	return s.Store.ListSubmissions(ctx, account, formID, q)
 }
 
+// ignoresFieldFilters lists every submission of the range, whatever
+// q.Filters say.
+type ignoresFieldFilters struct{ *memstore.Store }
+
+func (s ignoresFieldFilters) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	q.Filters = nil
+	return s.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// textFilters compares a filter's value with the member's JSON text as
+// stored, so 42.0 is not 42.
+type textFilters struct{ *memstore.Store }
+
+func (s textFilters) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	filters := q.Filters
+	q.Filters = nil
+	p, err := s.Store.ListSubmissions(ctx, account, formID, q)
+	kept := p.Items[:0]
+	for _, sub := range p.Items {
+		var m map[string]json.RawMessage
+		ok := json.Unmarshal(sub.Data, &m) == nil
+		for _, f := range filters {
+			ok = ok && string(m[f.Field]) == f.Value
+		}
+		if ok {
+			kept = append(kept, sub)
+		}
+	}
+	p.Items = kept
+	return p, err
+}
+
 // aliases hands out the same slice for the same request every time.
 type aliases struct {
 	*memstore.Store
@@ -447,14 +489,18 @@ type aliases struct {
 }
 
 type aliasKey struct {
-	form string
-	q    formsapi.Query
+	form, list, cursor string
+	limit, maxBytes    int
+}
+
+func newAliasKey(form string, q formsapi.Query) aliasKey {
+	return aliasKey{form, string(q.AppendKey(nil)), q.Cursor, q.Limit, q.MaxBytes}
 }
 
 func (s *aliases) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p, ok := s.cache[aliasKey{formID, q}]; ok {
+	if p, ok := s.cache[newAliasKey(formID, q)]; ok {
 		return p, nil
 	}
 	p, err := s.Store.ListSubmissions(ctx, account, formID, q)
@@ -462,7 +508,7 @@ func (s *aliases) ListSubmissions(ctx context.Context, account, formID string, q
 		if s.cache == nil {
 			s.cache = map[aliasKey]formsapi.Page[formsapi.Submission]{}
 		}
-		s.cache[aliasKey{formID, q}] = p
+		s.cache[newAliasKey(formID, q)] = p
 	}
 	return p, err
 }

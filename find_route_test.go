@@ -1,0 +1,286 @@
+package formsapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/sqlitestore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+const findPath = "/v1/forms/" + storetest.FormFind + "/submissions"
+
+// findHandler is a handler over memstore loaded with storetest.FindSeed.
+func findHandler(t *testing.T) http.Handler {
+	s := memstore.New()
+	if err := storetest.Load(context.Background(), s, storetest.FindSeed()); err != nil {
+		t.Fatal(err)
+	}
+	return formsapi.NewHandler(s, s)
+}
+
+// findPage is a page of submissions as the tests read it.
+type findPage struct {
+	Submissions []formsapi.Submission
+	NextCursor  *string
+}
+
+// walkFind follows a filtered list's cursors to its end and returns the
+// n of each submission.
+func walkFind(t *testing.T, h http.Handler, query string) []int {
+	t.Helper()
+	var ns []int
+	target := findPath + "?" + query
+	for range 1000 {
+		res := do(t, h, "GET", target, bearer(storetest.KeyA)...)
+		if res.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", target, res.status, res.body)
+		}
+		var p findPage
+		if err := json.Unmarshal(res.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range p.Submissions {
+			var d struct{ N int }
+			if err := json.Unmarshal(s.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			ns = append(ns, d.N)
+		}
+		if p.NextCursor == nil {
+			return ns
+		}
+		target = findPath + "?cursor=" + url.QueryEscape(*p.NextCursor)
+	}
+	t.Fatal("the cursor does not advance")
+	return nil
+}
+
+func TestFilterEquality(t *testing.T) {
+	is := is.New(t)
+	h := findHandler(t)
+	for query, want := range map[string]func(int) bool{
+		"filter[tag]=t1":                            func(i int) bool { return i%5 == 1 && i != 13 },
+		"filter[tag]=%22t1%22":                      func(i int) bool { return i%5 == 1 && i != 13 },
+		"filter[score]=42.0":                        func(i int) bool { return i != 13 && i%5 != 2 && i%5 != 4 },
+		"filter[score]=%2242%22":                    func(i int) bool { return i%5 == 2 && i != 13 },
+		"filter[name]=Zo%C3%AB":                     func(i int) bool { return i%4 == 0 || i == 13 },
+		"filter[even]=true&filter[tag]=t0":          func(i int) bool { return i%10 == 0 },
+		"filter[gone]=null":                         func(i int) bool { return i%7 == 0 && i != 13 },
+		"filter[gone]=%22null%22":                   func(i int) bool { return i%7 == 1 },
+		"filter[n]=17&limit=1":                      func(i int) bool { return i == 17 },
+		"filter[html]=a%3Cb%3E%26c&order=asc":       func(i int) bool { return i != 13 },
+		"filter[missing]=1":                         func(int) bool { return false },
+		"filter[even]=false&limit=2&order=asc":      func(i int) bool { return i%2 == 1 },
+		"filter[tag]=t2&since=2024-01-01T00:00:00Z": func(i int) bool { return i%5 == 2 },
+	} {
+		got := walkFind(t, h, query)
+		var exp []int
+		for i := range 40 {
+			if want(i) {
+				exp = append(exp, i)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, exp) {
+			t.Errorf("?%s: got n %v, want %v", query, got, exp)
+		}
+	}
+	is.True(true)
+}
+
+// TestFilterBadInput: each malformed filter is a 400 that names the
+// parameter (and the limit, for one past a limit), before any store call.
+func TestFilterBadInput(t *testing.T) {
+	long := strings.Repeat("f", 65)
+	for query, says := range map[string]string{
+		"filter=x":                              "invalid filter: name the field in brackets",
+		"filter[a=1":                            "invalid filter[a:",
+		"filter[]=1":                            "invalid filter[]:",
+		"filter[a][gt]=1":                       "invalid filter[a][gt]: unknown operator gt",
+		"filter[a]=":                            "invalid filter[a]: the value is empty",
+		"filter[a]=1&filter[a]=2":               "invalid filter[a]: the parameter is given more than once",
+		"filter[a]=%22unterminated":             "invalid filter[a]: the value starts with a double quote",
+		"filter[a]=1e999":                       "invalid filter[a]: the value is a number beyond the range",
+		"filter[" + long + "]=1":                "the filter field length limit",
+		"filter[a]=" + strings.Repeat("v", 255): "the filter value length limit",
+		"filter[a]=%FF":                         "invalid filter[a]: the value is not valid UTF-8",
+		"filter[a]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1&filter[i]=1": "the filter clauses limit",
+		"filter[a]=1&sync=start": "invalid filter: it cannot be combined with sync",
+	} {
+		c := &counting{store: seeded(t), keys: seeded(t)}
+		h := formsapi.NewHandler(c, c)
+		res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...)
+		if res.status != http.StatusBadRequest || !strings.Contains(string(res.body), says) {
+			t.Errorf("?%s: %d %s, want 400 saying %q", query, res.status, res.body, says)
+		}
+		if c.calls != 0 {
+			t.Errorf("?%s: the store was called %d times", query, c.calls)
+		}
+	}
+	// At the limits: accepted.
+	h := findHandler(t)
+	for _, query := range []string{
+		"filter[" + strings.Repeat("f", 64) + "]=1",
+		"filter[a]=" + strings.Repeat("v", 254),
+		"filter[a]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1",
+	} {
+		if res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...); res.status != http.StatusOK {
+			t.Errorf("?%s: %d %s, want 200", query, res.status, res.body)
+		}
+	}
+}
+
+// TestFilterCursorAndTag: a cursor keeps its filters, another filter with
+// it is a 400, and the ETag differs with the filter.
+func TestFilterCursorAndTag(t *testing.T) {
+	is := is.New(t)
+	h := findHandler(t)
+	res := do(t, h, "GET", findPath+"?filter[even]=true&limit=3", bearer(storetest.KeyA)...)
+	is.Equal(res.status, http.StatusOK)
+	var p findPage
+	is.NoErr(json.Unmarshal(res.body, &p))
+	is.True(p.NextCursor != nil)
+	cursor := url.QueryEscape(*p.NextCursor)
+	// The same filter again: fine; another, or none given but another
+	// field: 400.
+	is.Equal(do(t, h, "GET", findPath+"?filter[even]=true&cursor="+cursor, bearer(storetest.KeyA)...).status, http.StatusOK)
+	other := do(t, h, "GET", findPath+"?filter[even]=false&cursor="+cursor, bearer(storetest.KeyA)...)
+	is.Equal(other.status, http.StatusBadRequest)
+	is.True(strings.Contains(string(other.body), "invalid cursor: it was issued for another filter"))
+	// Page 2 through the cursor alone holds only matches.
+	res2 := do(t, h, "GET", findPath+"?cursor="+cursor, bearer(storetest.KeyA)...)
+	is.Equal(res2.status, http.StatusOK)
+	var p2 findPage
+	is.NoErr(json.Unmarshal(res2.body, &p2))
+	for _, s := range p2.Submissions {
+		is.True(strings.Contains(string(s.Data), `"even":true`))
+	}
+	// Tags differ by filter, and a 304 answers the same filter.
+	a := do(t, h, "GET", findPath+"?filter[even]=true", bearer(storetest.KeyA)...)
+	b := do(t, h, "GET", findPath+"?filter[even]=false", bearer(storetest.KeyA)...)
+	is.True(a.header.Get("ETag") != b.header.Get("ETag"))
+	again := do(t, h, "GET", findPath+"?filter[even]=true", append(bearer(storetest.KeyA), "If-None-Match", a.header.Get("ETag"))...)
+	is.Equal(again.status, http.StatusNotModified)
+	// The forms list does not read filters.
+	is.Equal(do(t, h, "GET", "/v1/forms?filter[a]=1", bearer(storetest.KeyA)...).status, http.StatusOK)
+}
+
+// TestFilterSameOnEveryStore: the same filtered pages, item for item,
+// from memstore, sqlitestore and (with FORMSAPI_TEST_POSTGRES) pgstore,
+// through the handler, and from a host's store that does not filter at
+// all (the handler drops what does not match).
+func TestFilterSameOnEveryStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stores := map[string]formsapi.Store{}
+	m := memstore.New()
+	stores["memstore"] = m
+	lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+	stores["sqlitestore"] = lite
+	if os.Getenv(pgtest.EnvVar) != "" {
+		dsn, schema := pgtest.Schema(t)
+		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pg.Close() })
+		stores["pgstore"] = pg
+	}
+	for name, s := range stores {
+		if err := storetest.Load(ctx, s.(formsapi.Writer), storetest.FindSeed()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	stores["a host's store that ignores filters"] = unfiltered{m}
+	queries := []string{"filter[tag]=t3", "filter[score]=42&order=asc&limit=4", "filter[name]=ZO%C3%8B&limit=1", "filter[even]=true&filter[tag]=t0"}
+	var want map[string][]int
+	for name, s := range stores {
+		h := formsapi.NewHandler(s, m)
+		got := map[string][]int{}
+		for _, q := range queries {
+			got[q] = walkFind(t, h, q)
+		}
+		if want == nil {
+			want = got
+			continue
+		}
+		for _, q := range queries {
+			if !slices.Equal(got[q], want[q]) {
+				t.Errorf("%s, ?%s: %v, another store %v", name, q, got[q], want[q])
+			}
+		}
+	}
+}
+
+// unfiltered is a host's store that ignores Query.Filters.
+type unfiltered struct{ *memstore.Store }
+
+func (u unfiltered) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	q.Filters = nil
+	return u.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// FuzzFindParams sends any query string to a form's list over sqlitestore
+// (its statements bind every value) and memstore: the answer is 200 or
+// 400, never another, and a 400 names a parameter. Run it for minutes:
+//
+//	go test -run '^$' -fuzz FuzzFindParams -fuzztime 5m .
+func FuzzFindParams(f *testing.F) {
+	for _, q := range []string{
+		"filter[tag]=t1", "filter[score]=42.0&order=asc&limit=2", "filter[name]=%22Zo%C3%AB%22",
+		"filter[a][gt]=1", "filter[]=1", "filter=1", "filter[a]=", "filter[a]=1e999", "filter[a]=%22x",
+		"filter[a]=1&filter[a]=2", "filter[%00]=%FF", "filter[even]=true&since=2024-01-01T00:00:00Z&cursor=abc",
+		"filter[x]=null&sync=start", "filter[a']=1'%20OR%201=1--", "filter[n]=-0", "filter[n]=1E2",
+	} {
+		f.Add(q)
+	}
+	ctx := context.Background()
+	lite, err := sqlitestore.Open(filepath.Join(f.TempDir(), "x.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { lite.Close() })
+	m := memstore.New()
+	for _, s := range []formsapi.Writer{lite, m} {
+		if err := storetest.Load(ctx, s, storetest.FindSeed()); err != nil {
+			f.Fatal(err)
+		}
+	}
+	handlers := []http.Handler{formsapi.NewHandler(lite, lite), formsapi.NewHandler(m, m)}
+	f.Fuzz(func(t *testing.T, query string) {
+		for _, h := range handlers {
+			r := httptest.NewRequest("GET", findPath, nil)
+			r.URL.RawQuery = query
+			r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			switch w.Code {
+			case http.StatusOK:
+			case http.StatusBadRequest:
+				if !strings.Contains(w.Body.String(), `"message":"invalid `) && !strings.Contains(w.Body.String(), "query string is malformed") {
+					t.Fatalf("?%s: a 400 that names no parameter: %s", query, w.Body)
+				}
+			default:
+				t.Fatalf("?%s: %d %s", query, w.Code, w.Body)
+			}
+		}
+	})
+}

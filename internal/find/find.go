@@ -1,0 +1,219 @@
+// Package find is the one home of the rules of filters on submitted
+// fields: how a filter's value is read, what two values equal means, which
+// members of a submission's data the writers index, and the key each is
+// indexed under. Every store matches by Match, and the two database stores
+// index by Keys, so the same filter finds the same submissions in each.
+//
+// A filter clause names a top-level member of a submission's data and a
+// scalar value: a string, a number, true, false or null. Values compare by
+// their canonical JSON text (Canonical): strings exactly (case and
+// accents count), numbers by their float64 value (42, 42.0 and 4.2e1 are
+// equal, as in JavaScript), and the literals by themselves. Objects and
+// arrays never match. When data names a member more than once, the last
+// one counts, as in encoding/json.
+package find
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The limits on filters. The handler answers 400 naming the limit for a
+// request past one.
+const (
+	// MaxClauses bounds the filter clauses of one request.
+	MaxClauses = 8
+	// MaxFieldBytes bounds the bytes of a filtered member's name. Members
+	// with longer names are not indexed, and cannot be filtered on.
+	MaxFieldBytes = 64
+	// MaxValueBytes bounds the canonical JSON text of a filter's value
+	// (Canonical; a string's counts its quotes and escapes). Values whose
+	// canonical text is longer are not indexed, and no filter can name
+	// them: an equal value would be as long.
+	MaxValueBytes = 256
+	// MaxExamined bounds the index entries (the database stores) or
+	// submissions (memstore's scan is not bounded) one filtered page
+	// examines: a page that reaches it before it is full ends there,
+	// short or empty, with a next cursor.
+	MaxExamined = 1000
+)
+
+// Clause is one equality: the top-level member Field of data equals the
+// JSON scalar whose canonical text is Value.
+type Clause struct {
+	Field string
+	Value string
+}
+
+// ParseValue reads a filter's value as given in a query string: a JSON
+// literal (a number, true, false, null, or a string in double quotes),
+// else bare text, which is a string. It returns the value's canonical
+// text, or what is wrong with it.
+func ParseValue(v string) (string, string) {
+	if v == "" {
+		return "", `is empty: write "" (two double quotes) for the empty string`
+	}
+	if !utf8.ValidString(v) {
+		return "", "is not valid UTF-8"
+	}
+	var canon string
+	var ok bool
+	switch c := v[0]; {
+	case c == '"':
+		var s string
+		if err := json.Unmarshal([]byte(v), &s); err != nil {
+			return "", `starts with a double quote but is not one JSON string: quote the whole value, escaping " and \ inside it with \`
+		}
+		canon, ok = String(s), true
+	case v == "true" || v == "false" || v == "null":
+		canon, ok = v, true
+	case c == '-' || c >= '0' && c <= '9':
+		if json.Valid([]byte(v)) {
+			if canon, ok = Number(v); !ok {
+				return "", "is a number beyond the range of a 64-bit float"
+			}
+		}
+	}
+	if !ok {
+		canon = String(v) // bare text
+	}
+	if len(canon) > MaxValueBytes {
+		return "", "is longer than " + strconv.Itoa(MaxValueBytes) + " bytes as canonical JSON (the filter value length limit)"
+	}
+	return canon, ""
+}
+
+// String returns the canonical text of the JSON string s: encoding/json's,
+// without its HTML escaping.
+func String(s string) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Number returns the canonical text of the JSON number raw: its float64
+// value as encoding/json writes one, so that equal values have equal
+// text. It reports false when raw is beyond the float64 range.
+func Number(raw string) (string, bool) {
+	f, err := strconv.ParseFloat(raw, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return "", false
+	}
+	if f == 0 {
+		f = 0 // -0 is 0
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// Canonical returns the canonical text of the JSON value raw if it is a
+// scalar, or false for an object, an array, or a number beyond the
+// float64 range.
+func Canonical(raw []byte) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	switch raw[0] {
+	case '{', '[':
+		return "", false
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false
+		}
+		return String(s), true
+	case 't', 'f', 'n':
+		return string(raw), true
+	}
+	return Number(string(raw))
+}
+
+// Key returns the index key of the member field with canonical value
+// value: the first 8 bytes of a SHA-256 of both, as a signed integer
+// (what both databases store). Different members may share a key;
+// readers check every match with Match.
+func Key(field, value string) int64 {
+	h := sha256.New()
+	h.Write([]byte(field))
+	h.Write([]byte{0})
+	h.Write([]byte(value))
+	var sum [sha256.Size]byte
+	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
+}
+
+// members decodes data's top-level members, the last of each name
+// winning; nil when data is not one JSON object.
+func members(data []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil
+	}
+	return m
+}
+
+// Keys returns the index keys of data's top-level members that a filter
+// can name: a name of at most MaxFieldBytes and a scalar value whose
+// canonical text is at most MaxValueBytes. Nil for data that is not a
+// JSON object. Each key appears once, in ascending order.
+func Keys(data []byte) []int64 {
+	var keys []int64
+	for name, raw := range members(data) {
+		if len(name) > MaxFieldBytes {
+			continue
+		}
+		v, ok := Canonical(raw)
+		if !ok || len(v) > MaxValueBytes {
+			continue
+		}
+		keys = append(keys, Key(name, v))
+	}
+	return sortedUnique(keys)
+}
+
+func sortedUnique(keys []int64) []int64 {
+	if len(keys) < 2 {
+		return keys
+	}
+	slices.Sort(keys)
+	out := keys[:1]
+	for _, k := range keys[1:] {
+		if k != out[len(out)-1] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Match reports whether data, a submission's data, satisfies every
+// clause. Data that is not a JSON object satisfies none (and no clauses
+// at all, any data).
+func Match(data []byte, cs []Clause) bool {
+	if len(cs) == 0 {
+		return true
+	}
+	m := members(data)
+	for _, c := range cs {
+		raw, ok := m[c.Field]
+		if !ok {
+			return false
+		}
+		v, ok := Canonical(raw)
+		if !ok || v != c.Value {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,288 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+)
+
+// The find clauses: filters on submitted fields (formsapi.Query.Filters).
+// They run on a seed of their own (FindSeed), whose data holds the
+// cases: the same value as a number, a float and a string, accents and
+// case, a value in a nested object, a member named twice, null, and the
+// same data in another form and another account.
+
+// Forms of FindSeed.
+const (
+	FormFind      = "find-a"  // AccountA's form of findCount submissions
+	FormFindOther = "find-a2" // AccountA's form with the same data as FormFind
+	FormFindB     = "find-b"  // AccountB's form with the same data as FormFind
+	findCount     = 40
+)
+
+// findNames are the values of the member "name", in turn: a filter on one
+// must not match another.
+var findNames = []string{`"Zoë"`, `"zoe"`, `"ZOË"`, `"Zoe "`}
+
+// findData returns the data of submission i of the find forms.
+func findData(i int) string {
+	score := []string{`42`, `42.0`, `"42"`, `4.2e1`, `43`}[i%5]
+	var extra string
+	switch {
+	case i%7 == 0:
+		extra = `,"gone":null`
+	case i%7 == 1:
+		extra = `,"gone":"null"`
+	}
+	if i == 13 {
+		// Named twice: the last one counts, as in encoding/json.
+		return `{"n":13,"tag":"t1","tag":"t4","even":false,"name":"Zoë","score":43}`
+	}
+	return fmt.Sprintf(`{"n":%d,"tag":"t%d","even":%t,"name":%s,"score":%s,"html":"a<b>&c","nested":{"tag":"t0"}%s}`,
+		i, i%5, i%2 == 0, findNames[i%4], score, extra)
+}
+
+// FindSeed is the seed of the find clauses: DefaultSeed's forms, keys
+// and submissions, and three forms of findCount submissions each with
+// findData, some sharing a timestamp.
+func FindSeed() Seed {
+	s := DefaultSeed()
+	s.Forms = append(s.Forms,
+		SeedForm{AccountA, formsapi.Form{ID: FormFind, Title: "Find", CreatedAt: base}},
+		SeedForm{AccountA, formsapi.Form{ID: FormFindOther, Title: "Find too", CreatedAt: base}},
+		SeedForm{AccountB, formsapi.Form{ID: FormFindB, Title: "B find", CreatedAt: base}},
+	)
+	for _, form := range []string{FormFind, FormFindOther, FormFindB} {
+		for j := range findCount {
+			i := j * 11 % findCount // out of time order
+			at := base.Add(time.Duration(i/3) * time.Second)
+			s.Submissions = append(s.Submissions, SeedSubmission{
+				Submission: formsapi.Submission{FormID: form, Data: []byte(findData(i)), CreatedAt: at},
+			})
+		}
+	}
+	return s
+}
+
+// findCase is one set of filters and the values of "n" it must find.
+type findCase struct {
+	name    string
+	filters []formsapi.Filter
+	want    func(i int) bool
+}
+
+func findCases() []findCase {
+	f := func(field, value string) formsapi.Filter { return formsapi.Filter{Field: field, Value: value} }
+	isNumber42 := func(i int) bool { return i != 13 && i%5 != 2 && i%5 != 4 }
+	return []findCase{
+		{"string", []formsapi.Filter{f("tag", `"t1"`)}, func(i int) bool { return i%5 == 1 && i != 13 }},
+		{"last of a member named twice", []formsapi.Filter{f("tag", `"t4"`)}, func(i int) bool { return i%5 == 4 || i == 13 }},
+		{"accents and case count", []formsapi.Filter{f("name", `"Zoë"`)}, func(i int) bool { return i%4 == 0 || i == 13 }},
+		{"trailing space counts", []formsapi.Filter{f("name", `"Zoe "`)}, func(i int) bool { return i%4 == 3 && i != 13 }},
+		{"number equals its float forms", []formsapi.Filter{f("score", `42`)}, isNumber42},
+		{"a string is not a number", []formsapi.Filter{f("score", `"42"`)}, func(i int) bool { return i%5 == 2 && i != 13 }},
+		{"true", []formsapi.Filter{f("even", `true`)}, func(i int) bool { return i%2 == 0 }},
+		{"false", []formsapi.Filter{f("even", `false`)}, func(i int) bool { return i%2 == 1 }},
+		{"null", []formsapi.Filter{f("gone", `null`)}, func(i int) bool { return i%7 == 0 && i != 13 }},
+		{"the string null", []formsapi.Filter{f("gone", `"null"`)}, func(i int) bool { return i%7 == 1 }},
+		{"HTML characters", []formsapi.Filter{f("html", `"a<b>&c"`)}, func(i int) bool { return i != 13 }},
+		{"several clauses AND", []formsapi.Filter{f("even", `true`), f("score", `42`), f("tag", `"t0"`)}, func(i int) bool { return i%2 == 0 && isNumber42(i) && i%5 == 0 }},
+		{"clauses that exclude each other", []formsapi.Filter{f("tag", `"t1"`), f("n", `2`)}, func(int) bool { return false }},
+		{"a nested member is not top-level", []formsapi.Filter{f("tag", `"t0"`)}, func(i int) bool { return i%5 == 0 }},
+		{"a member no submission has", []formsapi.Filter{f("missing", `"t0"`)}, func(int) bool { return false }},
+		{"an object never matches", []formsapi.Filter{f("nested", `"t0"`)}, func(int) bool { return false }},
+		{"one submission", []formsapi.Filter{f("n", `17`)}, func(i int) bool { return i == 17 }},
+	}
+}
+
+// walkFiltered walks every page of a filtered list: a page may be short,
+// or empty, and still carry a cursor.
+func walkFiltered(t *testing.T, s formsapi.Store, account, form string, q formsapi.Query) []formsapi.Submission {
+	t.Helper()
+	var all []formsapi.Submission
+	for pages := 0; ; pages++ {
+		if pages > 10000 {
+			t.Fatalf("more than 10000 pages: the cursor does not advance")
+		}
+		p, err := s.ListSubmissions(context.Background(), account, form, q)
+		if err != nil {
+			t.Fatalf("page %d (cursor %q): %v", pages, q.Cursor, err)
+		}
+		if len(p.Items) > q.Limit {
+			t.Fatalf("page %d has %d items, more than the limit %d", pages, len(p.Items), q.Limit)
+		}
+		all = append(all, p.Items...)
+		if p.NextCursor == "" {
+			return all
+		}
+		if p.NextCursor == q.Cursor {
+			t.Fatalf("page %d gives back its own cursor %q", pages, q.Cursor)
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// findNs returns the "n" of each submission, in page order.
+func findNs(t *testing.T, subs []formsapi.Submission) []int {
+	t.Helper()
+	ns := make([]int, len(subs))
+	for i, s := range subs {
+		var d struct{ N *int }
+		if err := json.Unmarshal(s.Data, &d); err != nil || d.N == nil {
+			t.Fatalf("submission %d: data %s has no n", i, s.Data)
+		}
+		ns[i] = *d.N
+	}
+	return ns
+}
+
+// findExpected returns the "n" of each submission of the find forms that
+// want keeps, in the order o lists them.
+func findExpected(x *expect, form string, q formsapi.Query, want func(int) bool) []int {
+	type item struct {
+		n  int
+		at time.Time
+		k  int // insertion order: the tie-breaker of the oracle
+	}
+	var items []item
+	for k, s := range x.subs[form] {
+		var d struct{ N int }
+		if err := json.Unmarshal(s.Submission.Data, &d); err != nil {
+			panic(err)
+		}
+		if !want(d.N) || !inRange(q, s.Submission.CreatedAt) {
+			continue
+		}
+		items = append(items, item{d.N, s.Submission.CreatedAt, k})
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.k - b.k
+	})
+	if q.Order == formsapi.Newest {
+		slices.Reverse(items)
+	}
+	ns := make([]int, len(items))
+	for i, it := range items {
+		ns[i] = it.n
+	}
+	return ns
+}
+
+func inRange(q formsapi.Query, at time.Time) bool {
+	return (q.Since.IsZero() || !at.Before(q.Since)) && (q.Until.IsZero() || at.Before(q.Until))
+}
+
+func findClauses(t *testing.T, open Open, cfg *config) {
+	seed := FindSeed()
+	x := expectations(seed)
+
+	t.Run("Find/Equality", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, c := range findCases() {
+			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+				q := formsapi.Query{Limit: MaxLimit, Order: o, Filters: c.filters}
+				got := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
+				want := findExpected(x, FormFind, q, c.want)
+				// Items sharing a timestamp come in the store's own
+				// order: compare as sets, and the order by time below.
+				if !sameSet(got, want) {
+					t.Errorf("%s, order %s: got n %v, want %v", c.name, o, got, want)
+				}
+			}
+		}
+	})
+	t.Run("Find/Order", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+			q := formsapi.Query{Limit: MaxLimit, Order: o, Filters: []formsapi.Filter{{Field: "even", Value: "true"}}}
+			subs := walkFiltered(t, s, AccountA, FormFind, q)
+			for i := 1; i < len(subs); i++ {
+				a, b := subs[i-1].CreatedAt, subs[i].CreatedAt
+				if o == formsapi.Newest && a.Before(b) || o == formsapi.Oldest && b.Before(a) {
+					t.Errorf("order %s: item %d at %v follows one at %v", o, i, b, a)
+				}
+			}
+			all := findNs(t, walkFiltered(t, s, AccountA, FormFind, formsapi.Query{Limit: MaxLimit, Order: o}))
+			var kept []int
+			for _, n := range all {
+				if n%2 == 0 {
+					kept = append(kept, n)
+				}
+			}
+			if got := findNs(t, subs); !slices.Equal(got, kept) {
+				t.Errorf("order %s: the filtered list %v is not the unfiltered one's matches in its order, %v", o, got, kept)
+			}
+		}
+	})
+	t.Run("Find/Pagination", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, c := range findCases()[:6] {
+			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+				one := findNs(t, walkFiltered(t, s, AccountA, FormFind, formsapi.Query{Limit: MaxLimit, Order: o, Filters: c.filters}))
+				for _, limit := range []int{1, 2, 3, 7} {
+					got := findNs(t, walkFiltered(t, s, AccountA, FormFind, formsapi.Query{Limit: limit, Order: o, Filters: c.filters}))
+					if !slices.Equal(got, one) {
+						t.Errorf("%s, order %s, limit %d: pages give %v, one page gives %v", c.name, o, limit, got, one)
+					}
+				}
+			}
+		}
+	})
+	t.Run("Find/Range", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		filters := []formsapi.Filter{{Field: "score", Value: "42"}}
+		for _, r := range []struct{ since, until time.Time }{
+			{base.Add(3 * time.Second), time.Time{}},
+			{time.Time{}, base.Add(5 * time.Second)},
+			{base.Add(2 * time.Second), base.Add(9 * time.Second)},
+		} {
+			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+				q := formsapi.Query{Limit: 2, Order: o, Since: r.since, Until: r.until, Filters: filters}
+				got := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
+				want := findExpected(x, FormFind, q, findCases()[4].want)
+				if !sameSet(got, want) {
+					t.Errorf("since %v, until %v, order %s: got n %v, want %v", r.since, r.until, o, got, want)
+				}
+			}
+		}
+	})
+	t.Run("Find/Isolation", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		for _, c := range findCases() {
+			q := formsapi.Query{Limit: MaxLimit, Filters: c.filters}
+			for _, form := range []string{FormFind, FormFindOther} {
+				for _, sub := range walkFiltered(t, s, AccountA, form, q) {
+					if sub.FormID != form || bytes.Contains(sub.Data, []byte(CanaryB)) {
+						t.Errorf("%s: form %s lists a submission of form %s", c.name, form, sub.FormID)
+					}
+				}
+			}
+			if _, err := s.ListSubmissions(context.Background(), AccountA, FormFindB, q); !errors.Is(err, formsapi.ErrFormNotFound) {
+				t.Errorf("%s: another account's form: got %v, want ErrFormNotFound", c.name, err)
+			}
+		}
+	})
+}
+
+// sameSet reports whether a and b hold the same values, each as often.
+func sameSet(a, b []int) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
