@@ -99,6 +99,7 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 	req.q.MaxBytes = a.cfg.pageBytes
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
+		start := len(p.Body) // where the items begin
 		err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p)
 		if err == nil && otherIncarnation(req.inc, p.Incarnation) {
 			err = errCursorOfGone
@@ -109,6 +110,9 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 		}
 		req.inc = p.Incarnation
 		a.logSkipped(w, r, p.Skipped)
+		if req.q.Fields != nil {
+			p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
+		}
 		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
 	})
 }

@@ -55,6 +55,7 @@ var listParams = []listParam{
 		append:   appendFilters,
 		read:     readFilters,
 	},
+	fieldsParam,
 }
 
 // listParam is one parameter that selects a list.

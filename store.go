@@ -125,6 +125,12 @@ type Query struct {
 	// sorted by Field, each Field once, and only for lists of
 	// submissions.
 	Filters []Filter
+	// Fields, when not nil, are the top-level members of Data that a
+	// page of submissions carries (fields=), sorted; the handler drops the
+	// others from the page a store gives it, so a store may ignore them.
+	// A cursor and a page's tag carry them, and the read caches key pages
+	// by them with the rest of the query.
+	Fields []string
 }
 
 // Filter is one clause of Query.Filters: the top-level member Field of a

@@ -1,0 +1,104 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// findNs lists the n of each submission a filter finds in form, walking
+// every page.
+func findNs(t *testing.T, s formsapi.Store, form string, filters ...formsapi.Filter) []int {
+	t.Helper()
+	var ns []int
+	q := formsapi.Query{Limit: 1000, Filters: filters}
+	for {
+		p, err := s.ListSubmissions(context.Background(), storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range p.Items {
+			var d struct{ N int }
+			if err := jsonUnmarshal(sub.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			ns = append(ns, d.N)
+		}
+		if p.NextCursor == "" {
+			return ns
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestFindIndexKeptByEveryWriter: a submission inserted by a host's SQL
+// without index keys is found once the store opens the file again (rows
+// stored before migration 0012 are indexed the same way), and a deleted
+// submission leaves no entry behind, whoever deletes it.
+func TestFindIndexKeptByEveryWriter(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := load(t, mustOpen(t, path), storetest.FindSeed())
+	tag := formsapi.Filter{Field: "tag", Value: `"rare"`}
+	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0)
+
+	db := hostDB(t, path)
+	_, err := db.Exec(`INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version)
+SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB), 0 FROM formsapi_forms WHERE id = ?`, storetest.FormFind)
+	is.NoErr(err)
+	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0) // not indexed yet
+	s2 := mustOpen(t, path)
+	is.Equal(findNs(t, s2, storetest.FormFind, tag), []int{1000}) // indexed at Open
+
+	var entries int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find`).Scan(&entries))
+	_, err = db.Exec(`DELETE FROM formsapi_submissions WHERE data LIKE '%"rare"%'`)
+	is.NoErr(err)
+	var after int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find`).Scan(&after))
+	is.Equal(entries-after, 2) // its two entries (n and tag) went with it
+	is.Equal(len(findNs(t, s2, storetest.FormFind, tag)), 0)
+
+	// Every entry names a submission with the value it is keyed by.
+	var orphans int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find i LEFT JOIN formsapi_submissions s ON s.seq = i.seq WHERE s.seq IS NULL`).Scan(&orphans))
+	is.Equal(orphans, 0)
+}
+
+// TestFindPageExaminesABoundedNumber: a filter whose first clause matches
+// every submission and whose second matches one, in a form of 2,500, is
+// walked in pages that examine at most 1,000 entries each: the first
+// pages are empty, with cursors, and the walk finds the one.
+func TestFindPageExaminesABoundedNumber(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t))
+	seed := storetest.DefaultSeed()
+	is.NoErr(storetest.Load(ctx, s, seed))
+	for i := range 2500 {
+		data := `{"kind":"bulk","n":` + itoa(i) + `}`
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}))
+	}
+	q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Filters: []formsapi.Filter{{Field: "kind", Value: `"bulk"`}, {Field: "n", Value: "2400"}}}
+	var pages, found int
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+		is.NoErr(err)
+		pages++
+		found += len(p.Items)
+		if p.NextCursor == "" {
+			break
+		}
+		q.Cursor = p.NextCursor
+	}
+	is.Equal(found, 1)
+	is.Equal(pages, 3) // 1,000 + 1,000 + 500 entries
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
