@@ -59,9 +59,11 @@ func appendEnvelope(b []byte, msg, listName string) []byte {
 	return append(b, `":[`...)
 }
 
-// appendNext closes a page whose items a pageReader or appendForms wrote.
-func appendNext(b []byte, next string) []byte {
+// appendNext closes a page whose items a pageReader or appendForms
+// wrote, with extra (the page's total, or nil) after the items.
+func appendNext(b, extra []byte, next string) []byte {
 	b = append(b, ']')
+	b = append(b, extra...)
 	if next != "" {
 		b = append(b, `,"nextCursor":`...)
 		b = appendString(b, next)

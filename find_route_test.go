@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/formsapi/formsapi"
@@ -334,4 +335,74 @@ func TestFieldsProjection(t *testing.T) {
 			t.Errorf("?%s: %d %s, want 400 saying %q", query, res.status, res.body, says)
 		}
 	}
+}
+
+// countingStore is a host's store (not embedding one of this module's)
+// that counts its CountSubmissions calls.
+type countingStore struct {
+	m     *memstore.Store
+	mu    sync.Mutex
+	count int
+}
+
+func (c *countingStore) ListForms(ctx context.Context, account string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	return c.m.ListForms(ctx, account, q)
+}
+
+func (c *countingStore) ListSubmissions(ctx context.Context, account, form string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	return c.m.ListSubmissions(ctx, account, form, q)
+}
+
+func (c *countingStore) CountSubmissions(ctx context.Context, account, form string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	c.mu.Lock()
+	c.count++
+	c.mu.Unlock()
+	return c.m.CountSubmissions(ctx, account, form, q, exact)
+}
+
+// TestTotals: total=exact and total=estimate add the list's size to the
+// page; a request that does not ask counts nothing; the tag covers the
+// total; bad values are 400s; a store that cannot count is 501.
+func TestTotals(t *testing.T) {
+	is := is.New(t)
+	m := memstore.New()
+	is.NoErr(storetest.Load(context.Background(), m, storetest.FindSeed()))
+	c := &countingStore{m: m}
+	h := formsapi.NewHandler(c, m)
+	total := func(query string) (map[string]any, response) {
+		res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...)
+		is.Equal(res.status, http.StatusOK)
+		var p struct{ Total map[string]any }
+		is.NoErr(json.Unmarshal(res.body, &p))
+		return p.Total, res
+	}
+	got, _ := total("limit=2")
+	is.Equal(got, nil)   // not asked: no total
+	is.Equal(c.count, 0) // and nothing counted
+	got, _ = total("limit=2&total=exact")
+	is.Equal(got, map[string]any{"value": 40.0, "kind": "exact"})
+	got, _ = total("filter[tag]=t1&total=exact")
+	is.Equal(got, map[string]any{"value": 8.0, "kind": "exact"}) // t1: 1, 6, ..., 36
+	got, _ = total("filter[tag]=t1&total=estimate")
+	is.Equal(got, map[string]any{"value": 8.0, "kind": "estimate"})
+	got, _ = total("filter[even]=true&filter[tag]=t1&total=exact")
+	is.Equal(got, map[string]any{"value": 4.0, "kind": "exact"}) // 6, 16, 26, 36
+	is.Equal(c.count, 4)
+	_, a := total("filter[tag]=t1")
+	_, b := total("filter[tag]=t1&total=exact")
+	is.True(a.header.Get("ETag") != b.header.Get("ETag"))
+	for query, says := range map[string]string{
+		"total=yes":              "invalid total",
+		"total=exact&sync=start": "invalid total: it cannot be combined with sync",
+	} {
+		res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...)
+		is.Equal(res.status, http.StatusBadRequest)
+		is.True(strings.Contains(string(res.body), says))
+	}
+	// A host's type that embeds memstore does not count through it (the
+	// count would pass its own ListSubmissions by): 501, and without
+	// total, 200.
+	u := formsapi.NewHandler(unfiltered{m}, m)
+	is.Equal(do(t, u, "GET", findPath+"?total=exact", bearer(storetest.KeyA)...).status, http.StatusNotImplemented)
+	is.Equal(do(t, u, "GET", findPath, bearer(storetest.KeyA)...).status, http.StatusOK)
 }

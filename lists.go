@@ -113,6 +113,22 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 		if req.q.Fields != nil {
 			p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
 		}
+		if req.total != "" {
+			// Counted after the page: a total never says less than the
+			// page, and a write between the two may make it say more.
+			if a.count == nil {
+				a.fail(w, r, errNoCount)
+				return p.Body
+			}
+			t, err := a.count.CountSubmissions(req.ctx, req.account, formID, req.q, req.total == "exact")
+			if err != nil {
+				a.fail(w, r, fmt.Errorf("count submissions: %w", err))
+				return p.Body
+			}
+			req.totalJSON = appendTotal(nil, t)
+			// The tag covers the total as it covers where the next page begins.
+			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor+string(req.totalJSON))
+		}
 		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
 	})
 }

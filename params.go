@@ -142,7 +142,7 @@ var pageParams = func() []string {
 	for _, p := range listParams {
 		names = append(names, p.name)
 	}
-	return append(names, "sync")
+	return append(names, "total", "sync")
 }()
 
 // parseListParams sets q's order and filters from the query string's

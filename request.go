@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,9 +32,12 @@ type request struct {
 	list    token.List
 	q       Query
 	limit   string // the limit parameter as given, "" if absent
-	sync    bool   // a feed request: ?sync=start or ?sync=<token>
-	after   int64  // the feed position it reads after
-	floor   int64  // the token's floor (see listFeed)
+	total   string // the total parameter: "", "exact" or "estimate"
+	// totalJSON is the page's "total" member, once counted, or nil.
+	totalJSON []byte
+	sync      bool  // a feed request: ?sync=start or ?sync=<token>
+	after     int64 // the feed position it reads after
+	floor     int64 // the token's floor (see listFeed)
 	// inc is the incarnation of the form that the request's cursor or
 	// sync token was sealed for (0: none, or not known); once the store
 	// has read the page, the form's own, which the next token carries.
@@ -150,6 +154,12 @@ func (a *api) parseQuery(raw string, req *request) string {
 	if msg := parseListParams(vals, req.route.params, &q); msg != "" {
 		return msg
 	}
+	if slices.Contains(req.route.params, "total") {
+		var msg string
+		if req.total, msg = parseTotal(vals.Get("total")); msg != "" {
+			return msg
+		}
+	}
 	if tok := vals.Get("cursor"); tok != "" {
 		c, inc, ok := a.tokens.open(req.cursorKind(), req.list, tok)
 		if !ok {
@@ -173,6 +183,9 @@ func (a *api) parseSync(vals url.Values, req *request) string {
 	}
 	if vals.Get("cursor") != "" {
 		return "invalid cursor: it cannot be combined with sync, which reads in commit order"
+	}
+	if vals.Get("total") != "" {
+		return "invalid total: it cannot be combined with sync, which reads in commit order"
 	}
 	for _, p := range listParams {
 		if p.isGiven(vals) {

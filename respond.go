@@ -25,6 +25,7 @@ const (
 	msgMethodNotAllowed  = "method not allowed: use GET or HEAD"
 	msgInternal          = "internal server error"
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
+	msgNoCount           = "not implemented: this server's store cannot count submissions; leave total out"
 	msgSyncExpired       = "sync token expired: deletions after it are no longer kept; read the feed again from sync=start and replace your copy"
 	msgCursorOfGone      = "cursor expired: the form it was made for was deleted and a form with the same ID created since; read the list again without a cursor"
 	msgSyncOfGone        = "sync token expired: the form it was made for was deleted and a form with the same ID created since; read the feed again from sync=start and replace your copy"
@@ -105,6 +106,8 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errNoFeed):
 		// The request is good and this server cannot serve it.
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
+	case errors.Is(err, errNoCount):
+		writeError(w, http.StatusNotImplemented, msgNoCount)
 	case errors.Is(err, errRateLimited):
 		// The RateLimit fields and Retry-After are set already (access.go).
 		writeError(w, http.StatusTooManyRequests, msgRateLimited)
@@ -176,7 +179,7 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, b
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
-	body = appendNext(body, a.next(w, r, req, storeNext))
+	body = appendNext(body, req.totalJSON, a.next(w, r, req, storeNext))
 	a.writePage(w, r, req, tag, body)
 	return body
 }

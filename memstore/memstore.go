@@ -563,3 +563,47 @@ func cloneSubmission(s formsapi.Submission) formsapi.Submission {
 // here so that every store of this module is an io.Closer, and a host can
 // swap one for another behind that interface too.
 func (s *Store) Close() error { return nil }
+
+// CountSubmissions implements formsapi.Counter as the database stores
+// do, over the submissions in memory: the candidates of a filtered list
+// are those that match its first clause (the database stores' index
+// entries), checked against every clause when exact, all within the
+// bounds formsapi.Counter documents.
+func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	if err := ctx.Err(); err != nil {
+		return formsapi.Total{}, fmt.Errorf("memstore: count submissions: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return formsapi.Total{}, fmt.Errorf("memstore: count submissions: %w", formsapi.ErrFormNotFound)
+	}
+	q = stored.CountQuery(q)
+	cs := stored.Clauses(q)
+	bound := int64(formsapi.MaxCount)
+	if len(cs) > 0 && exact {
+		bound = formsapi.MaxExactCount
+	}
+	var candidates, matches int64
+	for _, r := range fm.subs {
+		if !keyset.Contains(q, r.sub.CreatedAt) || len(cs) > 0 && !find.Match(r.sub.Data, cs[:1]) {
+			continue
+		}
+		if candidates == bound {
+			candidates++ // past the bound
+			break
+		}
+		candidates++
+		if len(cs) > 0 && exact && find.Match(r.sub.Data, cs) {
+			matches++
+		}
+	}
+	if len(cs) > 0 && exact {
+		if candidates > bound {
+			return formsapi.Total{Value: matches, Kind: formsapi.TotalAtLeast}, nil
+		}
+		return formsapi.Total{Value: matches, Kind: formsapi.TotalExact}, nil
+	}
+	return stored.Counted(candidates, bound, len(cs) > 0), nil
+}

@@ -1,6 +1,10 @@
 package pgstore
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/formsapi/formsapi/internal/stored"
+)
 
 // Every statement the store runs. They are made once per store, with the
 // schema's quoted name in place of "formsapi_" table prefixes, and every
@@ -124,6 +128,19 @@ FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i.created_at, i.seq) < ($5, $6)
 ORDER BY i.created_at {DIR}, i.seq {DIR}
 LIMIT $7`
+
+	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
+	// range, the index entries of one key in a range, both bounded, and
+	// the data of a key's entries to check against the filters.
+	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5) LIMIT ` + stored.CountLimit + `) c`
+
+	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
+WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5) LIMIT ` + stored.CountLimit + `) c`
+
+	sqlCountMatches = `SELECT s.data FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = $1 AND i.key = $6 AND (i.created_at, i.seq) > ($2, $3) AND (i.created_at, i.seq) < ($4, $5)
+LIMIT ` + stored.MatchesLimit
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
@@ -366,6 +383,7 @@ type queries struct {
 	splice                                                          string
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc              string
+	countRows, countEntries, countMatches                           string
 	formListVersion                                                 string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
@@ -410,6 +428,7 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
+		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), countMatches: q(sqlCountMatches),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),

@@ -627,3 +627,58 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	rows.Close()
 	return rows.Err()
 }
+
+// CountSubmissions implements formsapi.Counter: it counts the rows of
+// q's range, or for a filtered list the entries of the index of
+// submitted values it walks, checked against the filters when exact, all
+// within the bounds formsapi.Counter documents.
+func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	var t formsapi.Total
+	err := retry(ctx, func() (err error) {
+		t, err = s.countSubmissions(ctx, accountID, formID, q, exact)
+		return err
+	})
+	if err != nil {
+		return formsapi.Total{}, fmt.Errorf("pgstore: count submissions: %w", withCtx(ctx, err))
+	}
+	return t, nil
+}
+
+func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	if err := ctx.Err(); err != nil {
+		return formsapi.Total{}, err
+	}
+	if !storableText(accountID) || !storableText(formID) {
+		return formsapi.Total{}, formsapi.ErrFormNotFound
+	}
+	form, err := s.filterForm(ctx, accountID, formID, wire.Form{})
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	q = stored.CountQuery(q)
+	b, err := bounds(q)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	args := []any{form.Seq, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq}
+	var n int64
+	switch {
+	case len(q.Filters) == 0:
+		err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
+		return stored.Counted(n, formsapi.MaxCount, false), err
+	case !exact:
+		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, stored.WalkKey(q))...).Scan(&n)
+		return stored.Counted(n, formsapi.MaxCount, true), err
+	}
+	rows, err := s.pool.Query(ctx, s.sql.countMatches, append(args, stored.WalkKey(q))...)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	defer rows.Close()
+	t, err := stored.CountMatches(rows, q)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	rows.Close()
+	return t, rows.Err()
+}

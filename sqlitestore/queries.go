@@ -22,6 +22,8 @@ package sqlitestore
 // whenever that parameter is bound and prepares it again on every
 // execution: a CPU profile put sqlite3Reprepare at a fifth of an uncached
 // page read and most of a forms list.
+import "github.com/formsapi/formsapi/internal/stored"
+
 const (
 	sqlListFormsDesc = `SELECT seq, created_at, id, title, icon, notification_email
 FROM formsapi_forms
@@ -81,6 +83,19 @@ ORDER BY i.created_at DESC, i.seq DESC`
 FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
+
+	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
+	// range, the index entries of one key in a range, both bounded, and
+	// the data of a key's entries to check against the filters.
+	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?) LIMIT ` + stored.CountLimit + `)`
+
+	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
+WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?) LIMIT ` + stored.CountLimit + `)`
+
+	sqlCountMatches = `SELECT s.data FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+LIMIT ` + stored.MatchesLimit
 
 	// The ownership check: a form of another account is not found. The
 	// version (migration 0003) is what the read cache checks its pages by,

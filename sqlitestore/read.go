@@ -257,3 +257,46 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 	}
 	return rows.Err()
 }
+
+// CountSubmissions implements formsapi.Counter: it counts the rows of
+// q's range, or for a filtered list the entries of the index of
+// submitted values it walks, checked against the filters when exact, all
+// within the bounds formsapi.Counter documents.
+func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	t, err := s.countSubmissions(ctx, accountID, formID, q, exact)
+	if err != nil {
+		return formsapi.Total{}, fmt.Errorf("sqlitestore: count submissions: %w", err)
+	}
+	return t, nil
+}
+
+func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	form, err := s.formVersion(ctx, accountID, formID)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	q = stored.CountQuery(q)
+	args, err := listArgs(form.Seq, q)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	var n int64
+	switch {
+	case len(q.Filters) == 0:
+		err = s.read.QueryRowContext(ctx, sqlCountRows, args...).Scan(&n)
+		return stored.Counted(n, formsapi.MaxCount, false), err
+	case !exact:
+		err = s.read.QueryRowContext(ctx, sqlCountEntries, withKey(args, q)...).Scan(&n)
+		return stored.Counted(n, formsapi.MaxCount, true), err
+	}
+	rows, err := s.read.QueryContext(ctx, sqlCountMatches, withKey(args, q)...)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	defer rows.Close()
+	t, err := stored.CountMatches(rows, q)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	return t, rows.Err()
+}

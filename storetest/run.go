@@ -340,6 +340,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 		wg.Wait()
 	})
 	findClauses(t, open, cfg)
+	totalClauses(t, open, cfg)
 }
 
 // badLimits are limits below 1, which the handler never sends: a store

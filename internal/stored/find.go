@@ -138,3 +138,53 @@ func FilteredSubmissions(rows Rows, formID string, q formsapi.Query) (formsapi.P
 	}
 	return p, nil
 }
+
+// Count statements' bounds, as SQL literals: each reads one row more than
+// its bound, which says the bound was reached.
+const (
+	CountLimit   = "100001" // formsapi.MaxCount + 1
+	MatchesLimit = "10001"  // formsapi.MaxExactCount + 1
+)
+
+// Counted is the Total of a count statement that read n rows, one more
+// than bound when it reached it.
+func Counted(n int64, bound int64, estimate bool) formsapi.Total {
+	switch {
+	case n > bound:
+		if estimate {
+			return formsapi.Total{Value: bound, Kind: formsapi.TotalEstimate}
+		}
+		return formsapi.Total{Value: bound, Kind: formsapi.TotalAtLeast}
+	case estimate:
+		return formsapi.Total{Value: n, Kind: formsapi.TotalEstimate}
+	}
+	return formsapi.Total{Value: n, Kind: formsapi.TotalExact}
+}
+
+// CountMatches counts the matches of q's filters among rows that select
+// the data of the submissions of one index key's entries,
+// formsapi.MaxExactCount+1 of them at most.
+func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
+	cs := Clauses(q)
+	var n, matches int64
+	for rows.Next() {
+		if n == formsapi.MaxExactCount {
+			return formsapi.Total{Value: matches, Kind: formsapi.TotalAtLeast}, nil
+		}
+		n++
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return formsapi.Total{}, err
+		}
+		if find.Match(data, cs) {
+			matches++
+		}
+	}
+	return formsapi.Total{Value: matches, Kind: formsapi.TotalExact}, nil
+}
+
+// CountQuery is q as a count reads it: its range and filters, from the
+// start.
+func CountQuery(q formsapi.Query) formsapi.Query {
+	return formsapi.Query{Limit: 1, Since: q.Since, Until: q.Until, Filters: q.Filters}
+}
