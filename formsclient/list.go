@@ -9,25 +9,29 @@ import (
 	"iter"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/formsapi/formsapi"
 )
 
 // ListOption narrows or orders a list: [Since], [Until], [Oldest],
-// [Newest], [PageSize]. A call given a ListOption it cannot honour (a nil
-// one, PageSize(0), or any but PageSize for [Client.Sync]) reports an
-// error before any request.
+// [Newest], [PageSize], and for submissions [Filter] and [Fields]. A call
+// given a ListOption it cannot honour (a nil one, PageSize(0), a Filter
+// or Fields on the forms list, or any but PageSize for [Client.Sync])
+// reports an error before any request.
 type ListOption func(*listQuery)
 
 // listQuery is what the options of one call asked for.
 type listQuery struct {
 	order        formsapi.Order
 	since, until time.Time
-	limit        int      // 0: the server's default
-	given        []string // the options given, by name, in order
-	err          error    // the first option that cannot be used
+	limit        int        // 0: the server's default
+	filters      url.Values // filter[<field>] and fields, as sent
+	given        []string   // the options given, by name, in order
+	err          error      // the first option that cannot be used
 }
 
 // note records that the option name was given.
@@ -93,6 +97,75 @@ func PageSize(n int) ListOption {
 	}
 }
 
+// Filter keeps the submissions whose data has the top-level member field
+// equal to value: a string, a bool, nil (JSON null) or a number of any Go
+// numeric type (compared by value: 42 finds 42.0). Several Filters, on
+// different fields, must all hold. Filtered pages may be short or empty
+// and still lead on; the iterator follows them. A value of another type,
+// an empty field, or a Filter on the forms list is an error before any
+// request; the server's limits (8 filters, 64-byte fields, 256-byte
+// values) are 400s, which the call reports.
+func Filter(field string, value any) ListOption {
+	return func(q *listQuery) {
+		q.note("Filter")
+		lit, err := filterLiteral(value)
+		if err == nil && field == "" {
+			err = errors.New("the field is empty")
+		}
+		if err != nil {
+			if q.err == nil {
+				q.err = fmt.Errorf("formsclient: Filter(%q): %w", field, err)
+			}
+			return
+		}
+		if q.filters == nil {
+			q.filters = url.Values{}
+		}
+		q.filters.Set("filter["+field+"]", lit)
+	}
+}
+
+// filterLiteral is value as the filter parameter takes it: a JSON
+// literal, strings always quoted (so "42" stays a string).
+func filterLiteral(value any) (string, error) {
+	switch v := value.(type) {
+	case nil, string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, json.Number:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		return string(b), nil
+	}
+	return "", fmt.Errorf("a %T: the value must be a string, a bool, nil or a number", value)
+}
+
+// Fields keeps only the named top-level members in each submission's
+// data (the projection of the fields parameter): a wide form's pages then
+// move a fraction of the bytes. No names, an empty name, a name with a
+// comma, or Fields on the forms list is an error before any request.
+func Fields(names ...string) ListOption {
+	return func(q *listQuery) {
+		q.note("Fields")
+		var err error
+		switch {
+		case len(names) == 0:
+			err = errors.New("no names")
+		case slices.ContainsFunc(names, func(n string) bool { return n == "" || strings.Contains(n, ",") }):
+			err = errors.New("a name is empty or holds a comma")
+		}
+		if err != nil {
+			if q.err == nil {
+				q.err = fmt.Errorf("formsclient: Fields: %w", err)
+			}
+			return
+		}
+		if q.filters == nil {
+			q.filters = url.Values{}
+		}
+		q.filters.Set("fields", strings.Join(names, ","))
+	}
+}
+
 // Forms yields the forms of the key's account, newest first unless
 // [Oldest] is given, fetching pages as the loop goes. On an error it
 // yields the error with a zero Form and stops.
@@ -102,6 +175,9 @@ func (c *Client) Forms(ctx context.Context, opts ...ListOption) iter.Seq2[formsa
 		path:      "/v1/forms",
 		field:     "forms",
 		createdAt: func(f formsapi.Form) time.Time { return f.CreatedAt },
+	}
+	if q := listOptions(opts); q.filters != nil {
+		l.err = fmt.Errorf("formsclient: %s: Filter and Fields apply to submissions only", l.op)
 	}
 	return walk(ctx, c, l, opts)
 }
@@ -146,6 +222,10 @@ type list[T any] struct {
 const (
 	maxEmptyPages    = 5
 	maxRepeatedPages = 10
+	// maxFilteredEmptyPages: a filtered page examines at most 1,000 index
+	// entries, so a form of 100 million submissions gives at most this
+	// many empty pages in a row.
+	maxFilteredEmptyPages = 100_000
 )
 
 // defaultPageSize is the API's page size when a request has no limit.
@@ -178,6 +258,16 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 		}
 		if !q.until.IsZero() {
 			params.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+		}
+		for k, v := range q.filters {
+			params[k] = v
+		}
+		// A filtered list may give many empty pages in a row, each after
+		// a bounded walk of the server's index: the cursors, never seen
+		// twice, still guard against a loop.
+		emptyBound := maxEmptyPages
+		if q.filters.Has("fields") && len(q.filters) > 1 || !q.filters.Has("fields") && len(q.filters) > 0 {
+			emptyBound = maxFilteredEmptyPages
 		}
 		var (
 			seen    = map[[sha256.Size]byte]bool{} // cursors already followed
@@ -245,7 +335,7 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 			} else {
 				empty = 0
 			}
-			if empty >= maxEmptyPages {
+			if empty >= emptyBound {
 				fail(fmt.Errorf("%w: %s: %d empty pages in a row each point to a next page; stopping so as not to loop", ErrPaging, l.op, empty))
 				return
 			}
@@ -287,6 +377,10 @@ type envelope[T any] struct {
 	Deleted     []string `json:"deleted"`
 	Forms       *[]T     `json:"forms"`
 	Submissions *[]T     `json:"submissions"`
+	Total       *struct {
+		Value int64  `json:"value"`
+		Kind  string `json:"kind"`
+	} `json:"total"`
 }
 
 // fetchPage gets one page of l and decodes its items and nextCursor.
@@ -365,4 +459,53 @@ func jsonKind(t reflect.Type) string {
 		return "a number"
 	}
 	return "another type"
+}
+
+// Count returns how many submissions of the form formID the options
+// select ([Since], [Until], [Filter]; the others do not change a count),
+// as the server counts them in one request (total=exact when exact is
+// true, else total=estimate): the Total's Kind says how far to trust its
+// Value (see formsapi.TotalKind and docs/api.md). A server whose store
+// cannot count answers 501, an [*Error].
+func (c *Client) Count(ctx context.Context, formID string, exact bool, opts ...ListOption) (formsapi.Total, error) {
+	l := list[formsapi.Submission]{
+		op:    fmt.Sprintf("count submissions of form %q", formID),
+		path:  "/v1/forms/" + url.PathEscape(formID) + "/submissions",
+		field: "submissions",
+		form:  true,
+	}
+	if err := c.ready(); err != nil {
+		return formsapi.Total{}, err
+	}
+	q := listOptions(opts)
+	if q.err != nil {
+		return formsapi.Total{}, q.err
+	}
+	if formID == "" || formID == "." || formID == ".." {
+		return formsapi.Total{}, fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
+	}
+	params := url.Values{"limit": {"1"}, "total": {"estimate"}}
+	if exact {
+		params.Set("total", "exact")
+	}
+	if !q.since.IsZero() {
+		params.Set("since", q.since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.until.IsZero() {
+		params.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+	}
+	for k, v := range q.filters {
+		if k != "fields" {
+			params[k] = v
+		}
+	}
+	var sc scratch
+	_, env, err := fetchEnvelope(ctx, c, l, params, &sc)
+	if err != nil {
+		return formsapi.Total{}, err
+	}
+	if env.Total == nil {
+		return formsapi.Total{}, fmt.Errorf("%w: %s: the page has no total", ErrPaging, l.op)
+	}
+	return formsapi.Total{Value: env.Total.Value, Kind: formsapi.TotalKind(env.Total.Kind)}, nil
 }

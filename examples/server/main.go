@@ -409,6 +409,7 @@ func printBanner(w io.Writer, base, where, keyFile, key string, created bool, fl
 		fmt.Fprintf(w, "  curl -H %s '%s%s'\n", auth, base, p)
 	}
 	fmt.Fprintf(w, "  curl -H %s '%s/v1/forms/contact/export?format=csv' > contact.csv\n", auth, base)
+	fmt.Fprintf(w, "  curl -g -H %s '%s/v1/forms/contact/submissions?filter[email]=ada@example.com&total=exact'\n", auth, base)
 	fmt.Fprintf(w, "\ndelete a submission, erase a respondent (in another terminal; docs/example-server.md walks it):\n")
 	fmt.Fprintf(w, "  go run ./examples/server%s -delete contact/contact-2\n", flags)
 	fmt.Fprintf(w, "  go run ./examples/server%s -erase email=ada@example.com\n", flags)

@@ -90,7 +90,7 @@ func TestServerSeedsServesAndReuses(t *testing.T) {
 
 	first := start(t, db)
 	is.True(strings.Contains(first.term.String(), "curl -H 'Authorization: Bearer "+first.key+"' '"+first.base+"/v1/forms'")) // ready curl line
-	is.Equal(strings.Count(first.term.String(), first.key), 6)                                                                // the key and five curl lines, once
+	is.Equal(strings.Count(first.term.String(), first.key), 7)                                                                // the key and six curl lines, once
 	is.True(strings.Contains(first.term.String(), "/v1/forms/contact/export?format=csv' > contact.csv"))                      // an export
 	code, body := first.get(t, "/v1/forms", first.key)
 	is.Equal(code, 200) // list forms

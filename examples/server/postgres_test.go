@@ -35,7 +35,7 @@ func startArgs(t *testing.T, args ...string) server {
 	// The whole banner, through the blank line after the curl lines: the
 	// test waits for writes, so it must not stop at the banner's first
 	// lines.
-	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key(?: \(shown this once[^)]*\): (\S+)|: in (.*) \(not printed again\))\n\ntry:\n(?:  curl .*\n){5}\ndelete a submission.*\n(?:  go run .*\n){2}\n`)
+	re := regexp.MustCompile(`forms API on (http://\S+) over .*\ndemo API key(?: \(shown this once[^)]*\): (\S+)|: in (.*) \(not printed again\))\n\ntry:\n(?:  curl .*\n){6}\ndelete a submission.*\n(?:  go run .*\n){2}\n`)
 	timeout := time.After(60 * time.Second) // only if the test is failing
 	for {
 		grown := term.grown() // before reading, so no write falls between

@@ -1,0 +1,115 @@
+package formsclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/formsclient"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// TestFilterFieldsAndCount: Filter, Fields and Count against the real
+// handler over every backend.
+func TestFilterFieldsAndCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			store, keys := b.open(t)
+			srv := serve(t, formsapi.NewHandler(store, keys), "")
+			c := newClient(t, srv.base, storetest.KeyA)
+			all := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.PageSize(1000)))
+
+			one := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("email", "p7@example.com"), formsclient.PageSize(2)))
+			if len(one) != 1 || !json.Valid(one[0].Data) {
+				t.Fatalf("Filter(email): %d submissions, want 1", len(one))
+			}
+			var d struct{ N int }
+			if err := json.Unmarshal(one[0].Data, &d); err != nil || d.N != 7 {
+				t.Errorf("Filter(email) found n %d (%v), want 7", d.N, err)
+			}
+			// Numbers by value; a string "7" is not the number 7.
+			if got := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("n", 7.0))); len(got) != 1 {
+				t.Errorf("Filter(n, 7.0): %d, want 1", len(got))
+			}
+			if got := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("n", "7"))); len(got) != 0 {
+				t.Errorf(`Filter(n, "7"): %d, want 0`, len(got))
+			}
+			// Fields: every submission, data cut to n.
+			cut := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Fields("n"), formsclient.PageSize(7)))
+			if len(cut) != len(all) {
+				t.Fatalf("Fields(n): %d submissions, want %d", len(cut), len(all))
+			}
+			for _, s := range cut {
+				var m map[string]any
+				if err := json.Unmarshal(s.Data, &m); err != nil || len(m) != 1 || m["n"] == nil {
+					t.Fatalf("Fields(n): data %s", s.Data)
+				}
+			}
+			// Count: exact and estimate.
+			n, err := c.Count(ctx, storetest.FormBusy, true)
+			if err != nil || n != (formsapi.Total{Value: int64(len(all)), Kind: formsapi.TotalExact}) {
+				t.Errorf("Count: %+v (%v), want %d exact", n, err, len(all))
+			}
+			n, err = c.Count(ctx, storetest.FormBusy, false, formsclient.Filter("email", "p7@example.com"))
+			if err != nil || n != (formsapi.Total{Value: 1, Kind: formsapi.TotalEstimate}) {
+				t.Errorf("Count(filter, estimate): %+v (%v), want 1 estimate", n, err)
+			}
+			// Refused before any request.
+			before := srv.requests.Load()
+			for name, seq := range map[string]func() error{
+				"Filter on forms": func() error { _, err := collectErr(c.Forms(ctx, formsclient.Filter("a", 1))); return err },
+				"a map value": func() error {
+					_, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("a", map[string]int{})))
+					return err
+				},
+				"no field": func() error {
+					_, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("", 1)))
+					return err
+				},
+				"Fields()": func() error {
+					_, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Fields()))
+					return err
+				},
+				"Filter in Sync": func() error {
+					_, err := c.Sync(ctx, storetest.FormBusy, formsclient.SyncStart, func(formsclient.Change) error { return nil }, formsclient.Filter("a", 1))
+					return err
+				},
+			} {
+				if err := seq(); err == nil {
+					t.Errorf("%s: no error", name)
+				}
+			}
+			if got := srv.requests.Load(); got != before {
+				t.Errorf("%d requests for calls refused before any", got-before)
+			}
+			// The server's limits come back as errors.
+			many := []formsclient.ListOption{}
+			for _, f := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
+				many = append(many, formsclient.Filter(f, 1))
+			}
+			var e *formsclient.Error
+			if _, err := collectErr(c.Submissions(ctx, storetest.FormBusy, many...)); !errors.As(err, &e) || e.StatusCode != 400 {
+				t.Errorf("nine filters: %v, want a 400", err)
+			}
+		})
+	}
+}
+
+func collectErr[T any](seq func(func(T, error) bool)) ([]T, error) {
+	var items []T
+	var err error
+	seq(func(v T, e error) bool {
+		if e != nil {
+			err = e
+			return false
+		}
+		items = append(items, v)
+		return true
+	})
+	return items, err
+}
