@@ -204,6 +204,17 @@ func Match(data []byte, cs []Clause) bool {
 	if len(cs) == 0 {
 		return true
 	}
+	// A string value without escapes appears in data as it is, when data
+	// has no escapes either: a clause whose string is not in data fails
+	// without decoding it (most entries of a walk that a later clause
+	// refuses).
+	if bytes.IndexByte(data, '\\') < 0 && utf8.Valid(data) {
+		for _, c := range cs {
+			if strings.HasPrefix(c.Value, `"`) && !strings.Contains(c.Value, `\`) && !bytes.Contains(data, []byte(c.Value)) {
+				return false
+			}
+		}
+	}
 	m := members(data)
 	for _, c := range cs {
 		raw, ok := m[c.Field]

@@ -70,3 +70,23 @@ func TestMatchAndKeysAgree(t *testing.T) {
 		t.Error("data that is not an object matches or has keys")
 	}
 }
+
+// TestMatchShortcutAgrees: the shortcut that refuses a string absent from
+// data gives what decoding gives, for escapes, invalid UTF-8 and U+2028.
+func TestMatchShortcutAgrees(t *testing.T) {
+	for _, c := range []struct {
+		data, value string
+		match       bool
+	}{
+		{`{"a":"x\u00e9"}`, `"xé"`, true},
+		{"{\"a\":\"x\xffy\"}", String("x\uFFFDy"), true},
+		{"{\"a\":\"x\u2028\"}", String("x\u2028"), true},
+		{`{"a":"x/y"}`, `"x/y"`, true},
+		{`{"a":"xy","b":"q"}`, `"q"`, false},
+		{`{"b":"xy"}`, `"xy"`, false},
+	} {
+		if got := Match([]byte(c.data), []Clause{{"a", c.value}}); got != c.match {
+			t.Errorf("Match(%q, a=%s) = %t, want %t", c.data, c.value, got, c.match)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Filters on submitted fields and totals at 1,000,000 submissions (issue
+# 27): not part of `go test` or CI. Run it under the load lock:
+#
+#   flock /tmp/loadrun.lock bash bench/find.sh          # N=1000000, SQLite and PostgreSQL at $PG
+#   N=100000 STORES=sqlite flock /tmp/loadrun.lock bash bench/find.sh
+#
+# internal/cmd/findbench fills one form of N submissions (once: the SQLite
+# file /tmp/formsapi-find-$N.db and the PostgreSQL schema
+# formsapi_find_$N are kept for the next run; delete them to fill again),
+# each with a unique email (a filter matching one), a plan "gold" for 1 in
+# 100 (1%) and a flag true for every other one (50%), in bulk, with the
+# JSON and index keys the store's AddSubmission writes (the triggers fill
+# the index). Then, through the handler in process, for each filter: the
+# median time of the first page (limit=100, newest first) and of a page
+# 90% into the range, its items and the index entries it examined, and
+# the time and answer of total=exact and total=estimate. Goals (issue 27):
+# a page for a filter matching nothing or one submission within 50 ms on
+# both stores.
+#
+# The write cost of the index, per submission, with against without it,
+# is bench/writecost.sh's measure: WRITECOST=1 runs it too, against BASE
+# (default 2f9016d, main before the index).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-1000000}
+STORES=${STORES:-sqlite pg}
+PG=${PG-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+go build -o /tmp/formsapi-findbench ./internal/cmd/findbench
+echo "tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'), N=$N, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+for s in $STORES; do
+  case $s in
+  sqlite)
+    echo; echo "== SQLite (/tmp/formsapi-find-$N.db)"
+    /tmp/formsapi-findbench -db "/tmp/formsapi-find-$N.db" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    ;;
+  pg)
+    [ -n "$PG" ] || continue
+    echo; echo "== PostgreSQL (schema formsapi_find_$N)"
+    /tmp/formsapi-findbench -postgres "$PG" -schema "formsapi_find_$N" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    ;;
+  esac
+done
+if [ -n "${WRITECOST:-}" ]; then
+  echo; echo "== write cost per submission, this tree against ${BASE:-2f9016d} (bench/writecost.sh)"
+  bash bench/writecost.sh "${BASE:-2f9016d}"
+fi

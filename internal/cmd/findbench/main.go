@@ -1,0 +1,288 @@
+// Command findbench measures filters on submitted fields and totals on a
+// form of many submissions (issue 27), in SQLite or PostgreSQL, through
+// the handler in process: for an equality filter that matches nothing,
+// one submission, 1% and 50% of them, and a two-clause filter whose walk
+// reaches the bound of entries examined, the time of the first page and
+// of a page deep in the walk, the items and index entries a page
+// examines, and the time of an exact total and of an estimate. bench/find.sh
+// runs it; see there.
+//
+//	go run ./internal/cmd/findbench -db /tmp/find.db -n 1000000
+//	go run ./internal/cmd/findbench -postgres "$DSN" -schema formsapi_find -n 1000000
+//
+// The form is filled once and kept,
+// in bulk: the same rows, JSON and index keys as the store's
+// AddSubmission writes (the triggers fill the index), in SQLite in
+// transactions of 50,000 and in PostgreSQL with COPY, since a million
+// single writes take many minutes (each waits for its commit, and in
+// PostgreSQL on one form row's lock). The write cost per submission with
+// and without the index is bench/writecost.sh's measure.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/sqlitestore"
+)
+
+const (
+	account = "find-bench"
+	formID  = "find-bench-form"
+	key     = "find-bench-key"
+)
+
+var start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// data is submission i's data: a unique email (one match), a plan that
+// is "gold" for 1 in 100 (1%), a flag true for every other one (50%),
+// and some text.
+func data(i int) []byte {
+	plan := "basic"
+	if i%100 == 0 {
+		plan = "gold"
+	}
+	return fmt.Appendf(nil, `{"n":%d,"email":"user%d@example.com","plan":%q,"half":%t,"city":"City %d","message":"Hello, this is submission number %d, with a few words of text."}`,
+		i, i, plan, i%2 == 0, i%500, i)
+}
+
+func at(i int) time.Time { return start.Add(time.Duration(i) * time.Second) }
+
+type store interface {
+	formsapi.Store
+	formsapi.KeyResolver
+	formsapi.Writer
+	formsapi.Counter
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "findbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	db := flag.String("db", "", "SQLite database file (made and filled if absent)")
+	dsn := flag.String("postgres", "", "PostgreSQL DSN, instead of -db")
+	schema := flag.String("schema", "formsapi_find_bench", "PostgreSQL schema (made and filled if absent)")
+	n := flag.Int("n", 1_000_000, "submissions of the form")
+	runs := flag.Int("runs", 7, "requests per measure (the median is reported)")
+	flag.Parse()
+	ctx := context.Background()
+	var s store
+	var fill func() error
+	switch {
+	case *dsn != "":
+		pg, err := pgstore.Open(ctx, *dsn, pgstore.WithSchema(*schema))
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		s = pg
+		fill = func() error { return copyPG(ctx, *dsn, *schema, *n) }
+	case *db != "":
+		lite, err := sqlitestore.Open(*db)
+		if err != nil {
+			return err
+		}
+		defer lite.Close()
+		s = lite
+		fill = func() error { return bulkSQLite(ctx, *db, *n) }
+	default:
+		return fmt.Errorf("give -db or -postgres")
+	}
+	t, err := s.CountSubmissions(ctx, account, formID, formsapi.Query{}, false)
+	if err != nil || t.Value == 0 {
+		began := time.Now()
+		if err := s.AddForm(ctx, account, formsapi.Form{ID: formID, Title: "Find bench", CreatedAt: start}); err != nil {
+			return err
+		}
+		if err := s.AddKey(ctx, key, account); err != nil {
+			return err
+		}
+		if err := fill(); err != nil {
+			return err
+		}
+		fmt.Printf("filled %d submissions in %s\n", *n, time.Since(began).Round(time.Second))
+	} else {
+		fmt.Printf("the form holds %d submissions (%s)\n", t.Value, t.Kind)
+	}
+	h := formsapi.NewHandler(s, s)
+	get := func(q string) (time.Duration, page) {
+		r := httptest.NewRequest("GET", "/v1/forms/"+formID+"/submissions?"+q, nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		w := httptest.NewRecorder()
+		began := time.Now()
+		h.ServeHTTP(w, r)
+		d := time.Since(began)
+		var p page
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &p) != nil {
+			fmt.Fprintf(os.Stderr, "?%s: %d %.200s\n", q, w.Code, w.Body.String())
+		}
+		return d, p
+	}
+	median := func(q string) (time.Duration, page) {
+		var ds []time.Duration
+		var p page
+		for range *runs {
+			d, pp := get(q)
+			ds, p = append(ds, d), pp
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2], p
+	}
+	fmt.Printf("\n%-34s %10s %6s %9s %10s %6s %12s %12s\n", "filter (limit=100, newest first)", "page 1", "items", "examined", "deep page", "items", "total exact", "estimate")
+	for _, c := range []struct{ name, q string }{
+		{"none (unfiltered)", ""},
+		{"0 matches: email=nobody", "filter[email]=nobody@example.com"},
+		{"1 match: email=user<n/2>", fmt.Sprintf("filter[email]=user%d@example.com", *n/2)},
+		{"1%: plan=gold", "filter[plan]=gold"},
+		{"50%: half=true", "filter[half]=true"},
+		{"1% via 50%: half=true&plan=gold", "filter[half]=true&filter[plan]=gold"},
+	} {
+		q := c.q
+		if q != "" {
+			q += "&"
+		}
+		first, p := median(q + "limit=100")
+		deepT, deepItems := time.Duration(0), 0
+		if p.NextCursor != "" {
+			// A page about 90% into the range: since bounds it, as a
+			// cursor there would.
+			since := url.QueryEscape(at(*n * 9 / 10).Format(time.RFC3339))
+			var dp page
+			deepT, dp = median(q + "limit=100&order=asc&since=" + since)
+			deepItems = len(dp.Submissions)
+		}
+		exact, te := median(q + "limit=1&total=exact")
+		est, tt := median(q + "limit=1&total=estimate")
+		fmt.Printf("%-34s %10s %6d %9s %10s %6d %12s %12s\n", c.name, ms(first), len(p.Submissions), examined(c.q, len(p.Submissions), p.NextCursor != ""), ms(deepT), deepItems,
+			fmt.Sprintf("%s %d %s", ms(exact), te.Total.Value, te.Total.Kind), fmt.Sprintf("%s %d %s", ms(est), tt.Total.Value, tt.Total.Kind))
+	}
+	return nil
+}
+
+// examined is how many index entries the first page read: each item's
+// and the one after a full page for one clause; the bound for the
+// two-clause filter that reaches it.
+func examined(q string, items int, more bool) string {
+	switch {
+	case q == "":
+		return "-"
+	case items < 100 && more:
+		return fmt.Sprint(find.MaxExamined)
+	case more:
+		return fmt.Sprint(items + 1)
+	}
+	return fmt.Sprint(items)
+}
+
+type page struct {
+	Submissions []json.RawMessage
+	NextCursor  string
+	Total       struct {
+		Value int64
+		Kind  string
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// bulkSQLite inserts n submissions in transactions of 50,000, each with
+// its JSON as sent and its index keys as the store's AddSubmission
+// writes them (the triggers fill the index and the feed counter).
+func bulkSQLite(ctx context.Context, path string, n int) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var formSeq int64
+	if err := db.QueryRowContext(ctx, `SELECT seq FROM formsapi_forms WHERE id = ?`, formID).Scan(&formSeq); err != nil {
+		return err
+	}
+	const batch = 50_000
+	for lo := 0; lo < n; lo += batch {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys) VALUES (?, ?, ?, ?, '[]', ?, ?, ?)`)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		for i := lo; i < min(lo+batch, n); i++ {
+			sub := formsapi.Submission{FormID: formID, Data: data(i), CreatedAt: at(i)}
+			encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+			if err != nil {
+				tx.Rollback()
+				return err
+			}
+			keys, _ := json.Marshal(find.Keys(sub.Data))
+			if _, err := st.ExecContext(ctx, formSeq, i+1, at(i).UnixNano(), string(sub.Data), encoded, stored.Version, string(keys)); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%d\n", lo+batch)
+	}
+	_, err = db.ExecContext(ctx, `ANALYZE`)
+	return err
+}
+
+// copyPG writes n submissions with COPY, each with its JSON as sent and
+// its index keys as the store would write them, then moves the form's
+// feed counter past them.
+func copyPG(ctx context.Context, dsn, schema string, n int) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var formSeq int64
+	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT seq FROM %s.formsapi_forms WHERE id = $1`, pgx.Identifier{schema}.Sanitize()), formID).Scan(&formSeq); err != nil {
+		return err
+	}
+	const batch = 50_000
+	for lo := 0; lo < n; lo += batch {
+		rows := make([][]any, 0, batch)
+		for i := lo; i < min(lo+batch, n); i++ {
+			sub := formsapi.Submission{FormID: formID, Data: data(i), CreatedAt: at(i)}
+			encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, []any{formSeq, int64(i + 1), at(i).UnixNano(), string(sub.Data), "[]", encoded, int32(stored.Version), find.Keys(sub.Data)})
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{schema, "formsapi_submissions"},
+			[]string{"form_seq", "feed_pos", "created_at", "data", "attachments", "json", "json_version", "find_keys"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%d\n", lo+batch)
+	}
+	_, err = conn.Exec(ctx, fmt.Sprintf(`UPDATE %s.formsapi_forms SET feed_last = $1 WHERE seq = $2`, pgx.Identifier{schema}.Sanitize()), n, formSeq)
+	if err == nil {
+		_, err = conn.Exec(ctx, fmt.Sprintf(`ANALYZE %s.formsapi_submissions; ANALYZE %s.formsapi_find`, pgx.Identifier{schema}.Sanitize(), pgx.Identifier{schema}.Sanitize()))
+	}
+	return err
+}
