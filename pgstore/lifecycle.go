@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -157,7 +158,13 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	var forms []int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		forms = forms[:0]
-		rows, err := tx.Query(ctx, s.sql.accountData, accountID)
+		// Through the index when it holds the value (a name and a value
+		// within its bounds), else every submission of the account.
+		query, args := s.sql.accountData, []any{accountID}
+		if key, ok := find.StringKey(field, value); ok {
+			query, args = s.sql.eraseCandidates, []any{accountID, key}
+		}
+		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}

@@ -365,6 +365,18 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = 
 JOIN formsapi_forms f ON f.seq = s.form_seq
 WHERE f.account_id = $1`
 
+	// Erase by a value the index of submitted values holds (migration
+	// 0014): the submissions of the account whose entries have the key
+	// ($2) of the field and value, and every one not indexed yet, which
+	// Erase then matches in Go as sqlAccountData's.
+	sqlEraseCandidates = `SELECT s.seq, s.data FROM formsapi_forms f
+JOIN formsapi_find i ON i.form_seq = f.seq AND i.key = $2
+JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE f.account_id = $1
+UNION
+SELECT s.seq, s.data FROM formsapi_submissions s
+WHERE s.find_keys IS NULL AND s.form_seq IN (SELECT seq FROM formsapi_forms WHERE account_id = $1)`
+
 	sqlDeleteBySeqs = `DELETE FROM formsapi_submissions WHERE seq = ANY($1::bigint[]) RETURNING form_seq`
 
 	sqlAddKey = `INSERT INTO formsapi_keys (key_hash, account_id, created_at, forms, expires_at) VALUES ($1, $2, $3, $4, $5)`
@@ -383,7 +395,7 @@ type queries struct {
 	splice                                                          string
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc              string
-	countRows, countEntries, countMatches                           string
+	countRows, countEntries, countMatches, eraseCandidates          string
 	formListVersion                                                 string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
 	touchKeys                                                       string
@@ -428,7 +440,7 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
-		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), countMatches: q(sqlCountMatches),
+		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), countMatches: q(sqlCountMatches), eraseCandidates: q(sqlEraseCandidates),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),

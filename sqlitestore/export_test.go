@@ -106,3 +106,14 @@ type UseBatch struct {
 // CacheWentBack is how many times the store's read cache saw a version go
 // back (internal/pagecache's WentBack).
 func CacheWentBack(s *Store) int64 { return s.cache.WentBack() }
+
+// FindSQL returns the statements of filtered pages, totals and erasure
+// by the index of submitted values, by name.
+var FindSQL = map[string]string{
+	"find encoded desc": sqlFindEncodedDesc, "find encoded asc": sqlFindEncodedAsc,
+	"find desc": sqlFindDesc, "find asc": sqlFindAsc,
+	"count entries": sqlCountEntries, "count matches": sqlCountMatches,
+}
+
+// EraseCandidatesSQL is Erase's statement through the index.
+const EraseCandidatesSQL = sqlEraseCandidates

@@ -3,10 +3,14 @@ package sqlitestore_test
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
 )
@@ -64,6 +68,18 @@ SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB
 	is.Equal(entries-after, 2) // its two entries (n and tag) went with it
 	is.Equal(len(findNs(t, s2, storetest.FormFind, tag)), 0)
 
+	// Erase goes through the index, and still finds a row a host's SQL
+	// inserted without keys (not indexed until the next Open), and the
+	// first of a name given twice.
+	_, err = db.Exec(`INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version)
+SELECT seq, feed_last + 1, 2, '{"n":1001,"email":"erase@example.com"}', '[]', CAST('{}' AS BLOB), 0 FROM formsapi_forms WHERE id = ?`, storetest.FormFind)
+	is.NoErr(err)
+	is.NoErr(s2.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFindOther, Data: []byte(`{"email":"erase@example.com","email":"other@example.com"}`)}, formsapi.Metadata{}))
+	is.NoErr(s2.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFindOther, Data: []byte(`{"email":"erase@example.com"}`)}, formsapi.Metadata{}))
+	n, err := s2.Erase(ctx, storetest.AccountA, "email", "erase@example.com")
+	is.NoErr(err)
+	is.Equal(n, 3)
+
 	// Every entry names a submission with the value it is keyed by.
 	var orphans int
 	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find i LEFT JOIN formsapi_submissions s ON s.seq = i.seq WHERE s.seq IS NULL`).Scan(&orphans))
@@ -102,3 +118,32 @@ func TestFindPageExaminesABoundedNumber(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestFindQueryPlans: filtered pages, their counts and Erase by a value
+// walk the index of submitted values by its primary key, joining each
+// entry to its submission by rowid, and never scan a table or sort.
+func TestFindQueryPlans(t *testing.T) {
+	s := load(t, mustOpen(t, dbPath(t)), storetest.FindSeed())
+	db := sqlitestore.ReadDB(s)
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	for name, query := range sqlitestore.FindSQL {
+		details := plan(t, db, query, int64(1), int64(42), lo, lo, hi, hi)
+		// A count reads its bounded subquery's rows: that is no table.
+		details = slices.DeleteFunc(details, func(d string) bool { return strings.HasPrefix(d, "SCAN (subquery") })
+		t.Logf("%s: %q", name, details)
+		checkPlan(t, details, "PRIMARY KEY")
+		if !slices.ContainsFunc(details, func(d string) bool { return strings.Contains(d, "SEARCH i USING") || strings.Contains(d, "SEARCH formsapi_find USING") }) {
+			t.Errorf("%s: plan %q does not search the index of submitted values", name, details)
+		}
+	}
+	details := plan(t, db, sqlitestore.EraseCandidatesSQL, storetest.AccountA, int64(42))
+	t.Logf("erase: %q", details)
+	for _, d := range details {
+		if strings.HasPrefix(d, "SCAN s") && !strings.Contains(d, "formsapi_submissions_unindexed") || strings.HasPrefix(d, "SCAN formsapi_submissions") || strings.HasPrefix(d, "SCAN i") || strings.Contains(d, "formsapi_submissions_feed") {
+			t.Errorf("erase plan step %q scans submissions or the index", d)
+		}
+	}
+	if !slices.ContainsFunc(details, func(d string) bool { return strings.Contains(d, "SEARCH i USING PRIMARY KEY") }) {
+		t.Errorf("erase plan %q does not search the index of submitted values", details)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -160,7 +161,13 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	var forms []int64
 	n := 0
 	err := s.deleting(ctx, func(tx execer) error {
-		rows, err := tx.QueryContext(ctx, sqlAccountData, accountID)
+		// Through the index when it holds the value (a name and a value
+		// within its bounds), else every submission of the account.
+		query, args := sqlAccountData, []any{accountID}
+		if key, ok := find.StringKey(field, value); ok {
+			query, args = sqlEraseCandidates, []any{accountID, key}
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}

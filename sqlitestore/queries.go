@@ -156,6 +156,18 @@ WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?
 JOIN formsapi_forms f ON f.seq = s.form_seq
 WHERE f.account_id = ?`
 
+	// Erase by a value the index of submitted values holds (migration
+	// 0012): the submissions of the account whose entries have the key
+	// (?2) of the field and value, and every one not indexed yet, which
+	// Erase then matches in Go as sqlAccountData's.
+	sqlEraseCandidates = `SELECT s.seq, s.form_seq, s.data FROM formsapi_forms f
+JOIN formsapi_find i ON i.form_seq = f.seq AND i.key = ?2
+JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE f.account_id = ?1
+UNION
+SELECT s.seq, s.form_seq, s.data FROM formsapi_submissions s INDEXED BY formsapi_submissions_unindexed
+WHERE s.find_keys IS NULL AND s.form_seq IN (SELECT seq FROM formsapi_forms WHERE account_id = ?1)`
+
 	sqlDeleteBySeq = `DELETE FROM formsapi_submissions WHERE seq = ?`
 
 	// The sync feed, and its fast path: one range of the index on

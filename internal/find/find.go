@@ -166,11 +166,27 @@ func members(data []byte) map[string]json.RawMessage {
 
 // Keys returns the index keys of data's top-level members that a filter
 // can name: a name of at most MaxFieldBytes and a scalar value whose
-// canonical text is at most MaxValueBytes. Nil for data that is not a
-// JSON object. Each key appears once, in ascending order.
+// canonical text is at most MaxValueBytes. A name given twice is indexed
+// by each of its values, so the index holds every value an erasure
+// matches (stored.Holds) as well as the last one a filter matches. Nil
+// for data that is not a JSON object. Each key appears once, in
+// ascending order.
 func Keys(data []byte) []int64 {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
 	var keys []int64
-	for name, raw := range members(data) {
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil
+		}
+		name, _ := t.(string)
 		if len(name) > MaxFieldBytes {
 			continue
 		}
@@ -181,6 +197,17 @@ func Keys(data []byte) []int64 {
 		keys = append(keys, Key(name, v))
 	}
 	return sortedUnique(keys)
+}
+
+// StringKey returns the index key of the member field with the string
+// value, and whether such a member is indexed (see Keys): what an erasure
+// by field and value looks up.
+func StringKey(field, value string) (int64, bool) {
+	v := String(value)
+	if len(field) > MaxFieldBytes || len(v) > MaxValueBytes {
+		return 0, false
+	}
+	return Key(field, v), true
 }
 
 func sortedUnique(keys []int64) []int64 {
