@@ -132,7 +132,9 @@ func TestFindQueryPlans(t *testing.T) {
 		details = slices.DeleteFunc(details, func(d string) bool { return strings.HasPrefix(d, "SCAN (subquery") })
 		t.Logf("%s: %q", name, details)
 		checkPlan(t, details, "PRIMARY KEY")
-		if !slices.ContainsFunc(details, func(d string) bool { return strings.Contains(d, "SEARCH i USING") || strings.Contains(d, "SEARCH formsapi_find USING") }) {
+		if !slices.ContainsFunc(details, func(d string) bool {
+			return strings.Contains(d, "SEARCH i USING") || strings.Contains(d, "SEARCH formsapi_find USING")
+		}) {
 			t.Errorf("%s: plan %q does not search the index of submitted values", name, details)
 		}
 	}
