@@ -77,7 +77,7 @@ func LookupSQL(s *Store) map[string][]any {
 
 // AddSubmissionSQL returns the statement AddSubmission runs, with its
 // arguments: form ID, createdAt, data, attachments, json, client IP, user
-// agent, geo and trace ID.
+// agent, geo, trace ID, encoding version, host ID and index keys.
 func AddSubmissionSQL(s *Store) string { return s.sql.addSubmission }
 
 // FeedSQL returns the statements of the sync feed and its fast path,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/pgstore"
 )
@@ -117,7 +118,7 @@ func TestFeedCommitOrder(t *testing.T) {
 			return err
 		}
 		_, err = tx.Exec(ctx, pgstore.AddSubmissionSQL(s), form, at.UnixNano(), string(sub.Data), "[]", encoded,
-			[]byte{}, []byte{}, nil, []byte{}, stored.Version, "", [][]byte{[]byte("tx")})
+			[]byte{}, []byte{}, nil, []byte{}, stored.Version, "", [][]byte{[]byte("tx")}, find.Keys(sub.Data))
 		return err
 	}
 	begin := func() pgx.Tx {
