@@ -11,37 +11,16 @@ import (
 	"strconv"
 )
 
-// TotalKind says how far a Total can be trusted.
-type TotalKind string
-
-const (
-	// TotalExact: the list holds exactly Value items.
-	TotalExact TotalKind = "exact"
-	// TotalAtLeast: the count stopped at its bound; the list holds at
-	// least Value items.
-	TotalAtLeast TotalKind = "at_least"
-	// TotalEstimate: Value was counted without checking every item (index
-	// entries rather than matches); the list may hold fewer or more.
-	TotalEstimate TotalKind = "estimate"
-)
-
-// Total is the size of a list as a store counted it.
+// Total is the size of a list as a store counted it, and how far it can
+// be trusted.
 type Total struct {
 	Value int64
-	Kind  TotalKind
+	// Kind is "exact" (the list holds exactly Value items), "at_least"
+	// (the count stopped at its bound: the list holds at least Value) or
+	// "estimate" (counted without checking every item, index entries
+	// rather than matches: the list may hold fewer or more).
+	Kind string
 }
-
-// Counting bounds. A count reads at most this many index entries or rows.
-const (
-	// MaxExactCount bounds the index entries an exact count of a filtered
-	// list checks against its filters (each a read of the submission's
-	// data): past it the count is TotalAtLeast the matches found.
-	MaxExactCount = 10_000
-	// MaxCount bounds the rows or index entries any other count reads
-	// (index entries only, no data): past it the count is TotalAtLeast
-	// MaxCount (or TotalEstimate, for an estimate of a filtered list).
-	MaxCount = 100_000
-)
 
 // Counter is a Store that can count a list of submissions: the handler
 // answers total=exact and total=estimate through it, and 501 over a store
@@ -51,14 +30,15 @@ const (
 //     accountID, within q's Since, Until and Filters; q's Cursor, Limit,
 //     Order, MaxBytes and Fields are ignored. A form that is not
 //     accountID's is ErrFormNotFound, as for ListSubmissions.
-//   - Without filters, it counts at most MaxCount rows: the exact number
-//     of items, or MaxCount TotalAtLeast. exact makes no difference.
-//   - With filters and exact, it checks at most MaxExactCount candidates
-//     against every clause: the exact number of matches when it checked
-//     every candidate, else the matches it found, TotalAtLeast.
+//   - Without filters, it counts at most 100,000 rows: the exact number
+//     of items ("exact"), or 100,000 "at_least". exact makes no
+//     difference.
+//   - With filters and exact, it checks at most 10,000 candidates against
+//     every clause: the exact number of matches when it checked every
+//     candidate, else the matches it found, "at_least".
 //   - With filters and not exact, it may count candidates without
-//     checking them (TotalEstimate), at most MaxCount of them; a store
-//     that checks them may answer as for exact.
+//     checking them ("estimate"), at most 100,000 of them; a store that
+//     checks them may answer as for exact.
 //   - Nothing is counted unless the handler calls it, which it does only
 //     for a request that asks.
 type Counter interface {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsclient"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -52,11 +53,11 @@ func TestFilterFieldsAndCount(t *testing.T) {
 			}
 			// Count: exact and estimate.
 			n, err := c.Count(ctx, storetest.FormBusy, true)
-			if err != nil || n != (formsapi.Total{Value: int64(len(all)), Kind: formsapi.TotalExact}) {
+			if err != nil || n != (formsapi.Total{Value: int64(len(all)), Kind: find.Exact}) {
 				t.Errorf("Count: %+v (%v), want %d exact", n, err, len(all))
 			}
 			n, err = c.Count(ctx, storetest.FormBusy, false, formsclient.Filter("email", "p7@example.com"))
-			if err != nil || n != (formsapi.Total{Value: 1, Kind: formsapi.TotalEstimate}) {
+			if err != nil || n != (formsapi.Total{Value: 1, Kind: find.Estimate}) {
 				t.Errorf("Count(filter, estimate): %+v (%v), want 1 estimate", n, err)
 			}
 			// Refused before any request.

@@ -464,8 +464,8 @@ func jsonKind(t reflect.Type) string {
 // Count returns how many submissions of the form formID the options
 // select ([Since], [Until], [Filter]; the others do not change a count),
 // as the server counts them in one request (total=exact when exact is
-// true, else total=estimate): the Total's Kind says how far to trust its
-// Value (see formsapi.TotalKind and docs/api.md). A server whose store
+// true, else total=estimate): the Total's Kind ("exact", "at_least" or
+// "estimate") says how far to trust its Value (see docs/api.md). A server whose store
 // cannot count answers 501, an [*Error].
 func (c *Client) Count(ctx context.Context, formID string, exact bool, opts ...ListOption) (formsapi.Total, error) {
 	l := list[formsapi.Submission]{
@@ -507,5 +507,5 @@ func (c *Client) Count(ctx context.Context, formID string, exact bool, opts ...L
 	if env.Total == nil {
 		return formsapi.Total{}, fmt.Errorf("%w: %s: the page has no total", ErrPaging, l.op)
 	}
-	return formsapi.Total{Value: env.Total.Value, Kind: formsapi.TotalKind(env.Total.Kind)}, nil
+	return formsapi.Total{Value: env.Total.Value, Kind: env.Total.Kind}, nil
 }

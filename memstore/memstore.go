@@ -581,9 +581,9 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	q = stored.CountQuery(q)
 	cs := stored.Clauses(q)
-	bound := int64(formsapi.MaxCount)
+	bound := int64(find.MaxCount)
 	if len(cs) > 0 && exact {
-		bound = formsapi.MaxExactCount
+		bound = find.MaxExactCount
 	}
 	var candidates, matches int64
 	for _, r := range fm.subs {
@@ -601,9 +601,9 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	if len(cs) > 0 && exact {
 		if candidates > bound {
-			return formsapi.Total{Value: matches, Kind: formsapi.TotalAtLeast}, nil
+			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
-		return formsapi.Total{Value: matches, Kind: formsapi.TotalExact}, nil
+		return formsapi.Total{Value: matches, Kind: find.Exact}, nil
 	}
 	return stored.Counted(candidates, bound, len(cs) > 0), nil
 }

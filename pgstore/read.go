@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -665,10 +666,10 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	switch {
 	case len(q.Filters) == 0:
 		err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
-		return stored.Counted(n, formsapi.MaxCount, false), err
+		return stored.Counted(n, find.MaxCount, false), err
 	case !exact:
 		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, stored.WalkKey(q))...).Scan(&n)
-		return stored.Counted(n, formsapi.MaxCount, true), err
+		return stored.Counted(n, find.MaxCount, true), err
 	}
 	rows, err := s.pool.Query(ctx, s.sql.countMatches, append(args, stored.WalkKey(q))...)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -284,10 +285,10 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	switch {
 	case len(q.Filters) == 0:
 		err = s.read.QueryRowContext(ctx, sqlCountRows, args...).Scan(&n)
-		return stored.Counted(n, formsapi.MaxCount, false), err
+		return stored.Counted(n, find.MaxCount, false), err
 	case !exact:
 		err = s.read.QueryRowContext(ctx, sqlCountEntries, withKey(args, q)...).Scan(&n)
-		return stored.Counted(n, formsapi.MaxCount, true), err
+		return stored.Counted(n, find.MaxCount, true), err
 	}
 	rows, err := s.read.QueryContext(ctx, sqlCountMatches, withKey(args, q)...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 )
 
 // The find clauses: filters on submitted fields (formsapi.Query.Filters).
@@ -297,11 +298,11 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 				q := formsapi.Query{Limit: 1, Since: r.since, Until: r.until, Filters: fc.filters, Cursor: "ignored", Order: formsapi.Oldest}
 				want := int64(len(findExpected(x, FormFind, q, fc.want)))
 				got, err := c.CountSubmissions(ctx, AccountA, FormFind, q, true)
-				if err != nil || got != (formsapi.Total{Value: want, Kind: formsapi.TotalExact}) {
+				if err != nil || got != (formsapi.Total{Value: want, Kind: find.Exact}) {
 					t.Errorf("%s, since %v: exact total %+v (%v), want %d exact", fc.name, r.since, got, err, want)
 				}
 				est, err := c.CountSubmissions(ctx, AccountA, FormFind, q, false)
-				if err != nil || est.Value < want || est.Kind != formsapi.TotalEstimate && est != got {
+				if err != nil || est.Value < want || est.Kind != find.Estimate && est != got {
 					t.Errorf("%s, since %v: estimate %+v (%v), want an estimate of at least %d", fc.name, r.since, est, err, want)
 				}
 			}
@@ -309,7 +310,7 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 			want := int64(len(findExpected(x, FormFind, q, func(int) bool { return true })))
 			for _, exact := range []bool{true, false} {
 				got, err := c.CountSubmissions(ctx, AccountA, FormFind, q, exact)
-				if err != nil || got != (formsapi.Total{Value: want, Kind: formsapi.TotalExact}) {
+				if err != nil || got != (formsapi.Total{Value: want, Kind: find.Exact}) {
 					t.Errorf("no filters, since %v, exact %t: %+v (%v), want %d exact", r.since, exact, got, err, want)
 				}
 			}
@@ -319,7 +320,7 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 				t.Errorf("form %s: got %v, want ErrFormNotFound", form, err)
 			}
 		}
-		if got, err := c.CountSubmissions(ctx, AccountA, FormEmpty, formsapi.Query{Limit: 1}, true); err != nil || got != (formsapi.Total{Kind: formsapi.TotalExact}) {
+		if got, err := c.CountSubmissions(ctx, AccountA, FormEmpty, formsapi.Query{Limit: 1}, true); err != nil || got != (formsapi.Total{Kind: find.Exact}) {
 			t.Errorf("a form without submissions: %+v (%v), want 0 exact", got, err)
 		}
 	})

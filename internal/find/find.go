@@ -43,6 +43,21 @@ const (
 	// examines: a page that reaches it before it is full ends there,
 	// short or empty, with a next cursor.
 	MaxExamined = 1000
+	// MaxExactCount bounds the index entries an exact count of a filtered
+	// list checks against its filters (each a read of the submission's
+	// data): past it the count is "at_least" the matches found.
+	MaxExactCount = 10_000
+	// MaxCount bounds the rows or index entries any other count reads
+	// (index entries only, no data): past it the count is "at_least"
+	// MaxCount (or an "estimate", for an estimate of a filtered list).
+	MaxCount = 100_000
+)
+
+// The kinds of a count (formsapi.Total.Kind).
+const (
+	Exact    = "exact"
+	AtLeast  = "at_least"
+	Estimate = "estimate"
 )
 
 // Clause is one equality: the top-level member Field of data equals the

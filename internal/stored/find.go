@@ -142,8 +142,8 @@ func FilteredSubmissions(rows Rows, formID string, q formsapi.Query) (formsapi.P
 // Count statements' bounds, as SQL literals: each reads one row more than
 // its bound, which says the bound was reached.
 const (
-	CountLimit   = "100001" // formsapi.MaxCount + 1
-	MatchesLimit = "10001"  // formsapi.MaxExactCount + 1
+	CountLimit   = "100001" // find.MaxCount + 1
+	MatchesLimit = "10001"  // find.MaxExactCount + 1
 )
 
 // Counted is the Total of a count statement that read n rows, one more
@@ -152,24 +152,24 @@ func Counted(n int64, bound int64, estimate bool) formsapi.Total {
 	switch {
 	case n > bound:
 		if estimate {
-			return formsapi.Total{Value: bound, Kind: formsapi.TotalEstimate}
+			return formsapi.Total{Value: bound, Kind: find.Estimate}
 		}
-		return formsapi.Total{Value: bound, Kind: formsapi.TotalAtLeast}
+		return formsapi.Total{Value: bound, Kind: find.AtLeast}
 	case estimate:
-		return formsapi.Total{Value: n, Kind: formsapi.TotalEstimate}
+		return formsapi.Total{Value: n, Kind: find.Estimate}
 	}
-	return formsapi.Total{Value: n, Kind: formsapi.TotalExact}
+	return formsapi.Total{Value: n, Kind: find.Exact}
 }
 
 // CountMatches counts the matches of q's filters among rows that select
 // the data of the submissions of one index key's entries,
-// formsapi.MaxExactCount+1 of them at most.
+// find.MaxExactCount+1 of them at most.
 func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 	cs := Clauses(q)
 	var n, matches int64
 	for rows.Next() {
-		if n == formsapi.MaxExactCount {
-			return formsapi.Total{Value: matches, Kind: formsapi.TotalAtLeast}, nil
+		if n == find.MaxExactCount {
+			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		n++
 		var data []byte
@@ -180,7 +180,7 @@ func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 			matches++
 		}
 	}
-	return formsapi.Total{Value: matches, Kind: formsapi.TotalExact}, nil
+	return formsapi.Total{Value: matches, Kind: find.Exact}, nil
 }
 
 // CountQuery is q as a count reads it: its range and filters, from the
