@@ -174,7 +174,7 @@ type api struct {
 	// fields are the feed's fields (the CSV export's columns), when the
 	// feed is a FieldStore; nil otherwise.
 	fields FieldStore
-	count  Counter // counts lists for total=; nil without one (501)
+	count  counter // counts lists for total=; nil without one (501)
 	keys   KeyResolver
 	authz  KeyAuthorizer // keys as an authorizer, if it is one
 	both   bool          // keys embeds a store: ask ResolveKey and Authorize both
@@ -270,9 +270,9 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	}
 	a := &api{store: store, keys: keys, cfg: cfg, tokens: newTokenCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
 	a.pages, a.feed, a.fields = readers(store, cfg.feed)
-	// A type that embeds one of this module's stores has its Counter
+	// A type that embeds one of this module's stores has its CountSubmissions
 	// promoted, which would count past the host's own ListSubmissions.
-	if c, ok := store.(Counter); ok && !embedsStore(store) {
+	if c, ok := store.(counter); ok && !embedsStore(store) {
 		a.count = c
 	}
 	a.authz, _ = keys.(KeyAuthorizer)

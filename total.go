@@ -3,7 +3,7 @@ package formsapi
 // Totals: total=exact or total=estimate asks a page of submissions to say
 // how many items its list holds (its range and filters, whatever the
 // cursor), as "total": {"value": N, "kind": K}. Only a request that asks
-// is counted, and the count is bounded: see Counter.
+// is counted, and the count is bounded: see Total.
 
 import (
 	"context"
@@ -11,25 +11,19 @@ import (
 	"strconv"
 )
 
-// Total is the size of a list as a store counted it, and how far it can
-// be trusted.
-type Total struct {
-	Value int64
-	// Kind is "exact" (the list holds exactly Value items), "at_least"
-	// (the count stopped at its bound: the list holds at least Value) or
-	// "estimate" (counted without checking every item, index entries
-	// rather than matches: the list may hold fewer or more).
-	Kind string
-}
-
-// Counter is a Store that can count a list of submissions: the handler
-// answers total=exact and total=estimate through it, and 501 over a store
-// without it. The contract (storetest's Find/Total clauses):
+// Total is the size of a list of submissions as a store counted it, and
+// how far it can be trusted. The handler answers total=exact and
+// total=estimate through the store's method
 //
-//   - CountSubmissions counts the submissions of formID, a form of
-//     accountID, within q's Since, Until and Filters; q's Cursor, Limit,
-//     Order, MaxBytes and Fields are ignored. A form that is not
-//     accountID's is ErrFormNotFound, as for ListSubmissions.
+//	CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error)
+//
+// (memstore, sqlitestore and pgstore have it), and 501 over a store
+// without it. Its contract (storetest's Find/Total clause):
+//
+//   - It counts the submissions of formID, a form of accountID, within
+//     q's Since, Until and Filters; q's Cursor, Limit, Order, MaxBytes and
+//     Fields are ignored. A form that is not accountID's is
+//     ErrFormNotFound, as for ListSubmissions.
 //   - Without filters, it counts at most 100,000 rows: the exact number
 //     of items ("exact"), or 100,000 "at_least". exact makes no
 //     difference.
@@ -41,7 +35,17 @@ type Total struct {
 //     checks them may answer as for exact.
 //   - Nothing is counted unless the handler calls it, which it does only
 //     for a request that asks.
-type Counter interface {
+type Total struct {
+	Value int64
+	// Kind is "exact" (the list holds exactly Value items), "at_least"
+	// (the count stopped at its bound: the list holds at least Value) or
+	// "estimate" (counted without checking every item, index entries
+	// rather than matches: the list may hold fewer or more).
+	Kind string
+}
+
+// counter is a store with CountSubmissions (see Total).
+type counter interface {
 	CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error)
 }
 

@@ -564,11 +564,11 @@ func cloneSubmission(s formsapi.Submission) formsapi.Submission {
 // swap one for another behind that interface too.
 func (s *Store) Close() error { return nil }
 
-// CountSubmissions implements formsapi.Counter as the database stores
+// CountSubmissions is the count the handler asks for total= (see formsapi.Total), as the database stores
 // do, over the submissions in memory: the candidates of a filtered list
 // are those that match its first clause (the database stores' index
 // entries), checked against every clause when exact, all within the
-// bounds formsapi.Counter documents.
+// bounds formsapi.Total documents.
 func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
 	if err := ctx.Err(); err != nil {
 		return formsapi.Total{}, fmt.Errorf("memstore: count submissions: %w", err)

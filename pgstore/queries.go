@@ -129,7 +129,7 @@ WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i
 ORDER BY i.created_at {DIR}, i.seq {DIR}
 LIMIT $7`
 
-	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
+	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
 	// the data of a key's entries to check against the filters.
 	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions
@@ -394,18 +394,18 @@ type queries struct {
 	formsDesc, formsAsc, subsDesc, subsAsc, encodedDesc, encodedAsc string
 	splice                                                          string
 
-	findEncodedDesc, findEncodedAsc, findDesc, findAsc              string
-	countRows, countEntries, countMatches, eraseCandidates          string
-	formListVersion                                                 string
-	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys     string
-	touchKeys                                                       string
-	addForm, addSubmission, addKey, revokeKey                       string
-	rateLimit, rateTat, ratePrune                                   string
-	feed, feedEncoded, dataFields                                   string
-	updateForm, formCreatedAt, deleteSubmission                     string
-	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs    string
-	lockForm                                                        string
-	stampTombstones, purgedUpTo, purgeTombstones                    string
+	findEncodedDesc, findEncodedAsc, findDesc, findAsc           string
+	countRows, countEntries, countMatches, eraseCandidates       string
+	formListVersion                                              string
+	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
+	touchKeys                                                    string
+	addForm, addSubmission, addKey, revokeKey                    string
+	rateLimit, rateTat, ratePrune                                string
+	feed, feedEncoded, dataFields                                string
+	updateForm, formCreatedAt, deleteSubmission                  string
+	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
+	lockForm                                                     string
+	stampTombstones, purgedUpTo, purgeTombstones                 string
 }
 
 // qualifyTables returns s with every table name in it qualified by schema.
@@ -436,7 +436,7 @@ func newQueries(schema string) queries {
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
-		splice:          q(sqlSplice),
+		splice: q(sqlSplice),
 
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),

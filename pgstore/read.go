@@ -629,10 +629,10 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	return rows.Err()
 }
 
-// CountSubmissions implements formsapi.Counter: it counts the rows of
+// CountSubmissions is the count the handler asks for total= (see formsapi.Total): it counts the rows of
 // q's range, or for a filtered list the entries of the index of
 // submitted values it walks, checked against the filters when exact, all
-// within the bounds formsapi.Counter documents.
+// within the bounds formsapi.Total documents.
 func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
 	var t formsapi.Total
 	err := retry(ctx, func() (err error) {

@@ -42,7 +42,7 @@ func findNs(t *testing.T, s formsapi.Store, form string, filters ...formsapi.Fil
 
 // TestFindIndexKeptByEveryWriter: a submission inserted by a host's SQL
 // without index keys is found once the store opens the file again (rows
-// stored before migration 0012 are indexed the same way), and a deleted
+// stored before migration 0013 are indexed the same way), and a deleted
 // submission leaves no entry behind, whoever deletes it.
 func TestFindIndexKeptByEveryWriter(t *testing.T) {
 	is := is.New(t)

@@ -84,7 +84,7 @@ FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
 
-	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
+	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
 	// the data of a key's entries to check against the filters.
 	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions

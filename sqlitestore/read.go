@@ -259,10 +259,10 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 	return rows.Err()
 }
 
-// CountSubmissions implements formsapi.Counter: it counts the rows of
+// CountSubmissions is the count the handler asks for total= (see formsapi.Total): it counts the rows of
 // q's range, or for a filtered list the entries of the index of
 // submitted values it walks, checked against the filters when exact, all
-// within the bounds formsapi.Counter documents.
+// within the bounds formsapi.Total documents.
 func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
 	t, err := s.countSubmissions(ctx, accountID, formID, q, exact)
 	if err != nil {

@@ -67,7 +67,7 @@ type store interface {
 	formsapi.Store
 	formsapi.KeyResolver
 	formsapi.Writer
-	formsapi.Counter
+	CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error)
 }
 
 func main() {
