@@ -8,12 +8,13 @@
 -- form in keyset order, so a filter costs its matches, not the form's
 -- size. find_keys NULL is a row not indexed yet: the store indexes such
 -- rows (stored before this migration, or inserted by SQL that does not
--- set the column) when it migrates, under the migration lock.
-ALTER TABLE formsapi_submissions ADD COLUMN find_keys bigint[];
+-- set the column) when it migrates, under the migration lock. Written to
+-- run again over itself, as 0016 is.
+ALTER TABLE formsapi_submissions ADD COLUMN IF NOT EXISTS find_keys bigint[];
 
-CREATE INDEX formsapi_submissions_unindexed ON formsapi_submissions (seq) WHERE find_keys IS NULL;
+CREATE INDEX IF NOT EXISTS formsapi_submissions_unindexed ON formsapi_submissions (seq) WHERE find_keys IS NULL;
 
-CREATE TABLE formsapi_find (
+CREATE TABLE IF NOT EXISTS formsapi_find (
     form_seq   bigint NOT NULL,
     key        bigint NOT NULL,
     created_at bigint NOT NULL,
@@ -21,7 +22,7 @@ CREATE TABLE formsapi_find (
     PRIMARY KEY (form_seq, key, created_at, seq)
 );
 
-CREATE FUNCTION formsapi_find_insert() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_find_insert() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     INSERT INTO formsapi_find (form_seq, key, created_at, seq)
@@ -31,10 +32,11 @@ BEGIN
 END
 $$;
 
+DROP TRIGGER IF EXISTS formsapi_find_insert ON formsapi_submissions;
 CREATE TRIGGER formsapi_find_insert AFTER INSERT ON formsapi_submissions
 REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_find_insert();
 
-CREATE FUNCTION formsapi_find_delete() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_find_delete() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     DELETE FROM formsapi_find f USING (
@@ -45,12 +47,13 @@ BEGIN
 END
 $$;
 
+DROP TRIGGER IF EXISTS formsapi_find_delete ON formsapi_submissions;
 CREATE TRIGGER formsapi_find_delete AFTER DELETE ON formsapi_submissions
 REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_find_delete();
 
 -- An update that sets find_keys (the store's indexing of rows without
 -- them) moves the entries: the old ones go, the new ones come.
-CREATE FUNCTION formsapi_find_update() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_find_update() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     DELETE FROM formsapi_find f USING (
@@ -64,10 +67,11 @@ BEGIN
 END
 $$;
 
+DROP TRIGGER IF EXISTS formsapi_find_update ON formsapi_submissions;
 CREATE TRIGGER formsapi_find_update AFTER UPDATE ON formsapi_submissions
 REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_find_update();
 
-CREATE FUNCTION formsapi_find_truncated() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_find_truncated() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     TRUNCATE formsapi_find;
@@ -75,5 +79,6 @@ BEGIN
 END
 $$;
 
+DROP TRIGGER IF EXISTS formsapi_find_truncate ON formsapi_submissions;
 CREATE TRIGGER formsapi_find_truncate AFTER TRUNCATE ON formsapi_submissions
 FOR EACH STATEMENT EXECUTE FUNCTION formsapi_find_truncated();
