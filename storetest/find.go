@@ -296,7 +296,10 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 		s := open(t, seed)
 		c, ok := s.(counter)
 		if !ok {
-			t.Skip("the store has no CountSubmissions (see formsapi.Total)")
+			// An optional method: a store without it answers total with 501 (the
+			// handler's clause), so there is nothing of the store's to hold here.
+			t.Log("the store has no CountSubmissions (see formsapi.Total): clause not applicable")
+			return
 		}
 		ranges := []struct{ since, until time.Time }{{}, {base.Add(3 * time.Second), base.Add(9 * time.Second)}}
 		for _, r := range ranges {
