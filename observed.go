@@ -60,6 +60,12 @@ func (a *api) observe(o observe.Observer) {
 	if a.feed != nil {
 		a.feed = observedReader{a.feed, o}
 	}
+	if a.fields != nil {
+		a.fields = observedFields{a.fields, o}
+	}
+	if a.count != nil {
+		a.count = observedCounter{a.count, o}
+	}
 	a.keys = observedKeys{a.keys, o}
 	if a.authz != nil {
 		a.authz = observedAuthorizer{a.authz, o}
@@ -190,7 +196,38 @@ func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string
 }
 
 func (r observedReader) FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, uint64, error) {
-	return r.pageReader.FeedHead(ctx, accountID, formID, form)
+	seen := observedIn(ctx)
+	seen.formID = formID
+	ctx, done := call(r.o, ctx, observe.OpFeedHead, accountID, formID)
+	head, inc, err := r.pageReader.FeedHead(ctx, accountID, formID, form)
+	done(err)
+	return head, inc, err
+}
+
+// observedFields reports a CSV export's read of its columns.
+type observedFields struct {
+	FieldStore
+	o observe.Observer
+}
+
+func (f observedFields) DataFields(ctx context.Context, accountID, formID string, upTo int64, limit int) ([]string, []int64, error) {
+	ctx, done := call(f.o, ctx, observe.OpDataFields, accountID, formID)
+	names, first, err := f.FieldStore.DataFields(ctx, accountID, formID, upTo, limit)
+	done(err)
+	return names, first, err
+}
+
+// observedCounter reports a total's count.
+type observedCounter struct {
+	counter
+	o observe.Observer
+}
+
+func (c observedCounter) CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error) {
+	ctx, done := call(c.o, ctx, observe.OpCount, accountID, formID)
+	t, err := c.counter.CountSubmissions(ctx, accountID, formID, q, exact)
+	done(err)
+	return t, err
 }
 
 type observedKeys struct {

@@ -233,3 +233,44 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 		is.Equal(reqs[0].Cache, observe.CacheNone) // memstore has no cache
 	})
 }
+
+// TestObserverSeesEveryStoreCallOfAnExport: an export's reads of the
+// form's feed head and, for CSV, of its fields (FieldStore) are store
+// calls like its pages, each reported and done with its outcome, in the
+// order the handler makes them; so is a total's count.
+func TestObserverSeesEveryStoreCallOfAnExport(t *testing.T) {
+	is := is.New(t)
+	o := &recordingObserver{}
+	s := seeded(t)
+	h := formsapi.NewHandler(s, s, formsapi.WithObserver(o))
+
+	res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/export?format=csv", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	calls, reqs := o.take()
+	is.True(len(calls) >= 8)
+	is.Equal(calls[:8], []string{"authorize", "authorize:ok", "feed_head", "feed_head:ok", "data_fields", "data_fields:ok", "sync_submissions", "sync_submissions:ok"})
+	for _, c := range calls[8:] {
+		is.True(c == "sync_submissions" || c == "sync_submissions:ok") // then pages only
+	}
+	is.Equal(reqs[0].FormID, storetest.FormBusy)
+
+	// JSON Lines have no columns: no fields are read.
+	res = do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/export", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	calls, _ = o.take()
+	is.Equal(calls[:4], []string{"authorize", "authorize:ok", "feed_head", "feed_head:ok"})
+	for _, c := range calls {
+		is.True(c != "data_fields")
+	}
+
+	// A form that is not there: the head's read is done with its error.
+	res = do(t, h, "GET", "/v1/forms/no-such-form/export?format=csv", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 404)
+	calls, _ = o.take()
+	is.Equal(calls[len(calls)-1], "feed_head:error")
+
+	res = do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?total=exact", bearer(storetest.KeyA)...)
+	is.Equal(res.status, 200)
+	calls, _ = o.take()
+	is.Equal(calls[len(calls)-2:], []string{"count_submissions", "count_submissions:ok"})
+}

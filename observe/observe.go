@@ -51,11 +51,14 @@ type Call struct {
 
 // The operations a Call may name.
 const (
-	OpAuthorize       = "authorize"        // the key resolver: Authorize or ResolveKey, or a store's lookup of the key with the form
-	OpRateLimit       = "rate_limit"       // the rate limiter's Allow
-	OpListForms       = "list_forms"       // Store.ListForms
-	OpListSubmissions = "list_submissions" // a page of submissions
-	OpSyncSubmissions = "sync_submissions" // a page of the sync feed
+	OpAuthorize       = "authorize"         // the key resolver: Authorize or ResolveKey, or a store's lookup of the key with the form
+	OpRateLimit       = "rate_limit"        // the rate limiter's Allow
+	OpListForms       = "list_forms"        // Store.ListForms
+	OpListSubmissions = "list_submissions"  // a page of submissions
+	OpSyncSubmissions = "sync_submissions"  // a page of the sync feed
+	OpFeedHead        = "feed_head"         // an export's read of where the form's feed ends, before its first page
+	OpDataFields      = "data_fields"       // a CSV export's read of the form's fields (formsapi.FieldStore), its columns
+	OpCount           = "count_submissions" // a total's count of a list (total=exact or estimate)
 )
 
 // Request describes a request the handler answered.
