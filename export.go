@@ -53,6 +53,7 @@ type export struct {
 	keepFormat bool   // CSV: formulas=keep, no ' before a formula-like cell
 	after      int64  // the feed position to continue after, 0 from the start
 	asOf       int64  // from after's position: the as-of of the export it resumes
+	incTag     uint32 // from after's position: the incarnation tag of its form
 }
 
 // parseExport is the export route's parse: unlike the lists, which
@@ -100,11 +101,11 @@ func (a *api) parseExport(raw string, req *request) string {
 		}
 	}
 	if v, ok := vals["after"]; ok {
-		pos, asOf, ok := a.tokens.Positions(req.list).Open(v[0])
+		pos, asOf, tag, ok := a.tokens.Positions(req.list).Open(v[0])
 		if !ok || req.route.kind("after") != token.ExportPosition {
 			return "invalid after: use the position of a line of an export of this form"
 		}
-		e.after, e.asOf = pos, asOf
+		e.after, e.asOf, e.incTag = pos, asOf, tag
 	}
 	req.export = e
 	return ""
@@ -118,6 +119,10 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// msgAfterOfGone answers an after= of an export of another incarnation
+// of the form.
+const msgAfterOfGone = "invalid after: the position is of an export of a form deleted since, whose ID a new form took; export again without after"
 
 // truncateName bounds a parameter name a 400 quotes back.
 func truncateName(s string) string {
@@ -169,6 +174,15 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if asOf == 0 {
 		asOf = head
 	}
+	// A position of an export of a form deleted since, whose ID a new
+	// form took: the new form's feed positions mean other submissions, so
+	// resuming would splice two forms into one file. Its incarnation tag
+	// tells, and so does an as-of position the form's feed never reached
+	// (a feed's head only grows), for a store that tells no incarnation.
+	if e.after != 0 && (e.incTag != token.IncarnationTag(inc) || asOf > head) {
+		a.fail(w, r, badRequest(msgAfterOfGone))
+		return
+	}
 	tag := a.exportTag(req, head, inc, asOf, acceptsGzip(r.Header.Values("Accept-Encoding")))
 	// Nothing the export would send has changed while the form's head
 	// has not (submissions never change, and every addition and deletion
@@ -176,7 +190,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return
 	}
-	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), form: form}
+	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), incTag: token.IncarnationTag(inc), form: form}
 	if e.format == formatCSV {
 		columns := x.columns
 		if a.fields != nil {
@@ -209,7 +223,9 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if e.after == 0 {
 		floor = x.purged // as a reader from sync=start (see listFeed)
 	}
-	sync := a.tokens.SealSync(req.list, token.Sync{Pos: asOf, Floor: floor})
+	// The token carries the form's incarnation, as the feed's own do: read
+	// after the form was deleted and created again, it is a 410.
+	sync := a.tokens.SealSync(req.list, token.Sync{Pos: asOf, Floor: floor, Incarnation: inc})
 	h.Set("Sync-Token", sync)
 	h.Set("Link", "<"+a.linkBase(r)+req.path()+"?"+url.Values{"sync": {sync}}.Encode()+`>; rel="next"`)
 	gz := acceptsGzip(r.Header.Values("Accept-Encoding"))
@@ -296,6 +312,7 @@ type exporter struct {
 	e         export
 	asOf      int64
 	positions token.Positions
+	incTag    uint32 // the form's incarnation tag, in every position
 	form      *wire.Form
 
 	page   wire.Page // the page read last, not yet written
@@ -478,7 +495,7 @@ func (x *exporter) writeLine(pos int64, obj []byte) error {
 	}
 	b := x.line[:0]
 	ref := x.a.tokens.AppendRef(nil, x.req.list, pos)
-	position := x.positions.Append(nil, pos, x.asOf)
+	position := x.positions.Append(nil, pos, x.asOf, x.incTag)
 	if x.e.format == formatJSONL {
 		b = append(b, `{"ref":"`...)
 		b = append(b, ref...)

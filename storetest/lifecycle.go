@@ -395,9 +395,11 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		h := newProbe(t, s)
 		list := "/v1/forms/" + form + "/submissions?limit=1"
 		cursor := nextOf(t, h.do(t, list, ""), "nextCursor")
-		token := ""
+		token, position, exportToken := "", "", ""
+		export := "/v1/forms/" + form + "/export"
 		if feed {
 			token = nextOf(t, h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=1", ""), "syncToken")
+			position, exportToken = firstPosition(t, h, export)
 		}
 		if err := s.DeleteForm(ctx, AccountA, form); err != nil {
 			t.Fatalf("DeleteForm: %v", err)
@@ -413,6 +415,19 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 			}
 			fresh := nextOf(t, h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=2", ""), "syncToken")
 			h.get(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(fresh), "", http.StatusOK) // the new form's token works
+			// An export of the old form: resumed on the new one (whose
+			// feed is past the old export's as-of position), a 400
+			// naming after, never the new form's lines; its Sync-Token,
+			// a 410 as the feed's own.
+			if w := h.do(t, export+"?after="+url.QueryEscape(position), ""); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "invalid after") {
+				t.Errorf("an export's position of the deleted form, on the form created again: %d %.200s, want 400 invalid after", w.Code, w.Body)
+			}
+			if w := h.do(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(exportToken), ""); w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "sync token expired") {
+				t.Errorf("an export's Sync-Token of the deleted form, on the form created again: %d %.200s, want 410 sync token expired", w.Code, w.Body)
+			}
+			position, exportToken = firstPosition(t, h, export)
+			h.get(t, export+"?after="+url.QueryEscape(position), "", http.StatusOK) // the new form's export resumes
+			h.get(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(exportToken), "", http.StatusOK)
 		}
 		again := nextOf(t, h.do(t, list, ""), "nextCursor")
 		h.get(t, list+"&cursor="+url.QueryEscape(again), "", http.StatusOK) // the new form's cursor works
@@ -633,6 +648,19 @@ func idOf(t *testing.T, s formsapi.Submission) int {
 
 // probe sends requests to a handler over a store, as AccountA's KeyA.
 type probe struct{ h http.Handler }
+
+// firstPosition exports target (JSON Lines) and returns the position of
+// its first line and its Sync-Token.
+func firstPosition(t *testing.T, h probe, target string) (position, syncToken string) {
+	t.Helper()
+	w := h.do(t, target, "")
+	line, _, _ := strings.Cut(w.Body.String(), "\n")
+	var l struct{ Position string }
+	if w.Code != http.StatusOK || json.Unmarshal([]byte(line), &l) != nil || l.Position == "" || w.Header().Get("Sync-Token") == "" {
+		t.Fatalf("GET %s: %d %.200s, want an export with a line and a Sync-Token", target, w.Code, w.Body)
+	}
+	return l.Position, w.Header().Get("Sync-Token")
+}
 
 func newProbe(t *testing.T, s interface {
 	formsapi.Store

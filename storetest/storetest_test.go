@@ -773,6 +773,11 @@ func (o oneIncarnation) AppendSubmissions(ctx context.Context, accountID, formID
 	return err
 }
 
+func (o oneIncarnation) FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, uint64, error) {
+	head, _, err := o.Store.FeedHead(ctx, accountID, formID, form)
+	return head, 1, err
+}
+
 func (o oneIncarnation) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (int64, bool, error) {
 	next, more, err := o.Store.AppendFeed(ctx, accountID, formID, q, p)
 	p.Incarnation = 1

@@ -15,10 +15,14 @@ import (
 // that resumed exports concatenate to the very bytes of an uninterrupted
 // one) and opaque. Each is one AES block, under a key derived from the
 // secret, the ExportPosition kind and the list, holding the feed position
-// of the line, the feed position the export is as of, the kind and 24 zero
-// bits:
-// a string this secret did not make for this list opens, but for a chance
-// of 2^-32, as nothing. Feed positions must be below 2^48.
+// of the line, the feed position the export is as of, the kind and the
+// form's incarnation tag (IncarnationTag: 24 bits, 0 for a form of no
+// known incarnation): a string this secret did not make for this list
+// opens, but for a chance of 2^-8, as nothing, and one that opens has the
+// tag of the form it is given for but for a chance of 2^-24, so that the
+// handler, which reads the form's incarnation after opening it and
+// refuses any other tag, still refuses all but 2^-32 of such strings.
+// Feed positions must be below 2^48.
 type Positions struct {
 	block cipher.Block
 }
@@ -41,41 +45,61 @@ func (c *Codec) Positions(l List) Positions {
 	return Positions{block: block}
 }
 
+// IncarnationTag is the 24 bits of a form's incarnation that its
+// export's positions carry: 0 for 0 (an incarnation not known), never 0
+// for another. Two incarnations have the same tag with a chance of 2^-24.
+func IncarnationTag(inc uint64) uint32 {
+	if inc == 0 {
+		return 0
+	}
+	// The top bits of a multiplicative hash: incarnations that differ in
+	// any bits (memstore's count up from 1) get tags that differ.
+	t := uint32((inc * 0x9e3779b97f4a7c15) >> 40)
+	if t == 0 {
+		t = 1
+	}
+	return t
+}
+
 // Append appends the position of the line at feed position pos of an
-// export as of feed position asOf. It panics unless 0 < pos <= asOf <
-// 2^48.
-func (p Positions) Append(b []byte, pos, asOf int64) []byte {
-	if pos <= 0 || pos > asOf || asOf > MaxPosition {
+// export as of feed position asOf, of a form of incarnation tag tag
+// (IncarnationTag). It panics unless 0 < pos <= asOf < 2^48 and tag <
+// 2^24.
+func (p Positions) Append(b []byte, pos, asOf int64, tag uint32) []byte {
+	if pos <= 0 || pos > asOf || asOf > MaxPosition || tag > 0xffffff {
 		panic("token: export position out of range")
 	}
 	var plain, out [aes.BlockSize]byte
 	plain[0] = byte(ExportPosition)
 	putUint48(plain[1:7], uint64(pos))
 	putUint48(plain[7:13], uint64(asOf))
+	plain[13], plain[14], plain[15] = byte(tag>>16), byte(tag>>8), byte(tag)
 	p.block.Encrypt(out[:], plain[:])
 	return base64.RawURLEncoding.AppendEncode(b, out[:])
 }
 
-// Open returns the feed position and the as-of position of a position
-// Append made for this list, and false for any other string.
-func (p Positions) Open(s string) (pos, asOf int64, ok bool) {
+// Open returns the feed position, the as-of position and the incarnation
+// tag of a position Append made for this list, and false for any other
+// string (but for a chance of 2^-8: the caller compares the tag with its
+// form's, see Positions).
+func (p Positions) Open(s string) (pos, asOf int64, tag uint32, ok bool) {
 	if len(s) != PositionLength {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	var raw, plain [aes.BlockSize]byte
 	n, err := base64.RawURLEncoding.Strict().Decode(raw[:], []byte(s))
 	if err != nil || n != aes.BlockSize {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	p.block.Decrypt(plain[:], raw[:])
-	if plain[0] != byte(ExportPosition) || binary.BigEndian.Uint32(plain[12:16])&0xffffff != 0 {
-		return 0, 0, false
+	if plain[0] != byte(ExportPosition) {
+		return 0, 0, 0, false
 	}
 	pos, asOf = int64(uint48(plain[1:7])), int64(uint48(plain[7:13]))
 	if pos <= 0 || pos > asOf {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return pos, asOf, true
+	return pos, asOf, binary.BigEndian.Uint32(plain[12:16]) & 0xffffff, true
 }
 
 func putUint48(b []byte, v uint64) {
