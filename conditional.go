@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // Conditional requests. Every page carries a weak ETag computed from what
@@ -44,18 +46,29 @@ import (
 // Labels that separate the secret's uses for tags from its use for cursors.
 const (
 	tagHashLabel   = "formsapi etag ghash v1\x00"
+	tagItemsLabel  = "formsapi etag items v1\x00"
 	tagFinalLabel  = "formsapi etag final v1\x00"
 	tagExportLabel = "formsapi export etag v1\x00"
 )
 
+// A page's items, the bulk of it, are hashed on their own first, under a
+// key of their own (items, the same GHASH construction): a 16-byte digest
+// that the tag then covers in place of the items. A page that a store's
+// read cache serves whole from a page it holds (wire.Page.Digests) keeps
+// that digest with the held page, so a repeat of the request hashes a few
+// hundred bytes, not the page. The digest is never shown: it goes into the
+// tag's GHASH, which is encrypted again as before, and two different item
+// runs give the same digest with probability about n/2^128, as before.
+
 // tagger computes page tags; it is safe for concurrent use.
 type tagger struct {
 	ghash     cipher.AEAD  // AES-256-GCM, used for its tag alone
+	items     cipher.AEAD  // the same, under another key, for the items' digest
 	final     cipher.Block // AES-256 over that tag
 	exportKey [32]byte     // the HMAC key of exports' strong tags
 }
 
-func newTagger(cursorSecret []byte) tagger {
+func newTagger(cursorSecret []byte) *tagger {
 	derive := func(label string) cipher.Block {
 		k := sha256.Sum256(append([]byte(label), cursorSecret...))
 		b, err := aes.NewCipher(k[:])
@@ -64,11 +77,15 @@ func newTagger(cursorSecret []byte) tagger {
 		}
 		return b
 	}
-	g, err := cipher.NewGCM(derive(tagHashLabel))
-	if err != nil {
-		panic(err) // AES has a 16-byte block
+	gcm := func(label string) cipher.AEAD {
+		g, err := cipher.NewGCM(derive(label))
+		if err != nil {
+			panic(err) // AES has a 16-byte block
+		}
+		return g
 	}
-	return tagger{ghash: g, final: derive(tagFinalLabel), exportKey: sha256.Sum256(append([]byte(tagExportLabel), cursorSecret...))}
+	return &tagger{ghash: gcm(tagHashLabel), items: gcm(tagItemsLabel), final: derive(tagFinalLabel),
+		exportKey: sha256.Sum256(append([]byte(tagExportLabel), cursorSecret...))}
 }
 
 // tagNonce is fixed: the GCM output is never shown, only its tag
@@ -77,11 +94,43 @@ var tagNonce [12]byte
 
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
+// itemsDigest returns the digest of a page's items.
+func (t *tagger) itemsDigest(items []byte) [16]byte {
+	var out [aes.BlockSize]byte
+	// The items go in as additional data, so they are not copied.
+	t.items.Seal(out[:0], tagNonce[:], nil, items)
+	return out
+}
+
+// pageItems says where a page's items are in its body, for its tag: from
+// start to the end of the body. held, when not nil, keeps the digest of
+// those items, the first n items of a page a store's read cache holds
+// (see wire.Page.Digests). The zero value hashes the whole body as the
+// items, which is as exact, only not kept.
+type pageItems struct {
+	start int
+	held  *wire.Digests
+	n     int
+}
+
 // pageTag returns the weak ETag of a page. body is the page as encoded up
-// to its items, without the sealed cursor; next says where the next page
-// begins: the store's own position of it ("" on the last page), or
-// whatever else identifies it.
-func (a *api) pageTag(req request, next string, body []byte) string {
+// to its items, without the sealed cursor, and items says where they are
+// in it; next says where the next page begins: the store's own position
+// of it ("" on the last page), or whatever else identifies it.
+func (a *api) pageTag(req request, next string, body []byte, items pageItems) string {
+	start := items.start
+	var sum [aes.BlockSize]byte
+	switch {
+	case start == len(body):
+	case items.held == nil:
+		sum = a.tags.itemsDigest(body[start:])
+	default:
+		var ok bool
+		if sum, ok = items.held.Load(a.tags, items.n, len(body)-start); !ok {
+			sum = a.tags.itemsDigest(body[start:])
+			items.held.Store(a.tags, items.n, len(body)-start, sum)
+		}
+	}
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	b := (*sp)[:0]
@@ -91,16 +140,19 @@ func (a *api) pageTag(req request, next string, body []byte) string {
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(req.q.Limit))
 	b = req.q.AppendKey(b)
-	n := len(b)
-	// The fields go in as plaintext and the page as additional data, so
-	// the page is not copied; GCM's tag covers both, with their lengths.
-	b = a.tags.ghash.Seal(b, tagNonce[:], b[:n], body)
-	var sum [aes.BlockSize]byte
-	a.tags.final.Encrypt(sum[:], b[len(b)-aes.BlockSize:])
+	b = binary.BigEndian.AppendUint64(b, uint64(start))
+	b = append(b, body[:start]...)
+	b = append(b, sum[:]...)
+	n0 := len(b)
+	// As plaintext, so that GCM's tag covers it with its length; the
+	// output goes after it.
+	b = a.tags.ghash.Seal(b, tagNonce[:], b[:n0], nil)
+	var out [aes.BlockSize]byte
+	a.tags.final.Encrypt(out[:], b[len(b)-aes.BlockSize:])
 	if cap(b) <= 4<<10 {
 		*sp = b
 	}
-	return weakTag(sum[:])
+	return weakTag(out[:])
 }
 
 // weakTag formats a digest as a weak entity tag.

@@ -187,7 +187,7 @@ type api struct {
 	busyPace  busyThrottle // paces each key's 429s
 	cfg       config
 	tokens    tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
-	tags      tagger     // computes page ETags, keyed by the cursor secret
+	tags      *tagger    // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap

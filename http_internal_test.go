@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi/internal/token"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/matryer/is"
 )
 
@@ -180,9 +181,9 @@ func TestPageTag(t *testing.T) {
 	a := &api{tags: newTagger([]byte("secret"))}
 	base := request{list: token.List{Account: "acct", FormID: "f"}}
 	base.q.Limit = 10
-	tag := a.pageTag(base, "next", []byte("body"))
+	tag := a.pageTag(base, "next", []byte("body"), pageItems{})
 	is.True(strings.HasPrefix(tag, `W/"`) && strings.HasSuffix(tag, `"`)) // a weak tag
-	is.Equal(a.pageTag(base, "next", []byte("body")), tag)                // the same page, the same tag
+	is.Equal(a.pageTag(base, "next", []byte("body"), pageItems{}), tag)   // the same page, the same tag
 
 	other := func(f func(r *request)) request { r := base; f(&r); return r }
 	for name, r := range map[string]request{
@@ -195,12 +196,63 @@ func TestPageTag(t *testing.T) {
 		// A field boundary cannot be moved between account and form.
 		"boundary": other(func(r *request) { r.list = token.List{Account: "acctf"} }),
 	} {
-		if a.pageTag(r, "next", []byte("body")) == tag {
+		if a.pageTag(r, "next", []byte("body"), pageItems{}) == tag {
 			t.Errorf("changing the %s keeps the tag", name)
 		}
 	}
-	is.True(a.pageTag(base, "", []byte("body")) != tag)     // the last page differs from one with a next page
-	is.True(a.pageTag(base, "next", []byte("bodY")) != tag) // another body
+	is.True(a.pageTag(base, "", []byte("body"), pageItems{}) != tag)     // the last page differs from one with a next page
+	is.True(a.pageTag(base, "next", []byte("bodY"), pageItems{}) != tag) // another body
 	b := &api{tags: newTagger([]byte("another secret"))}
-	is.True(b.pageTag(base, "next", []byte("body")) != tag) // another cursor secret
+	is.True(b.pageTag(base, "next", []byte("body"), pageItems{}) != tag) // another cursor secret
+}
+
+// TestPageTagHeldDigest: a page whose items a store's read cache served
+// whole (wire.Page.Digests) is tagged from the digest kept with the held
+// page, computed once, and the tag is the one computed from the bytes:
+// the same page gets the same tag whether it was a hit or a miss, on
+// every node. The envelope before the items counts as before, and
+// another handler's key or another run of items is never taken from the
+// digests held.
+func TestPageTagHeldDigest(t *testing.T) {
+	t.Parallel()
+	a := &api{tags: newTagger([]byte("secret"))}
+	b := &api{tags: newTagger([]byte("another secret"))}
+	req := request{list: token.List{Account: "acct", FormID: "f"}}
+	req.q.Limit = 10
+	env := `{"success":true,"message":"m","submissions":[`
+	page := func(items string) []byte { return []byte(env + items) }
+	items := pageItems{start: len(env)}
+	one, two := `{"id":"1"}`, `{"id":"1"},{"id":"2"}`
+	want := a.pageTag(req, "", page(two), items)
+	if whole := a.pageTag(req, "", page(two), pageItems{}); whole == want {
+		t.Error("the items' start is not part of the tag") // a boundary moved between envelope and items
+	}
+
+	var held wire.Digests
+	with := func(n int) pageItems { return pageItems{start: len(env), held: &held, n: n} }
+	if got := a.pageTag(req, "", page(two), with(2)); got != want {
+		t.Fatalf("first tag from a held page %s, want %s (the bytes')", got, want)
+	}
+	// Kept: the same request does not hash the items again. The held
+	// page never changes, so the digest's bytes stand for them; here the
+	// body lies (same length, other bytes) to show the digest is used.
+	if got := a.pageTag(req, "", page(strings.Replace(two, "2", "3", 1)), with(2)); got != want {
+		t.Errorf("repeat tag %s, want the kept %s", got, want)
+	}
+	// Another handler over the same held page keys its own digest.
+	if got, w := b.pageTag(req, "", page(two), with(2)), b.pageTag(req, "", page(two), items); got != w {
+		t.Errorf("another handler's tag %s, want %s", got, w)
+	}
+	// Fewer items of the same held page: a digest of their own.
+	if got, w := a.pageTag(req, "", page(one), with(1)), a.pageTag(req, "", page(one), items); got != w || got == want {
+		t.Errorf("tag of the first item %s, want %s (and not %s)", got, w, want)
+	}
+	// Bounded: more runs than slots push out the oldest, which is then
+	// hashed again, right.
+	for n := 3; n < 10; n++ {
+		a.pageTag(req, "", page(two+strings.Repeat(",{}", n-2)), with(n))
+	}
+	if got := a.pageTag(req, "", page(two), with(2)); got != want {
+		t.Errorf("tag after the digest was pushed out %s, want %s", got, want)
+	}
 }

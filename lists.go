@@ -84,7 +84,7 @@ func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req request) {
 		// A form's ID names its place in the list, so the page's items
 		// and whether more follow are all its tag needs; the store's
 		// cursor would change with forms a scoped key cannot see.
-		return a.respondPage(w, r, req, body, next, strconv.FormatBool(next != ""))
+		return a.respondPage(w, r, req, body, next, strconv.FormatBool(next != ""), pageItems{})
 	})
 }
 
@@ -110,8 +110,10 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 		}
 		req.inc = p.Incarnation
 		a.logSkipped(w, r, p.Skipped)
+		items := pageItems{start: start, held: p.Digests, n: p.DigestItems}
 		if req.q.Fields != nil {
 			p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
+			items.held = nil // the digest held is of the items as stored
 		}
 		if req.total != "" {
 			// Counted after the page: a total never says less than the
@@ -127,9 +129,9 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 			}
 			req.totalJSON = appendTotal(nil, t)
 			// The tag covers the total as it covers where the next page begins.
-			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor+string(req.totalJSON))
+			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor+string(req.totalJSON), items)
 		}
-		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor)
+		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor, items)
 	})
 }
 

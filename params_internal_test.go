@@ -54,7 +54,7 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		if !ok || inc != 7 || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
 		}
-		if a.pageTag(request{list: l, q: q}, "", nil) == a.pageTag(request{list: l}, "", nil) {
+		if a.pageTag(request{list: l, q: q}, "", nil, pageItems{}) == a.pageTag(request{list: l}, "", nil, pageItems{}) {
 			t.Errorf("%s: the page tag is the same with and without it", p.name)
 		}
 		// Through the query string, and through a cursor on page 2.

@@ -173,9 +173,10 @@ const (
 // its last item: a 304 if the request's If-None-Match names the page's
 // tag, otherwise the whole page with its cursor (from the store's
 // storeNext), Link and tag. tagNext is what the tag says of where the
-// next page begins. It returns the body's buffer for reuse.
-func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string) []byte {
-	tag := a.pageTag(req, tagNext, body)
+// next page begins, and items where the page's items are (see pageTag).
+// It returns the body's buffer for reuse.
+func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string, items pageItems) []byte {
+	tag := a.pageTag(req, tagNext, body, items)
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
@@ -190,7 +191,7 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, b
 // to resume from. The tag covers the items and where the page ends, not
 // the token, which is sealed afresh on every answer.
 func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, body []byte, next int64, more bool) []byte {
-	tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), body)
+	tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), body, pageItems{})
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}

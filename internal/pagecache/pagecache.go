@@ -130,6 +130,9 @@ type entry struct {
 	// (hasHead): what lets a later version's additions be spliced in.
 	head    Head
 	hasHead bool
+	// digests are the handler's digests of the items served from this
+	// entry (wire.Page.Digests): the entry never changes, so they hold.
+	digests wire.Digests
 }
 
 // itemSize returns the length of item i's JSON.
@@ -143,7 +146,7 @@ func (e *entry) itemSize(i int) int {
 // entryOverhead approximates an entry's bytes beyond its slices, and
 // formOverhead a form's beyond its strings (their headers and CreatedAt).
 const (
-	entryOverhead = 128
+	entryOverhead = 128 + 4*(8+56) // the fields, and the digests (four pointers and what they point to)
 	formOverhead  = 88
 )
 
@@ -207,12 +210,27 @@ func (c *Cache) get(v int64, k key) (e, older *entry) {
 	return nil, nil
 }
 
-// serve appends the first limit items of e's list to body and returns
-// body and the page's next cursor, if e holds them all (a nil e holds
-// none).
-func (e *entry) serve(q formsapi.Query, body []byte) ([]byte, string, bool) {
+// serve appends the first limit items of e's list to p.Body and sets the
+// page's next cursor and the digests of its items, if e holds them all (a
+// nil e holds none). It reports whether it served the page.
+func (e *entry) serve(q formsapi.Query, p *wire.Page) bool {
+	body, next, m, ok := e.items(q, p.Body)
+	if !ok {
+		return false
+	}
+	p.Body, p.NextCursor = body, next
+	if m > 0 {
+		p.Digests, p.DigestItems = &e.digests, m
+	}
+	return true
+}
+
+// items appends the first limit items of e's list to body and returns
+// body, the page's next cursor and the number of items, if e holds them
+// all (a nil e holds none).
+func (e *entry) items(q formsapi.Query, body []byte) ([]byte, string, int, bool) {
 	if e == nil {
-		return body, "", false
+		return body, "", 0, false
 	}
 	n := len(e.ends)
 	m, budget := 0, keyset.NewBudget(q)
@@ -220,16 +238,16 @@ func (e *entry) serve(q formsapi.Query, body []byte) ([]byte, string, bool) {
 		m++
 	}
 	if m == n && q.Limit > n && e.more && (e.nextSize == 0 || budget.Fits(e.nextSize)) {
-		return body, "", false // the page needs items not held
+		return body, "", 0, false // the page needs items not held
 	}
 	if m == 0 {
-		return body, "", true
+		return body, "", 0, true
 	}
 	body = append(body, e.body[:e.ends[m-1]]...)
 	if m < n || e.more {
-		return body, e.pos[m-1].String(), true
+		return body, e.pos[m-1].String(), m, true
 	}
-	return body, "", true
+	return body, "", m, true
 }
 
 // put stores e for list k unless the cache holds a newer version or as
@@ -437,6 +455,7 @@ func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, ex
 	if err != nil {
 		return Read{}, err
 	}
+	p.Digests, p.DigestItems = nil, 0 // set only when the page is served whole from a held one
 	r := Read{c: c, p: p, start: len(p.Body), skipped: len(p.Skipped), budget: keyset.NewBudget(q), lo: lo, hi: hi, limit: q.Limit, q: q}
 	if c == nil {
 		return r, nil
@@ -446,8 +465,8 @@ func (c *Cache) begin(version, formSeq int64, q formsapi.Query, p *wire.Page, ex
 	if older != nil && older.hasHead && extend {
 		r.older = older
 	}
-	if body, next, ok := held.serve(q, p.Body); ok {
-		p.Body, p.NextCursor, r.served = body, next, true
+	if held.serve(q, p) {
+		r.served = true
 		p.Cache = observe.CacheHit
 		return r, nil
 	}

@@ -128,14 +128,13 @@ func (r *Read) Splice(v, base, last int64, rows []Added) bool {
 		return false
 	}
 	e.version, e.head, e.hasHead = v, h, true
-	body, next, ok := e.serve(r.q, r.p.Body)
 	if int64(len(e.body))*8 <= r.c.maxBytes {
 		r.c.put(r.key, e) // kept even when it does not serve this page: a longer one reads only the rest
 	}
-	if !ok {
+	if !e.serve(r.q, r.p) {
 		return false
 	}
-	r.p.Body, r.p.NextCursor, r.served = body, next, true
+	r.served = true
 	r.p.Cache = observe.CacheSpliced
 	return true
 }

@@ -311,5 +311,55 @@ func TestSpliceCostsOnlyTheAdditions(t *testing.T) {
 	_, how := f.read(t, c, newest)
 	is.Equal(how, observe.CacheHit)
 	_, bytes := c.Stats()
-	is.True(bytes < 2*(5*40+256)) // two entries of five small items each, not more
+	is.True(bytes < 2*(5*40+256+4*64)) // two entries of five small items each (and room for the handler's digests), not more
+}
+
+// TestDigestsFollowTheHeldPage: a page served whole from a held page
+// carries that page's Digests (where the handler keeps its digest of the
+// items, wire.Page.Digests) and how many items of it were served; a page
+// read from rows carries none; a write makes another held page, spliced
+// or read, whose Digests start empty, so a digest of the old items is
+// never found for the new ones.
+func TestDigestsFollowTheHeldPage(t *testing.T) {
+	c, f := pagecache.New(1<<20), newFeedForm()
+	for i := range 8 {
+		f.add(int64(1000 + i))
+	}
+	q := formsapi.Query{Limit: 5}
+	owner := new(int)
+	p, how := f.read(t, c, q)
+	if how != observe.CacheMiss || p.Digests != nil {
+		t.Fatalf("a page read from rows: %v, Digests %p, want a miss without", how, p.Digests)
+	}
+	p, how = f.read(t, c, q)
+	if how != observe.CacheHit || p.Digests == nil || p.DigestItems != 5 {
+		t.Fatalf("a hit: %v, Digests %p of %d items, want the held page's of 5", how, p.Digests, p.DigestItems)
+	}
+	held, size := p.Digests, len(p.Body)-1
+	held.Store(owner, 5, size, [16]byte{1})
+	p, _ = f.read(t, c, q)
+	if sum, ok := p.Digests.Load(owner, 5, size); p.Digests != held || !ok || sum != [16]byte{1} {
+		t.Errorf("a repeat: Digests %p (want %p), digest %v %v", p.Digests, held, sum, ok)
+	}
+	p, _ = f.read(t, c, formsapi.Query{Limit: 3})
+	if p.Digests != held || p.DigestItems != 3 {
+		t.Errorf("a shorter page of the held one: Digests %p of %d items, want %p of 3", p.Digests, p.DigestItems, held)
+	}
+	f.add(3000)
+	p, how = f.read(t, c, q)
+	if how != observe.CacheSpliced || p.Digests == nil || p.Digests == held || p.DigestItems != 5 {
+		t.Fatalf("after an addition: %v, Digests %p (old %p) of %d items, want a spliced page's own", how, p.Digests, held, p.DigestItems)
+	}
+	if _, ok := p.Digests.Load(owner, 5, size); ok {
+		t.Error("the spliced page holds the old page's digest")
+	}
+	m := p.Mark()
+	p.Rewind(m)
+	if p.Digests != nil {
+		t.Error("Rewind keeps the digests of a page it takes back")
+	}
+	f.edit(0)
+	if p, how = f.read(t, c, q); how != observe.CacheMiss || p.Digests != nil {
+		t.Errorf("after an edit: %v, Digests %p, want a miss without", how, p.Digests)
+	}
 }

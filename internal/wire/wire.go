@@ -6,6 +6,7 @@ package wire
 
 import (
 	"math"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/observe"
@@ -49,7 +50,52 @@ type Page struct {
 	// take its objects one by one.
 	Ends []int
 
+	// Digests, when the store's read cache served the page's items whole
+	// from a page it holds (and only then), is where the handler keeps its
+	// digest of those items, DigestItems of them, with the held page: a
+	// repeat of the request then tags the page without hashing its items
+	// again (formsapi's pageTag). The held page never changes, so neither
+	// does the digest of its first DigestItems items.
+	Digests     *Digests
+	DigestItems int
+
 	items int // objects appended so far, for the separating commas
+}
+
+// Digests keeps a few 16-byte digests of a held page's first n items, each
+// under the key of the handler that computed it (owner, a pointer of the
+// handler's: two handlers over one store may key their tags differently).
+// It is bounded: a fifth digest takes the place of the oldest. Safe for
+// concurrent use; the zero value is empty.
+type Digests struct {
+	slots [digestSlots]atomic.Pointer[digest]
+	next  atomic.Uint32
+}
+
+const digestSlots = 4
+
+type digest struct {
+	owner   any
+	n, size int
+	sum     [16]byte
+}
+
+// Load returns the digest owner stored for the first n items, size bytes
+// of them, if it is still held.
+func (d *Digests) Load(owner any, n, size int) ([16]byte, bool) {
+	for i := range d.slots {
+		if g := d.slots[i].Load(); g != nil && g.n == n && g.size == size && g.owner == owner {
+			return g.sum, true
+		}
+	}
+	return [16]byte{}, false
+}
+
+// Store keeps sum as owner's digest of the first n items, size bytes of
+// them, in place of the oldest digest held.
+func (d *Digests) Store(owner any, n, size int, sum [16]byte) {
+	i := (d.next.Add(1) - 1) % digestSlots
+	d.slots[i].Store(&digest{owner: owner, n: n, size: size, sum: sum})
 }
 
 // Form is the form a request lists, as a store of this module found it
@@ -224,6 +270,7 @@ func (p *Page) Rewind(m Mark) {
 	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
 	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
 	p.Ends = p.Ends[:min(len(p.Ends), m.positions)]
+	p.Digests, p.DigestItems = nil, 0
 }
 
 // Self is what a store of this module returns from its FastPath method:
