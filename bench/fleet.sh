@@ -61,6 +61,14 @@
 # two-core machine req/s moves with the neighbours' load; CPU per request
 # is the steady figure, and the one that carries over to real machines.
 #
+# PROFILE=DIR gives every node -cpuprofile DIR/<row>-<i>-<round>.prof (the
+# whole run of the node, warm-up included), for go tool pprof with a
+# binary of the example server built from the same commit.
+# TABLES=1 prints, for each row on the shared server, what the measured
+# run did to the schema's tables (pg_stat_user_tables: rows updated, of
+# them HOT, dead rows, index scans, heap blocks hit), per write when the
+# row has a writer.
+#
 #   bash bench/fleet.sh                      # DUR=8s CONN=32, about 3 min
 #   ROWS="baseline pg1-redis" bash bench/fleet.sh
 #   PG=... REDIS=... bash bench/fleet.sh     # default: the test services
@@ -216,7 +224,13 @@ start_nodes() {
   local pids=()
   for i in $(seq "$n"); do
     rm -f "$DIR/$name-$i.err"
-    (cd "$DIR" && exec ./server -addr 127.0.0.1:0 -access-log=false -demo-key-file "$name.demo-key" "$@" >"$name-$i.log" 2>"$name-$i.err") &
+    local prof=()
+    if [ -n "${PROFILE:-}" ]; then
+      mkdir -p "$PROFILE"
+      ROUND=$((${ROUND:-0} + 1))
+      prof=(-cpuprofile "$PROFILE/$name-$i-$ROUND.prof")
+    fi
+    (cd "$DIR" && exec ./server -addr 127.0.0.1:0 -access-log=false -demo-key-file "$name.demo-key" "${prof[@]}" "$@" >"$name-$i.log" 2>"$name-$i.err") &
     pids+=($!)
     SERVERS+=($!)
   done
@@ -255,6 +269,10 @@ measure() {
   shift 4
   c=$(((CONN + t - 1) / t * t)) # a whole number of connections per thread
   FLEET_NODES=$NODES wrk -t"$t" -c"$c" -d"$WARM" "$@" "$url" -- "${LUAARGS[@]}" >/dev/null 2>&1 || true
+  local tables0=
+  if [ -n "${TABLES:-}" ] && [ -z "$ON_PAIR" ] && [ "$name" != baseline ] && [ "$name" != sqlite ]; then
+    tables0=$(table_stats "$PG")
+  fi
   pids=$NODE_PIDS,$REDIS_PID
   [ -n "$BOUNCER_PID" ] && pids=$pids,$BOUNCER_PID
   local pgdsn=$PG watch2=()
@@ -281,6 +299,22 @@ measure() {
   echo "$name $n $(echo "$out" | awk '/Requests\/sec/ {print $2}') $reqs $node $(field "$line" pg) $bouncer $(field "$line" "pid:$REDIS_PID") $(field "$line" client) $errs $replica $repl" >>"$DIR/rows"
   echo "$name: $reqs requests, errors $errs; $line" >&2
   if [ "$errs" != 0 ]; then echo "$out" >&2; fi
+  if [ -n "$tables0" ]; then
+    # What the measured run did to each table, per request.
+    join <(echo "$tables0") <(table_stats "$PG") | awk -v row="$name" -v n="$reqs" '
+      { d = ""; for (i = 2; i <= 7; i++) d = d sprintf(" %s=%.3f", h[i], ($(i + 6) - $i) / n) }
+      BEGIN { split("- upd hot_upd dead idx_scan seq_scan heap_hit", h, " ") }
+      { printf "%s tables per request: %s%s\n", row, $1, d }' | tee -a "$DIR/tables" >&2
+  fi
+}
+
+# table_stats DSN: per table of SCHEMA, "name n_tup_upd n_tup_hot_upd
+# n_dead_tup idx_scan seq_scan heap_blks_hit", sorted by name.
+table_stats() {
+  psql -Atq -F' ' "$1" -c "SELECT s.relname, s.n_tup_upd, s.n_tup_hot_upd, s.n_dead_tup, coalesce(s.idx_scan, 0), s.seq_scan,
+      coalesce(io.heap_blks_hit, 0) + coalesce(io.idx_blks_hit, 0)
+    FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
+    WHERE s.schemaname = '$SCHEMA' ORDER BY 1" | sort
 }
 
 # node_row NAME N THREADS NODE_ARGS...: starts N nodes, measures, stops them.

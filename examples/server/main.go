@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -115,9 +116,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	baseURL := fs.String("base-url", "", "the API's public URL as clients reach it, through a proxy that changes the host or terminates TLS (https://forms.example.com/api): the next-page links start with it (default: from each request)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated origins of browser apps allowed to call the API (https://app.example.com,http://localhost:5173), or * for any (default: none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file, for go tool pprof, when the server stops (default: none)")
 	hooks := addWebhookFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
