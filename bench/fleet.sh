@@ -416,8 +416,9 @@ echo
 echo "wrk -c$CONN (rounded up to a multiple of the threads) -d$DUR after -d$WARM of warm-up, $(date -u +%FT%TZ), main at $(git rev-parse --short HEAD 2>/dev/null || echo '?'); load average before: $load"
 echo "CPU µs per request (user + system over the run / requests): nodes summed; PostgreSQL: the nodes' backends; Redis: the whole server"
 printf '%-12s %5s %9s %8s %9s %8s %8s %8s %8s %8s %7s %11s %8s\n' row nodes req/s "x base" node-µs "x base" pg-µs pgb-µs redis-µs wrk-µs errors replica-µs repl-µs
-base_rps=$(awk '$1=="baseline" {print $3}' "$DIR/rows")
-base_cpu=$(awk '$1=="baseline" {print 1e6 * $5 / $4}' "$DIR/rows")
+# With several baseline rows (one per round), the ratios are to their mean.
+base_rps=$(awk '$1=="baseline" {s += $3; n++} END {if (n) print s / n}' "$DIR/rows")
+base_cpu=$(awk '$1=="baseline" {s += 1e6 * $5 / $4; n++} END {if (n) print s / n}' "$DIR/rows")
 us() { awk -v s="$1" -v n="$2" 'BEGIN { if (s == "-" || n <= 0) print "-"; else printf "%.1f", 1e6 * s / n }'; }
 while read -r name n rps reqs node pg bouncer redis client errs replica repl; do
   [ "$name" = baseline ] && pg=- && redis=-
