@@ -340,6 +340,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 		wg.Wait()
 	})
 	findClauses(t, open, cfg)
+	findWriteClauses(t, open, cfg)
 	totalClauses(t, open, cfg)
 }
 

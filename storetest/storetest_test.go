@@ -57,6 +57,16 @@ var brokenStores = map[string]struct {
 		failsIn:  "Store/Find/Equality",
 		passesIn: "Store/Find/Isolation",
 	},
+	"pages filtered lists by offset": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return offsetFiltered{m} },
+		failsIn:  "Store/Find/AddedBetweenPages",
+		passesIn: "Store/Find/Pagination",
+	},
+	"keeps filtered pages across writes": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return &staleFiltered{Store: m} },
+		failsIn:  "Store/Find/FreshAfterWrites",
+		passesIn: "Store/Find/Equality",
+	},
 	"counts without its filters": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return countsAll{m} },
 		failsIn:  "Store/Find/Total",
@@ -483,6 +493,64 @@ func (s textFilters) ListSubmissions(ctx context.Context, account, formID string
 		}
 	}
 	p.Items = kept
+	return p, err
+}
+
+// offsetFiltered pages a filtered list by its matches' offset: right
+// until a write moves the matches under the cursor.
+type offsetFiltered struct{ *memstore.Store }
+
+func (s offsetFiltered) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	if len(q.Filters) == 0 {
+		return s.Store.ListSubmissions(ctx, account, formID, q)
+	}
+	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Order: q.Order, Since: q.Since, Until: q.Until, Filters: q.Filters})
+	if err != nil {
+		return all, err
+	}
+	start := 0
+	if q.Cursor != "" {
+		start = len(q.Cursor) // the cursor is a run of n dots
+		if strings.Trim(q.Cursor, ".") != "" || start > len(all.Items) {
+			return formsapi.Page[formsapi.Submission]{}, formsapi.ErrInvalidCursor
+		}
+	}
+	end := min(start+q.Limit, len(all.Items))
+	p := formsapi.Page[formsapi.Submission]{Items: all.Items[start:end]}
+	if end < len(all.Items) {
+		p.NextCursor = strings.Repeat(".", end)
+	}
+	return p, nil
+}
+
+// staleFiltered keeps every filtered page it reads, and serves it again
+// whatever was written since.
+type staleFiltered struct {
+	*memstore.Store
+	mu    sync.Mutex
+	pages map[string]formsapi.Page[formsapi.Submission]
+}
+
+func (s *staleFiltered) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	if len(q.Filters) == 0 {
+		return s.Store.ListSubmissions(ctx, account, formID, q)
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%+v", account, formID, q)
+	s.mu.Lock()
+	p, ok := s.pages[key]
+	s.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := s.Store.ListSubmissions(ctx, account, formID, q)
+	if err == nil {
+		s.mu.Lock()
+		if s.pages == nil {
+			s.pages = map[string]formsapi.Page[formsapi.Submission]{}
+		}
+		s.pages[key] = p
+		s.mu.Unlock()
+	}
 	return p, err
 }
 

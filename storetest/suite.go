@@ -82,8 +82,12 @@ func (c *config) parallel(t *testing.T) {
 // it implements, and runs these groups of clauses, each skipped with the
 // reason when it does not apply:
 //
-//   - Store: the formsapi.Store contract, every store. The clause on
-//     writes between pages needs the store's AddSubmission (formsapi.Writer).
+//   - Store: the formsapi.Store contract, every store, filters on
+//     submitted fields included. The clauses on writes between pages
+//     (filtered ones too: exact under concurrent writers, also where a
+//     page ends short at the bound of entries it examines) need the
+//     store's AddSubmission, and the one on filtered pages read again
+//     after additions, deletions and erasures needs formsapi.Writer.
 //   - FastPath: the Store clauses again, read through the page fast path
 //     that the handler takes on this module's own stores.
 //   - Keys: the formsapi.KeyResolver contract, with revocation when the
