@@ -20,11 +20,14 @@
 #
 # The write cost of the index, per submission, with against without it,
 # is bench/writecost.sh's measure: WRITECOST=1 runs it too, against BASE
-# (default 2f9016d, main before the index).
+# (default f092082, main before the filters: 4e48d45^). STORES= (empty)
+# runs nothing else:
+#
+#   STORES= WRITECOST=1 flock /tmp/loadrun.lock bash bench/find.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
-STORES=${STORES:-sqlite pg}
+STORES=${STORES-sqlite pg}
 PG=${PG-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
 go build -o /tmp/formsapi-findbench ./internal/cmd/findbench
 echo "tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'), N=$N, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
@@ -42,6 +45,6 @@ for s in $STORES; do
   esac
 done
 if [ -n "${WRITECOST:-}" ]; then
-  echo; echo "== write cost per submission, this tree against ${BASE:-2f9016d} (bench/writecost.sh)"
-  bash bench/writecost.sh "${BASE:-2f9016d}"
+  echo; echo "== write cost per submission, this tree against ${BASE:-f092082} (bench/writecost.sh)"
+  bash bench/writecost.sh "${BASE:-f092082}"
 fi

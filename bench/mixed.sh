@@ -26,6 +26,21 @@
 #   bash bench/mixed.sh      # DUR=8s CONN=32 THREADS=2 by default
 #   PG='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' bash bench/mixed.sh
 #
+# Each row also prints the CPU time (utime + stime, internal/cmd/cpuwatch)
+# per request of the server it measures, and for the pgstore rows of the
+# PostgreSQL backends serving it (application_name mixed-<pid>; the
+# writer's backends are not counted): a figure a shared, noisy machine
+# leaves comparable where req/s is not.
+#
+# SRC=DIR builds the servers, benchserver and tenants from another tree
+# (a git worktree of an older commit, say) while the script, the Lua and
+# cpuwatch stay this tree's, so two trees can be run in turn, interleaved:
+#
+#   SRC=/tmp/old WORK=/tmp/formsapi-mixed-old PGSCHEMA=formsapi_mixed_old bash bench/mixed.sh
+#
+# Give each tree its own WORK and PGSCHEMA: its datasets follow its schema,
+# and an older server refuses a schema a newer one migrated.
+#
 # The dataset is generated once into $WORK/mixed-pristine-SCHEMA.db and
 # copied for each run, so the writer's additions never accumulate. Everything runs on
 # 127.0.0.1 and stops by itself.
@@ -38,14 +53,18 @@ WRITE_EVERY=${WRITE_EVERY:-2ms}
 WORK=${WORK:-/tmp/formsapi-mixed}
 SERVER_FLAGS=${SERVER_FLAGS:-}
 PG=${PG:-}
+SRC=${SRC:-$PWD}
+PGSCHEMA=${PGSCHEMA:-formsapi_mixed}
+APP=mixed-$$
 if ! command -v wrk >/dev/null; then
   apt-get install -y wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 fi
 
 mkdir -p "$WORK/bin"
-go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/tenants
+(cd "$SRC" && go build -o "$WORK/bin/" ./examples/server ./internal/cmd/benchserver ./internal/cmd/tenants)
+go build -o "$WORK/bin/" ./internal/cmd/cpuwatch
 # Named after the schema, so a new migration makes a new dataset.
-PRISTINE="$WORK/mixed-pristine-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
+PRISTINE="$WORK/mixed-pristine-$(cat "$SRC"/sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
 KEYS="$WORK/mixed.keys"
 if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
   rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
@@ -58,16 +77,16 @@ cp "$PRISTINE" "$DB"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-"$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & pids+=($!)
+"$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & BASELINE=$!; pids+=($BASELINE)
 # shellcheck disable=SC2086
 "$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
 PGKEYS="$WORK/mixed-pg.keys"
 if [ -n "$PG" ]; then
   if [ ! -f "$PGKEYS" ]; then
-    "$WORK/bin/tenants" gen -postgres "$PG" -schema formsapi_mixed -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
+    "$WORK/bin/tenants" gen -postgres "$PG" -schema "$PGSCHEMA" -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
   fi
-  "$WORK/bin/server" -postgres "$PG" -schema formsapi_mixed -addr 127.0.0.1:18193 -access-log=false -rate-limit 0 \
+  "$WORK/bin/server" -postgres "$(case $PG in *\?*) echo "$PG&application_name=$APP" ;; *) echo "$PG?application_name=$APP" ;; esac)" -schema "$PGSCHEMA" -addr 127.0.0.1:18193 -access-log=false -rate-limit 0 \
     -demo-key-file "$WORK/mixed-pg.demo-key" >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
   up 18193
 fi
@@ -75,20 +94,30 @@ up 18190
 up 18192
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/${1:-$SERVER}/status"; }
 
-# rps NAME PID wrk-args...: one wrk run; prints "NAME rps p50 p99 hwm-KiB"
-# with the peak RSS of process PID.
+# rps NAME PID wrk-args...: one wrk run under cpuwatch; prints "NAME rps
+# p50 p99 hwm-KiB cpu-us/req pg-us/req" with the peak RSS of process PID,
+# its CPU per request and (pg-* rows) that of PostgreSQL's backends of
+# $APP.
 rps() {
-  local name=$1 pid=$2 out
+  local name=$1 pid=$2 out watch=()
   shift 2
-  out=$(wrk -t"$THREADS" -c"$CONN" -d"$DUR" --latency "$@")
+  case $name in pg-*) watch=(-pg "$PG" -pg-app "$APP") ;; esac
+  out=$("$WORK/bin/cpuwatch" -pid "$pid" "${watch[@]}" -- wrk -t"$THREADS" -c"$CONN" -d"$DUR" --latency "$@")
   if echo "$out" | grep -qE "Non-2xx|Socket errors"; then echo "$name: errors" >&2; echo "$out" >&2; exit 1; fi
-  printf '%s %s %s %s %s\n' "$name" "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
-    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')" "$(hwm "$pid")"
+  local n cpu line
+  line=$(echo "$out" | grep '^cpuwatch:')
+  n=$(echo "$out" | awk '/requests in/ {print $1}')
+  cpu=$(echo "$line" | tr ' ' '\n' | awk -F= -v p="pid:$pid" '$1 == p {print $2}')
+  pgcpu=$(echo "$line" | tr ' ' '\n' | awk -F= '$1 == "pg" {print $2}')
+  printf '%s %s %s %s %s %s %s\n' "$name" "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+    "$(echo "$out" | awk '$1=="50%" {print $2}')" "$(echo "$out" | awk '$1=="99%" {print $2}')" "$(hwm "$pid")" \
+    "$(awk -v c="$cpu" -v n="$n" 'BEGIN { printf "%.1f", 1e6 * c / n }')" \
+    "$([ -n "$pgcpu" ] && awk -v c="$pgcpu" -v n="$n" 'BEGIN { printf "%.1f", 1e6 * c / n }' || echo -)"
 }
 MIXED=(-s bench/mixed.lua http://127.0.0.1:18192 -- "$KEYS")
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 results=$(
-  rps baseline "$SERVER" -H "Authorization: Bearer bench-key" "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100"
+  rps baseline "$BASELINE" -H "Authorization: Bearer bench-key" "http://127.0.0.1:18190/v1/forms/bench-form-000/submissions?limit=100"
   wrk -t"$THREADS" -c"$CONN" -d2s "${MIXED[@]}" >/dev/null # warm-up
   rps mixed "$SERVER" "${MIXED[@]}"
   "$WORK/bin/tenants" write -db "$DB" -keys "$KEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
@@ -98,7 +127,7 @@ results=$(
     PGMIXED=(-s bench/mixed.lua http://127.0.0.1:18193 -- "$PGKEYS")
     wrk -t"$THREADS" -c"$CONN" -d2s "${PGMIXED[@]}" >/dev/null # warm-up
     rps pg-mixed "$PGSERVER" "${PGMIXED[@]}"
-    "$WORK/bin/tenants" write -postgres "$PG" -schema formsapi_mixed -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
+    "$WORK/bin/tenants" write -postgres "$PG" -schema "$PGSCHEMA" -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$DUR" >&2 &
     rps pg-mixed+writer "$PGSERVER" "${PGMIXED[@]}"
     wait
   fi
@@ -107,14 +136,16 @@ base=$(echo "$results" | awk '$1=="baseline" {print $2}')
 mixed=$(echo "$results" | awk '$1=="mixed" {print $2}')
 pgmixed=$(echo "$results" | awk '$1=="pg-mixed" {print $2}')
 echo
+echo "servers of $(git -C "$SRC" rev-parse --short HEAD)$(git -C "$SRC" diff --quiet HEAD -- . || echo ' (with changes)') at $(date -u +%FT%TZ)"
 echo "wrk -t$THREADS -c$CONN -d$DUR; load average before the run: $load; server flags: ${SERVER_FLAGS:-(none)}"
 [ -n "$PG" ] || echo "(pgstore rows skipped: set PG to a PostgreSQL DSN)"
-printf '%-14s %10s %9s %9s %11s %10s %14s\n' target req/s p50 p99 "x baseline" "x mixed" "peak RSS MiB"
-echo "$results" | while read -r name r p50 p99 kib; do
+printf '%-14s %10s %9s %9s %11s %10s %14s %10s %10s %10s\n' target req/s p50 p99 "x baseline" "x mixed" "peak RSS MiB" "cpu us/req" "x baseline" "pg us/req"
+basecpu=$(echo "$results" | awk '$1=="baseline" {print $6}')
+echo "$results" | while read -r name r p50 p99 kib cpu pgcpu; do
   rss=$(echo "$kib" | awk '{printf "%.1f", $1/1024}')
-  [ "$name" = baseline ] && rss="(SQLite server $rss)"
   ref=$mixed
   case $name in pg-*) ref=$pgmixed ;; esac
-  printf '%-14s %10.0f %9s %9s %10.1f%% %9.1f%% %14s\n' "$name" "$r" "$p50" "$p99" \
-    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $ref" | awk '{print 100*$1/$2}')" "$rss"
+  printf '%-14s %10.0f %9s %9s %10.1f%% %9.1f%% %14s %10s %10.2f %10s\n' "$name" "$r" "$p50" "$p99" \
+    "$(echo "$r $base" | awk '{print 100*$1/$2}')" "$(echo "$r $ref" | awk '{print 100*$1/$2}')" "$rss" \
+    "$cpu" "$(echo "$cpu $basecpu" | awk '{print $1/$2}')" "$pgcpu"
 done
