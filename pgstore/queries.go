@@ -117,17 +117,26 @@ WHERE f.id = $1 AND f.account_id = $2`
 	// (migration 0017) in keyset order, each joined to its submission,
 	// stored.Examined of them at most ($8). The form's ownership is
 	// checked before, as the read cache's lookup is.
+	//
+	// The entries are read, limit and all, in a subquery of their own and
+	// each submission fetched by its primary key in a LATERAL one: joined
+	// plainly, the planner chose for a key of 1% of a form's rows a hash
+	// join with a sequential scan of every form's submissions (EXPLAIN
+	// at 100,000 submissions; BENCHMARKS.md, "Filters' plans").
 	sqlFindEncoded = `SELECT i.seq, i.created_at, s.data, s.json
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i.created_at, i.seq) < ($5, $6)
-ORDER BY i.created_at {DIR}, i.seq {DIR}
-LIMIT $7`
+FROM (` + sqlFindEntries + `) i
+CROSS JOIN LATERAL (SELECT data, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
+ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
 	sqlFind = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json)
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = $1 AND i.key = $2 AND (i.created_at, i.seq) > ($3, $4) AND (i.created_at, i.seq) < ($5, $6)
-ORDER BY i.created_at {DIR}, i.seq {DIR}
-LIMIT $7`
+FROM (` + sqlFindEntries + `) i
+CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
+ORDER BY i.created_at {DIR}, i.seq {DIR}`
+
+	sqlFindEntries = `SELECT seq, created_at FROM formsapi_find
+    WHERE form_seq = $1 AND key = $2 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    ORDER BY created_at {DIR}, seq {DIR}
+    LIMIT $7`
 
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
@@ -138,9 +147,10 @@ WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5) LIMIT ` + stored.CountLimit + `) c`
 
-	sqlCountMatches = `SELECT s.data FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = $1 AND i.key = $6 AND (i.created_at, i.seq) > ($2, $3) AND (i.created_at, i.seq) < ($4, $5)
-LIMIT ` + stored.MatchesLimit
+	sqlCountMatches = `SELECT s.data FROM (SELECT seq FROM formsapi_find
+    WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+    LIMIT ` + stored.MatchesLimit + `) i
+CROSS JOIN LATERAL (SELECT data FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
