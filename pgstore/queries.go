@@ -317,13 +317,15 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// One statement takes the form's next feed position and inserts, so
 	// no transaction is needed. The UPDATE locks the form's row until the
 	// insert commits, so the positions of one form commit in order; no
-	// row means no such form.
+	// row means no such form. It gives the form its new version too, so
+	// the insert's trigger leaves the row alone (migration 0018): one
+	// update of the form's row per write.
 	// The submission's fields ($12, its data's member names in order)
 	// go to the form's field table in the same statement: only names the
 	// table lacks at a lower position are written, so a submission of
 	// known fields reads the table's index and writes nothing to it.
 	sqlAddSubmission = `WITH f AS (
-    UPDATE formsapi_forms SET feed_last = feed_last + 1 WHERE id = $1 RETURNING seq, feed_last
+    UPDATE formsapi_forms SET feed_last = feed_last + 1, version = formsapi_addition_version() WHERE id = $1 RETURNING seq, feed_last
 ), fields AS (
     INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
     SELECT f.seq, n.name, f.feed_last, n.ord FROM f, unnest($12::bytea[]) WITH ORDINALITY AS n(name, ord)
