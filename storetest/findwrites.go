@@ -294,7 +294,8 @@ func findWriteClauses(t *testing.T, open Open, cfg *config) {
 			return ns
 		}
 		has := func(ns []int, n int) bool { return slices.Contains(ns, n) }
-		ns := read("the seed")
+		read("the seed") // the page, and its tag, before any write
+		var ns []int
 		add := func(n int, tag, id string) {
 			t.Helper()
 			data := fmt.Sprintf(`{"n":%d,"tag":%q,"v":%q}`, n, tag, id)
