@@ -152,14 +152,15 @@ func toInt64(a any) int64 {
 
 // planNode is the part of EXPLAIN (FORMAT JSON) the test looks at.
 type planNode struct {
-	NodeType     string     `json:"Node Type"`
-	Relation     string     `json:"Relation Name"`
-	Index        string     `json:"Index Name"`
-	IndexCond    string     `json:"Index Cond"`
-	Filter       string     `json:"Filter"`
-	ActualRows   *int64     `json:"Actual Rows"`
-	RowsFiltered int64      `json:"Rows Removed by Filter"`
-	Plans        []planNode `json:"Plans"`
+	NodeType      string     `json:"Node Type"`
+	Relation      string     `json:"Relation Name"`
+	Index         string     `json:"Index Name"`
+	IndexCond     string     `json:"Index Cond"`
+	Filter        string     `json:"Filter"`
+	ActualRows    *int64     `json:"Actual Rows"`
+	RowsFiltered  int64      `json:"Rows Removed by Filter"`
+	RowsRechecked int64      `json:"Rows Removed by Index Recheck"`
+	Plans         []planNode `json:"Plans"`
 }
 
 func nodes(n planNode) []planNode {
