@@ -47,8 +47,13 @@ type Codec struct {
 }
 
 // MaxLength is the length of the longest token Open and OpenSync accept:
-// longer ones are refused before any decoding.
-const MaxLength = 1024
+// longer ones are refused before any decoding. A submissions cursor seals
+// its list's parameters: with every one at its documented limit (8
+// filters of 64-byte names and 256-byte values, 32 projected names of 64
+// bytes, since and until) it is about 6,300 characters before the store's
+// position, so the bound leaves room for a position of over a kilobyte.
+// (It was 1,024, and the handler handed out cursors it then refused.)
+const MaxLength = 8192
 
 // New returns the codec of secret. Codecs of equal secrets seal and open
 // the same tokens and make the same refs.

@@ -1,0 +1,87 @@
+package formsapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/matryer/is"
+)
+
+// TestLongestCursorOpens: a list at every documented limit at once (8
+// filters of 64-byte names and 256-byte values, a projection of 32
+// 64-byte names, since and until) gets a nextCursor that the next request
+// accepts. A cursor seals the list's parameters, so it can be several
+// thousand characters long; one the server hands out must never be
+// refused as malformed.
+func TestLongestCursorOpens(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s := memstore.New()
+	const key, form = "longest-cursor-key-0123456789", "longest-cursor"
+	is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: form, Title: "t", CreatedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	is.NoErr(s.AddKey(ctx, key, "acct"))
+
+	// 8 member names of 64 bytes, each with a string whose canonical
+	// JSON is 256 bytes (254 characters and its quotes).
+	value := strings.Repeat("v", 254)
+	var names []string
+	data := map[string]string{}
+	for i := range 8 {
+		n := fmt.Sprintf("f%02d", i) + strings.Repeat("n", 61)
+		names = append(names, n)
+		data[n] = value
+	}
+	raw, err := json.Marshal(data)
+	is.NoErr(err)
+	for i := range 3 {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{
+			FormID: form, Data: raw, Attachments: []formsapi.Attachment{},
+			CreatedAt: time.Date(2024, 1, 2, 0, i, 0, 0, time.UTC),
+		}, formsapi.Metadata{}))
+	}
+	fields := append([]string(nil), names...)
+	for i := len(fields); i < 32; i++ {
+		fields = append(fields, fmt.Sprintf("p%02d", i)+strings.Repeat("p", 61))
+	}
+	q := url.Values{
+		"limit":  {"1"},
+		"order":  {"asc"},
+		"since":  {"2024-01-01T00:00:00.123456789Z"},
+		"until":  {"2025-01-01T00:00:00.987654321Z"},
+		"fields": {strings.Join(fields, ",")},
+	}
+	for _, n := range names {
+		q.Set("filter["+n+"]", value)
+	}
+	h := formsapi.NewHandler(s, s)
+	path := "/v1/forms/" + form + "/submissions"
+	target := path + "?" + q.Encode()
+	for page := 1; page <= 3; page++ {
+		res := do(t, h, "GET", target, bearer(key)...)
+		if res.status != http.StatusOK {
+			t.Fatalf("page %d: %d %s", page, res.status, res.body)
+		}
+		var p findPage
+		is.NoErr(json.Unmarshal(res.body, &p))
+		is.Equal(len(p.Submissions), 1) // one item a page, every one a match
+		if page == 3 {
+			is.True(p.NextCursor == nil) // three submissions, three pages
+			break
+		}
+		is.True(p.NextCursor != nil)
+		if page == 1 {
+			// The test is about cursors past the old bound of 1,024.
+			t.Logf("cursor of %d characters", len(*p.NextCursor))
+			is.True(len(*p.NextCursor) > 4096)
+		}
+		target = path + "?limit=1&cursor=" + url.QueryEscape(*p.NextCursor)
+	}
+}
