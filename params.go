@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/internal/find"
 )
@@ -249,6 +250,9 @@ func parseFilters(vals url.Values, q *Query) string {
 		switch {
 		case field == "":
 			return fmt.Sprintf("invalid %s: the field name is empty", quoteParam(name))
+		case !utf8.ValidString(field):
+			// No submission's data has such a member: it is valid UTF-8.
+			return fmt.Sprintf("invalid %s: the field name is not valid UTF-8", quoteParam(name))
 		case len(field) > find.MaxFieldBytes:
 			return fmt.Sprintf("invalid filter: a field name is longer than %d bytes (the filter field length limit)", find.MaxFieldBytes)
 		case len(vs) > 1:

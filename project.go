@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/internal/find"
 )
@@ -35,6 +36,9 @@ var fieldsParam = listParam{
 				return "a name is empty: separate the names of top-level data members with single commas"
 			case len(n) > find.MaxFieldBytes:
 				return fmt.Sprintf("a name is longer than %d bytes (the fields name length limit)", find.MaxFieldBytes)
+			case !utf8.ValidString(n):
+				// No submission's data has such a member: it is valid UTF-8.
+				return "a name is not valid UTF-8"
 			}
 		}
 		slices.Sort(names)
