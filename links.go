@@ -58,12 +58,19 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, req request, storeNex
 		return ""
 	}
 	next := a.tokens.seal(req.cursorKind(), req.list, req.inc, req.q, storeNext)
-	v := url.Values{"cursor": {next}}
-	if req.limit != "" {
-		v.Set("limit", req.limit)
-	}
-	w.Header().Set("Link", "<"+a.linkBase(r)+req.path()+"?"+v.Encode()+`>; rel="next"`)
+	w.Header()["Link"] = []string{nextLink(a.linkBase(r)+req.path(), next, req.limit)}
 	return next
+}
+
+// nextLink is the Link header's value for the page at page with the query
+// that url.Values{"cursor": {cursor}, "limit": {limit}}.Encode() writes
+// (limit left out when ""), built in one concatenation rather than
+// through the map, its sort and a builder on every page.
+func nextLink(page, cursor, limit string) string {
+	if limit == "" {
+		return "<" + page + "?cursor=" + url.QueryEscape(cursor) + `>; rel="next"`
+	}
+	return "<" + page + "?cursor=" + url.QueryEscape(cursor) + "&limit=" + url.QueryEscape(limit) + `>; rel="next"`
 }
 
 // parseBaseURL checks a WithBaseURL argument and returns it as the handler
