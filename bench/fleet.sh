@@ -66,8 +66,16 @@
 # binary of the example server built from the same commit.
 # TABLES=1 prints, for each row on the shared server, what the measured
 # run did to the schema's tables (pg_stat_user_tables: rows updated, of
-# them HOT, dead rows, index scans, heap blocks hit), per write when the
-# row has a writer.
+# them HOT, dead rows, index scans, heap and index blocks hit) per
+# request; the nodes' statements per request (the database's
+# transactions in the run less the submissions written in it: other
+# users of the server count too, so only under a quiet-run does it say
+# much); and before the run, the forms table's dead row versions (which
+# every key lookup may walk) and the age of the oldest other session's
+# snapshot (which keeps pruning from removing them).
+#
+# PER_FORM (500) is the submissions of each form in the datasets; it is
+# part of their names, so each size is generated once.
 #
 #   bash bench/fleet.sh                      # DUR=8s CONN=32, about 3 min
 #   ROWS="baseline pg1-redis" bash bench/fleet.sh
@@ -91,6 +99,7 @@ REDIS=${REDIS-redis://127.0.0.1:6379/0}
 ROWS=${ROWS:-baseline sqlite pg1-redis pg2-redis pg3-redis pg1-pglimit bouncer1 bouncer2 pg1-hit pg3+writer}
 SCHEMA=${SCHEMA:-formsapi_fleet}
 CACHE_MIB=${CACHE_MIB:-32}
+PER_FORM=${PER_FORM:-500}
 RATE=(-rate-limit 10000000 -rate-window 1m -cache-mib "$CACHE_MIB")
 source bench/lib.sh
 [ -n "$PG" ] || { echo "fleet.sh needs PostgreSQL: set PG to a DSN" >&2; exit 1; }
@@ -103,7 +112,7 @@ APP=formsapi-fleet-$$
 export FORMSAPI_CURSOR_SECRET=fleet-bench-$$-shared-by-every-node
 # The primary and standby of the rpg rows (see above).
 PAIR_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-PAIR_DIR="$WORK/pair-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)"
+PAIR_DIR="$WORK/pair-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$PER_FORM"
 PAIR_UP=
 REPL_PIDS=
 PRIMARY=
@@ -140,7 +149,7 @@ start_pair() {
   PAIR_UP=1
   PRIMARY="postgres://postgres@127.0.0.1:$p1/postgres?sslmode=disable"
   if [ ! -f "$PAIR_DIR/keys" ]; then
-    "$DIR/tenants" gen -postgres "$PRIMARY" -schema "$SCHEMA" -keys "$PAIR_DIR/keys.tmp" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+    "$DIR/tenants" gen -postgres "$PRIMARY" -schema "$SCHEMA" -keys "$PAIR_DIR/keys.tmp" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
     mv "$PAIR_DIR/keys.tmp" "$PAIR_DIR/keys"
   fi
   rm -rf "$PAIR_DIR/standby"
@@ -157,19 +166,19 @@ dsn() { case $1 in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac; }
 
 # Datasets, named after the schema, so a new migration makes a new one.
 mkdir -p "$WORK"
-PRISTINE="$WORK/sqlite-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
+PRISTINE="$WORK/sqlite-$(cat sqlitestore/migrations/*.sql | sha1sum | cut -c1-8)-$PER_FORM.db"
 KEYS="$PRISTINE.keys"
 # wants PATTERN: whether a row of ROWS matches the extended regexp PATTERN
 # (a dataset only the rows that use it make).
 wants() { echo " $ROWS " | tr ' ' '\n' | grep -q -E "^($1)\$"; }
 if wants sqlite && { [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; }; then
   rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
-  "$DIR/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+  "$DIR/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
 fi
 if wants sqlite; then cp "$PRISTINE" "$DIR/fleet.db"; fi
-PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8).keys"
+PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$PER_FORM.keys"
 if wants 'pg.*|bouncer.*' && [ ! -f "$PGKEYS" ]; then
-  "$DIR/tenants" gen -postgres "$PG" -schema "$SCHEMA" -keys "$PGKEYS.tmp" -accounts 20 -forms 10 -per-form 500 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
+  "$DIR/tenants" gen -postgres "$PG" -schema "$SCHEMA" -keys "$PGKEYS.tmp" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
   mv "$PGKEYS.tmp" "$PGKEYS"
 fi
 
@@ -269,9 +278,17 @@ measure() {
   shift 4
   c=$(((CONN + t - 1) / t * t)) # a whole number of connections per thread
   FLEET_NODES=$NODES wrk -t"$t" -c"$c" -d"$WARM" "$@" "$url" -- "${LUAARGS[@]}" >/dev/null 2>&1 || true
-  local tables0=
+  local tables0= xacts0=
   if [ -n "${TABLES:-}" ] && [ -z "$ON_PAIR" ] && [ "$name" != baseline ] && [ "$name" != sqlite ]; then
     tables0=$(table_stats "$PG")
+    xacts0=$(xact_count "$PG")
+    # Dead row versions of the forms table that every lookup may walk, and
+    # how long another session has held back what pruning may remove.
+    psql -Atq "$PG" -c "SELECT '$name before: formsapi_forms ' || n_live_tup || ' live rows, ' || n_dead_tup || ' dead, '
+        || pg_relation_size(relid) / 8192 || ' pages; the oldest other snapshot: '
+        || coalesce((SELECT round(extract(epoch FROM now() - min(xact_start)))::text || ' s old' FROM pg_stat_activity
+             WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() HAVING count(*) > 0), 'none')
+      FROM pg_stat_user_tables WHERE schemaname = '$SCHEMA' AND relname = 'formsapi_forms'" | tee -a "$DIR/tables" >&2
   fi
   pids=$NODE_PIDS,$REDIS_PID
   [ -n "$BOUNCER_PID" ] && pids=$pids,$BOUNCER_PID
@@ -300,19 +317,35 @@ measure() {
   echo "$name: $reqs requests, errors $errs; $line" >&2
   if [ "$errs" != 0 ]; then echo "$out" >&2; fi
   if [ -n "$tables0" ]; then
+    local tables1 xacts1
+    tables1=$(table_stats "$PG")
+    xacts1=$(xact_count "$PG")
     # What the measured run did to each table, per request.
-    join <(echo "$tables0") <(table_stats "$PG") | awk -v row="$name" -v n="$reqs" '
-      { d = ""; for (i = 2; i <= 7; i++) d = d sprintf(" %s=%.3f", h[i], ($(i + 6) - $i) / n) }
+    join <(echo "$tables0") <(echo "$tables1") | awk -v row="$name" -v n="$reqs" '
+      { d = ""; for (i = 2; i <= 7; i++) d = d sprintf(" %s=%.3f", h[i], ($(i + 7) - $i) / n) }
       BEGIN { split("- upd hot_upd dead idx_scan seq_scan heap_hit", h, " ") }
       { printf "%s tables per request: %s%s\n", row, $1, d }' | tee -a "$DIR/tables" >&2
+    # Transactions of the whole database during the run, less the
+    # submissions written in it (the writer's, one transaction each), per
+    # request: the nodes' statements (one transaction each). Other users
+    # of the server count too, so only a quiet-run says much.
+    local ins0 ins1
+    ins0=$(echo "$tables0" | awk '$1 == "formsapi_submissions" {print $8}')
+    ins1=$(awk '$1 == "formsapi_submissions" {print $8}' <<<"$tables1")
+    awk -v row="$name" -v n="$reqs" -v a="$xacts0" -v b="$xacts1" -v w=$((ins1 - ins0)) \
+      'BEGIN { printf "%s statements per request: %.3f (%d transactions, %d of them writes, over %d requests)\n", row, (b - a - w) / n, b - a, w, n }' |
+      tee -a "$DIR/tables" >&2
   fi
 }
 
+# xact_count DSN: transactions committed and rolled back in DSN's database.
+xact_count() { psql -Atq "$1" -c "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"; }
+
 # table_stats DSN: per table of SCHEMA, "name n_tup_upd n_tup_hot_upd
-# n_dead_tup idx_scan seq_scan heap_blks_hit", sorted by name.
+# n_dead_tup idx_scan seq_scan heap_blks_hit n_tup_ins", sorted by name.
 table_stats() {
   psql -Atq -F' ' "$1" -c "SELECT s.relname, s.n_tup_upd, s.n_tup_hot_upd, s.n_dead_tup, coalesce(s.idx_scan, 0), s.seq_scan,
-      coalesce(io.heap_blks_hit, 0) + coalesce(io.idx_blks_hit, 0)
+      coalesce(io.heap_blks_hit, 0) + coalesce(io.idx_blks_hit, 0), s.n_tup_ins
     FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
     WHERE s.schemaname = '$SCHEMA' ORDER BY 1" | sort
 }
