@@ -190,7 +190,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return
 	}
-	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), incTag: token.IncarnationTag(inc), form: form}
+	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list), incTag: token.IncarnationTag(inc), form: form}
 	if e.format == formatCSV {
 		columns := x.columns
 		if a.fields != nil {
@@ -328,7 +328,15 @@ type exporter struct {
 	sent int // submissions sent since the rate limiter was last asked
 	out  *chunkWriter
 	dst  io.Writer
-	line []byte
+
+	// Buffers reused from line to line: a line is written with none
+	// allocated (BenchmarkExport).
+	refs     *token.Refs
+	line     []byte   // the line
+	ref, pos []byte   // its ref and position
+	tmp      []byte   // CSV: a decoded or compacted value
+	cells    [][]byte // CSV: the data columns' values
+	otherBuf []byte   // CSV: the otherData cell
 }
 
 // maxColumns bounds the CSV's data columns: the members of data past the
@@ -494,8 +502,9 @@ func (x *exporter) writeLine(pos int64, obj []byte) error {
 		return err
 	}
 	b := x.line[:0]
-	ref := x.a.tokens.AppendRef(nil, x.req.list, pos)
-	position := x.positions.Append(nil, pos, x.asOf, x.incTag)
+	x.ref = x.refs.Append(x.ref[:0], pos)
+	x.pos = x.positions.Append(x.pos[:0], pos, x.asOf, x.incTag)
+	ref, position := x.ref, x.pos
 	if x.e.format == formatJSONL {
 		b = append(b, `{"ref":"`...)
 		b = append(b, ref...)
@@ -563,57 +572,82 @@ func (x *exporter) header() error {
 
 // csvRow appends the CSV row of one submission (see docs/api.md for the
 // rules): ref, position, createdAt, a cell per data column, otherData
-// when there is one, and attachments.
+// when there is one, and attachments. It reads obj in one pass, with
+// x's buffers (csvjson.go).
 func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
-	var s struct {
-		Data        json.RawMessage
-		Attachments json.RawMessage
-		CreatedAt   string
+	data, att, created, err := submissionParts(obj, &x.tmp)
+	if err != nil {
+		return b, err
 	}
-	if err := json.Unmarshal(obj, &s); err != nil {
-		return b, fmt.Errorf("export: decode a stored submission: %w", err)
+	if cap(x.cells) < len(x.names) {
+		x.cells = make([][]byte, len(x.names))
 	}
-	cells := make([]json.RawMessage, len(x.names))
-	var other []byte
-	err := wire.Members(s.Data, func(name string, v json.RawMessage) {
-		if i, ok := x.cols[name]; ok {
-			cells[i] = v
-			return
+	cells := x.cells[:len(x.names)]
+	clear(cells)
+	other := x.otherBuf[:0]
+	m := members{b: data}
+	if !m.open() {
+		return b, errDataNotObject
+	}
+	for {
+		raw, escaped, v, more, err := m.next()
+		if err != nil {
+			return b, err
+		}
+		if !more {
+			break
+		}
+		name, ok := jsonText(raw, escaped, &x.tmp)
+		if !ok {
+			return b, errStoredJSON
+		}
+		if i, ok := x.cols[string(name)]; ok {
+			cells[i] = v // the last of duplicates wins, as encoding/json's
+			continue
 		}
 		// A member past maxColumns goes to otherData; so would one the
 		// header does not have (a store that breaks the FieldStore
 		// contract), were there that column.
-		if other == nil {
+		if len(other) == 0 {
 			other = append(other, '{')
 		} else {
 			other = append(other, ',')
 		}
-		other = appendString(other, name)
+		other = appendString(other, string(name))
 		other = append(other, ':')
-		other = append(other, compactJSON(v)...)
-	})
-	if err != nil {
-		return b, fmt.Errorf("export: %w", err)
+		other = appendCompact(other, v)
 	}
+	x.otherBuf = other
 	b = append(b, ref...)
 	b = append(b, ',')
 	b = append(b, position...)
 	b = append(b, ',')
-	b = append(b, s.CreatedAt...)
+	if len(created) > 0 && created[0] == '"' {
+		text, ok := jsonText(created[1:len(created)-1], bytes.IndexByte(created, '\\') >= 0, &x.tmp)
+		if !ok {
+			return b, errStoredJSON
+		}
+		b = append(b, text...)
+	} else if len(created) > 0 && string(created) != "null" {
+		return b, errStoredJSON
+	}
 	escape := !x.e.keepFormat
 	for _, v := range cells {
 		b = append(b, ',')
-		b = appendJSONCell(b, v, escape)
+		b = appendJSONCell(b, v, escape, &x.tmp)
 	}
 	if x.other {
 		b = append(b, ',')
-		if other != nil {
-			b = appendCSVCell(b, string(append(other, '}')), escape)
+		if len(other) > 0 {
+			b = appendCSVCell(b, append(other, '}'), escape)
 		}
 	}
 	b = append(b, ',')
-	if att := compactJSON(s.Attachments); string(att) != "[]" && len(att) > 0 {
-		b = appendCSVCell(b, string(att), escape)
+	if len(att) > 0 {
+		x.tmp = appendCompact(x.tmp[:0], att)
+		if string(x.tmp) != "[]" {
+			b = appendCSVCell(b, x.tmp, escape)
+		}
 	}
 	return append(b, "\r\n"...), nil
 }
@@ -621,32 +655,28 @@ func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
 // appendJSONCell appends the cell of one data member's JSON value v (nil:
 // absent, an empty cell): a string as its text, a number as written, true
 // and false as such, null as an empty cell, an object or array as its
-// compact JSON.
-func appendJSONCell(b []byte, v json.RawMessage, escape bool) []byte {
+// compact JSON. tmp is scratch space, grown as needed.
+func appendJSONCell(b, v []byte, escape bool, tmp *[]byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
 	switch v[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
+		if len(v) < 2 {
 			return b
 		}
-		return appendCSVCell(b, s, escape)
+		text, ok := jsonText(v[1:len(v)-1], bytes.IndexByte(v, '\\') >= 0, tmp)
+		if !ok {
+			return b
+		}
+		return appendCSVCell(b, text, escape)
 	case 'n':
 		return b
 	case 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return append(b, v...) // numbers untouched, never escaped
 	}
-	return appendCSVCell(b, string(compactJSON(v)), escape)
-}
-
-func compactJSON(v []byte) []byte {
-	var buf bytes.Buffer
-	if json.Compact(&buf, v) != nil {
-		return v
-	}
-	return buf.Bytes()
+	*tmp = appendCompact((*tmp)[:0], v)
+	return appendCSVCell(b, *tmp, escape)
 }
 
 // formulaTriggers are the first characters that make a spreadsheet read
@@ -657,14 +687,27 @@ const formulaTriggers = "=+-@\t\r\x00"
 // doubled, when it holds a comma, a quote, CR or LF (or starts or ends
 // with a space, which some readers trim); with escape, a ' before it when
 // it begins with a formula trigger.
-func appendCSVCell(b []byte, s string, escape bool) []byte {
-	if escape && s != "" && strings.IndexByte(formulaTriggers, s[0]) >= 0 {
-		s = "'" + s
+func appendCSVCell[T string | []byte](b []byte, s T, escape bool) []byte {
+	if len(s) == 0 {
+		return b
 	}
-	if s == "" || !strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[len(s)-1] != ' ' {
+	prefix := escape && strings.IndexByte(formulaTriggers, s[0]) >= 0
+	quote := !prefix && s[0] == ' ' || s[len(s)-1] == ' '
+	for i := 0; i < len(s) && !quote; i++ {
+		switch s[i] {
+		case ',', '"', '\r', '\n':
+			quote = true
+		}
+	}
+	if quote {
+		b = append(b, '"')
+	}
+	if prefix {
+		b = append(b, '\'')
+	}
+	if !quote {
 		return append(b, s...)
 	}
-	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		if s[i] == '"' {
 			b = append(b, '"')

@@ -34,10 +34,11 @@ func TestCSVFormulaEscaping(t *testing.T) {
 		{`{"a":"=x"}`, `"{""a"":""=x""}"`, `"{""a"":""=x""}"`}, // JSON text begins with {
 		{`[1, 2]`, `"[1,2]"`, `"[1,2]"`},
 	} {
-		if got := string(appendJSONCell(nil, json.RawMessage(c.value), true)); got != c.escape {
+		var tmp []byte
+		if got := string(appendJSONCell(nil, json.RawMessage(c.value), true, &tmp)); got != c.escape {
 			t.Errorf("%s escaped: %q, want %q", c.value, got, c.escape)
 		}
-		if got := string(appendJSONCell(nil, json.RawMessage(c.value), false)); got != c.keep {
+		if got := string(appendJSONCell(nil, json.RawMessage(c.value), false, &tmp)); got != c.keep {
 			t.Errorf("%s kept: %q, want %q", c.value, got, c.keep)
 		}
 	}

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -233,10 +235,15 @@ func TestExportScope(t *testing.T) {
 
 // FuzzExportAfter: whatever after, format, bom and formulas are, and
 // whatever else the query holds, the export answers 200 or a 400 naming
-// a parameter, never anything else, over memstore and sqlitestore.
+// a parameter, never anything else, over memstore and sqlitestore
+// (FuzzExportAfterPostgres: over pgstore). Its seed corpus runs with the
+// package's tests; a long run of each:
+//
+//	go test -run '^$' -fuzz '^FuzzExportAfter$' -fuzztime 10m .
+//	FORMSAPI_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	  go test -run '^$' -fuzz '^FuzzExportAfterPostgres$' -fuzztime 10m .
 func FuzzExportAfter(f *testing.F) {
 	ctx := context.Background()
-	mem := seeded(f)
 	lite, err := sqlitestore.Open(filepath.Join(f.TempDir(), "fuzz.db"))
 	if err != nil {
 		f.Fatal(err)
@@ -245,24 +252,49 @@ func FuzzExportAfter(f *testing.F) {
 	if err := storetest.Load(ctx, lite, storetest.DefaultSeed()); err != nil {
 		f.Fatal(err)
 	}
+	mem := seeded(f)
 	secret := formsapi.WithCursorSecret([]byte("fuzz export secret of 32 bytes!!"))
-	handlers := []http.Handler{formsapi.NewHandler(mem, mem, secret), formsapi.NewHandler(lite, lite, secret)}
-	var positions []string
-	for _, format := range []string{"jsonl", "csv"} {
-		body := do(f, handlers[0], "GET", exportPath+"?format="+format, bearer(storetest.KeyA)...).body
-		if format == "jsonl" {
-			var first exportLine
-			json.Unmarshal(body[:bytes.IndexByte(body, '\n')], &first)
-			positions = append(positions, first.Position, first.Ref)
-		}
+	fuzzExportAfter(f, formsapi.NewHandler(mem, mem, secret), formsapi.NewHandler(lite, lite, secret))
+}
+
+// FuzzExportAfterPostgres is FuzzExportAfter over pgstore; without
+// FORMSAPI_TEST_POSTGRES it is skipped (it fails when CI is set).
+func FuzzExportAfterPostgres(f *testing.F) {
+	ctx := context.Background()
+	dsn, schema := pgtest.Schema(f)
+	pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	if err != nil {
+		f.Fatal(err)
 	}
-	p := positions[0]
-	for _, seed := range []struct{ after, format, bom, formulas, extra string }{
-		{p, "", "", "", ""}, {p, "csv", "true", "keep", ""}, {"", "", "", "", ""}, {"0", "csv", "", "", ""},
-		{"-1", "jsonl", "false", "", ""}, {strings.Repeat("A", 22), "csv", "", "escape", ""}, {p[:21] + "B", "", "", "", ""},
-		{"start", "CSV", "yes", "KEEP", ""}, {positions[1], "csv", "", "", "after=x"}, {p, "", "true", "", "sync=start"},
-		{"%zz", "csv", "", "", "limit=5"}, {p, "csv", "true", "keep", "format=jsonl"},
-	} {
+	f.Cleanup(func() { pg.Close() })
+	if err := storetest.Load(ctx, pg, storetest.DefaultSeed()); err != nil {
+		f.Fatal(err)
+	}
+	fuzzExportAfter(f, formsapi.NewHandler(pg, pg, formsapi.WithCursorSecret([]byte("fuzz export secret of 32 bytes!!"))))
+}
+
+// fuzzExportAfter is the fuzz target of FuzzExportAfter over handlers,
+// each over a store holding storetest's default seed. The seeds include
+// the position and the ref of each handler's first line.
+func fuzzExportAfter(f *testing.F, handlers ...http.Handler) {
+	var seeds []struct{ after, format, bom, formulas, extra string }
+	for _, h := range handlers {
+		res := do(f, h, "GET", exportPath, bearer(storetest.KeyA)...)
+		var first exportLine
+		if res.status != http.StatusOK || json.Unmarshal(res.body[:max(bytes.IndexByte(res.body, '\n'), 0)], &first) != nil || first.Position == "" {
+			f.Fatalf("export: %d %.200s", res.status, res.body)
+		}
+		p := first.Position
+		seeds = append(seeds, []struct{ after, format, bom, formulas, extra string }{
+			{p, "", "", "", ""}, {p, "csv", "true", "keep", ""}, {p[:21] + "B", "", "", "", ""},
+			{first.Ref, "csv", "", "", "after=x"}, {p, "", "true", "", "sync=start"}, {p, "csv", "true", "keep", "format=jsonl"},
+		}...)
+	}
+	seeds = append(seeds, []struct{ after, format, bom, formulas, extra string }{
+		{"", "", "", "", ""}, {"0", "csv", "", "", ""}, {"-1", "jsonl", "false", "", ""}, {strings.Repeat("A", 22), "csv", "", "escape", ""},
+		{"start", "CSV", "yes", "KEEP", ""}, {"%zz", "csv", "", "", "limit=5"},
+	}...)
+	for _, seed := range seeds {
 		f.Add(seed.after, seed.format, seed.bom, seed.formulas, seed.extra)
 	}
 	f.Fuzz(func(t *testing.T, after, format, bom, formulas, extra string) {

@@ -448,14 +448,14 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	if inc != nil {
 		*inc = fm.incarnation()
 	}
-	if stored.Filtered(q) {
+	if len(q.Filters) > 0 {
 		return walkFiltered(fm.subs, q, visit)
 	}
 	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
 }
 
-// walkFiltered is walk for a query with filters or a search: it visits
-// the submissions of the range that match them (formsapi.Query.Finds), examining as
+// walkFiltered is walk for a query with filters: it visits the
+// submissions of the range that match them (find.Match), examining as
 // many as it takes, since they are in memory; the database stores bound
 // what one page examines, and may end a page short.
 func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission)) (string, error) {
@@ -476,7 +476,7 @@ func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission))
 			return "", fmt.Errorf("memstore: %w", err)
 		}
 		for _, r := range page {
-			if !find.Match(r.sub.Data, cs) || q.Search != "" && !q.Finds(r.sub) {
+			if !find.Match(r.sub.Data, cs) {
 				last = r.pos
 				continue
 			}
@@ -581,19 +581,13 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	q = stored.CountQuery(q)
 	cs := stored.Clauses(q)
-	// A search's candidates are its matches: memstore has no index
-	// whose entries it could count instead.
-	filtered := stored.Filtered(q)
-	candidate := func(r *submission) bool {
-		return (len(cs) == 0 || find.Match(r.sub.Data, cs[:1])) && (q.Search == "" || q.Finds(r.sub))
-	}
 	bound := int64(find.MaxCount)
-	if filtered && exact {
+	if len(cs) > 0 && exact {
 		bound = find.MaxExactCount
 	}
 	var candidates, matches int64
 	for _, r := range fm.subs {
-		if !keyset.Contains(q, r.sub.CreatedAt) || !candidate(r) {
+		if !keyset.Contains(q, r.sub.CreatedAt) || len(cs) > 0 && !find.Match(r.sub.Data, cs[:1]) {
 			continue
 		}
 		if candidates == bound {
@@ -601,15 +595,15 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 			break
 		}
 		candidates++
-		if filtered && exact && q.Finds(r.sub) {
+		if len(cs) > 0 && exact && find.Match(r.sub.Data, cs) {
 			matches++
 		}
 	}
-	if filtered && exact {
+	if len(cs) > 0 && exact {
 		if candidates > bound {
 			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		return formsapi.Total{Value: matches, Kind: find.Exact}, nil
 	}
-	return stored.Counted(candidates, bound, filtered), nil
+	return stored.Counted(candidates, bound, len(cs) > 0), nil
 }

@@ -236,3 +236,25 @@ func TestSealSyncStable(t *testing.T) {
 		t.Errorf("another secret gave the same token")
 	}
 }
+
+// TestRefsMakeAppendRefs: a Refs gives, position after position and
+// without a new hash for each, the refs AppendRef gives, the fixture's
+// included; another list's Refs gives other refs.
+func TestRefsMakeAppendRefs(t *testing.T) {
+	t.Parallel()
+	c := New(testSecret)
+	refs, other := c.Refs(subsList), c.Refs(List{Account: "acct", FormID: "form2"})
+	if got := string(refs.Append(nil, 42)); got != fixtureRef {
+		t.Fatalf("ref of 42: %s, want the fixture %s", got, fixtureRef)
+	}
+	buf := []byte("prefix:")
+	for _, pos := range []int64{1, 2, 42, 1 << 20, MaxPosition, 3} {
+		want := string(c.AppendRef(nil, subsList, pos))
+		if got := string(refs.Append(buf[:7], pos)); got != "prefix:"+want {
+			t.Errorf("ref of %d: %s, want prefix:%s", pos, got, want)
+		}
+		if got := string(other.Append(nil, pos)); got == want {
+			t.Errorf("ref of %d: another form's Refs gave the same %s", pos, got)
+		}
+	}
+}
