@@ -17,7 +17,7 @@ import (
 
 // TestLongestCursorOpens: a list at every documented limit at once (8
 // filters of 64-byte names and 256-byte values, a projection of 32
-// 64-byte names, since and until) gets a nextCursor that the next request
+// 64-byte names, a 64-byte search term, since and until) gets a nextCursor that the next request
 // accepts. A cursor seals the list's parameters, so it can be several
 // thousand characters long; one the server hands out must never be
 // refused as malformed.
@@ -57,6 +57,7 @@ func TestLongestCursorOpens(t *testing.T) {
 		"since":  {"2024-01-01T00:00:00.123456789Z"},
 		"until":  {"2025-01-01T00:00:00.987654321Z"},
 		"fields": {strings.Join(fields, ",")},
+		"q":      {strings.Repeat("v", 64)},
 	}
 	for _, n := range names {
 		q.Set("filter["+n+"]", value)

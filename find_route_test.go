@@ -239,8 +239,9 @@ func (u unfiltered) ListSubmissions(ctx context.Context, account, formID string,
 	return u.Store.ListSubmissions(ctx, account, formID, q)
 }
 
-// FuzzFindParams sends any query string to a form's list over sqlitestore
-// (its statements bind every value) and memstore: the answer is 200 or
+// FuzzFindParams sends any query string (filters, search, and the rest)
+// to a form's list over sqlitestore (its statements bind every value)
+// and memstore: the answer is 200 or
 // 400, never another, and a 400 names a parameter. Run it for minutes:
 //
 //	go test -run '^$' -fuzz FuzzFindParams -fuzztime 5m .
@@ -250,6 +251,8 @@ func FuzzFindParams(f *testing.F) {
 		"filter[a][gt]=1", "filter[]=1", "filter=1", "filter[a]=", "filter[a]=1e999", "filter[a]=%22x",
 		"filter[a]=1&filter[a]=2", "filter[%00]=%FF", "filter[even]=true&since=2024-01-01T00:00:00Z&cursor=abc",
 		"filter[x]=null&sync=start", "filter[a']=1'%20OR%201=1--", "filter[n]=-0", "filter[n]=1E2",
+		"q=zoe", "q=ZO%C3%8B&filter[tag]=t0&limit=2", "q=ab", "q=%FF%FE%FD", "q=Z%CC%81%CC%88", "q=42&order=asc",
+		"q=" + strings.Repeat("%C3%A9", 65), "q=a'%20OR%201=1--", "q=%25_%25", "q=zoe&sync=start",
 	} {
 		f.Add(q)
 	}

@@ -332,7 +332,7 @@ func (c checkedReader) AppendSubmissions(ctx context.Context, accountID, formID 
 		if try == maxRecuts {
 			budget = wire.NewBudget(0) // serve it as the store gave it
 		}
-		cut := appendWithin(p, formID, page.Items, nil, q.Matches, &budget)
+		cut := appendWithin(p, formID, page.Items, nil, q.Finds, &budget)
 		if cut < 0 {
 			p.NextCursor = page.NextCursor
 			return nil
@@ -429,13 +429,13 @@ func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _
 // position, recorded in p.Positions for those appended. When item i does
 // not fit, it stops and returns i, with p holding the items before it; it
 // returns -1 when all were appended.
-func appendWithin(p *wire.Page, formID string, items []Submission, positions []int64, keep func([]byte) bool, budget *wire.Budget) int {
+func appendWithin(p *wire.Page, formID string, items []Submission, positions []int64, keep func(Submission) bool, budget *wire.Budget) int {
 	for i, s := range items {
 		if s.FormID != formID {
 			p.Skipped = append(p.Skipped, wire.Skipped{Seq: int64(i), Reason: reasonForeign})
 			continue
 		}
-		if keep != nil && !keep(s.Data) {
+		if keep != nil && !keep(s) {
 			continue
 		}
 		mark := p.Mark()

@@ -56,6 +56,27 @@ var listParams = []listParam{
 		append:   appendFilters,
 		read:     readFilters,
 	},
+	{
+		// q=<term>: a search of the submissions' values (find.ParseTerm).
+		name: "q", field: "Search", sample: "Zo%C3%AB",
+		parse: func(v string, q *Query) string {
+			t, msg := find.ParseTerm(v)
+			if msg != "" {
+				return msg
+			}
+			q.Search = t
+			return ""
+		},
+		append: func(b []byte, q Query) []byte { return appendLenString(b, q.Search) },
+		read: func(b []byte, q *Query) ([]byte, bool) {
+			n, k := binary.Uvarint(b)
+			if k <= 0 || n > find.MaxTermBytes || uint64(len(b)-k) < n {
+				return nil, false
+			}
+			q.Search = string(b[k : k+int(n)])
+			return b[k+int(n):], true
+		},
+	},
 	fieldsParam,
 }
 

@@ -31,21 +31,22 @@ import (
 //   - Range. A page holds only items with q.Since <= CreatedAt < q.Until; a
 //     zero bound is no bound. An account without forms, or a form without
 //     submissions in the range, gives an empty page, not an error.
-//   - Filters. A page of submissions holds only items whose Data matches
-//     every clause of q.Filters ([Query.Matches]), and walking the pages
+//   - Filters and search. A page of submissions holds only items whose
+//     Data matches every clause of q.Filters and that contain q.Search
+//     ([Query.Finds]), and walking the pages
 //     returns every such item of the range. A store may bound the work of
-//     one filtered page: it may end the page before q.Limit items, even
-//     with none, with a NextCursor after the last item it examined. The
-//     handler also drops any item that does not match, so a store that
-//     ignores Filters serves correct (if short) pages, but does not pass
-//     storetest.
+//     one filtered or searched page: it may end the page before q.Limit
+//     items, even with none, with a NextCursor after the last item it
+//     examined. The handler also drops any item that does not match, so
+//     a store that ignores Filters or Search serves correct (if short)
+//     pages, but does not pass storetest.
 //   - Pages. A page holds at most q.Limit items. NextCursor is "" when no
 //     item of the range follows the page; otherwise it is a non-empty string
-//     that, passed back as q.Cursor with the same Order, Since, Until and
-//     Filters, yields the items right after this page's last one (or after
+//     that, passed back as q.Cursor with the same Order, Since, Until,
+//     Filters and Search, yields the items right after this page's last one (or after
 //     the last item a filtered page examined). A page that carries a
 //     NextCursor holds exactly q.Limit items, unless the byte budget ended
-//     it earlier or q.Filters is set. Walking the pages
+//     it earlier or q.Filters or q.Search is set. Walking the pages
 //     returns every item of the range exactly once, even when items are
 //     added between two requests: an added item that sorts after the
 //     cursor is returned later, one that sorts before it is not.
@@ -125,6 +126,12 @@ type Query struct {
 	// sorted by Field, each Field once, and only for lists of
 	// submissions.
 	Filters []Filter
+	// Search, when not "", is a search term (q=) in its normal form
+	// (see [Query.Finds]): a page of
+	// submissions holds only items one of whose values contains it
+	// ([Query.Finds]). The handler sends it for lists of submissions only,
+	// 3 characters to 64 bytes long.
+	Search string
 	// Fields, when not nil, are the top-level members of Data that a
 	// page of submissions carries (fields=), sorted; the handler drops the
 	// others from the page a store gives it, so a store may ignore them.
@@ -154,6 +161,29 @@ type Filter struct {
 // drops the items of a page that do not match.
 func (q Query) Matches(data []byte) bool {
 	return find.Match(data, q.clauses())
+}
+
+// Finds reports whether s satisfies q's filters ([Query.Matches]) and
+// its search: when q.Search is set, one of s's values contains it once
+// normalized. The normal form is the compatibility decomposition (NFKD)
+// without combining marks (Unicode category Mn), in lower case (ß as
+// "ss"), so that "Zoë", "ZOE" and "zoe" are all "zoe". Its values are every string value of
+// s.Data at any depth (not member names), the text of every number as
+// Data writes it, and each attachment's file name (the last segment of
+// its FileURL's path). A store that does not search may leave it to the
+// handler, which drops the items of a page that it does not find.
+func (q Query) Finds(s Submission) bool {
+	if !q.Matches(s.Data) {
+		return false
+	}
+	if q.Search == "" {
+		return true
+	}
+	files := make([]string, len(s.Attachments))
+	for i, a := range s.Attachments {
+		files[i] = a.FileURL
+	}
+	return find.SearchMatch(s.Data, files, q.Search)
 }
 
 // clauses returns q.Filters as internal/find has them.

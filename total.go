@@ -21,7 +21,8 @@ import (
 // without it. Its contract (storetest's Find/Total clause):
 //
 //   - It counts the submissions of formID, a form of accountID, within
-//     q's Since, Until and Filters; q's Cursor, Limit, Order, MaxBytes and
+//     q's Since, Until, Filters and Search (filters below are both);
+//     q's Cursor, Limit, Order, MaxBytes and
 //     Fields are ignored. A form that is not accountID's is
 //     ErrFormNotFound, as for ListSubmissions.
 //   - Without filters, it counts at most 100,000 rows: the exact number

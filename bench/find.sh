@@ -6,17 +6,19 @@
 #   N=100000 STORES=sqlite flock /tmp/loadrun.lock bash bench/find.sh
 #
 # internal/cmd/findbench fills one form of N submissions (once: the SQLite
-# file /tmp/formsapi-find-$N.db and the PostgreSQL schema
-# formsapi_find_$N are kept for the next run; delete them to fill again),
+# file /tmp/formsapi-findq-$N.db and the PostgreSQL schema
+# formsapi_findq_$N are kept for the next run; delete them to fill again),
 # each with a unique email (a filter matching one), a plan "gold" for 1 in
-# 100 (1%) and a flag true for every other one (50%), in bulk, with the
+# 100 (1%), a flag true for every other one (50%), a name "Zoë Ünal" for
+# 1 in 10,000 (a rare search term) and a message (common terms), in bulk, with the
 # JSON and index keys the store's AddSubmission writes (the triggers fill
-# the index). Then, through the handler in process, for each filter: the
+# the index). Then, through the handler in process, for each filter and
+# search (q: rare, rare of common trigrams, common, none): the
 # median time of the first page (limit=100, newest first) and of a page
 # 90% into the range, its items and the index entries it examined, and
 # the time and answer of total=exact and total=estimate. Goals (issue 27):
 # a page for a filter matching nothing or one submission within 50 ms on
-# both stores.
+# both stores; a search page with a rare term within 100 ms.
 #
 # The write cost of the index, per submission, with against without it,
 # is bench/writecost.sh's measure: WRITECOST=1 runs it too, against BASE
@@ -34,13 +36,13 @@ echo "tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (
 for s in $STORES; do
   case $s in
   sqlite)
-    echo; echo "== SQLite (/tmp/formsapi-find-$N.db)"
-    /tmp/formsapi-findbench -db "/tmp/formsapi-find-$N.db" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    echo; echo "== SQLite (/tmp/formsapi-findq-$N.db)"
+    /tmp/formsapi-findbench -db "/tmp/formsapi-findq-$N.db" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
     ;;
   pg)
     [ -n "$PG" ] || continue
-    echo; echo "== PostgreSQL (schema formsapi_find_$N)"
-    /tmp/formsapi-findbench -postgres "$PG" -schema "formsapi_find_$N" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    echo; echo "== PostgreSQL (schema formsapi_findq_$N)"
+    /tmp/formsapi-findbench -postgres "$PG" -schema "formsapi_findq_$N" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
     ;;
   esac
 done

@@ -40,6 +40,20 @@ func TestFilterFieldsAndCount(t *testing.T) {
 			if got := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("n", "7"))); len(got) != 0 {
 				t.Errorf(`Filter(n, "7"): %d, want 0`, len(got))
 			}
+			// Search: case set aside, with a filter, counted.
+			found := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Search("P7@EXAMPLE"), formsclient.PageSize(1)))
+			if len(found) != 1 || string(found[0].Data) != string(one[0].Data) {
+				t.Errorf("Search(P7@EXAMPLE): %d submissions, want the one of Filter(email)", len(found))
+			}
+			if got := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Search("p7@example"), formsclient.Filter("n", 8))); len(got) != 0 {
+				t.Errorf("Search with a filter that excludes it: %d, want 0", len(got))
+			}
+			if n, err := c.Count(ctx, storetest.FormBusy, true, formsclient.Search("p7@example")); err != nil || n != (formsapi.Total{Value: 1, Kind: find.Exact}) {
+				t.Errorf("Count(search, exact): %+v (%v), want 1 exact", n, err)
+			}
+			if _, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Search("ab"))); !errors.As(err, new(*formsclient.Error)) {
+				t.Errorf("Search(ab): %v, want the server's 400", err)
+			}
 			// Fields: every submission, data cut to n.
 			cut := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Fields("n"), formsclient.PageSize(7)))
 			if len(cut) != len(all) {
@@ -70,6 +84,11 @@ func TestFilterFieldsAndCount(t *testing.T) {
 				},
 				"no field": func() error {
 					_, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("", 1)))
+					return err
+				},
+				"Search on forms": func() error { _, err := collectErr(c.Forms(ctx, formsclient.Search("zoe"))); return err },
+				"Search()": func() error {
+					_, err := collectErr(c.Submissions(ctx, storetest.FormBusy, formsclient.Search("")))
 					return err
 				},
 				"Fields()": func() error {

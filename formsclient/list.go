@@ -139,6 +139,30 @@ func filterLiteral(value any) (string, error) {
 	return "", fmt.Errorf("a %T: the value must be a string, a bool, nil or a number", value)
 }
 
+// Search keeps the submissions one of whose values contains term, case
+// and accents set aside ("zoe" finds "Zoë"): any string in data at any
+// depth, a number's text, an attachment's file name (the q parameter).
+// It combines with Filter, Fields and the rest. Searched pages may be
+// short or empty and still lead on; the iterator follows them. An empty
+// term, or Search on the forms list, is an error before any request; a
+// term shorter than 3 characters or longer than 64 bytes (once case and
+// accents are set aside) is the server's 400, which the call reports.
+func Search(term string) ListOption {
+	return func(q *listQuery) {
+		q.note("Search")
+		if term == "" {
+			if q.err == nil {
+				q.err = errors.New("formsclient: Search: the term is empty")
+			}
+			return
+		}
+		if q.filters == nil {
+			q.filters = url.Values{}
+		}
+		q.filters.Set("q", term)
+	}
+}
+
 // Fields keeps only the named top-level members in each submission's
 // data (the projection of the fields parameter): a wide form's pages then
 // move a fraction of the bytes. No names, an empty name, a name with a
@@ -177,7 +201,7 @@ func (c *Client) Forms(ctx context.Context, opts ...ListOption) iter.Seq2[formsa
 		createdAt: func(f formsapi.Form) time.Time { return f.CreatedAt },
 	}
 	if q := listOptions(opts); q.filters != nil {
-		l.err = fmt.Errorf("formsclient: %s: Filter and Fields apply to submissions only", l.op)
+		l.err = fmt.Errorf("formsclient: %s: Filter, Search and Fields apply to submissions only", l.op)
 	}
 	return walk(ctx, c, l, opts)
 }

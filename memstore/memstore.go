@@ -448,14 +448,14 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	if inc != nil {
 		*inc = fm.incarnation()
 	}
-	if len(q.Filters) > 0 {
+	if stored.Filtered(q) {
 		return walkFiltered(fm.subs, q, visit)
 	}
 	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
 }
 
-// walkFiltered is walk for a query with filters: it visits the
-// submissions of the range that match them (find.Match), examining as
+// walkFiltered is walk for a query with filters or a search: it visits
+// the submissions of the range that match them (formsapi.Query.Finds), examining as
 // many as it takes, since they are in memory; the database stores bound
 // what one page examines, and may end a page short.
 func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission)) (string, error) {
@@ -476,7 +476,7 @@ func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission))
 			return "", fmt.Errorf("memstore: %w", err)
 		}
 		for _, r := range page {
-			if !find.Match(r.sub.Data, cs) {
+			if !find.Match(r.sub.Data, cs) || q.Search != "" && !q.Finds(r.sub) {
 				last = r.pos
 				continue
 			}
@@ -581,13 +581,19 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	q = stored.CountQuery(q)
 	cs := stored.Clauses(q)
+	// A search's candidates are its matches: memstore has no index
+	// whose entries it could count instead.
+	filtered := stored.Filtered(q)
+	candidate := func(r *submission) bool {
+		return (len(cs) == 0 || find.Match(r.sub.Data, cs[:1])) && (q.Search == "" || q.Finds(r.sub))
+	}
 	bound := int64(find.MaxCount)
-	if len(cs) > 0 && exact {
+	if filtered && exact {
 		bound = find.MaxExactCount
 	}
 	var candidates, matches int64
 	for _, r := range fm.subs {
-		if !keyset.Contains(q, r.sub.CreatedAt) || len(cs) > 0 && !find.Match(r.sub.Data, cs[:1]) {
+		if !keyset.Contains(q, r.sub.CreatedAt) || !candidate(r) {
 			continue
 		}
 		if candidates == bound {
@@ -595,15 +601,15 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 			break
 		}
 		candidates++
-		if len(cs) > 0 && exact && find.Match(r.sub.Data, cs) {
+		if filtered && exact && q.Finds(r.sub) {
 			matches++
 		}
 	}
-	if len(cs) > 0 && exact {
+	if filtered && exact {
 		if candidates > bound {
 			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		return formsapi.Total{Value: matches, Kind: find.Exact}, nil
 	}
-	return stored.Counted(candidates, bound, len(cs) > 0), nil
+	return stored.Counted(candidates, bound, filtered), nil
 }

@@ -101,6 +101,10 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 		{"DeepPage", formsapi.Query{Limit: 50, Cursor: deep}},
 		{"Window", formsapi.Query{Limit: 50, Since: time.Unix(0, at(4000)), Until: time.Unix(0, at(30000))}},
 	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		literals := fmt.Sprintf("%d, '{%d,%d,%d,%d}'", form, every, some, rare, none)
+		checkProbePlan(t, "probe/"+mode, explain(t, conn.Conn(), pgstore.ProbeSQL(s), literals, mode, mode == "force_custom_plan"))
+	}
 	statements := pgstore.FindSQL(s)
 	names := make([]string, 0, len(statements))
 	for name := range statements {
@@ -137,6 +141,40 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 				}
 			}
 		}
+	}
+}
+
+// checkProbePlan checks a search's probe (the entries of each candidate
+// key of a form, up to stored.Probed each): formsapi_find read only by
+// its primary key, as a sub-plan run once per key, with no sequential or
+// hash scan and, with ANALYZE figures, at most stored.Probed entries per
+// key.
+func checkProbePlan(t *testing.T, name string, plan planNode) {
+	t.Helper()
+	var entries int
+	for _, n := range nodes(plan) {
+		switch n.NodeType {
+		case "Seq Scan", "Hash", "Hash Join", "Merge Join", "Sort":
+			if n.Relation != "" || n.NodeType != "Sort" {
+				t.Errorf("%s: %s node (on %q)", name, n.NodeType, n.Relation)
+			}
+		}
+		if n.Relation == "formsapi_find" {
+			entries++
+			if n.Index != "formsapi_find_pkey" {
+				t.Errorf("%s: formsapi_find read by %s of %q, want its primary key", name, n.NodeType, n.Index)
+			}
+			if n.ActualRows != nil && *n.ActualRows > stored.Probed {
+				t.Errorf("%s: %d entries per key, at most %d allowed", name, *n.ActualRows, stored.Probed)
+			}
+		}
+	}
+	if entries != 1 {
+		t.Errorf("%s: %d scans of formsapi_find, want 1 (run per key)", name, entries)
+	}
+	if t.Failed() {
+		b, _ := json.MarshalIndent(plan, "", "  ")
+		t.Logf("%s plan:\n%s", name, b)
 	}
 }
 

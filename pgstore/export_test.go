@@ -109,3 +109,6 @@ func FindSQL(s *Store) map[string]string {
 		"count/entries": q.countEntries, "count/matches": q.countMatches,
 	}
 }
+
+// ProbeSQL is the statement of a search's probe (walkKey).
+func ProbeSQL(s *Store) string { return s.sql.probe }

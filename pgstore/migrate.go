@@ -257,7 +257,7 @@ FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seq
 // through an empty index.
 func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
 	for {
-		rows, err := tx.Query(ctx, `SELECT seq, data FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		rows, err := tx.Query(ctx, `SELECT seq, data, attachments FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
 		if err != nil {
 			return err
 		}
@@ -265,13 +265,13 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
 		var keys []string
 		for rows.Next() {
 			var seq int64
-			var data []byte
-			if err := rows.Scan(&seq, &data); err != nil {
+			var data, attachments []byte
+			if err := rows.Scan(&seq, &data, &attachments); err != nil {
 				rows.Close()
 				return err
 			}
 			seqs = append(seqs, seq)
-			keys = append(keys, findKeys(data))
+			keys = append(keys, findKeys(data, stored.FileURLs(attachments)))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -287,10 +287,11 @@ FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs
 	}
 }
 
-// findKeys returns a submission's index keys (find.Keys) as the text of
-// a PostgreSQL bigint[].
-func findKeys(data []byte) string {
-	keys := find.Keys(data)
+// findKeys returns the index keys of a submission with data and
+// attachments at the URLs files, for filters and search
+// (find.IndexKeys), as the text of a PostgreSQL bigint[].
+func findKeys(data []byte, files []string) string {
+	keys := find.IndexKeys(data, files)
 	b := make([]byte, 0, 2+len(keys)*21)
 	b = append(b, '{')
 	for i, k := range keys {

@@ -113,20 +113,19 @@ LEFT JOIN LATERAL (
 WHERE f.id = $1 AND f.account_id = $2`
 
 	// Filtered pages (internal/stored's AppendFiltered and
-	// FilteredSubmissions): the index entries of one key ($2) of the form
-	// ($1; migration 0017) in keyset order, each joined to its submission,
-	// $7 of them: a page reads them in batches (walkRows), stored.Examined
-	// in all at most. The form's ownership is checked before, as the read
-	// cache's lookup is.
+	// FilteredSubmissions): the index entries of one key ($3) of the form
+	// (migration 0017) in keyset order, each joined to its submission,
+	// stored.Examined of them at most ($8). The form's ownership is
+	// checked before, as the read cache's lookup is.
 	//
 	// The entries are read, limit and all, in a subquery of their own and
 	// each submission fetched by its primary key in a LATERAL one: joined
 	// plainly, the planner chose for a key of 1% of a form's rows a hash
 	// join with a sequential scan of every form's submissions (EXPLAIN
 	// at 100,000 submissions; BENCHMARKS.md, "Filters' plans").
-	sqlFindEncoded = `SELECT i.seq, i.created_at, s.data, s.json
+	sqlFindEncoded = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
 FROM (` + sqlFindEntries + `) i
-CROSS JOIN LATERAL (SELECT data, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
+CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
 	sqlFind = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json)
@@ -138,6 +137,15 @@ ORDER BY i.created_at {DIR}, i.seq {DIR}`
     WHERE form_seq = $1 AND key = $2 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
     ORDER BY created_at {DIR}, seq {DIR}
     LIMIT $7`
+
+	// A search's probe (stored.Candidates): each candidate key's entries
+	// of the form ($1), up to stored.Probed, counted from the index alone,
+	// in the order of $2. Read in the index's order, as the totals' are:
+	// for a key on most of the table the planner otherwise chose a
+	// sequential scan (TestExplainFind).
+	sqlProbe = `SELECT (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
+    WHERE form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) e)
+FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i) ORDER BY k.i`
 
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
@@ -153,10 +161,10 @@ WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
 
-	sqlCountMatches = `SELECT s.data FROM (SELECT seq FROM formsapi_find
+	sqlCountMatches = `SELECT s.data, s.attachments FROM (SELECT seq FROM formsapi_find
     WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
     ORDER BY created_at, seq LIMIT ` + stored.MatchesLimit + `) i
-CROSS JOIN LATERAL (SELECT data FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s`
+CROSS JOIN LATERAL (SELECT data, attachments FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
@@ -414,6 +422,7 @@ type queries struct {
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc           string
 	countRows, countEntries, countMatches, eraseCandidates       string
+	probe                                                        string
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
 	touchKeys                                                    string
@@ -459,6 +468,7 @@ func newQueries(schema string) queries {
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
 		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), countMatches: q(sqlCountMatches), eraseCandidates: q(sqlEraseCandidates),
+		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),

@@ -186,7 +186,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	if err != nil {
 		return p, err
 	}
-	if len(q.Filters) > 0 {
+	if stored.Filtered(q) {
 		return s.listFiltered(ctx, accountID, formID, q, b)
 	}
 	st := s.sql.subsDesc
@@ -252,7 +252,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	mark := p.Mark()
 	p.Incarnation = form.Incarnation
-	if len(q.Filters) > 0 {
+	if stored.Filtered(q) {
 		if err := s.appendFiltered(ctx, accountID, formID, form, q, p); err != nil {
 			p.Rewind(mark) // retry reads the page again from here
 			return err
@@ -579,11 +579,18 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
+	key, found, err := s.walkKey(ctx, form.Seq, q)
+	if err != nil || !found {
+		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
+	}
 	st := s.sql.findDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.findAsc
 	}
-	rows := newWalkRows(ctx, s.pool, st, form.Seq, stored.WalkKey(q), q, b)
+	rows, err := s.pool.Query(ctx, st, form.Seq, key, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
+	if err != nil {
+		return formsapi.Page[formsapi.Submission]{}, err
+	}
 	defer rows.Close()
 	p, err := stored.FilteredSubmissions(rows, formID, q)
 	if err != nil {
@@ -594,6 +601,38 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
 	return p, nil
+}
+
+// walkKey returns the index key a filtered page of q on the form formSeq
+// walks: its only candidate (stored.Candidates), or the one with the
+// fewest entries, counted up to stored.Probed each in one statement. It
+// reports false when a candidate has no entries: nothing matches.
+func (s *Store) walkKey(ctx context.Context, formSeq int64, q formsapi.Query) (int64, bool, error) {
+	keys := stored.Candidates(q)
+	if len(keys) == 1 {
+		return keys[0], true, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql.probe, formSeq, keys)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	counts := make([]int64, 0, len(keys))
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return 0, false, err
+		}
+		counts = append(counts, n)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	if len(counts) != len(keys) {
+		return 0, false, fmt.Errorf("probe: %d counts for %d keys", len(counts), len(keys))
+	}
+	key, ok := stored.Rarest(keys, counts)
+	return key, ok, nil
 }
 
 // appendFiltered is appendSubmissions for a query with filters: it walks
@@ -610,11 +649,19 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	}
 	p.Incarnation = form.Incarnation
 	p.Cache = observe.CacheNone
+	key, found, err := s.walkKey(ctx, form.Seq, q)
+	if err != nil || !found {
+		p.NextCursor = ""
+		return err
+	}
 	st := s.sql.findEncodedDesc
 	if q.Order == formsapi.Oldest {
 		st = s.sql.findEncodedAsc
 	}
-	rows := newWalkRows(ctx, s.pool, st, form.Seq, stored.WalkKey(q), q, b)
+	rows, err := s.pool.Query(ctx, st, form.Seq, key, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
+	if err != nil {
+		return err
+	}
 	defer rows.Close()
 	if err := stored.AppendFiltered(rows, q, p); err != nil {
 		return err
@@ -657,15 +704,19 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	args := []any{form.Seq, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq}
 	var n int64
-	switch {
-	case len(q.Filters) == 0:
+	if !stored.Filtered(q) {
 		err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, false), err
-	case !exact:
-		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, stored.WalkKey(q))...).Scan(&n)
+	}
+	key, found, err := s.walkKey(ctx, form.Seq, q)
+	if err != nil || !found {
+		return formsapi.Total{Kind: find.Exact}, err
+	}
+	if !exact {
+		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, key)...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows, err := s.pool.Query(ctx, s.sql.countMatches, append(args, stored.WalkKey(q))...)
+	rows, err := s.pool.Query(ctx, s.sql.countMatches, append(args, key)...)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

@@ -98,7 +98,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
 	tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data), find.Keys(data))
+		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data), find.IndexKeys(data, stored.URLs(sub.Attachments)))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
 	}

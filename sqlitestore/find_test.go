@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
@@ -65,7 +66,7 @@ SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB
 	is.NoErr(err)
 	var after int
 	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find`).Scan(&after))
-	is.Equal(entries-after, 2) // its two entries (n and tag) went with it
+	is.Equal(entries-after, len(find.IndexKeys([]byte(`{"n":1000,"tag":"rare"}`), nil))) // its entries (n, tag, and the trigrams of 1000 and rare) went with it
 	is.Equal(len(findNs(t, s2, storetest.FormFind, tag)), 0)
 
 	// Erase goes through the index, and still finds a row a host's SQL
@@ -113,6 +114,46 @@ func TestFindPageExaminesABoundedNumber(t *testing.T) {
 	}
 	is.Equal(found, 1)
 	is.Equal(pages, 3) // 1,000 + 1,000 + 500 entries
+}
+
+// TestSearchPageExaminesABoundedNumber: a search whose every trigram is
+// in each of 2,500 submissions, and whose term is in one, is walked in
+// pages that examine at most 1,000 entries each, as a filter's; a rare
+// term walks its rarest trigram, one page.
+func TestSearchPageExaminesABoundedNumber(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t))
+	is.NoErr(storetest.Load(ctx, s, storetest.DefaultSeed()))
+	for i := range 2500 {
+		data := `{"a":"foo b","b":"o bar","n":` + itoa(i) + `}`
+		if i == 2400 {
+			data = `{"a":"Foo Bär","c":"zyxw","n":2400}`
+		}
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}))
+	}
+	for _, c := range []struct {
+		term  string
+		pages int
+	}{{"foo bar", 3}, {"zyxw", 1}, {"foo bar zyxw", 1}} {
+		q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Search: find.Normalize(c.term)}
+		var pages, found int
+		for {
+			p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+			is.NoErr(err)
+			pages++
+			found += len(p.Items)
+			if p.NextCursor == "" {
+				break
+			}
+			q.Cursor = p.NextCursor
+		}
+		want := 1
+		if c.term == "foo bar zyxw" {
+			want = 0 // two values: never across them
+		}
+		is.Equal(found, want)    // c.term
+		is.Equal(pages, c.pages) // c.term: 1,000 + 1,000 + 500 entries, or the rare trigram's
+	}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -61,19 +61,19 @@ func indexUnindexed(ctx context.Context, db *sql.DB) error {
 		keys string
 	}
 	for {
-		rows, err := db.QueryContext(ctx, `SELECT seq, data FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		rows, err := db.QueryContext(ctx, `SELECT seq, data, attachments FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
 		if err != nil {
 			return err
 		}
 		var batch []row
 		for rows.Next() {
 			var r row
-			var data []byte
-			if err := rows.Scan(&r.seq, &data); err != nil {
+			var data, attachments []byte
+			if err := rows.Scan(&r.seq, &data, &attachments); err != nil {
 				rows.Close()
 				return err
 			}
-			r.keys = findKeys(data)
+			r.keys = findKeys(data, stored.FileURLs(attachments))
 			batch = append(batch, r)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -98,10 +98,11 @@ func indexUnindexed(ctx context.Context, db *sql.DB) error {
 	}
 }
 
-// findKeys returns the find_keys column of a submission with data: its
-// index keys (find.Keys) as a JSON array.
-func findKeys(data []byte) string {
-	keys := find.Keys(data)
+// findKeys returns the find_keys column of a submission with data and
+// attachments at the URLs files: its index keys for filters and search
+// (find.IndexKeys) as a JSON array.
+func findKeys(data []byte, files []string) string {
+	keys := find.IndexKeys(data, files)
 	b := make([]byte, 0, 2+len(keys)*21)
 	b = append(b, '[')
 	for i, k := range keys {

@@ -64,12 +64,12 @@ ORDER BY created_at ASC, seq ASC`
 	// (migration 0013) in keyset order, each joined to its submission
 	// by rowid. No LIMIT, as for the lists: the reader stops after
 	// stored.Examined rows.
-	sqlFindEncodedDesc = `SELECT i.seq, i.created_at, s.data, s.json
+	sqlFindEncodedDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
 FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at DESC, i.seq DESC`
 
-	sqlFindEncodedAsc = `SELECT i.seq, i.created_at, s.data, s.json
+	sqlFindEncodedAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
 FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
@@ -84,6 +84,12 @@ FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
 
+	// A search's probe (stored.Candidates): each candidate key's entries
+	// of the form, up to stored.Probed, counted from the index alone.
+	sqlProbe = `SELECT j.value, (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
+WHERE form_seq = ?1 AND key = j.value LIMIT ` + stored.ProbedLimit + `))
+FROM json_each(?2) j`
+
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
 	// the data of a key's entries to check against the filters.
@@ -93,7 +99,7 @@ WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?) LIMIT ` + stored.CountLimit + `)`
 
-	sqlCountMatches = `SELECT s.data FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+	sqlCountMatches = `SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 LIMIT ` + stored.MatchesLimit
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
@@ -105,7 +106,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	if err != nil {
 		return p, err
 	}
-	if len(q.Filters) > 0 {
+	if stored.Filtered(q) {
 		return s.listFiltered(ctx, formID, args, q)
 	}
 	st := s.subsDesc
@@ -156,7 +157,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	formSeq, version := form.Seq, form.Version
 	p.Incarnation = form.Incarnation
-	if len(q.Filters) > 0 {
+	if stored.Filtered(q) {
 		return s.appendFiltered(ctx, formSeq, q, p)
 	}
 	r, err := s.cache.Begin(version, formSeq, q, p)
@@ -209,18 +210,64 @@ func listArgs(owner any, q formsapi.Query) ([]any, error) {
 
 // withKey returns the arguments of a filtered page's statement: those of
 // listArgs with the walked index key after the owner.
-func withKey(args []any, q formsapi.Query) []any {
-	return append([]any{args[0], stored.WalkKey(q)}, args[1:]...)
+func withKey(args []any, key int64) []any {
+	return append([]any{args[0], key}, args[1:]...)
+}
+
+// walkKey returns the index key a filtered page of q on the form formSeq
+// walks: its only candidate (stored.Candidates), or the one with the
+// fewest entries, counted up to stored.Probed each. It reports false when
+// a candidate has no entries: nothing matches.
+func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (int64, bool, error) {
+	keys := stored.Candidates(q)
+	if len(keys) == 1 {
+		return keys[0], true, nil
+	}
+	list := make([]byte, 0, 1+len(keys)*21)
+	list = append(list, '[')
+	for i, k := range keys {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, k, 10)
+	}
+	list = append(list, ']')
+	rows, err := s.read.QueryContext(ctx, sqlProbe, formSeq, string(list))
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	counts := make([]int64, len(keys))
+	for rows.Next() {
+		var k, n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return 0, false, err
+		}
+		for i := range keys {
+			if keys[i] == k {
+				counts[i] = n
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	key, ok := stored.Rarest(keys, counts)
+	return key, ok, nil
 }
 
 // listFiltered is listSubmissions for a query with filters: it walks the
 // index of submitted values (see stored.FilteredSubmissions).
 func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	key, found, err := s.walkKey(ctx, args[0], q)
+	if err != nil || !found {
+		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
+	}
 	st := s.findDesc
 	if q.Order == formsapi.Oldest {
 		st = s.findAsc
 	}
-	rows, err := st.QueryContext(ctx, withKey(args, q)...)
+	rows, err := st.QueryContext(ctx, withKey(args, key)...)
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
@@ -248,7 +295,12 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 		st = s.findEncodedAsc
 	}
 	p.Cache = observe.CacheNone
-	rows, err := st.QueryContext(ctx, withKey(args, q)...)
+	key, found, err := s.walkKey(ctx, formSeq, q)
+	if err != nil || !found {
+		p.NextCursor = ""
+		return err
+	}
+	rows, err := st.QueryContext(ctx, withKey(args, key)...)
 	if err != nil {
 		return err
 	}
@@ -282,15 +334,19 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		return formsapi.Total{}, err
 	}
 	var n int64
-	switch {
-	case len(q.Filters) == 0:
+	if !stored.Filtered(q) {
 		err = s.read.QueryRowContext(ctx, sqlCountRows, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, false), err
-	case !exact:
-		err = s.read.QueryRowContext(ctx, sqlCountEntries, withKey(args, q)...).Scan(&n)
+	}
+	key, found, err := s.walkKey(ctx, form.Seq, q)
+	if err != nil || !found {
+		return formsapi.Total{Kind: find.Exact}, err
+	}
+	if !exact {
+		err = s.read.QueryRowContext(ctx, sqlCountEntries, withKey(args, key)...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows, err := s.read.QueryContext(ctx, sqlCountMatches, withKey(args, q)...)
+	rows, err := s.read.QueryContext(ctx, sqlCountMatches, withKey(args, key)...)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

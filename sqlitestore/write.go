@@ -88,7 +88,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
 	}
 	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
-		m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID, findKeys(sub.Data))
+		m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID, findKeys(sub.Data, stored.URLs(sub.Attachments)))
 	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)

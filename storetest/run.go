@@ -341,6 +341,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	findClauses(t, open, cfg)
 	findWriteClauses(t, open, cfg)
+	searchClauses(t, open, cfg)
 	totalClauses(t, open, cfg)
 }
 

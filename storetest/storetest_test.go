@@ -58,7 +58,7 @@ var brokenStores = map[string]struct {
 		passesIn: "Store/Find/Isolation",
 	},
 	"pages filtered lists by offset": {
-		wrap:     func(m *memstore.Store) formsapi.Store { return offsetFiltered{m} },
+		wrap:     func(m *memstore.Store) formsapi.Store { return offsetFiltered{m, false} },
 		failsIn:  "Store/Find/AddedBetweenPages",
 		passesIn: "Store/Find/Pagination",
 	},
@@ -66,6 +66,21 @@ var brokenStores = map[string]struct {
 		wrap:     func(m *memstore.Store) formsapi.Store { return &staleFiltered{Store: m} },
 		failsIn:  "Store/Find/FreshAfterWrites",
 		passesIn: "Store/Find/Equality",
+	},
+	"ignores the search term": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return ignoresSearch{m} },
+		failsIn:  "Store/Find/Search",
+		passesIn: "Store/Find/Equality",
+	},
+	"pages searched lists by offset": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return offsetFiltered{m, true} },
+		failsIn:  "Store/Find/SearchPages",
+		passesIn: "Store/Find/Search",
+	},
+	"keeps searched pages across deletions": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return &staleFiltered{Store: m, search: true} },
+		failsIn:  "Store/Find/SearchAfterDelete",
+		passesIn: "Store/Find/Search",
 	},
 	"counts without its filters": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return countsAll{m} },
@@ -496,15 +511,28 @@ func (s textFilters) ListSubmissions(ctx context.Context, account, formID string
 	return p, err
 }
 
-// offsetFiltered pages a filtered list by its matches' offset: right
-// until a write moves the matches under the cursor.
-type offsetFiltered struct{ *memstore.Store }
+// ignoresSearch lists every submission its filters keep, whatever
+// q.Search says.
+type ignoresSearch struct{ *memstore.Store }
+
+func (s ignoresSearch) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	q.Search = ""
+	return s.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// offsetFiltered pages a filtered list (a searched one when search is
+// set) by its matches' offset: right until a write moves the matches
+// under the cursor.
+type offsetFiltered struct {
+	*memstore.Store
+	search bool
+}
 
 func (s offsetFiltered) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	if len(q.Filters) == 0 {
+	if !s.search && len(q.Filters) == 0 || s.search && q.Search == "" {
 		return s.Store.ListSubmissions(ctx, account, formID, q)
 	}
-	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Order: q.Order, Since: q.Since, Until: q.Until, Filters: q.Filters})
+	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Order: q.Order, Since: q.Since, Until: q.Until, Filters: q.Filters, Search: q.Search})
 	if err != nil {
 		return all, err
 	}
@@ -523,16 +551,17 @@ func (s offsetFiltered) ListSubmissions(ctx context.Context, account, formID str
 	return p, nil
 }
 
-// staleFiltered keeps every filtered page it reads, and serves it again
-// whatever was written since.
+// staleFiltered keeps every filtered page (searched page, when search
+// is set) it reads, and serves it again whatever was written since.
 type staleFiltered struct {
 	*memstore.Store
-	mu    sync.Mutex
-	pages map[string]formsapi.Page[formsapi.Submission]
+	search bool
+	mu     sync.Mutex
+	pages  map[string]formsapi.Page[formsapi.Submission]
 }
 
 func (s *staleFiltered) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	if len(q.Filters) == 0 {
+	if !s.search && len(q.Filters) == 0 || s.search && q.Search == "" {
 		return s.Store.ListSubmissions(ctx, account, formID, q)
 	}
 	key := fmt.Sprintf("%s\x00%s\x00%+v", account, formID, q)

@@ -42,6 +42,9 @@ func demoSubmissions() []demoSubmission {
 		{"Edsger Dijkstra", "edsger@example.nl", "Eindhoven"},
 		{"Barbara Liskov", "barbara@example.edu", "Boston"},
 	}
+	// Referees of the job applications: something for q=zoe to find
+	// (docs/api.md, "Search: q").
+	referees := []string{"Zoë Ünal", "Charles Babbage", "Jean Bartik"}
 	var out []demoSubmission
 	for i, p := range people {
 		meta := formsapi.Metadata{
@@ -59,7 +62,7 @@ func demoSubmissions() []demoSubmission {
 		)
 		if i%2 == 0 {
 			out = append(out, demoSubmission{formsapi.Submission{FormID: "job-application", CreatedAt: at.Add(2 * time.Hour),
-				Data: []byte(fmt.Sprintf(`{"name":%q,"email":%q,"position":"Backend engineer","yearsOfExperience":%d}`, p.name, p.email, 3+i)),
+				Data: []byte(fmt.Sprintf(`{"name":%q,"email":%q,"position":"Backend engineer","yearsOfExperience":%d,"referee":%q}`, p.name, p.email, 3+i, referees[i/2])),
 				Attachments: []formsapi.Attachment{
 					{FieldName: "cv", FileURL: fmt.Sprintf("https://files.example.com/uploads/%04d/cv.pdf", i), FileSize: int64(84211 + i*1000), MIMEType: "application/pdf"},
 					{FieldName: "portfolio", FileURL: fmt.Sprintf("https://files.example.com/uploads/%04d/portfolio.zip", i), FileSize: int64(2048000 + i), MIMEType: "application/zip"},

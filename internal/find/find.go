@@ -157,16 +157,17 @@ func Canonical(raw []byte) (string, bool) {
 }
 
 // Key returns the index key of the member field with canonical value
-// value: the first 8 bytes of a SHA-256 of both, as a signed integer
-// (what both databases store). Different members may share a key;
-// readers check every match with Match.
+// value: the first 63 bits of a SHA-256 of both, as a non-negative
+// integer (what both databases store; search's trigram keys, TrigramKey,
+// are the negative ones). Different members may share a key; readers
+// check every match with Match.
 func Key(field, value string) int64 {
 	h := sha256.New()
 	h.Write([]byte(field))
 	h.Write([]byte{0})
 	h.Write([]byte(value))
 	var sum [sha256.Size]byte
-	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
+	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])) >> 1)
 }
 
 // members decodes data's top-level members, the last of each name

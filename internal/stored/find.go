@@ -23,11 +23,55 @@ import (
 // follow.
 const Examined = find.MaxExamined + 1
 
-// WalkKey returns the index key a filtered page of q walks: its first
-// clause's.
+// Filtered reports whether q's page of submissions walks the index: it
+// has filters or a search.
+func Filtered(q formsapi.Query) bool {
+	return len(q.Filters) > 0 || q.Search != ""
+}
+
+// WalkKey returns the index key a filtered page of q walks when it has
+// filters and no search: its first clause's.
 func WalkKey(q formsapi.Query) int64 {
 	f := q.Filters[0]
 	return find.Key(f.Field, f.Value)
+}
+
+// Candidates returns the index keys a filtered page of q may walk, each
+// of which every match has: its first clause's, and the trigram keys of
+// its search that it probes (find.TermKeys). With more than one, the
+// store counts each key's entries of the form, up to Probed, and walks
+// the rarest (Rarest).
+func Candidates(q formsapi.Query) []int64 {
+	var keys []int64
+	if len(q.Filters) > 0 {
+		keys = append(keys, WalkKey(q))
+	}
+	if q.Search != "" {
+		keys = append(keys, find.TermKeys(q.Search)...)
+	}
+	return keys
+}
+
+// Probed bounds the entries of one candidate key that a search counts to
+// compare it with the others (a key with more is as common as any): 16
+// candidates of at most this many entries each, read from the index
+// alone.
+const Probed = find.MaxExamined + 1
+
+// ProbedLimit is Probed as an SQL literal.
+const ProbedLimit = "1001"
+
+// Rarest returns the key of keys with the fewest entries by counts (the
+// first of equals), and whether any has entries: a key without any says
+// no submission matches.
+func Rarest(keys []int64, counts []int64) (int64, bool) {
+	best := 0
+	for i := range keys {
+		if counts[i] < counts[best] {
+			best = i
+		}
+	}
+	return keys[best], counts[best] > 0
 }
 
 // Clauses returns q.Filters as internal/find has them.
@@ -44,6 +88,7 @@ func Clauses(q formsapi.Query) []find.Clause {
 type filterWalk struct {
 	q        formsapi.Query
 	cs       []find.Clause
+	term     string
 	budget   keyset.Budget
 	last     keyset.Pos // the last entry examined
 	n        int        // items on the page
@@ -51,18 +96,18 @@ type filterWalk struct {
 }
 
 func newFilterWalk(q formsapi.Query) filterWalk {
-	return filterWalk{q: q, cs: Clauses(q), budget: keyset.NewBudget(q)}
+	return filterWalk{q: q, cs: Clauses(q), term: q.Search, budget: keyset.NewBudget(q)}
 }
 
-// row takes the entry at pos with the submission's data and its size as
-// sent. It returns take, whether the item goes on the page, and stop,
+// row takes the entry at pos with the submission's data, its stored
+// attachments and its size as sent. It returns take, whether the item goes on the page, and stop,
 // whether the page ends before this entry (its cursor is then cursor).
-func (w *filterWalk) row(pos keyset.Pos, data []byte, size int) (take, stop bool) {
+func (w *filterWalk) row(pos keyset.Pos, data, attachments []byte, size int) (take, stop bool) {
 	if w.examined == find.MaxExamined {
 		return false, true
 	}
 	w.examined++
-	if !find.Match(data, w.cs) {
+	if !Finds(data, attachments, w.cs, w.term) {
 		w.last = pos
 		return false, false
 	}
@@ -81,20 +126,58 @@ func (w *filterWalk) taken(size int) {
 
 func (w *filterWalk) cursor() string { return w.last.String() }
 
+// Finds reports whether a submission with data and stored attachments
+// matches the clauses cs and contains the search term (find.SearchMatch;
+// "" is none). Attachments that do not decode have no file names.
+func Finds(data, attachments []byte, cs []find.Clause, term string) bool {
+	if !find.Match(data, cs) {
+		return false
+	}
+	if term == "" {
+		return true
+	}
+	return find.SearchMatch(data, FileURLs(attachments), term)
+}
+
+// FileURLs returns the URLs of stored attachments, nil when they do not
+// decode.
+func FileURLs(attachments []byte) []string {
+	if len(attachments) == 0 || string(attachments) == "[]" {
+		return nil
+	}
+	att, err := DecodeAttachments(attachments)
+	if err != nil {
+		return nil
+	}
+	return URLs(att)
+}
+
+// URLs returns the FileURL of each attachment.
+func URLs(att []formsapi.Attachment) []string {
+	if len(att) == 0 {
+		return nil
+	}
+	urls := make([]string, len(att))
+	for i, a := range att {
+		urls[i] = a.FileURL
+	}
+	return urls
+}
+
 // AppendFiltered appends a filtered page of q (see above) to p from rows
 // that select an index entry's seq and created_at and its submission's
-// data and JSON as sent, in page order, Examined of them at most. It
+// data, attachments and JSON as sent, in page order, Examined of them at most. It
 // sets p.NextCursor; damaged submissions are left out as wire.Page.Add
 // leaves them.
 func AppendFiltered(rows Rows, q formsapi.Query, p *wire.Page) error {
 	w := newFilterWalk(q)
 	for rows.Next() {
 		var pos keyset.Pos
-		var data, encoded []byte
-		if err := rows.Scan(&pos.Seq, &pos.At, &data, &encoded); err != nil {
+		var data, attachments, encoded []byte
+		if err := rows.Scan(&pos.Seq, &pos.At, &data, &attachments, &encoded); err != nil {
 			return err
 		}
-		take, stop := w.row(pos, data, len(encoded))
+		take, stop := w.row(pos, data, attachments, len(encoded))
 		if stop {
 			p.NextCursor = w.cursor()
 			return nil
@@ -121,7 +204,7 @@ func FilteredSubmissions(rows Rows, formID string, q formsapi.Query) (formsapi.P
 		if err := rows.Scan(&pos.Seq, &pos.At, &data, &attachments, &size); err != nil {
 			return formsapi.Page[formsapi.Submission]{}, err
 		}
-		take, stop := w.row(pos, data, size)
+		take, stop := w.row(pos, data, attachments, size)
 		if stop {
 			p.NextCursor = w.cursor()
 			return p, nil
@@ -161,8 +244,9 @@ func Counted(n int64, bound int64, estimate bool) formsapi.Total {
 	return formsapi.Total{Value: n, Kind: find.Exact}
 }
 
-// CountMatches counts the matches of q's filters among rows that select
-// the data of the submissions of one index key's entries,
+// CountMatches counts the matches of q's filters and search among rows
+// that select the data and attachments of the submissions of one index
+// key's entries,
 // find.MaxExactCount+1 of them at most.
 func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 	cs := Clauses(q)
@@ -172,19 +256,19 @@ func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		n++
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
+		var data, attachments []byte
+		if err := rows.Scan(&data, &attachments); err != nil {
 			return formsapi.Total{}, err
 		}
-		if find.Match(data, cs) {
+		if Finds(data, attachments, cs, q.Search) {
 			matches++
 		}
 	}
 	return formsapi.Total{Value: matches, Kind: find.Exact}, nil
 }
 
-// CountQuery is q as a count reads it: its range and filters, from the
-// start.
+// CountQuery is q as a count reads it: its range, filters and search,
+// from the start.
 func CountQuery(q formsapi.Query) formsapi.Query {
-	return formsapi.Query{Limit: 1, Since: q.Since, Until: q.Until, Filters: q.Filters}
+	return formsapi.Query{Limit: 1, Since: q.Since, Until: q.Until, Filters: q.Filters, Search: q.Search}
 }

@@ -1,0 +1,310 @@
+package find
+
+// Search (q=<term>): a submission matches when one of its values contains
+// the term, compared in a normal form that ignores case and accents. Its
+// values are every string value of its data at any depth (not member
+// names), the text of every number as data writes it, and the file name
+// of every attachment (FileName). Each value is normalized (Normalize)
+// and compared on its own: a term never matches across two values.
+//
+// The database stores index every value's trigrams (three consecutive
+// runes of its normal form) in the same index as filters, under keys of
+// their own kind (TrigramKey: negative, where Key is never), so a search
+// walks the entries of its rarest trigram and checks each candidate with
+// SearchMatch, since trigrams alone say only that a value may contain it.
+
+import (
+	"encoding/json"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// The limits of a search term, counted on its normal form. The handler
+// answers 400 naming q for a term past one.
+const (
+	// MinTermRunes is the fewest characters of a term: one trigram.
+	MinTermRunes = 3
+	// MaxTermBytes bounds the bytes of a term.
+	MaxTermBytes = 64
+	// MaxProbes bounds the trigrams of a term whose entries a search
+	// counts to find its rarest.
+	MaxProbes = 16
+)
+
+// Normalize returns the normal form of s that search compares: its
+// compatibility decomposition (NFKD) without combining marks (Unicode
+// category Mn), in lower case (with ß as "ss" and a final sigma as σ, as
+// full case folding has them). "Zoë", "ZOE" and "zoe" are all "zoe";
+// "Straße" is "strasse"; invalid UTF-8 is U+FFFD.
+func Normalize(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return lowerASCII(s)
+	}
+	d := norm.NFKD.String(strings.ToValidUTF8(s, "\uFFFD"))
+	b := make([]byte, 0, len(d))
+	for _, r := range d {
+		switch {
+		case r < utf8.RuneSelf:
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			b = append(b, byte(r))
+		case unicode.Is(unicode.Mn, r):
+		case r == 'ß' || r == 'ẞ':
+			b = append(b, "ss"...)
+		case r == 'ς':
+			b = utf8.AppendRune(b, 'σ')
+		default:
+			b = utf8.AppendRune(b, unicode.ToLower(r))
+		}
+	}
+	return string(b)
+}
+
+// lowerASCII is strings.ToLower for ASCII s, without a copy when s has
+// no upper case.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// ParseTerm reads the value of q: it returns the term's normal form, or
+// what is wrong with the value.
+func ParseTerm(v string) (string, string) {
+	if !utf8.ValidString(v) {
+		return "", "is not valid UTF-8"
+	}
+	t := Normalize(v)
+	if utf8.RuneCountInString(t) < MinTermRunes {
+		return "", "is shorter than " + strconv.Itoa(MinTermRunes) + " characters once case and accents are set aside (the search term length limit)"
+	}
+	if len(t) > MaxTermBytes {
+		return "", "is longer than " + strconv.Itoa(MaxTermBytes) + " bytes once case and accents are set aside (the search term length limit)"
+	}
+	return t, ""
+}
+
+// FileName returns the file name of an attachment at fileURL: the last
+// segment of its path, unescaped ("" when it has none).
+func FileName(fileURL string) string {
+	u, err := url.Parse(fileURL)
+	p := fileURL
+	if err == nil {
+		p = u.Path
+	}
+	name := path.Base(p)
+	if name == "." || name == "/" {
+		return ""
+	}
+	return name
+}
+
+// Texts returns the values of a submission that search compares, each
+// normalized: the string values of data at any depth, the text of its
+// numbers, and the files' names (FileName of each attachment's URL).
+// Data that is not JSON gives what a scan of its strings and numbers
+// finds.
+func Texts(data []byte, files []string) []string {
+	var out []string
+	eachValue(data, files, func(v string) bool {
+		out = append(out, Normalize(v))
+		return true
+	})
+	return out
+}
+
+// eachValue calls fn with each value of a submission, not normalized (see
+// Texts), until fn returns false.
+func eachValue(data []byte, files []string, fn func(string) bool) {
+	for i := 0; i < len(data); {
+		c := data[i]
+		switch {
+		case c == '"':
+			j, escaped := i+1, false
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					escaped = true
+					j++
+				}
+				j++
+			}
+			if j >= len(data) {
+				return // not JSON
+			}
+			raw := data[i : j+1]
+			i = j + 1
+			k := i
+			for k < len(data) && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r') {
+				k++
+			}
+			if k < len(data) && data[k] == ':' {
+				continue // a member name
+			}
+			v := string(raw[1 : len(raw)-1])
+			if escaped {
+				if err := json.Unmarshal(raw, &v); err != nil {
+					continue
+				}
+			}
+			if !fn(v) {
+				return
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(data) && (data[j] >= '0' && data[j] <= '9' || data[j] == '.' || data[j] == 'e' || data[j] == 'E' || data[j] == '+' || data[j] == '-') {
+				j++
+			}
+			if !fn(string(data[i:j])) {
+				return
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	for _, f := range files {
+		if n := FileName(f); n != "" && !fn(n) {
+			return
+		}
+	}
+}
+
+// SearchMatch reports whether a submission with data and attachments at
+// the URLs files contains the normalized term (ParseTerm) in one of its
+// values (Texts). The empty term matches everything.
+func SearchMatch(data []byte, files []string, term string) bool {
+	if term == "" {
+		return true
+	}
+	// Data of ASCII only, without escapes, holds every value as it is:
+	// a term it does not hold in any case is in none of them (most
+	// candidates of a walk through a common trigram).
+	if len(files) == 0 && isASCIIText(data) && !containsLowerASCII(data, term) {
+		return false
+	}
+	found := false
+	eachValue(data, files, func(v string) bool {
+		found = strings.Contains(Normalize(v), term)
+		return !found
+	})
+	return found
+}
+
+// isASCIIText reports whether b is ASCII without a backslash.
+func isASCIIText(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// containsLowerASCII reports whether b, lower-cased, contains term.
+func containsLowerASCII(b []byte, term string) bool {
+	if len(term) == 0 {
+		return true
+	}
+	t0 := term[0]
+	for i := 0; i+len(term) <= len(b); i++ {
+		if lowerByte(b[i]) != t0 {
+			continue
+		}
+		j := 1
+		for j < len(term) && lowerByte(b[i+j]) == term[j] {
+			j++
+		}
+		if j == len(term) {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// TrigramKey returns the index key of the trigram of runes a, b, c: the
+// three code points themselves (21 bits each) with the sign bit set, so
+// that a trigram key is negative and never equals a Key, which is not,
+// nor another trigram's.
+func TrigramKey(a, b, c rune) int64 {
+	return int64(1<<63 | uint64(a)<<42 | uint64(b)<<21 | uint64(c))
+}
+
+// trigrams appends the keys of the trigrams of s to keys.
+func trigrams(keys []int64, s string) []int64 {
+	var r [3]rune
+	n := 0
+	for _, c := range s {
+		r[0], r[1], r[2] = r[1], r[2], c
+		if n++; n >= 3 {
+			keys = append(keys, TrigramKey(r[0], r[1], r[2]))
+		}
+	}
+	return keys
+}
+
+// SearchKeys returns the index keys of the trigrams of a submission's
+// values (Texts), each once, ascending.
+func SearchKeys(data []byte, files []string) []int64 {
+	var keys []int64
+	for _, t := range Texts(data, files) {
+		keys = trigrams(keys, t)
+	}
+	return sortedUnique(keys)
+}
+
+// IndexKeys returns every index key of a submission: its filter keys
+// (Keys) and its trigram keys (SearchKeys), each once, ascending.
+func IndexKeys(data []byte, files []string) []int64 {
+	return sortedUnique(append(Keys(data), SearchKeys(data, files)...))
+}
+
+// TermKeys returns the keys of the trigrams of the normalized term that a
+// search probes: each distinct one, or MaxProbes of them spread along the
+// term when it has more.
+func TermKeys(term string) []int64 {
+	var keys []int64
+	for _, k := range trigrams(nil, term) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) <= MaxProbes {
+		return keys
+	}
+	picked := make([]int64, MaxProbes)
+	for i := range picked {
+		picked[i] = keys[i*(len(keys)-1)/(MaxProbes-1)]
+	}
+	return picked
+}
