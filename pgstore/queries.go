@@ -113,10 +113,11 @@ LEFT JOIN LATERAL (
 WHERE f.id = $1 AND f.account_id = $2`
 
 	// Filtered pages (internal/stored's AppendFiltered and
-	// FilteredSubmissions): the index entries of one key ($3) of the form
-	// (migration 0017) in keyset order, each joined to its submission,
-	// stored.Examined of them at most ($8). The form's ownership is
-	// checked before, as the read cache's lookup is.
+	// FilteredSubmissions): the index entries of one key ($2) of the form
+	// ($1; migration 0017) in keyset order, each joined to its submission,
+	// $7 of them: a page reads them in batches (walkRows), stored.Examined
+	// in all at most. The form's ownership is checked before, as the read
+	// cache's lookup is.
 	//
 	// The entries are read, limit and all, in a subquery of their own and
 	// each submission fetched by its primary key in a LATERAL one: joined

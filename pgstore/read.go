@@ -587,10 +587,7 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 	if q.Order == formsapi.Oldest {
 		st = s.sql.findAsc
 	}
-	rows, err := s.pool.Query(ctx, st, form.Seq, key, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
-	if err != nil {
-		return formsapi.Page[formsapi.Submission]{}, err
-	}
+	rows := newWalkRows(ctx, s.pool, st, form.Seq, key, q, b)
 	defer rows.Close()
 	p, err := stored.FilteredSubmissions(rows, formID, q)
 	if err != nil {
@@ -658,10 +655,7 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	if q.Order == formsapi.Oldest {
 		st = s.sql.findEncodedAsc
 	}
-	rows, err := s.pool.Query(ctx, st, form.Seq, key, b.lo.At, b.lo.Seq, b.hi.At, b.hi.Seq, stored.Examined)
-	if err != nil {
-		return err
-	}
+	rows := newWalkRows(ctx, s.pool, st, form.Seq, key, q, b)
 	defer rows.Close()
 	if err := stored.AppendFiltered(rows, q, p); err != nil {
 		return err

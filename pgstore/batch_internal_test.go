@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/stored"
+)
+
+// fakeEntries answers a filtered page's statement from a list of entries
+// in ascending keyset order, as PostgreSQL would, and records each batch.
+type fakeEntries struct {
+	entries []keyset.Pos
+	desc    bool
+	batches []int
+}
+
+func (f *fakeEntries) Query(_ context.Context, _ string, args ...any) (pgx.Rows, error) {
+	lo := keyset.Pos{At: args[2].(int64), Seq: args[3].(int64)}
+	hi := keyset.Pos{At: args[4].(int64), Seq: args[5].(int64)}
+	limit := args[6].(int)
+	f.batches = append(f.batches, limit)
+	less := func(a, b keyset.Pos) bool { return a.At < b.At || a.At == b.At && a.Seq < b.Seq }
+	var out []keyset.Pos
+	for i := range f.entries {
+		e := f.entries[i]
+		if f.desc {
+			e = f.entries[len(f.entries)-1-i]
+		}
+		if less(lo, e) && less(e, hi) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return &fakeRows{out: out, i: -1}, nil
+}
+
+type fakeRows struct {
+	pgx.Rows // not called: the methods a walk uses are below
+	out      []keyset.Pos
+	i        int
+}
+
+func (r *fakeRows) Next() bool { r.i++; return r.i < len(r.out) }
+func (r *fakeRows) Scan(dest ...any) error {
+	*dest[0].(*int64), *dest[1].(*int64) = r.out[r.i].Seq, r.out[r.i].At
+	return nil
+}
+func (r *fakeRows) Close()     {}
+func (r *fakeRows) Err() error { return nil }
+
+// TestWalkRowsBatches reads filtered pages through walkRows from a fake
+// statement: a page that fills at once asks for the page and one entry
+// more, and no more; a walk that reads on asks for batches twice the one
+// before, each after the last entry read, never more than stored.Examined
+// entries in all, in order, with no entry twice or skipped, and stops
+// asking when a batch comes back short.
+func TestWalkRowsBatches(t *testing.T) {
+	t.Parallel()
+	entries := make([]keyset.Pos, 3000)
+	for i := range entries {
+		entries[i] = keyset.Pos{At: int64(i / 3), Seq: int64(i + 1)} // runs of equal times
+	}
+	for _, tc := range []struct {
+		name    string
+		order   formsapi.Order
+		limit   int
+		entries int
+		read    int // rows the walk reads
+		want    []int
+	}{
+		{"PageFillsAtOnce", formsapi.Newest, 1, 3000, 2, []int{2}},
+		{"PageFillsAtOnceOldest", formsapi.Oldest, 50, 3000, 51, []int{51}},
+		{"ReadsToTheBound", formsapi.Newest, 1, 3000, stored.Examined, []int{2, 4, 8, 16, 32, 64, 128, 256, stored.Examined - 510}},
+		{"ReadsToTheBoundOldest", formsapi.Oldest, 100, 3000, stored.Examined, []int{101, 202, 404, stored.Examined - 707}},
+		{"ShortBatchEnds", formsapi.Newest, 1, 5, 5, []int{2, 4}},
+		{"EmptyEnds", formsapi.Oldest, 10, 0, 0, []int{11}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeEntries{entries: entries[:tc.entries], desc: tc.order == formsapi.Newest}
+			q := formsapi.Query{Limit: tc.limit, Order: tc.order}
+			b := pageBounds{lo: keyset.Pos{At: -1 << 62, Seq: 0}, hi: keyset.Pos{At: 1 << 62, Seq: 1 << 62}}
+			w := newWalkRows(context.Background(), f, "statement", 1, 2, q, b)
+			var got []keyset.Pos
+			for w.Next() {
+				var p keyset.Pos
+				if err := w.Scan(&p.Seq, &p.At); err != nil {
+					t.Fatal(err)
+				}
+				if got = append(got, p); len(got) == tc.read {
+					break // the page is full, as a walk stops
+				}
+			}
+			w.Close()
+			if err := w.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.read {
+				t.Fatalf("read %d entries, want %d", len(got), tc.read)
+			}
+			for i, p := range got {
+				want := entries[i]
+				if f.desc {
+					want = entries[tc.entries-1-i]
+				}
+				if p != want {
+					t.Fatalf("entry %d is %v, want %v", i, p, want)
+				}
+			}
+			if len(f.batches) != len(tc.want) {
+				t.Fatalf("batches %v, want %v", f.batches, tc.want)
+			}
+			total := 0
+			for i := range tc.want {
+				if f.batches[i] != tc.want[i] {
+					t.Fatalf("batches %v, want %v", f.batches, tc.want)
+				}
+				total += f.batches[i]
+			}
+			if total > stored.Examined {
+				t.Errorf("asked for %d entries in all, more than %d", total, stored.Examined)
+			}
+		})
+	}
+}
