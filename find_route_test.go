@@ -186,30 +186,7 @@ func TestFilterCursorAndTag(t *testing.T) {
 // all (the handler drops what does not match).
 func TestFilterSameOnEveryStore(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	stores := map[string]formsapi.Store{}
-	m := memstore.New()
-	stores["memstore"] = m
-	lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	stores["sqlitestore"] = lite
-	if os.Getenv(pgtest.EnvVar) != "" {
-		dsn, schema := pgtest.Schema(t)
-		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
-		stores["pgstore"] = pg
-	}
-	for name, s := range stores {
-		if err := storetest.Load(ctx, s.(formsapi.Writer), storetest.FindSeed()); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	stores, m := everyStore(t, storetest.FindSeed())
 	stores["a host's store that ignores filters"] = unfiltered{m}
 	queries := []string{"filter[tag]=t3", "filter[tag]=t2&fields=n,score", "filter[score]=42&order=asc&limit=4", "filter[name]=ZO%C3%8B&limit=1", "filter[even]=true&filter[tag]=t0"}
 	var want map[string][]int
@@ -229,6 +206,38 @@ func TestFilterSameOnEveryStore(t *testing.T) {
 			}
 		}
 	}
+}
+
+// everyStore returns memstore, sqlitestore and (with
+// FORMSAPI_TEST_POSTGRES) pgstore, by name, each loaded with seed, and
+// the memstore, which a handler over any of them takes as its key
+// resolver (the seed's keys are the same in each).
+func everyStore(t *testing.T, seed storetest.Seed) (map[string]formsapi.Store, *memstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	m := memstore.New()
+	stores := map[string]formsapi.Store{"memstore": m}
+	lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+	stores["sqlitestore"] = lite
+	if os.Getenv(pgtest.EnvVar) != "" {
+		dsn, schema := pgtest.Schema(t)
+		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pg.Close() })
+		stores["pgstore"] = pg
+	}
+	for name, s := range stores {
+		if err := storetest.Load(ctx, s.(formsapi.Writer), seed); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return stores, m
 }
 
 // unfiltered is a host's store that ignores Query.Filters.

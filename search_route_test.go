@@ -5,18 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
-	"github.com/formsapi/formsapi/pgstore"
-	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
 )
@@ -136,30 +131,7 @@ func TestSearchCursorAndTag(t *testing.T) {
 // handler drops what does not match).
 func TestSearchSameOnEveryStore(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	stores := map[string]formsapi.Store{}
-	m := memstore.New()
-	stores["memstore"] = m
-	lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	stores["sqlitestore"] = lite
-	if os.Getenv(pgtest.EnvVar) != "" {
-		dsn, schema := pgtest.Schema(t)
-		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
-		stores["pgstore"] = pg
-	}
-	for name, s := range stores {
-		if err := storetest.Load(ctx, s.(formsapi.Writer), storetest.SearchSeed()); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	stores, m := everyStore(t, storetest.SearchSeed())
 	stores["a host's store that does not search"] = unsearched{m}
 	queries := []struct{ path, query string }{
 		{searchPath, "q=zoe"},
