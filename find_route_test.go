@@ -119,6 +119,7 @@ func TestFilterBadInput(t *testing.T) {
 		"filter[" + long + "]=1":                "the filter field length limit",
 		"filter[a]=" + strings.Repeat("v", 255): "the filter value length limit",
 		"filter[a]=%FF":                         "invalid filter[a]: the value is not valid UTF-8",
+		"filter[a]=%22%5Cud800%22":              "escape of half a surrogate pair, which is not a character",
 		"filter[a]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1&filter[i]=1": "the filter clauses limit",
 		"filter[a]=1&sync=start": "invalid filter: it cannot be combined with sync",
 	} {

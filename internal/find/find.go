@@ -86,6 +86,11 @@ func ParseValue(v string) (string, string) {
 		if err := json.Unmarshal([]byte(v), &s); err != nil {
 			return "", `starts with a double quote but is not one JSON string: quote the whole value, escaping " and \ inside it with \`
 		}
+		if loneSurrogate(v) {
+			// encoding/json would read it as U+FFFD, so the filter would
+			// silently ask for another value than the one written.
+			return "", `has a \u escape of half a surrogate pair, which is not a character: escape a character outside the Basic Multilingual Plane as a pair (\ud83d\ude00), or write it unescaped`
+		}
 		canon, ok = String(s), true
 	case v == "true" || v == "false" || v == "null":
 		canon, ok = v, true
@@ -103,6 +108,42 @@ func ParseValue(v string) (string, string) {
 		return "", "is longer than " + strconv.Itoa(MaxValueBytes) + " bytes as canonical JSON (the filter value length limit)"
 	}
 	return canon, ""
+}
+
+// loneSurrogate reports whether the JSON string literal lit (valid JSON)
+// has a \u escape of a UTF-16 surrogate that is not half of a high-low
+// pair.
+func loneSurrogate(lit string) bool {
+	escape := func(i int) (rune, bool) { // the \uXXXX at lit[i:], if any
+		if i+6 > len(lit) || lit[i] != '\\' || lit[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(lit[i+2:i+6], 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		r, ok := escape(i)
+		if !ok {
+			i++ // a two-character escape such as \\ or \"
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true // a low half with no high half before it
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := escape(i + 6)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // String returns the canonical text of the JSON string s: encoding/json's,

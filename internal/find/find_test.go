@@ -8,30 +8,34 @@ import (
 
 func TestParseValue(t *testing.T) {
 	for in, want := range map[string]string{
-		`42`:         `42`,
-		`42.0`:       `42`,
-		`4.2e1`:      `42`,
-		`-0`:         `0`,
-		`1e21`:       `1e+21`,
-		`0.1`:        `0.1`,
-		`true`:       `true`,
-		`null`:       `null`,
-		`"42"`:       `"42"`,
-		`"a\"b"`:     `"a\"b"`,
-		`"Zo\u00eb"`: `"Zoë"`,
-		`Zoë`:        `"Zoë"`,
-		`a<b>&c`:     `"a<b>&c"`,
-		`42abc`:      `"42abc"`, // not a JSON number: bare text
-		`True`:       `"True"`,
-		`-`:          `"-"`,
-		`01`:         `"01"`, // JSON has no leading zeros
+		`42`:             `42`,
+		`42.0`:           `42`,
+		`4.2e1`:          `42`,
+		`-0`:             `0`,
+		`1e21`:           `1e+21`,
+		`0.1`:            `0.1`,
+		`true`:           `true`,
+		`null`:           `null`,
+		`"42"`:           `"42"`,
+		`"a\"b"`:         `"a\"b"`,
+		`"Zo\u00eb"`:     `"Zoë"`,
+		`Zoë`:            `"Zoë"`,
+		`a<b>&c`:         `"a<b>&c"`,
+		`42abc`:          `"42abc"`, // not a JSON number: bare text
+		`True`:           `"True"`,
+		`-`:              `"-"`,
+		`01`:             `"01"`, // JSON has no leading zeros
+		`"\ud83d\ude00"`: `"😀"`,
+		`"\\ud800"`:      `"\\ud800"`, // an escaped backslash, then text
+		`"\u00e9\\"`:     `"é\\"`,
 	} {
 		got, msg := ParseValue(in)
 		if msg != "" || got != want {
 			t.Errorf("ParseValue(%q) = %q, %q; want %q", in, got, msg, want)
 		}
 	}
-	for _, in := range []string{"", `"open`, `"a"b"`, "1e999", "\xff", strings.Repeat("v", MaxValueBytes-1)} {
+	for _, in := range []string{"", `"open`, `"a"b"`, "1e999", "\xff", strings.Repeat("v", MaxValueBytes-1),
+		`"\ud800"`, `"\udc00"`, `"a\ud83dz"`, `"\ud83d\u0041"`, `"\ude00\ud83d"`, `"\\\ud800"`} {
 		if got, msg := ParseValue(in); msg == "" {
 			t.Errorf("ParseValue(%q) = %q, want a refusal", in, got)
 		}
