@@ -29,8 +29,10 @@ import (
 //     of items ("exact"), or 100,000 "at_least". exact makes no
 //     difference.
 //   - With filters and exact, it checks at most 10,000 candidates against
-//     every clause: the exact number of matches when it checked every
-//     candidate, else the matches it found, "at_least".
+//     every clause, and none past the one that finds those checked
+//     holding 32 MiB of data and attachments as the store keeps them: the
+//     exact number of matches when it checked every candidate, else the
+//     matches it found, "at_least".
 //   - With filters and not exact, it may count candidates without
 //     checking them ("estimate"), at most 100,000 of them; a store that
 //     checks them may answer as for exact.

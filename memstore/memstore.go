@@ -570,6 +570,12 @@ func (s *Store) Close() error { return nil }
 // entries), checked against every clause when exact, all within the
 // bounds formsapi.Total documents.
 func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
+	return s.countSubmissions(ctx, accountID, formID, q, exact, find.MaxExactCountBytes)
+}
+
+// countSubmissions is CountSubmissions with the bound on the data an
+// exact count of a filtered list checks as a parameter, for its test.
+func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool, maxBytes int64) (formsapi.Total, error) {
 	if err := ctx.Err(); err != nil {
 		return formsapi.Total{}, fmt.Errorf("memstore: count submissions: %w", err)
 	}
@@ -591,16 +597,17 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	if filtered && exact {
 		bound = find.MaxExactCount
 	}
-	var candidates, matches int64
+	var candidates, matches, size int64
 	for _, r := range fm.subs {
 		if !keyset.Contains(q, r.sub.CreatedAt) || !candidate(r) {
 			continue
 		}
-		if candidates == bound {
-			candidates++ // past the bound
+		if candidates == bound || filtered && exact && size >= maxBytes {
+			candidates = bound + 1 // past the bound
 			break
 		}
 		candidates++
+		size += int64(len(r.sub.Data)) // attachments: their encoding is the database stores' own
 		if filtered && exact && q.Finds(r.sub) {
 			matches++
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 )
@@ -50,6 +51,39 @@ func newWalkRows(ctx context.Context, pool interface {
 		oldest: q.Order == formsapi.Oldest, lo: b.lo, hi: b.hi,
 		left: stored.Examined, batch: min(q.Limit+1, stored.Examined),
 	}
+}
+
+// newCountRows is a walkRows over the entries of key in the range b,
+// oldest first, for an exact count (stored.CountMatches): up to
+// find.MaxExactCount+1 of them, in batches from countBatch on, so that a
+// count that stops early at its byte bound (find.MaxExactCountBytes) has
+// not made PostgreSQL read ten thousand submissions' data.
+func newCountRows(ctx context.Context, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, form, key int64, b pageBounds) *walkRows {
+	return &walkRows{
+		ctx: ctx, pool: pool, sql: sql, form: form, key: key,
+		oldest: true, lo: b.lo, hi: b.hi,
+		left: find.MaxExactCount + 1, batch: countBatch,
+	}
+}
+
+// countBatch is the first batch of an exact count's walk: with
+// submissions of 1 KB, the 10,001 entries it may read come in 9 batches;
+// with 100 KB ones, the 330 that fit its byte bound in 4 (480 read).
+const countBatch = 32
+
+// matchRows reads a page statement's rows (seq, created_at, data,
+// attachments, the encoded size) as stored.CountMatches scans them:
+// data and attachments alone.
+type matchRows struct {
+	*walkRows
+	seq, at, size int64
+}
+
+// Scan reads the current entry's data and attachments into dest.
+func (m *matchRows) Scan(dest ...any) error {
+	return m.walkRows.Scan(append([]any{&m.seq, &m.at}, append(dest, &m.size)...)...)
 }
 
 // Next advances to the next entry, reading the next batch when the

@@ -2,11 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 )
@@ -17,6 +20,7 @@ type fakeEntries struct {
 	entries []keyset.Pos
 	desc    bool
 	batches []int
+	data    []byte // each entry's data, for a statement that selects it
 }
 
 func (f *fakeEntries) Query(_ context.Context, _ string, args ...any) (pgx.Rows, error) {
@@ -35,18 +39,22 @@ func (f *fakeEntries) Query(_ context.Context, _ string, args ...any) (pgx.Rows,
 			out = append(out, e)
 		}
 	}
-	return &fakeRows{out: out, i: -1}, nil
+	return &fakeRows{out: out, i: -1, data: f.data}, nil
 }
 
 type fakeRows struct {
 	pgx.Rows // not called: the methods a walk uses are below
 	out      []keyset.Pos
 	i        int
+	data     []byte
 }
 
 func (r *fakeRows) Next() bool { r.i++; return r.i < len(r.out) }
 func (r *fakeRows) Scan(dest ...any) error {
 	*dest[0].(*int64), *dest[1].(*int64) = r.out[r.i].Seq, r.out[r.i].At
+	if len(dest) == 5 { // the page statement: data, attachments, size
+		*dest[2].(*[]byte), *dest[3].(*[]byte), *dest[4].(*int64) = r.data, []byte("[]"), int64(len(r.data))
+	}
 	return nil
 }
 func (r *fakeRows) Close()     {}
@@ -123,6 +131,55 @@ func TestWalkRowsBatches(t *testing.T) {
 			}
 			if total > stored.Examined {
 				t.Errorf("asked for %d entries in all, more than %d", total, stored.Examined)
+			}
+		})
+	}
+}
+
+// TestCountRowsStopAtTheBounds counts a filtered list exactly through
+// newCountRows from a fake statement: a count stops at
+// find.MaxExactCount candidates or once those it checked hold
+// find.MaxExactCountBytes of data, "at_least" the matches found, and
+// asks for its batches so that it has not read far past where it
+// stopped; a list within both bounds is counted exactly.
+func TestCountRowsStopAtTheBounds(t *testing.T) {
+	t.Parallel()
+	small := []byte(`{"a":1}`)
+	big := []byte(`{"a":1,"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	for _, tc := range []struct {
+		name    string
+		entries int
+		data    []byte
+		want    formsapi.Total
+		batches []int
+	}{
+		{"Within", 3000, small, formsapi.Total{Value: 3000, Kind: find.Exact}, []int{32, 64, 128, 256, 512, 1024, 2048}},
+		{"PastTheCount", 20000, small, formsapi.Total{Value: find.MaxExactCount, Kind: find.AtLeast}, []int{32, 64, 128, 256, 512, 1024, 2048, 4096, find.MaxExactCount + 1 - 8160}},
+		{"PastTheBytes", 3000, big, formsapi.Total{Value: 32, Kind: find.AtLeast}, []int{32, 64}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			entries := make([]keyset.Pos, tc.entries)
+			for i := range entries {
+				entries[i] = keyset.Pos{At: int64(i / 3), Seq: int64(i + 1)}
+			}
+			f := &fakeEntries{entries: entries, data: tc.data}
+			b := pageBounds{lo: keyset.Pos{At: -1 << 62, Seq: 0}, hi: keyset.Pos{At: 1 << 62, Seq: 1 << 62}}
+			rows := &matchRows{walkRows: newCountRows(context.Background(), f, "statement", 1, 2, b)}
+			q := formsapi.Query{Filters: []formsapi.Filter{{Field: "a", Value: "1"}}}
+			got, err := stored.CountMatches(rows, q)
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("count %+v, want %+v", got, tc.want)
+			}
+			if !slices.Equal(f.batches, tc.batches) {
+				t.Errorf("batches %v, want %v", f.batches, tc.batches)
 			}
 		})
 	}

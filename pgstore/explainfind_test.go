@@ -129,8 +129,8 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 				switch {
 				case strings.HasPrefix(name, "count/entries"):
 					literals, most = fmt.Sprintf("%d, %s, %d", form, bounds, key), find.MaxCount+1
-				case strings.HasPrefix(name, "count/"):
-					literals, most = fmt.Sprintf("%d, %s, %d", form, bounds, key), find.MaxExactCount+1
+				case name == "count/matches":
+					literals, most = fmt.Sprintf("%d, %d, %s, %d", form, key, bounds, find.MaxExactCount+1), find.MaxExactCount+1
 				default:
 					literals, most = fmt.Sprintf("%d, %d, %s, %d", form, key, bounds, stored.Examined), stored.Examined
 				}

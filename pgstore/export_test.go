@@ -99,14 +99,15 @@ func SpliceSQL(s *Store) string { return s.sql.splice }
 // FindSQL returns the statements of filtered reads, by name. The pages'
 // ("page/…", "encoded/…", in each order) take the form's seq, the walked
 // key, the keyset bounds (lower at and seq, upper at and seq) and the
-// entries to read; the totals' ("count/entries", "count/matches") take the
+// entries to read, as does an exact total's walk ("count/matches", the
+// oldest-first page statement read in batches); "count/entries" takes the
 // form's seq, the bounds and the key.
 func FindSQL(s *Store) map[string]string {
 	q := s.sql
 	return map[string]string{
 		"page/newest": q.findDesc, "page/oldest": q.findAsc,
 		"encoded/newest": q.findEncodedDesc, "encoded/oldest": q.findEncodedAsc,
-		"count/entries": q.countEntries, "count/matches": q.countMatches,
+		"count/entries": q.countEntries, "count/matches": q.findAsc,
 	}
 }
 

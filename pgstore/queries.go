@@ -149,8 +149,9 @@ ORDER BY i.created_at {DIR}, i.seq {DIR}`
 FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i) ORDER BY k.i`
 
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
-	// range, the index entries of one key in a range, both bounded, and
-	// the data of a key's entries to check against the filters. The
+	// range and the index entries of one key in a range, both bounded (an
+	// exact count of a filtered list reads the data of a key's entries
+	// with the oldest-first page statement, in batches: newCountRows). The
 	// entries are read in their index's order, which costs nothing: without
 	// it, for a key on most of a form that fills most of the table, the
 	// planner read the whole of formsapi_find, every form's entries
@@ -161,11 +162,6 @@ WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
-
-	sqlCountMatches = `SELECT s.data, s.attachments FROM (SELECT seq FROM formsapi_find
-    WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
-    ORDER BY created_at, seq LIMIT ` + stored.MatchesLimit + `) i
-CROSS JOIN LATERAL (SELECT data, attachments FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
@@ -422,7 +418,7 @@ type queries struct {
 	splice                                                          string
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc           string
-	countRows, countEntries, countMatches, eraseCandidates       string
+	countRows, countEntries, eraseCandidates                     string
 	probe                                                        string
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
@@ -468,7 +464,7 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
-		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), countMatches: q(sqlCountMatches), eraseCandidates: q(sqlEraseCandidates),
+		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),

@@ -710,10 +710,7 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, key)...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows, err := s.pool.Query(ctx, s.sql.countMatches, append(args, key)...)
-	if err != nil {
-		return formsapi.Total{}, err
-	}
+	rows := &matchRows{walkRows: newCountRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, b)}
 	defer rows.Close()
 	t, err := stored.CountMatches(rows, q)
 	if err != nil {

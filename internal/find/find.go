@@ -47,6 +47,13 @@ const (
 	// list checks against its filters (each a read of the submission's
 	// data): past it the count is "at_least" the matches found.
 	MaxExactCount = 10_000
+	// MaxExactCountBytes bounds the same count by the data it reads: once
+	// the candidates it checked hold this many bytes of data and
+	// attachments (as the store keeps them), the count is "at_least" the
+	// matches found. Without it, a count over large submissions read up to
+	// 10,000 of them (a gigabyte at 100 KB each) and ran past the
+	// request's time.
+	MaxExactCountBytes = 32 << 20
 	// MaxCount bounds the rows or index entries any other count reads
 	// (index entries only, no data): past it the count is "at_least"
 	// MaxCount (or an "estimate", for an estimate of a filtered list).

@@ -247,12 +247,14 @@ func Counted(n int64, bound int64, estimate bool) formsapi.Total {
 // CountMatches counts the matches of q's filters and search among rows
 // that select the data and attachments of the submissions of one index
 // key's entries,
-// find.MaxExactCount+1 of them at most.
+// find.MaxExactCount+1 of them at most. It stops, "at_least", at a
+// candidate past find.MaxExactCount of them or past find.MaxExactCountBytes
+// of their data and attachments.
 func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 	cs := Clauses(q)
-	var n, matches int64
+	var n, size, matches int64
 	for rows.Next() {
-		if n == find.MaxExactCount {
+		if n == find.MaxExactCount || size >= find.MaxExactCountBytes {
 			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		n++
@@ -260,6 +262,7 @@ func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 		if err := rows.Scan(&data, &attachments); err != nil {
 			return formsapi.Total{}, err
 		}
+		size += int64(len(data) + len(attachments))
 		if Finds(data, attachments, cs, q.Search) {
 			matches++
 		}
