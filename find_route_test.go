@@ -3,6 +3,7 @@ package formsapi_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -213,7 +214,7 @@ func TestFilterSameOnEveryStore(t *testing.T) {
 // FORMSAPI_TEST_POSTGRES) pgstore, by name, each loaded with seed, and
 // the memstore, which a handler over any of them takes as its key
 // resolver (the seed's keys are the same in each).
-func everyStore(t *testing.T, seed storetest.Seed) (map[string]formsapi.Store, *memstore.Store) {
+func everyStore(t testing.TB, seed storetest.Seed) (map[string]formsapi.Store, *memstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	m := memstore.New()
@@ -250,9 +251,12 @@ func (u unfiltered) ListSubmissions(ctx context.Context, account, formID string,
 }
 
 // FuzzFindParams sends any query string (filters, search, and the rest)
-// to a form's list over sqlitestore (its statements bind every value)
-// and memstore: the answer is 200 or
-// 400, never another, and a 400 names a parameter. Run it for minutes:
+// to a form's list over every store (memstore, sqlitestore, and pgstore
+// when FORMSAPI_TEST_POSTGRES is set; their statements bind every value):
+// the answer is 200 or 400, never another, a 400 names a parameter, and
+// every store gives the same status. A 200 is walked to its end through
+// its next cursors, and every store's walk yields the same submissions
+// (as a multiset: stores order ties their own way). Run it for minutes:
 //
 //	go test -run '^$' -fuzz FuzzFindParams -fuzztime 5m .
 func FuzzFindParams(f *testing.F) {
@@ -263,40 +267,68 @@ func FuzzFindParams(f *testing.F) {
 		"filter[x]=null&sync=start", "filter[a']=1'%20OR%201=1--", "filter[n]=-0", "filter[n]=1E2",
 		"q=zoe", "q=ZO%C3%8B&filter[tag]=t0&limit=2", "q=ab", "q=%FF%FE%FD", "q=Z%CC%81%CC%88", "q=42&order=asc",
 		"q=" + strings.Repeat("%C3%A9", 65), "q=a'%20OR%201=1--", "q=%25_%25", "q=zoe&sync=start",
+		"filter[tag]=t2&fields=n,score&limit=3", "filter[even]=false&total=exact&limit=1", "q=zoe&total=estimate&order=asc&limit=1",
+		"filter[name]=%22%5Cud800%22",
 	} {
 		f.Add(q)
 	}
-	ctx := context.Background()
-	lite, err := sqlitestore.Open(filepath.Join(f.TempDir(), "x.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { lite.Close() })
-	m := memstore.New()
-	for _, s := range []formsapi.Writer{lite, m} {
-		if err := storetest.Load(ctx, s, storetest.FindSeed()); err != nil {
-			f.Fatal(err)
-		}
-	}
-	handlers := []http.Handler{formsapi.NewHandler(lite, lite), formsapi.NewHandler(m, m)}
+	stores, m := everyStore(f, storetest.FindSeed())
+	names := slices.Sorted(maps.Keys(stores))
 	f.Fuzz(func(t *testing.T, query string) {
-		for _, h := range handlers {
-			r := httptest.NewRequest("GET", findPath, nil)
-			r.URL.RawQuery = query
-			r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			switch w.Code {
-			case http.StatusOK:
-			case http.StatusBadRequest:
-				if !strings.Contains(w.Body.String(), `"message":"invalid `) && !strings.Contains(w.Body.String(), "query string is malformed") {
-					t.Fatalf("?%s: a 400 that names no parameter: %s", query, w.Body)
-				}
-			default:
-				t.Fatalf("?%s: %d %s", query, w.Code, w.Body)
+		var want []int
+		wantStatus := 0
+		for i, name := range names {
+			status, got := fuzzWalk(t, formsapi.NewHandler(stores[name], m), query)
+			slices.Sort(got)
+			switch {
+			case i == 0:
+				want, wantStatus = got, status
+			case status != wantStatus:
+				t.Fatalf("?%s: %s answers %d, %s %d", query, name, status, names[0], wantStatus)
+			case !slices.Equal(got, want):
+				t.Fatalf("?%s: %s walks to %v, %s to %v", query, name, got, names[0], want)
 			}
 		}
 	})
+}
+
+// fuzzWalk sends query to the form's list and, on a 200, follows its next
+// cursors to the end: the status and the n of every submission walked.
+func fuzzWalk(t *testing.T, h http.Handler, query string) (int, []int) {
+	var ns []int
+	for page := 0; ; page++ {
+		r := httptest.NewRequest("GET", findPath, nil)
+		r.URL.RawQuery = query
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch {
+		case w.Code == http.StatusBadRequest && page == 0:
+			if !strings.Contains(w.Body.String(), `"message":"invalid `) && !strings.Contains(w.Body.String(), "query string is malformed") {
+				t.Fatalf("?%s: a 400 that names no parameter: %s", query, w.Body)
+			}
+			return w.Code, nil
+		case w.Code != http.StatusOK:
+			t.Fatalf("?%s: %d %s", query, w.Code, w.Body)
+		case page == 1000:
+			t.Fatalf("?%s: the cursor does not advance", query)
+		}
+		var p findPage
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("?%s: %v", query, err)
+		}
+		for _, s := range p.Submissions {
+			var d struct{ N int }
+			if err := json.Unmarshal(s.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			ns = append(ns, d.N)
+		}
+		if p.NextCursor == nil {
+			return http.StatusOK, ns
+		}
+		query = "cursor=" + url.QueryEscape(*p.NextCursor)
+	}
 }
 
 // TestFieldsProjection: fields= keeps only the named data members, in the
