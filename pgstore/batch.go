@@ -33,6 +33,7 @@ type walkRows struct {
 	sql      string
 	form     int64
 	key      int64
+	scan     bool // the statement walks the form's submissions, without a key
 	oldest   bool
 	lo, hi   keyset.Pos
 	batch    int // the size of the current batch
@@ -51,6 +52,16 @@ func newWalkRows(ctx context.Context, pool interface {
 		oldest: q.Order == formsapi.Oldest, lo: b.lo, hi: b.hi,
 		left: stored.Examined, batch: min(q.Limit+1, stored.Examined),
 	}
+}
+
+// newScanRows is a walkRows over the form's submissions themselves, in
+// page order: a search's page while the search index is off.
+func newScanRows(ctx context.Context, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, form int64, q formsapi.Query, b pageBounds) *walkRows {
+	w := newWalkRows(ctx, pool, sql, form, 0, q, b)
+	w.scan = true
+	return w
 }
 
 // newCountRows is a walkRows over the entries of key in the range b,
@@ -109,7 +120,11 @@ func (w *walkRows) Next() bool {
 		}
 		w.batch = min(2*w.batch, w.left)
 	}
-	rows, err := w.pool.Query(w.ctx, w.sql, w.form, w.key, w.lo.At, w.lo.Seq, w.hi.At, w.hi.Seq, w.batch)
+	args := []any{w.form, w.key, w.lo.At, w.lo.Seq, w.hi.At, w.hi.Seq, w.batch}
+	if w.scan {
+		args = append(args[:1], args[2:]...)
+	}
+	rows, err := w.pool.Query(w.ctx, w.sql, args...)
 	if err != nil {
 		w.err = err
 		return false

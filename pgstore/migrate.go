@@ -56,11 +56,12 @@ func lockKey(schema string) int64 {
 // snapshot with the statement that waits for the lock, and then not see
 // the schema and tables the node before it created.
 //
-// Under the same lock it reads the store's cursor secret, making it first
+// Under the same lock it turns the search index on when searchIndex says
+// so (enableSearchIndex), and reads the store's cursor secret, making it first
 // if there is none (see internal/stored/secret.go), and returns it: nodes
 // starting together on an empty schema queue on the lock, and every one
 // after the first finds the first one's secret.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time) (secret []byte, err error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex bool) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -120,6 +121,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		if err := indexUnindexed(ctx, tx); err != nil {
 			return fmt.Errorf("index submitted values: %w", err)
 		}
+		if searchIndex {
+			if err := enableSearchIndex(ctx, tx); err != nil {
+				return fmt.Errorf("turn the search index on: %w", err)
+			}
+		}
 		secret, err = cursorSecret(ctx, tx, now)
 		return err
 	})
@@ -127,6 +133,36 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		return nil, fmt.Errorf("migrate schema %s: %w", schema, err)
 	}
 	return secret, nil
+}
+
+// enableSearchIndex turns the search index on (migration 0020) if it is
+// off, and in tx copies the trigram keys of every row's find_keys into
+// formsapi_find. It first takes the search lock exclusively, which every
+// write that found the setting off holds shared until it commits: the
+// copy, a statement of its own at read committed, then sees every row
+// written without its trigrams, and each write after it waits for the
+// setting and reads it on.
+func enableSearchIndex(ctx context.Context, tx pgx.Tx) error {
+	var on bool
+	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
+		return fmt.Errorf("read the setting: %w", err)
+	}
+	if on {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(formsapi_search_lock())`); err != nil {
+		return fmt.Errorf("take the search lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = $1`, stored.SearchIndexSetting); err != nil {
+		return fmt.Errorf("set the setting: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO formsapi_find (form_seq, key, created_at, seq)
+SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.find_keys) k
+WHERE k < 0
+ON CONFLICT DO NOTHING`); err != nil {
+		return fmt.Errorf("index the trigrams of stored submissions: %w", err)
+	}
+	return nil
 }
 
 // fieldsMigration is the migration that makes the field table, which

@@ -124,10 +124,36 @@ type config struct {
 	now          func() time.Time
 	keep         time.Duration // see WithTombstoneRetention
 	replica      *pgxpool.Pool // see WithReplica
+	searchIndex  bool          // see WithSearchIndex
 }
 
 // Option configures a store from Open or New.
 type Option func(*config)
+
+// WithSearchIndex turns on the schema's search index: Open or New sets the
+// setting kept in the schema (table formsapi_settings) and, in its
+// migration transaction, indexes the trigrams of every stored submission,
+// once; on a big schema that takes a while (about the time of writing
+// every row's trigrams again), during which other nodes' writes wait. From
+// then on every write to the schema, by any node, indexes about a hundred
+// trigrams of its values: AddSubmission costs more than twice as much,
+// and PostgreSQL's CPU per write three times (BENCHMARKS.md,
+// bench/writecost.sh), and a search (q=) walks the entries of its rarest
+// trigram, so a rare term costs its matches.
+//
+// Without the index (the default for a new schema), writes index only the
+// keys of filters, and a search without filters walks the form's
+// submissions in page order, checking each: a page examines at most
+// 1,000 of them (find.MaxExamined) and may end short, or empty, with a
+// next cursor, so a rare term in a big form takes many requests. A search
+// with filters walks the first filter's entries either way.
+//
+// The setting belongs to the schema, not the store: a store opened
+// without this option never turns it off, so every node keeps the index
+// complete once one turned it on.
+func WithSearchIndex() Option {
+	return func(c *config) { c.searchIndex = true }
+}
 
 // WithSchema keeps the store's tables in the PostgreSQL schema name, which
 // the store creates if it does not exist (that needs the CREATE privilege
@@ -304,7 +330,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
 		}
 	}
-	secret, err := migrate(ctx, pool, schema, cfg.now())
+	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex)
 	if err != nil {
 		return nil, err
 	}

@@ -95,14 +95,14 @@ func load(t *testing.T, s *pgstore.Store, seed storetest.Seed) *pgstore.Store {
 // by the seed's clock.
 var factories = []struct {
 	name string
-	open func(t *testing.T, seed storetest.Seed) *pgstore.Store
+	open func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store
 }{
-	{"Open", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
-		return load(t, mustOpen(t, pgstore.WithClock(seed.Clock.Now)), seed)
+	{"Open", func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store {
+		return load(t, mustOpen(t, append(opts, pgstore.WithClock(seed.Clock.Now))...), seed)
 	}},
-	{"New", func(t *testing.T, seed storetest.Seed) *pgstore.Store {
+	{"New", func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store {
 		pool, schema := hostPool(t)
-		s, err := pgstore.New(ctx, pool, pgstore.WithClock(seed.Clock.Now))
+		s, err := pgstore.New(ctx, pool, append(opts, pgstore.WithClock(seed.Clock.Now))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,14 +114,19 @@ var factories = []struct {
 }
 
 // TestContract holds the store, made both ways, to every contract it
-// implements, its fast paths and the damaged-data clauses included.
+// implements, its fast paths and the damaged-data clauses included, with
+// the search index off (the default) and the search clauses again with it
+// on.
 func TestContract(t *testing.T) {
 	pgtest.DSN(t)
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) },
-				storetest.WithDamage(damage))
+				storetest.WithDamage(damage),
+				storetest.WithSearchIndex(func(t *testing.T, seed storetest.Seed) formsapi.Store {
+					return f.open(t, seed, pgstore.WithSearchIndex())
+				}))
 		})
 	}
 }

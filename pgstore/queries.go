@@ -139,6 +139,24 @@ ORDER BY i.created_at {DIR}, i.seq {DIR}`
     ORDER BY created_at {DIR}, seq {DIR}
     LIMIT $7`
 
+	// A search without filters while the search index is off
+	// (stored.Candidates gives no key): the form's ($1) submissions in
+	// keyset order, $6 of them, read in batches as the entries of a key
+	// are (walkRows), each checked as a filtered page's entry.
+	sqlScanEncoded = `SELECT seq, created_at, data, attachments, json FROM formsapi_submissions
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+ORDER BY created_at {DIR}, seq {DIR}
+LIMIT $6`
+
+	sqlScan = `SELECT seq, created_at, data, attachments, octet_length(json) FROM formsapi_submissions
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+ORDER BY created_at {DIR}, seq {DIR}
+LIMIT $6`
+
+	// Whether the index holds search's trigrams (migration 0020), read
+	// by searches only.
+	sqlSearchIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
+
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form ($1), up to stored.Probed, counted from the index alone,
 	// in the order of $2. Read in the index's order, as the totals' are:
@@ -418,6 +436,8 @@ type queries struct {
 	splice                                                          string
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc           string
+	scanEncodedDesc, scanEncodedAsc, scanDesc, scanAsc           string
+	searchIndexed                                                string
 	countRows, countEntries, eraseCandidates                     string
 	probe                                                        string
 	formListVersion                                              string
@@ -464,7 +484,10 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
 		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
-		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
+		scanEncodedDesc: q(ordered(sqlScanEncoded, "DESC")), scanEncodedAsc: q(ordered(sqlScanEncoded, "ASC")),
+		scanDesc: q(ordered(sqlScan, "DESC")), scanAsc: q(ordered(sqlScan, "ASC")),
+		searchIndexed: q(sqlSearchIndexed),
+		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),

@@ -579,15 +579,21 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
-	key, found, err := s.walkKey(ctx, form.Seq, q)
+	key, found, scan, err := s.walkKey(ctx, form.Seq, q)
 	if err != nil || !found {
 		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
 	}
-	st := s.sql.findDesc
-	if q.Order == formsapi.Oldest {
-		st = s.sql.findAsc
+	var rows *walkRows
+	switch {
+	case scan && q.Order == formsapi.Oldest:
+		rows = newScanRows(ctx, s.pool, s.sql.scanAsc, form.Seq, q, b)
+	case scan:
+		rows = newScanRows(ctx, s.pool, s.sql.scanDesc, form.Seq, q, b)
+	case q.Order == formsapi.Oldest:
+		rows = newWalkRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, q, b)
+	default:
+		rows = newWalkRows(ctx, s.pool, s.sql.findDesc, form.Seq, key, q, b)
 	}
-	rows := newWalkRows(ctx, s.pool, st, form.Seq, key, q, b)
 	defer rows.Close()
 	p, err := stored.FilteredSubmissions(rows, formID, q)
 	if err != nil {
@@ -603,33 +609,45 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 // walkKey returns the index key a filtered page of q on the form formSeq
 // walks: its only candidate (stored.Candidates), or the one with the
 // fewest entries, counted up to stored.Probed each in one statement. It
-// reports false when a candidate has no entries: nothing matches.
-func (s *Store) walkKey(ctx context.Context, formSeq int64, q formsapi.Query) (int64, bool, error) {
-	keys := stored.Candidates(q)
-	if len(keys) == 1 {
-		return keys[0], true, nil
+// reports false when a candidate has no entries: nothing matches. scan
+// says the page walks the form's submissions instead (a search without
+// filters while the search index is off); the setting is read for
+// searches only.
+func (s *Store) walkKey(ctx context.Context, formSeq int64, q formsapi.Query) (key int64, found, scan bool, err error) {
+	indexed := false
+	if q.Search != "" {
+		if err := s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&indexed); err != nil {
+			return 0, false, false, fmt.Errorf("read the search index setting: %w", err)
+		}
+	}
+	keys := stored.Candidates(q, indexed)
+	switch len(keys) {
+	case 0:
+		return 0, true, true, nil
+	case 1:
+		return keys[0], true, false, nil
 	}
 	rows, err := s.pool.Query(ctx, s.sql.probe, formSeq, keys)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	defer rows.Close()
 	counts := make([]int64, 0, len(keys))
 	for rows.Next() {
 		var n int64
 		if err := rows.Scan(&n); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		counts = append(counts, n)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if len(counts) != len(keys) {
-		return 0, false, fmt.Errorf("probe: %d counts for %d keys", len(counts), len(keys))
+		return 0, false, false, fmt.Errorf("probe: %d counts for %d keys", len(counts), len(keys))
 	}
-	key, ok := stored.Rarest(keys, counts)
-	return key, ok, nil
+	key, found = stored.Rarest(keys, counts)
+	return key, found, false, nil
 }
 
 // appendFiltered is appendSubmissions for a query with filters: it walks
@@ -646,16 +664,22 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	}
 	p.Incarnation = form.Incarnation
 	p.Cache = observe.CacheNone
-	key, found, err := s.walkKey(ctx, form.Seq, q)
+	key, found, scan, err := s.walkKey(ctx, form.Seq, q)
 	if err != nil || !found {
 		p.NextCursor = ""
 		return err
 	}
-	st := s.sql.findEncodedDesc
-	if q.Order == formsapi.Oldest {
-		st = s.sql.findEncodedAsc
+	var rows *walkRows
+	switch {
+	case scan && q.Order == formsapi.Oldest:
+		rows = newScanRows(ctx, s.pool, s.sql.scanEncodedAsc, form.Seq, q, b)
+	case scan:
+		rows = newScanRows(ctx, s.pool, s.sql.scanEncodedDesc, form.Seq, q, b)
+	case q.Order == formsapi.Oldest:
+		rows = newWalkRows(ctx, s.pool, s.sql.findEncodedAsc, form.Seq, key, q, b)
+	default:
+		rows = newWalkRows(ctx, s.pool, s.sql.findEncodedDesc, form.Seq, key, q, b)
 	}
-	rows := newWalkRows(ctx, s.pool, st, form.Seq, key, q, b)
 	defer rows.Close()
 	if err := stored.AppendFiltered(rows, q, p); err != nil {
 		return err
@@ -702,15 +726,25 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, false), err
 	}
-	key, found, err := s.walkKey(ctx, form.Seq, q)
+	key, found, scan, err := s.walkKey(ctx, form.Seq, q)
 	if err != nil || !found {
 		return formsapi.Total{Kind: find.Exact}, err
 	}
 	if !exact {
-		err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, key)...).Scan(&n)
+		if scan {
+			// Without the search index: the range's rows, an upper
+			// bound as a walked key's entries are.
+			err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
+		} else {
+			err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, key)...).Scan(&n)
+		}
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows := &matchRows{walkRows: newCountRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, b)}
+	count := newCountRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, b)
+	if scan {
+		count.sql, count.scan = s.sql.scanAsc, true
+	}
+	rows := &matchRows{walkRows: count}
 	defer rows.Close()
 	t, err := stored.CountMatches(rows, q)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
@@ -116,13 +117,12 @@ func TestFindPageExaminesABoundedNumber(t *testing.T) {
 	is.Equal(pages, 3) // 1,000 + 1,000 + 500 entries
 }
 
-// TestSearchPageExaminesABoundedNumber: a search whose every trigram is
-// in each of 2,500 submissions, and whose term is in one, is walked in
-// pages that examine at most 1,000 entries each, as a filter's; a rare
-// term walks its rarest trigram, one page.
-func TestSearchPageExaminesABoundedNumber(t *testing.T) {
+// searchMany is a store (with opts) whose FormEmpty holds 2,500
+// submissions, n 0 to 2,499 oldest first, each with every trigram of "foo
+// bar" in two values, but n 2,400, which has the term and "zyxw".
+func searchMany(t *testing.T, opts ...sqlitestore.Option) *sqlitestore.Store {
 	is := is.New(t)
-	s := mustOpen(t, dbPath(t))
+	s := mustOpen(t, dbPath(t), opts...)
 	is.NoErr(storetest.Load(ctx, s, storetest.DefaultSeed()))
 	for i := range 2500 {
 		data := `{"a":"foo b","b":"o bar","n":` + itoa(i) + `}`
@@ -131,6 +131,16 @@ func TestSearchPageExaminesABoundedNumber(t *testing.T) {
 		}
 		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}))
 	}
+	return s
+}
+
+// TestSearchPageExaminesABoundedNumber: with the search index on, a
+// search whose every trigram is in each of 2,500 submissions, and whose
+// term is in one, is walked in pages that examine at most 1,000 entries
+// each, as a filter's; a rare term walks its rarest trigram, one page.
+func TestSearchPageExaminesABoundedNumber(t *testing.T) {
+	is := is.New(t)
+	s := searchMany(t, sqlitestore.WithSearchIndex())
 	for _, c := range []struct {
 		term  string
 		pages int
@@ -153,6 +163,120 @@ func TestSearchPageExaminesABoundedNumber(t *testing.T) {
 		}
 		is.Equal(found, want)    // c.term
 		is.Equal(pages, c.pages) // c.term: 1,000 + 1,000 + 500 entries, or the rare trigram's
+	}
+}
+
+// TestSearchWithoutIndexExaminesABoundedNumber: with the search index off
+// (the default), a search walks the form's submissions, and each page
+// examines exactly 1,000 of them (find.MaxExamined) before it ends short
+// with a cursor after the last one examined, whatever the term: the rare
+// term, in n 2,400 of 2,500, takes two empty pages and a third with it,
+// on both read paths.
+func TestSearchWithoutIndexExaminesABoundedNumber(t *testing.T) {
+	is := is.New(t)
+	s := searchMany(t)
+	var trigrams int
+	is.NoErr(sqlitestore.ReadDB(s).QueryRow(`SELECT count(*) FROM formsapi_find WHERE key < 0`).Scan(&trigrams))
+	is.Equal(trigrams, 0) // no trigram indexed
+	read := map[string]func(q formsapi.Query) (int, []int, string){
+		"ListSubmissions": func(q formsapi.Query) (int, []int, string) {
+			p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+			is.NoErr(err)
+			return len(p.Items), ns(t, p.Items), p.NextCursor
+		},
+		"AppendSubmissions": func(q formsapi.Query) (int, []int, string) {
+			var p wire.Page
+			is.NoErr(s.AppendSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q, &p))
+			var items []struct{ Data struct{ N int } }
+			is.NoErr(json.Unmarshal(append(append([]byte("["), p.Body...), ']'), &items))
+			var got []int
+			for _, it := range items {
+				got = append(got, it.Data.N)
+			}
+			return len(items), got, p.NextCursor
+		},
+	}
+	for name, list := range read {
+		for _, term := range []string{"zyxw", "foo bar"} {
+			q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Search: find.Normalize(term)}
+			for page, next := range []int{1000, 2000} {
+				n, _, cursor := list(q)
+				is.Equal(n, 0) // no match in the first 2,000
+				is.True(cursor != "")
+				// The cursor is after the 1,000th submission examined.
+				after, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Limit: 1, Order: formsapi.Oldest, Cursor: cursor})
+				is.NoErr(err)
+				if got := ns(t, after.Items); !slices.Equal(got, []int{next}) {
+					t.Fatalf("%s, q %q, page %d: the next submission after its cursor is n %v, want %d", name, term, page+1, got, next)
+				}
+				q.Cursor = cursor
+			}
+			n, got, cursor := list(q)
+			is.Equal(n, 1)             // the match
+			is.Equal(cursor, "")       // the walk's end
+			is.Equal(got, []int{2400}) // the match
+		}
+	}
+	// The totals: estimate is the range's rows, exact the matches.
+	est, err := s.CountSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Search: "zyxw"}, false)
+	is.NoErr(err)
+	is.Equal(est, formsapi.Total{Value: 2500, Kind: find.Estimate})
+	exact, err := s.CountSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Search: "zyxw"}, true)
+	is.NoErr(err)
+	is.Equal(exact, formsapi.Total{Value: 1, Kind: find.Exact})
+}
+
+// ns lists the n of each submission.
+func ns(t *testing.T, subs []formsapi.Submission) []int {
+	t.Helper()
+	out := []int{}
+	for _, sub := range subs {
+		var d struct{ N int }
+		if err := jsonUnmarshal(sub.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d.N)
+	}
+	return out
+}
+
+// TestSearchIndexTurnedOn: opening a file that has rows with
+// WithSearchIndex indexes their trigrams (as many entries as a file
+// indexed from its first write), a store opened before, without the
+// option, then indexes its writes' trigrams too, and opening without the
+// option never turns the index off.
+func TestSearchIndexTurnedOn(t *testing.T) {
+	is := is.New(t)
+	trigrams := func(s *sqlitestore.Store) int {
+		var n int
+		is.NoErr(sqlitestore.ReadDB(s).QueryRow(`SELECT count(*) FROM formsapi_find WHERE key < 0`).Scan(&n))
+		return n
+	}
+	indexed := load(t, mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex()), storetest.SearchSeed())
+	want := trigrams(indexed)
+	is.True(want > 0)
+
+	path := dbPath(t)
+	before := load(t, mustOpen(t, path), storetest.SearchSeed())
+	is.Equal(trigrams(before), 0) // off by default
+	on := mustOpen(t, path, sqlitestore.WithSearchIndex())
+	is.Equal(trigrams(on), want) // every row's trigrams, once
+
+	add := func(s *sqlitestore.Store, data string) {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(data)}, formsapi.Metadata{}))
+	}
+	add(indexed, `{"qqqq":"wxyz"}`)
+	add(before, `{"qqqq":"wxyz"}`)
+	is.Equal(trigrams(before), trigrams(indexed)) // the store opened before reads the file's setting
+
+	again := mustOpen(t, path)
+	add(again, `{"n":"vwxy"}`)
+	add(indexed, `{"n":"vwxy"}`)
+	is.Equal(trigrams(again), trigrams(indexed)) // still on
+	for _, s := range []*sqlitestore.Store{before, again} {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormSearch, formsapi.Query{Limit: 10, Search: "vwxy"})
+		is.NoErr(err)
+		is.Equal(len(p.Items), 1) // found through the index
 	}
 }
 

@@ -31,10 +31,11 @@ func migrations() ([]migration, error) {
 	return stored.Migrations(migrationFiles)
 }
 
-// migrate brings db's formsapi_ tables to the current schema. Each
+// migrate brings db's formsapi_ tables to the current schema, and turns
+// the search index on when searchIndex says so (see WithSearchIndex). Each
 // migration runs in its own transaction with its row in
 // formsapi_migrations, so a failure leaves the last complete version.
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB, searchIndex bool) error {
 	ms, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -48,7 +49,39 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := indexUnindexed(ctx, db); err != nil {
 		return fmt.Errorf("migrate: index submitted values: %w", err)
 	}
+	if searchIndex {
+		if err := enableSearchIndex(ctx, db); err != nil {
+			return fmt.Errorf("migrate: turn the search index on: %w", err)
+		}
+	}
 	return nil
+}
+
+// enableSearchIndex turns the search index on (migration 0015) if it is
+// off, and in the same transaction copies the trigram keys of every row's
+// find_keys into formsapi_find. Its first statement is a write, so it
+// holds the write lock before it reads: no row is written meanwhile
+// without its trigrams. Rows whose find_keys is NULL get theirs from the
+// update trigger when Open indexes them.
+func enableSearchIndex(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	res, err := tx.ExecContext(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = ? AND value = 0`, stored.SearchIndexSetting)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err // already on
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find (form_seq, key, created_at, seq)
+SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
+WHERE s.find_keys IS NOT NULL AND j.value < 0`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // indexUnindexed sets find_keys, and so the index entries (migration

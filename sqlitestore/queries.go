@@ -84,6 +84,25 @@ FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
 
+	// A search without filters while the search index is off
+	// (stored.Candidates gives no key): the form's submissions in keyset
+	// order, each checked as a filtered page's entry. The list without
+	// the fast path uses sqlListSubmissions*, whose columns are those of
+	// sqlFind*.
+	sqlScanEncodedDesc = `SELECT seq, created_at, data, attachments, json
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at DESC, seq DESC`
+
+	sqlScanEncodedAsc = `SELECT seq, created_at, data, attachments, json
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at ASC, seq ASC`
+
+	// Whether the index holds search's trigrams (migration 0015), read by
+	// searches only.
+	sqlSearchIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
+
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form, up to stored.Probed, counted from the index alone.
 	sqlProbe = `SELECT j.value, (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
@@ -101,6 +120,12 @@ WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, s
 
 	sqlCountMatches = `SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
+LIMIT ` + stored.MatchesLimit
+
+	// The data of a range's rows to check against a search, when the
+	// search index is off and there is no filter.
+	sqlCountScan = `SELECT data, attachments FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 LIMIT ` + stored.MatchesLimit
 
 	// The ownership check: a form of another account is not found. The

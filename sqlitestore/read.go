@@ -217,11 +217,22 @@ func withKey(args []any, key int64) []any {
 // walkKey returns the index key a filtered page of q on the form formSeq
 // walks: its only candidate (stored.Candidates), or the one with the
 // fewest entries, counted up to stored.Probed each. It reports false when
-// a candidate has no entries: nothing matches.
-func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (int64, bool, error) {
-	keys := stored.Candidates(q)
-	if len(keys) == 1 {
-		return keys[0], true, nil
+// a candidate has no entries: nothing matches. scan says the page walks
+// the form's submissions instead (a search without filters while the
+// search index is off); the setting is read for searches only.
+func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key int64, found, scan bool, err error) {
+	indexed := false
+	if q.Search != "" {
+		if err := s.searchIndexed.QueryRowContext(ctx).Scan(&indexed); err != nil {
+			return 0, false, false, fmt.Errorf("read the search index setting: %w", err)
+		}
+	}
+	keys := stored.Candidates(q, indexed)
+	switch len(keys) {
+	case 0:
+		return 0, true, true, nil
+	case 1:
+		return keys[0], true, false, nil
 	}
 	list := make([]byte, 0, 1+len(keys)*21)
 	list = append(list, '[')
@@ -234,14 +245,14 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (int
 	list = append(list, ']')
 	rows, err := s.read.QueryContext(ctx, sqlProbe, formSeq, string(list))
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	defer rows.Close()
 	counts := make([]int64, len(keys))
 	for rows.Next() {
 		var k, n int64
 		if err := rows.Scan(&k, &n); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		for i := range keys {
 			if keys[i] == k {
@@ -250,16 +261,16 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (int
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	key, ok := stored.Rarest(keys, counts)
-	return key, ok, nil
+	key, found = stored.Rarest(keys, counts)
+	return key, found, false, nil
 }
 
 // listFiltered is listSubmissions for a query with filters: it walks the
 // index of submitted values (see stored.FilteredSubmissions).
 func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	key, found, err := s.walkKey(ctx, args[0], q)
+	key, found, scan, err := s.walkKey(ctx, args[0], q)
 	if err != nil || !found {
 		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
 	}
@@ -267,7 +278,15 @@ func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q f
 	if q.Order == formsapi.Oldest {
 		st = s.findAsc
 	}
-	rows, err := st.QueryContext(ctx, withKey(args, key)...)
+	if scan {
+		st = s.subsDesc
+		if q.Order == formsapi.Oldest {
+			st = s.subsAsc
+		}
+	} else {
+		args = withKey(args, key)
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
@@ -295,12 +314,20 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 		st = s.findEncodedAsc
 	}
 	p.Cache = observe.CacheNone
-	key, found, err := s.walkKey(ctx, formSeq, q)
+	key, found, scan, err := s.walkKey(ctx, formSeq, q)
 	if err != nil || !found {
 		p.NextCursor = ""
 		return err
 	}
-	rows, err := st.QueryContext(ctx, withKey(args, key)...)
+	if scan {
+		st = s.scanEncodedDesc
+		if q.Order == formsapi.Oldest {
+			st = s.scanEncodedAsc
+		}
+	} else {
+		args = withKey(args, key)
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return err
 	}
@@ -338,15 +365,23 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		err = s.read.QueryRowContext(ctx, sqlCountRows, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, false), err
 	}
-	key, found, err := s.walkKey(ctx, form.Seq, q)
+	key, found, scan, err := s.walkKey(ctx, form.Seq, q)
 	if err != nil || !found {
 		return formsapi.Total{Kind: find.Exact}, err
 	}
+	countEntries, countMatches := sqlCountEntries, sqlCountMatches
+	if scan {
+		// Without the search index: the range's rows, an upper bound
+		// as a walked key's entries are.
+		countEntries, countMatches = sqlCountRows, sqlCountScan
+	} else {
+		args = withKey(args, key)
+	}
 	if !exact {
-		err = s.read.QueryRowContext(ctx, sqlCountEntries, withKey(args, key)...).Scan(&n)
+		err = s.read.QueryRowContext(ctx, countEntries, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows, err := s.read.QueryContext(ctx, sqlCountMatches, withKey(args, key)...)
+	rows, err := s.read.QueryContext(ctx, countMatches, args...)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

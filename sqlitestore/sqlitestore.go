@@ -53,6 +53,7 @@ type config struct {
 	limits       formsapi.Limits
 	now          func() time.Time
 	keep         time.Duration // see WithTombstoneRetention
+	searchIndex  bool          // see WithSearchIndex
 }
 
 // Option configures a store from Open or New.
@@ -102,6 +103,30 @@ func WithTombstoneRetention(d time.Duration) Option {
 	return func(c *config) { c.keep = d }
 }
 
+// WithSearchIndex turns on the file's search index: Open or New sets the
+// setting kept in the database (table formsapi_settings) and, in the same
+// transaction, indexes the trigrams of every stored submission, once; on
+// a big file that takes a while (about the time of writing every row's
+// trigrams again) and holds the write lock meanwhile. From then on every
+// write to the file, by any process, indexes about a hundred trigrams of
+// its values: AddSubmission costs several times as much (BENCHMARKS.md,
+// bench/writecost.sh), and a search (q=) walks the entries of its rarest
+// trigram, so a rare term costs its matches.
+//
+// Without the index (the default for a new file), writes index only the
+// keys of filters, and a search without filters walks the form's
+// submissions in page order, checking each: a page examines at most
+// 1,000 of them (find.MaxExamined) and may end short, or empty, with a
+// next cursor, so a rare term in a big form takes many requests. A search
+// with filters walks the first filter's entries either way.
+//
+// The setting belongs to the file, not the store: a store opened without
+// this option never turns it off, so every process over the file keeps
+// the index complete once one turned it on.
+func WithSearchIndex() Option {
+	return func(c *config) { c.searchIndex = true }
+}
+
 // WithClock sets the store's notion of now: the time by which keys
 // expire (Authorize, ResolveKey and AddKeyWith, which refuses an
 // ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
@@ -142,6 +167,8 @@ type Store struct {
 	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
 	feed, feedEncoded                           *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
+	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
+	searchIndexed                               *sql.Stmt // on read: the setting, for searches
 }
 
 var (
@@ -222,7 +249,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
 	}
-	if err := migrate(ctx, write); err != nil {
+	if err := migrate(ctx, write, cfg.searchIndex); err != nil {
 		return fail(err)
 	}
 	if s.secret, err = cursorSecret(ctx, write, cfg.now()); err != nil {
@@ -283,7 +310,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	ctx := context.Background()
-	if err := migrate(ctx, db); err != nil {
+	if err := migrate(ctx, db, cfg.searchIndex); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	secret, err := cursorSecret(ctx, db, cfg.now())
@@ -376,6 +403,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.resolveKey, s.read, sqlResolveKey},
 		{&s.authorizeForm, s.read, sqlAuthorizeForm},
 		{&s.listKeys, s.read, sqlListKeys},
+		{&s.scanEncodedDesc, s.read, sqlScanEncodedDesc},
+		{&s.scanEncodedAsc, s.read, sqlScanEncodedAsc},
+		{&s.searchIndexed, s.read, sqlSearchIndexed},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {

@@ -77,24 +77,29 @@ func load(t *testing.T, s *sqlitestore.Store, seed storetest.Seed) *sqlitestore.
 // host-owned handle. Each keeps time by the seed's clock.
 var factories = []struct {
 	name string
-	open func(t *testing.T, seed storetest.Seed) *sqlitestore.Store
+	open func(t *testing.T, seed storetest.Seed, opts ...sqlitestore.Option) *sqlitestore.Store
 }{
-	{"Open", func(t *testing.T, seed storetest.Seed) *sqlitestore.Store {
-		return load(t, mustOpen(t, dbPath(t), sqlitestore.WithClock(seed.Clock.Now)), seed)
+	{"Open", func(t *testing.T, seed storetest.Seed, opts ...sqlitestore.Option) *sqlitestore.Store {
+		return load(t, mustOpen(t, dbPath(t), append(opts, sqlitestore.WithClock(seed.Clock.Now))...), seed)
 	}},
-	{"New", func(t *testing.T, seed storetest.Seed) *sqlitestore.Store {
-		return load(t, mustNew(t, hostDB(t, dbPath(t)), sqlitestore.WithClock(seed.Clock.Now)), seed)
+	{"New", func(t *testing.T, seed storetest.Seed, opts ...sqlitestore.Option) *sqlitestore.Store {
+		return load(t, mustNew(t, hostDB(t, dbPath(t)), append(opts, sqlitestore.WithClock(seed.Clock.Now))...), seed)
 	}},
 }
 
 // TestContract holds the store, made both ways, to every contract it
-// implements, its fast paths and the damaged-data clauses included.
+// implements, its fast paths and the damaged-data clauses included, with
+// the search index off (the default) and the search clauses again with it
+// on.
 func TestContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) },
-				storetest.WithDamage(damage))
+				storetest.WithDamage(damage),
+				storetest.WithSearchIndex(func(t *testing.T, seed storetest.Seed) formsapi.Store {
+					return f.open(t, seed, sqlitestore.WithSearchIndex())
+				}))
 		})
 	}
 }

@@ -22,6 +22,7 @@ type Option func(*config)
 type config struct {
 	damage     Damage
 	sequential bool
+	indexed    Open // see WithSearchIndex
 }
 
 // Damage damages, behind the store's back, the stored submission of
@@ -61,6 +62,17 @@ func WithDamage(d Damage) Option {
 	return func(c *config) { c.damage = d }
 }
 
+// WithSearchIndex runs the search clauses (q=, formsapi.Query.Search)
+// again on the stores indexed makes: the same stores as Run's open, but
+// with the store's own search index on where open leaves it off (this
+// module's database stores index search's trigrams only when asked to,
+// and search without them by walking the form). Both must find the same
+// submissions; only their cost differs. The other clauses run on open's
+// stores alone.
+func WithSearchIndex(indexed Open) Option {
+	return func(c *config) { c.indexed = indexed }
+}
+
 // Sequential runs the clauses one at a time, for a store of which Open
 // cannot make two at once (one shared database, say). Without it every
 // clause runs in parallel with the others, each on its own store.
@@ -90,6 +102,9 @@ func (c *config) parallel(t *testing.T) {
 //     after additions, deletions and erasures needs formsapi.Writer.
 //   - FastPath: the Store clauses again, read through the page fast path
 //     that the handler takes on this module's own stores.
+//   - SearchIndex: the search clauses of Store again (and of FastPath,
+//     where it runs) on stores with their search index on, when
+//     [WithSearchIndex] says how to make them.
 //   - Keys: the formsapi.KeyResolver contract, with revocation when the
 //     store has RevokeKey.
 //   - Writes: the formsapi.Writer contract (a Writer that is also a
@@ -158,6 +173,23 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		storeClauses(t, func(t *testing.T, seed Seed) formsapi.Store {
 			return fastpath.Store{WriteLister: as[fastpath.WriteLister](t, open(t, seed))}
 		}, c)
+	})
+
+	indexed := ""
+	if c.indexed == nil {
+		indexed = "no storetest.WithSearchIndex option: the store has no search index to turn on, or the search clauses in Store ran with it"
+	}
+	group("SearchIndex", indexed, func(t *testing.T) {
+		searchClauses(t, c.indexed, c)
+		if fast != "" {
+			return
+		}
+		t.Run("FastPath", func(t *testing.T) {
+			c.parallel(t)
+			searchClauses(t, func(t *testing.T, seed Seed) formsapi.Store {
+				return fastpath.Store{WriteLister: as[fastpath.WriteLister](t, c.indexed(t, seed))}
+			}, c)
+		})
 	})
 
 	keys := ""

@@ -13,7 +13,10 @@ import (
 // submitted values (see find.Keys) for the key of one clause of q.Filters,
 // in page order, joined to the submission each names, and every other
 // clause, and the walked one against hash collisions, is checked here
-// with find.Match on the submission's data. A page examines at most
+// with find.Match on the submission's data. A search without filters
+// walks a trigram's entries when the store's search index is on, and the
+// form's submissions themselves, in the same order, when it is off (see
+// Candidates); each row is checked the same way. A page examines at most
 // find.MaxExamined entries: one that reaches the bound before it is full
 // ends there with a cursor after the last entry examined, so the next
 // page resumes the walk there, and it may be short or empty.
@@ -37,20 +40,30 @@ func WalkKey(q formsapi.Query) int64 {
 }
 
 // Candidates returns the index keys a filtered page of q may walk, each
-// of which every match has: its first clause's, and the trigram keys of
-// its search that it probes (find.TermKeys). With more than one, the
-// store counts each key's entries of the form, up to Probed, and walks
-// the rarest (Rarest).
-func Candidates(q formsapi.Query) []int64 {
+// of which every match has: its first clause's, and, when the store's
+// search index is on (searchIndexed), the trigram keys of its search that
+// it probes (find.TermKeys). With more than one, the store counts each
+// key's entries of the form, up to Probed, and walks the rarest
+// (Rarest). None (a search alone, the search index off) means the page
+// walks the form's submissions themselves in page order, checking
+// each as it would an entry's.
+func Candidates(q formsapi.Query, searchIndexed bool) []int64 {
 	var keys []int64
 	if len(q.Filters) > 0 {
 		keys = append(keys, WalkKey(q))
 	}
-	if q.Search != "" {
+	if q.Search != "" && searchIndexed {
 		keys = append(keys, find.TermKeys(q.Search)...)
 	}
 	return keys
 }
+
+// SearchIndexSetting is the name of the setting, kept in the database,
+// that says whether the index of submitted values holds the trigram keys
+// of search (find.TrigramKey, negative): 1 when it does, 0 when it holds
+// filter keys only. Both database stores keep it in their
+// formsapi_settings table.
+const SearchIndexSetting = "search_index"
 
 // Probed bounds the entries of one candidate key that a search counts to
 // compare it with the others (a key with more is as common as any): 16
