@@ -211,7 +211,9 @@ func TestFilterSameOnEveryStore(t *testing.T) {
 }
 
 // everyStore returns memstore, sqlitestore and (with
-// FORMSAPI_TEST_POSTGRES) pgstore, by name, each loaded with seed, and
+// FORMSAPI_TEST_POSTGRES) pgstore, by name, each loaded with seed, the
+// database stores both with their search index off (their default) and
+// on, and
 // the memstore, which a handler over any of them takes as its key
 // resolver (the seed's keys are the same in each).
 func everyStore(t testing.TB, seed storetest.Seed) (map[string]formsapi.Store, *memstore.Store) {
@@ -219,20 +221,24 @@ func everyStore(t testing.TB, seed storetest.Seed) (map[string]formsapi.Store, *
 	ctx := context.Background()
 	m := memstore.New()
 	stores := map[string]formsapi.Store{"memstore": m}
-	lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	stores["sqlitestore"] = lite
-	if os.Getenv(pgtest.EnvVar) != "" {
-		dsn, schema := pgtest.Schema(t)
-		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	for name, opts := range map[string][]sqlitestore.Option{"sqlitestore": nil, "sqlitestore (search index)": {sqlitestore.WithSearchIndex()}} {
+		lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { pg.Close() })
-		stores["pgstore"] = pg
+		t.Cleanup(func() { lite.Close() })
+		stores[name] = lite
+	}
+	if os.Getenv(pgtest.EnvVar) != "" {
+		for name, opts := range map[string][]pgstore.Option{"pgstore": nil, "pgstore (search index)": {pgstore.WithSearchIndex()}} {
+			dsn, schema := pgtest.Schema(t)
+			pg, err := pgstore.Open(ctx, dsn, append(opts, pgstore.WithSchema(schema))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pg.Close() })
+			stores[name] = pg
+		}
 	}
 	for name, s := range stores {
 		if err := storetest.Load(ctx, s.(formsapi.Writer), seed); err != nil {

@@ -2,21 +2,25 @@
 # The write cost of a change, issue 24's way: BenchmarkAddSubmission of
 # sqlitestore and pgstore on this tree and on BASE (a commit, default
 # 82da653: main before the form incarnation and the random version bits),
-# in the same run, interleaved. Not part of `go test` or CI.
+# in the same run, interleaved, this tree twice: with the search index off
+# (its default) and on (-bench.search-index: sqlitestore and pgstore's
+# WithSearchIndex), for a BASE that has no such switch. Not part of
+# `go test` or CI.
 #
 #   flock /tmp/loadrun.lock bash bench/writecost.sh            # about 3 minutes; PostgreSQL at $PG
 #   COUNT=10 STORES=sqlitestore bash bench/writecost.sh 82da653
 #
 # It checks BASE out into a temporary worktree, builds each store's test
 # binary in both trees, then runs them in turn COUNT times (5), the order
-# swapped every round (base first, then this tree first), each run
+# swapped every round (base, off, on; then on, off, base), each run
 # `-test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1`
 # (one second of writes) in its package's directory. It prints each run's
 # line, then per store the median ns/op, B/op, allocs/op and pgstore's
 # pg-cpu-ns/op (CPU time of the store's PostgreSQL backends per write) of
-# each tree, this tree's median over BASE's, and the median of the
-# rounds' own ratios (each round's this-tree run over its base run, which
-# ran next to it: on a shared machine the steadier figure).
+# each tree, this tree's median over BASE's (index off, and index on), and
+# the median of the rounds' own ratios (each round's this-tree run over
+# its base run, which ran next to it: on a shared machine the steadier
+# figure). A BASE with the switch runs with its index off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -38,15 +42,16 @@ for s in $STORES; do
   (cd "$NEW" && go test -c -o "$DIR/new-$s.test" "./$s/")
   (cd "$OLD" && go test -c -o "$DIR/old-$s.test" "./$s/")
 done
-run() { # TREE STORE
-  local dir=$NEW
+run() { # TREE STORE (TREE: old, new, or idx: new with the search index on)
+  local dir=$NEW bin=$1 flags=()
   [ "$1" = old ] && dir=$OLD
-  (cd "$dir/$2" && "$DIR/$1-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1) |
+  [ "$1" = idx ] && bin=new flags=(-bench.search-index)
+  (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }
 for i in $(seq "$COUNT"); do
   for s in $STORES; do
-    if [ $((i % 2)) = 1 ]; then run old "$s"; run new "$s"; else run new "$s"; run old "$s"; fi
+    if [ $((i % 2)) = 1 ]; then run old "$s"; run new "$s"; run idx "$s"; else run idx "$s"; run new "$s"; run old "$s"; fi
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -59,8 +64,8 @@ median() {
     sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 for s in $STORES; do
-  for t in old new; do
-    name=$([ "$t" = old ] && echo "$BASE (base)" || echo "this tree")
+  for t in old new idx; do
+    case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; esac
     n=$(awk -v t="$t" -v s="$s" '$1 == t && $2 == s' "$DIR/lines" | wc -l)
     pg=$(median pg-cpu-ns/op "$t" "$s")
     echo "| $s | $name | $n | $(median ns/op "$t" "$s") | $(median B/op "$t" "$s") | $(median allocs/op "$t" "$s") | $([ "$pg" = - ] && echo - || echo "$pg ns") |"
@@ -68,12 +73,15 @@ for s in $STORES; do
 done
 echo
 for s in $STORES; do
-  for unit in ns/op allocs/op B/op pg-cpu-ns/op; do
-    o=$(median "$unit" old "$s") n=$(median "$unit" new "$s")
-    [ "$o" = - ] && continue
-    paired=$(awk -v s="$s" -v unit="$unit" '$2 == s { for (i = 4; i <= NF; i++) if ($i == unit) v[$1, ++k[$1]] = $(i-1) }
-      END { for (j = 1; j <= k["new"] && j <= k["old"]; j++) if (v["old", j] > 0) printf "%.3f\n", v["new", j] / v["old", j] }' "$DIR/lines" |
-      sort -g | awk '{ v[NR] = $1; all = all " " $1 } END { if (NR == 0) print "-"; else printf "%s (rounds:%s)", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), all }')
-    echo "$s $unit: this tree / base = $(awk -v a="$n" -v b="$o" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }'), median of the rounds' ratios $paired"
+  for t in new idx; do
+    what=$([ "$t" = new ] && echo "search index off" || echo "search index on")
+    for unit in ns/op allocs/op B/op pg-cpu-ns/op; do
+      o=$(median "$unit" old "$s") n=$(median "$unit" "$t" "$s")
+      [ "$o" = - ] && continue
+      paired=$(awk -v s="$s" -v t="$t" -v unit="$unit" '$2 == s { for (i = 4; i <= NF; i++) if ($i == unit) v[$1, ++k[$1]] = $(i-1) }
+        END { for (j = 1; j <= k[t] && j <= k["old"]; j++) if (v["old", j] > 0) printf "%.3f\n", v[t, j] / v["old", j] }' "$DIR/lines" |
+        sort -g | awk '{ v[NR] = $1; all = all " " $1 } END { if (NR == 0) print "-"; else printf "%s (rounds:%s)", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), all }')
+      echo "$s $unit, $what: this tree / base = $(awk -v a="$n" -v b="$o" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }'), median of the rounds' ratios $paired"
+    done
   done
 done

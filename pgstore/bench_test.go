@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"crypto/rand"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,17 @@ func BenchmarkHandler(b *testing.B) {
 	benchdata.RunHandlerCPU(b, s, s, benchPerForm, func() (time.Duration, bool) { return backendCPU(b, dsn, app) })
 }
 
+// benchSearchIndex opens BenchmarkAddSubmission's store with the search
+// index on (bench/writecost.sh's "search index on" rows).
+var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
+
+func benchOptions() []pgstore.Option {
+	if *benchSearchIndex {
+		return []pgstore.Option{pgstore.WithSearchIndex()}
+	}
+	return nil
+}
+
 // BenchmarkAddSubmission measures the write path with the server's
 // default durability: one transaction per call, each waiting for its
 // commit to be flushed, and the form's row locked until then. It reports
@@ -47,7 +59,7 @@ func BenchmarkHandler(b *testing.B) {
 func BenchmarkAddSubmission(b *testing.B) {
 	dsn, schema := pgtest.Schema(b)
 	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
-	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema))
+	s, err := pgstore.Open(ctx, withAppName(dsn, app), append(benchOptions(), pgstore.WithSchema(schema))...)
 	if err != nil {
 		b.Fatal(err)
 	}

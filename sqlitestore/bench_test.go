@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -25,7 +26,7 @@ const benchPerForm = 100_000
 //
 //	go test -run '^$' -bench . -benchmem ./sqlitestore/
 func BenchmarkHandler(b *testing.B) {
-	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"))
+	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), benchOptions()...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,6 +56,17 @@ func BenchmarkHandlerUncached(b *testing.B) {
 	}
 	defer s.Close()
 	runHandler(b, s)
+}
+
+// benchSearchIndex opens BenchmarkAddSubmission's store with the search
+// index on (bench/writecost.sh's "search index on" rows).
+var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
+
+func benchOptions() []sqlitestore.Option {
+	if *benchSearchIndex {
+		return []sqlitestore.Option{sqlitestore.WithSearchIndex()}
+	}
+	return nil
 }
 
 // BenchmarkAddSubmission measures the write path a host calls for every

@@ -45,11 +45,21 @@ func findNs(t *testing.T, s formsapi.Store, form string, filters ...formsapi.Fil
 // TestFindIndexKeptByEveryWriter: a submission inserted by a host's SQL
 // without index keys is found once the store opens the file again (rows
 // stored before migration 0013 are indexed the same way), and a deleted
-// submission leaves no entry behind, whoever deletes it.
+// submission leaves no entry behind, whoever deletes it: with the search
+// index off (filter keys only) and on (trigrams too).
 func TestFindIndexKeptByEveryWriter(t *testing.T) {
+	t.Run("SearchIndexOff", func(t *testing.T) { testFindIndexKept(t, false) })
+	t.Run("SearchIndexOn", func(t *testing.T) { testFindIndexKept(t, true) })
+}
+
+func testFindIndexKept(t *testing.T, searchIndex bool) {
 	is := is.New(t)
 	path := dbPath(t)
-	s := load(t, mustOpen(t, path), storetest.FindSeed())
+	var opts []sqlitestore.Option
+	if searchIndex {
+		opts = append(opts, sqlitestore.WithSearchIndex())
+	}
+	s := load(t, mustOpen(t, path, opts...), storetest.FindSeed())
 	tag := formsapi.Filter{Field: "tag", Value: `"rare"`}
 	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0)
 
@@ -58,7 +68,7 @@ func TestFindIndexKeptByEveryWriter(t *testing.T) {
 SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB), 0 FROM formsapi_forms WHERE id = ?`, storetest.FormFind)
 	is.NoErr(err)
 	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0) // not indexed yet
-	s2 := mustOpen(t, path)
+	s2 := mustOpen(t, path) // the search index stays as s left it
 	is.Equal(findNs(t, s2, storetest.FormFind, tag), []int{1000}) // indexed at Open
 
 	var entries int
@@ -67,7 +77,11 @@ SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB
 	is.NoErr(err)
 	var after int
 	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find`).Scan(&after))
-	is.Equal(entries-after, len(find.IndexKeys([]byte(`{"n":1000,"tag":"rare"}`), nil))) // its entries (n, tag, and the trigrams of 1000 and rare) went with it
+	keys := find.Keys([]byte(`{"n":1000,"tag":"rare"}`))
+	if searchIndex {
+		keys = find.IndexKeys([]byte(`{"n":1000,"tag":"rare"}`), nil)
+	}
+	is.Equal(entries-after, len(keys)) // its entries (n, tag, and with the search index the trigrams of 1000 and rare) went with it
 	is.Equal(len(findNs(t, s2, storetest.FormFind, tag)), 0)
 
 	// Erase goes through the index, and still finds a row a host's SQL

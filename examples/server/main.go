@@ -193,7 +193,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		replicaLog  = func(*slog.Logger) {} // with -replica: logs how its reads went
 	)
 	if *dsn != "" {
-		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20)}
+		// The search index is on: the example's seed has "Zoë Ünal" to
+		// find with q=zoe, and a search costs its matches, not the form.
+		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20), pgstore.WithSearchIndex()}
 		if *schema != "" {
 			opts = append(opts, pgstore.WithSchema(*schema))
 		}
@@ -227,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			*keyFile = "postgres.demo-key"
 		}
 	} else {
-		lite, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20))
+		lite, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20), sqlitestore.WithSearchIndex()) // as pgstore's above
 		if err != nil {
 			return err
 		}

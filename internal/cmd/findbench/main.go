@@ -94,7 +94,7 @@ func run() error {
 	var fill func() error
 	switch {
 	case *dsn != "":
-		pg, err := pgstore.Open(ctx, *dsn, pgstore.WithSchema(*schema))
+		pg, err := pgstore.Open(ctx, *dsn, pgstore.WithSchema(*schema), pgstore.WithSearchIndex()) // q= walks trigrams
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func run() error {
 		s = pg
 		fill = func() error { return copyPG(ctx, *dsn, *schema, *n) }
 	case *db != "":
-		lite, err := sqlitestore.Open(*db)
+		lite, err := sqlitestore.Open(*db, sqlitestore.WithSearchIndex()) // q= walks trigrams
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,135 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// trigrams counts the search index's entries in s's schema.
+func trigrams(t *testing.T, s *pgstore.Store) int {
+	t.Helper()
+	var n int
+	if err := pgstore.Pool(s).QueryRow(ctx, `SELECT count(*) FROM `+quote(s.Schema())+`.formsapi_find WHERE key < 0`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSearchIndexTurnedOn: opening a schema that has rows with
+// WithSearchIndex indexes their trigrams (as many entries as a schema
+// indexed from its first write), a store opened before, without the
+// option, then indexes its writes' trigrams too, and opening without the
+// option never turns the index off.
+func TestSearchIndexTurnedOn(t *testing.T) {
+	t.Parallel()
+	indexed := load(t, mustOpen(t, pgstore.WithSearchIndex()), storetest.SearchSeed())
+	want := trigrams(t, indexed)
+	if want == 0 {
+		t.Fatal("no trigram indexed with WithSearchIndex")
+	}
+
+	dsn, schema := pgtest.Schema(t)
+	before := load(t, mustOpenIn(t, dsn, schema), storetest.SearchSeed())
+	if n := trigrams(t, before); n != 0 {
+		t.Fatalf("%d trigram entries without WithSearchIndex, want none", n)
+	}
+	on := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+	if n := trigrams(t, on); n != want {
+		t.Fatalf("turned on: %d trigram entries, want %d", n, want)
+	}
+	add := func(s *pgstore.Store, data string) {
+		t.Helper()
+		if err := s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(data)}, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(indexed, `{"qqqq":"wxyz"}`)
+	add(before, `{"qqqq":"wxyz"}`)
+	if a, b := trigrams(t, before), trigrams(t, indexed); a != b {
+		t.Fatalf("a write of the store opened before: %d trigram entries, want %d", a, b)
+	}
+	again := mustOpenIn(t, dsn, schema)
+	add(again, `{"n":"vwxy"}`)
+	add(indexed, `{"n":"vwxy"}`)
+	if a, b := trigrams(t, again), trigrams(t, indexed); a != b {
+		t.Fatalf("opened again without the option: %d trigram entries, want %d (still on)", a, b)
+	}
+	for _, s := range []*pgstore.Store{before, again} {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormSearch, formsapi.Query{Limit: 10, Search: "vwxy"})
+		if err != nil || len(p.Items) != 1 {
+			t.Fatalf("q vwxy: %d items, %v; want the one", len(p.Items), err)
+		}
+	}
+}
+
+// TestSearchWithoutIndexExaminesABoundedNumber: with the search index off
+// (the default), a search walks the form's submissions, and each page
+// examines exactly 1,000 of them (find.MaxExamined) before it ends short
+// with a cursor after the last one examined: the rare term, in n 2,400 of
+// 2,500, takes two empty pages and a third with it.
+func TestSearchWithoutIndexExaminesABoundedNumber(t *testing.T) {
+	t.Parallel()
+	s := load(t, mustOpen(t), storetest.DefaultSeed())
+	for i := range 2500 {
+		data := `{"a":"foo b","b":"o bar","n":` + itoa(i) + `}`
+		if i == 2400 {
+			data = `{"a":"Foo Bär","c":"zyxw","n":2400}`
+		}
+		if err := s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := trigrams(t, s); n != 0 {
+		t.Fatalf("%d trigram entries, want none", n)
+	}
+	for _, term := range []string{"zyxw", "foo bar"} {
+		q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Search: find.Normalize(term)}
+		for page, next := range []int{1000, 2000} {
+			p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+			if err != nil || len(p.Items) != 0 || p.NextCursor == "" {
+				t.Fatalf("q %q, page %d: %d items, cursor %q, %v; want none and a cursor", term, page+1, len(p.Items), p.NextCursor, err)
+			}
+			after, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Limit: 1, Order: formsapi.Oldest, Cursor: p.NextCursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := submissionNs(t, after.Items); !slices.Equal(got, []int{next}) {
+				t.Fatalf("q %q, page %d: the next submission after its cursor is n %v, want %d", term, page+1, got, next)
+			}
+			q.Cursor = p.NextCursor
+		}
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+		if err != nil || p.NextCursor != "" || !slices.Equal(submissionNs(t, p.Items), []int{2400}) {
+			t.Fatalf("q %q, page 3: n %v, cursor %q, %v; want 2400 and the end", term, submissionNs(t, p.Items), p.NextCursor, err)
+		}
+	}
+	exact, err := s.CountSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Search: "zyxw"}, true)
+	if err != nil || exact != (formsapi.Total{Value: 1, Kind: find.Exact}) {
+		t.Fatalf("total=exact: %+v, %v; want exactly 1", exact, err)
+	}
+	est, err := s.CountSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, formsapi.Query{Search: "zyxw"}, false)
+	if err != nil || est != (formsapi.Total{Value: 2500, Kind: find.Estimate}) {
+		t.Fatalf("total=estimate: %+v, %v; want the range's 2500", est, err)
+	}
+}
+
+// submissionNs lists the n of each submission.
+func submissionNs(t *testing.T, subs []formsapi.Submission) []int {
+	t.Helper()
+	ns := []int{}
+	for _, sub := range subs {
+		var d struct{ N int }
+		if err := json.Unmarshal(sub.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, d.N)
+	}
+	return ns
+}
