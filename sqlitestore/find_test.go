@@ -67,8 +67,8 @@ func testFindIndexKept(t *testing.T, searchIndex bool) {
 	_, err := db.Exec(`INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version)
 SELECT seq, feed_last + 1, 1, '{"n":1000,"tag":"rare"}', '[]', CAST('{}' AS BLOB), 0 FROM formsapi_forms WHERE id = ?`, storetest.FormFind)
 	is.NoErr(err)
-	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0) // not indexed yet
-	s2 := mustOpen(t, path) // the search index stays as s left it
+	is.Equal(len(findNs(t, s, storetest.FormFind, tag)), 0)       // not indexed yet
+	s2 := mustOpen(t, path)                                       // the search index stays as s left it
 	is.Equal(findNs(t, s2, storetest.FormFind, tag), []int{1000}) // indexed at Open
 
 	var entries int
