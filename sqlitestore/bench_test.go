@@ -26,7 +26,7 @@ const benchPerForm = 100_000
 //
 //	go test -run '^$' -bench . -benchmem ./sqlitestore/
 func BenchmarkHandler(b *testing.B) {
-	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), benchOptions()...)
+	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func benchOptions() []sqlitestore.Option {
 // BenchmarkAddSubmission measures the write path a host calls for every
 // submission it collects: one transaction per call, WAL, synchronous=NORMAL.
 func BenchmarkAddSubmission(b *testing.B) {
-	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"))
+	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), benchOptions()...)
 	if err != nil {
 		b.Fatal(err)
 	}
