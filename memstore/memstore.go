@@ -566,9 +566,10 @@ func (s *Store) Close() error { return nil }
 
 // CountSubmissions is the count the handler asks for total= (see formsapi.Total), as the database stores
 // do, over the submissions in memory: the candidates of a filtered list
-// are those that match its first clause (the database stores' index
-// entries), checked against every clause when exact, all within the
-// bounds formsapi.Total documents.
+// are those that match its first clause (the database stores count the
+// entries of their rarest clause's index key instead: the same exact
+// count within the bounds, another estimate), checked against every
+// clause when exact, all within the bounds formsapi.Total documents.
 func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error) {
 	return s.countSubmissions(ctx, accountID, formID, q, exact, find.MaxExactCountBytes)
 }

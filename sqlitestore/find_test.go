@@ -102,33 +102,55 @@ SELECT seq, feed_last + 1, 2, '{"n":1001,"email":"erase@example.com"}', '[]', CA
 	is.Equal(orphans, 0)
 }
 
-// TestFindPageExaminesABoundedNumber: a filter whose first clause matches
-// every submission and whose second matches one, in a form of 2,500, is
-// walked in pages that examine at most 1,000 entries each: the first
-// pages are empty, with cursors, and the walk finds the one.
+// TestFindPageExaminesABoundedNumber: a filtered page walks the index
+// entries of its rarest clause, whichever field's name sorts first, and
+// examines at most 1,000 of them: a rare clause beside a common one is
+// one page; a rare combination of common clauses (each with more entries
+// than the 1,001 a probe counts, so the first is walked) is walked in
+// pages of 1,000 entries, the first two empty with cursors.
 func TestFindPageExaminesABoundedNumber(t *testing.T) {
 	is := is.New(t)
 	s := mustOpen(t, dbPath(t))
 	seed := storetest.DefaultSeed()
 	is.NoErr(storetest.Load(ctx, s, seed))
 	for i := range 2500 {
-		data := `{"kind":"bulk","n":` + itoa(i) + `}`
-		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}))
-	}
-	q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Filters: []formsapi.Filter{{Field: "kind", Value: `"bulk"`}, {Field: "n", Value: "2400"}}}
-	var pages, found int
-	for {
-		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
-		is.NoErr(err)
-		pages++
-		found += len(p.Items)
-		if p.NextCursor == "" {
-			break
+		data := `{"a":"bulk","n":` + itoa(i)
+		if i >= 1249 {
+			data += `,"b":"late"` // 1,251 entries
 		}
-		q.Cursor = p.NextCursor
+		if i <= 1249 {
+			data += `,"c":"early"` // 1,250 entries
+		}
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data + "}")}, formsapi.Metadata{}))
 	}
-	is.Equal(found, 1)
-	is.Equal(pages, 3) // 1,000 + 1,000 + 500 entries
+	for _, c := range []struct {
+		name    string
+		filters []formsapi.Filter
+		n       int // the one match's
+		pages   int
+	}{
+		{"RareBesideCommon", []formsapi.Filter{{Field: "a", Value: `"bulk"`}, {Field: "n", Value: "2400"}}, 2400, 1},
+		{"CommonCombination", []formsapi.Filter{{Field: "a", Value: `"bulk"`}, {Field: "b", Value: `"late"`}, {Field: "c", Value: `"early"`}}, 1249, 3},
+	} {
+		q := formsapi.Query{Limit: 10, Order: formsapi.Oldest, Filters: c.filters}
+		var pages int
+		var found []formsapi.Submission
+		for {
+			p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormEmpty, q)
+			is.NoErr(err)
+			pages++
+			found = append(found, p.Items...)
+			if p.NextCursor == "" {
+				break
+			}
+			q.Cursor = p.NextCursor
+		}
+		is.Equal(len(found), 1) // c.name
+		var d struct{ N int }
+		is.NoErr(json.Unmarshal(found[0].Data, &d))
+		is.Equal(d.N, c.n)       // c.name
+		is.Equal(pages, c.pages) // c.name
+	}
 }
 
 // searchMany is a store (with opts) whose FormEmpty holds 2,500

@@ -32,25 +32,19 @@ func Filtered(q formsapi.Query) bool {
 	return len(q.Filters) > 0 || q.Search != ""
 }
 
-// WalkKey returns the index key a filtered page of q walks when it has
-// filters and no search: its first clause's.
-func WalkKey(q formsapi.Query) int64 {
-	f := q.Filters[0]
-	return find.Key(f.Field, f.Value)
-}
-
 // Candidates returns the index keys a filtered page of q may walk, each
-// of which every match has: its first clause's, and, when the store's
-// search index is on (searchIndexed), the trigram keys of its search that
-// it probes (find.TermKeys). With more than one, the store counts each
-// key's entries of the form, up to Probed, and walks the rarest
-// (Rarest). None (a search alone, the search index off) means the page
-// walks the form's submissions themselves in page order, checking
-// each as it would an entry's.
+// of which every match has: each clause's, and, when the store's search
+// index is on (searchIndexed), the trigram keys of its search that it
+// probes (find.TermKeys). With more than one, the store counts each key's
+// entries of the form, up to Probed, and walks the rarest (Rarest), so
+// that a rare clause beside a common one costs its matches, whichever
+// field's name sorts first. None (a search alone, the search index off)
+// means the page walks the form's submissions themselves in page order,
+// checking each as it would an entry's.
 func Candidates(q formsapi.Query, searchIndexed bool) []int64 {
 	var keys []int64
-	if len(q.Filters) > 0 {
-		keys = append(keys, WalkKey(q))
+	for _, f := range q.Filters {
+		keys = append(keys, find.Key(f.Field, f.Value))
 	}
 	if q.Search != "" && searchIndexed {
 		keys = append(keys, find.TermKeys(q.Search)...)
@@ -65,10 +59,10 @@ func Candidates(q formsapi.Query, searchIndexed bool) []int64 {
 // formsapi_settings table.
 const SearchIndexSetting = "search_index"
 
-// Probed bounds the entries of one candidate key that a search counts to
-// compare it with the others (a key with more is as common as any): 16
-// candidates of at most this many entries each, read from the index
-// alone.
+// Probed bounds the entries of one candidate key that a filtered page
+// counts to compare it with the others (a key with more is as common as
+// any): up to 8 clauses' and 16 trigrams' candidates of at most this
+// many entries each, read from the index alone.
 const Probed = find.MaxExamined + 1
 
 // ProbedLimit is Probed as an SQL literal.
