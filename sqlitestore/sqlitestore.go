@@ -118,7 +118,7 @@ func WithTombstoneRetention(d time.Duration) Option {
 // submissions in page order, checking each: a page examines at most
 // 1,000 of them (find.MaxExamined) and may end short, or empty, with a
 // next cursor, so a rare term in a big form takes many requests. A search
-// with filters walks the first filter's entries either way.
+// with filters walks the entries of its rarest filter either way.
 //
 // The setting belongs to the file, not the store: a store opened without
 // this option never turns it off, so every process over the file keeps
