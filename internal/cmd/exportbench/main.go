@@ -20,7 +20,11 @@
 // PostgreSQL's copies run with triggers off (session_replication_role
 // replica), then the form's feed counter is set, and the last
 // submission, through AddSubmission again, moves the form's version as
-// any write does. Repeats are 10,000 rows (about 5 MB) apart, beyond
+// any write does. The copies carry no search keys (SQLite: a copy's
+// find_keys keeps only the filters' keys, see sqliteFilterKeys;
+// PostgreSQL: triggers off, so no index entries at all): an export reads
+// no index, and indexing a copy's hundred trigram keys made the SQLite
+// seed the slowest part of the run. Repeats are 10,000 rows (about 5 MB) apart, beyond
 // gzip's 32 KiB window, so they do not make the gzip export smaller.
 // Over PostgreSQL the seed's own sessions commit with synchronous_commit
 // off. It prints one line:
@@ -186,20 +190,38 @@ func seed(args []string) error {
 }
 
 // copyColumns returns the submissions table's columns but seq and
-// feed_pos, comma-separated.
-func copyColumns(all []string) string {
-	var cols []string
-	for _, c := range all {
-		if c != "seq" && c != "feed_pos" {
-			cols = append(cols, c)
+// feed_pos, comma-separated, and the same list as a SELECT reads them for
+// a copy: find_keys becomes findKeys (SQLite: only the filters' keys of
+// the copied row, PostgreSQL: the column itself).
+func copyColumns(all []string, findKeys string) (cols, sel string) {
+	var c, s []string
+	for _, name := range all {
+		if name == "seq" || name == "feed_pos" {
+			continue
+		}
+		c = append(c, name)
+		if name == "find_keys" {
+			s = append(s, findKeys)
+		} else {
+			s = append(s, name)
 		}
 	}
-	return strings.Join(cols, ", ")
+	return strings.Join(c, ", "), strings.Join(s, ", ")
 }
+
+// sqliteFilterKeys is the SQLite copies' find_keys: the copied row's
+// filter keys (find.Key's non-negative keys) without its search trigram
+// keys (negative). An export reads no index, and the trigger that copies
+// every key into formsapi_find made a copy of a wide submission cost
+// about a hundred index inserts: a million copies took most of an hour.
+// The copies still answer filters; a search (q=) finds only the first
+// -distinct submissions.
+const sqliteFilterKeys = "(SELECT json_group_array(value) FROM json_each(find_keys) WHERE value >= 0)"
 
 // copySQLite copies the first k submissions of form FormID (feed
 // positions 1 to k) over and over, each copy at the next feed positions,
-// until position upTo, in one transaction.
+// until position upTo, in one transaction; a copy's find_keys holds only
+// the filters' keys (sqliteFilterKeys).
 func copySQLite(ctx context.Context, path string, k, upTo int) error {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -221,13 +243,13 @@ func copySQLite(ctx context.Context, path string, k, upTo int) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	cols := copyColumns(all)
+	cols, sel := copyColumns(all, sqliteFilterKeys)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	stmt := "INSERT INTO formsapi_submissions (feed_pos, " + cols + ") SELECT feed_pos + ?, " + cols +
+	stmt := "INSERT INTO formsapi_submissions (feed_pos, " + cols + ") SELECT feed_pos + ?, " + sel +
 		" FROM formsapi_submissions WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ?) AND feed_pos <= ? ORDER BY feed_pos"
 	for from := k; from < upTo; from += k {
 		if _, err := tx.ExecContext(ctx, stmt, from, FormID, min(k, upTo-from)); err != nil {
@@ -260,7 +282,7 @@ func copyPostgres(ctx context.Context, dsn, schema string, k, upTo int) error {
 	if err != nil {
 		return err
 	}
-	cols := copyColumns(all)
+	cols, _ := copyColumns(all, "find_keys")
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return err
