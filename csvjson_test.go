@@ -90,7 +90,7 @@ func referenceJSONCell(b []byte, v json.RawMessage, escape bool, compact func([]
 }
 
 func referenceCSVCell(b []byte, s string, escape bool) []byte {
-	if escape && s != "" && strings.IndexByte(formulaTriggers, s[0]) >= 0 {
+	if t := strings.TrimLeft(s, " \uFEFF"); escape && t != "" && strings.IndexByte(formulaTriggers, t[0]) >= 0 {
 		s = "'" + s
 	}
 	if s == "" || !strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[len(s)-1] != ' ' {

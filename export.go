@@ -683,15 +683,33 @@ func appendJSONCell(b, v []byte, escape bool, tmp *[]byte) []byte {
 // a cell as a formula (OWASP ASVS 5.0, 1.2.10; CWE-1236).
 const formulaTriggers = "=+-@\t\r\x00"
 
+// formulaLike reports whether text s would be read as a formula: its first
+// character, past any leading spaces (U+0020) and byte order marks
+// (U+FEFF, which readers drop or trim as they do spaces), is one of
+// formulaTriggers. Only these ASCII characters count: a full-width ＝
+// (U+FF1D) or another look-alike starts no formula.
+func formulaLike[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == ' ':
+		case s[i] == 0xEF && i+2 < len(s) && s[i+1] == 0xBB && s[i+2] == 0xBF:
+			i += 2
+		default:
+			return strings.IndexByte(formulaTriggers, s[i]) >= 0
+		}
+	}
+	return false
+}
+
 // appendCSVCell appends text s as one RFC 4180 cell: quoted, its quotes
 // doubled, when it holds a comma, a quote, CR or LF (or starts or ends
 // with a space, which some readers trim); with escape, a ' before it when
-// it begins with a formula trigger.
+// it is formulaLike.
 func appendCSVCell[T string | []byte](b []byte, s T, escape bool) []byte {
 	if len(s) == 0 {
 		return b
 	}
-	prefix := escape && strings.IndexByte(formulaTriggers, s[0]) >= 0
+	prefix := escape && formulaLike(s)
 	quote := !prefix && s[0] == ' ' || s[len(s)-1] == ' '
 	for i := 0; i < len(s) && !quote; i++ {
 		switch s[i] {
