@@ -5,6 +5,15 @@
 #
 #   flock /tmp/loadrun.lock bash bench/export.sh        # about 10 minutes; PostgreSQL at $PG
 #   STORES=sqlite FORMATS=jsonl N=100000 bash bench/export.sh   # a short run
+#   SEED_DIR=/tmp/x SEED_ONLY=1 bash bench/export.sh             # seed once, keep it...
+#   SEED_DIR=/tmp/x /work/bin/quiet-run bash bench/export.sh     # ...and measure it (minutes)
+#
+# With SEED_DIR the data is kept there between runs (the SQLite file;
+# for PostgreSQL its key, the schema being kept too): a run finds it
+# there and seeds nothing, so that a measurement that needs a quiet
+# machine does not wait for the seed (1,000,000 submissions take 5 to
+# 10 minutes over SQLite on a loaded machine). SEED_ONLY=1 seeds and
+# stops. Remove the directory and drop schema formsapi_export when done.
 #
 # Data: internal/cmd/exportbench seed puts into account bench a form
 # "export" of $N submissions (1,000,000) with ten data fields each (a
@@ -42,8 +51,12 @@ cd "$(dirname "$0")/.."
 N=${N:-1000000}
 STORES=${STORES:-sqlite pg}
 FORMATS=${FORMATS:-jsonl csv}
+SEED_DIR=${SEED_DIR:-}
+SEED_ONLY=${SEED_ONLY:-0}
 source bench/lib.sh
 go build -o "$DIR/" ./internal/cmd/exportbench
+DATA=$DIR
+if [ -n "$SEED_DIR" ]; then mkdir -p "$SEED_DIR" && DATA=$(cd "$SEED_DIR" && pwd); fi
 SCHEMA=formsapi_export
 APP=formsapi-export-$$
 DSN="$PG&application_name=$APP"
@@ -54,17 +67,27 @@ ROWS=()
 for store in $STORES; do
   if [ "$store" = pg ] && [ -z "$PG" ]; then echo "no PostgreSQL: set PG" >&2; continue; fi
   if [ "$store" = pg ]; then
-    psql -q "$PG" -c "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1
-    SCHEMAS+=("$SCHEMA")
-    seeded=$(cd "$DIR" && ./exportbench seed -postgres "$PG" -schema "$SCHEMA" -n "$N")
-    key=$(cat "$DIR/$SCHEMA.key")
+    if [ -n "$SEED_DIR" ] && [ -s "$DATA/$SCHEMA.key" ]; then
+      seeded="seed: kept in schema $SCHEMA"
+    else
+      psql -q "$PG" -c "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1
+      [ -z "$SEED_DIR" ] && SCHEMAS+=("$SCHEMA")
+      seeded=$(cd "$DATA" && "$DIR/exportbench" seed -postgres "$PG" -schema "$SCHEMA" -n "$N")
+    fi
+    key=$(cat "$DATA/$SCHEMA.key")
     flags=(-postgres "$DSN" -schema "$SCHEMA")
   else
-    seeded=$(cd "$DIR" && ./exportbench seed -db export.db -n "$N")
-    key=$(cat "$DIR/export.db.key")
-    flags=(-db "$DIR/export.db")
+    if [ -n "$SEED_DIR" ] && [ -s "$DATA/export.db.key" ]; then
+      seeded="seed: kept in $DATA/export.db"
+    else
+      rm -f "$DATA"/export.db*
+      seeded=$(cd "$DATA" && "$DIR/exportbench" seed -db export.db -n "$N")
+    fi
+    key=$(cat "$DATA/export.db.key")
+    flags=(-db "$DATA/export.db")
   fi
   echo "$store $seeded"
+  [ "$SEED_ONLY" = 1 ] && continue
   for format in $FORMATS; do
     for gz in off on; do
       start_server "export-$store-$format-$gz" "${flags[@]}" -rate-limit 0
