@@ -261,6 +261,8 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 		switch {
 		case errors.Is(err, errRateLimited):
 			a.log(w, r, slog.LevelInfo, "formsapi: export stopped by the rate limit")
+		case errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrFormNotFound):
+			a.log(w, r, slog.LevelInfo, "formsapi: export stopped: its key no longer reads the form")
 		case r.Context().Err() == nil:
 			a.logThrottled(logStoreFailed, w, r, slog.LevelError, "formsapi: export stopped", slog.Any("err", err))
 		}
@@ -354,6 +356,11 @@ func (x *exporter) read() error {
 	}
 	ctx, cancel := x.a.storeContext(x.req)
 	defer cancel()
+	if !x.first {
+		if err := x.recheck(ctx); err != nil {
+			return err
+		}
+	}
 	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes}, &x.page)
 	if err != nil {
 		return err
@@ -366,6 +373,24 @@ func (x *exporter) read() error {
 	}
 	x.next = next
 	x.done = !more || next >= x.asOf
+	return nil
+}
+
+// recheck looks the export's key up again, before every page read past
+// the first: a key revoked or expired while its export runs, or whose
+// scope no longer holds the form, stops the export at its next page (a
+// broken response, as for any export that stops), as a page of a list
+// would be refused to it; the client's resume then gets the 401 (or 404)
+// any request of that key gets. One key lookup per page of up to
+// exportPage submissions.
+func (x *exporter) recheck(ctx context.Context) error {
+	g, _, err := x.a.lookup(ctx, x.req.key, x.req.list.FormID)
+	if err != nil {
+		return fmt.Errorf("export: the key looked up again: %w", err)
+	}
+	if g.AccountID != x.req.account || !g.Allows(x.req.list.FormID) {
+		return fmt.Errorf("export: the key looked up again: %w", ErrFormNotFound)
+	}
 	return nil
 }
 
