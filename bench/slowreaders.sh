@@ -15,10 +15,13 @@
 # (a file) and PostgreSQL (schema formsapi_slow) get the same.
 #
 # Each row starts a fresh examples/server (-rate-limit 0: the limiter is
-# not what is measured), has `slowreaders stall` open C connections, each
+# not what is measured; -metrics-addr, for its goroutines), has
+# `slowreaders stall` open C connections, each
 # with a 4 KiB receive buffer, send one GET and read nothing for $HOLD
 # (9 s), and reports the server's VmHWM then (peak RSS) and once every
 # connection was read (all read: a stream goes on as its client reads),
+# its goroutines (go_goroutines of its metrics) before and at the end of
+# the hold,
 # and what each connection got once it read: 200 (cut: the server closed
 # it mid-body; late: still coming 30 s later, the client gave up), 503
 # (no room for the page), 429 (past the key's 32 requests in flight) or
@@ -83,8 +86,8 @@ seed() { # STORE
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo
-echo "| store | path | bounds | connections | idle RSS | peak RSS | peak RSS, all read | 200 (cut, late) | 503 | 429 | no answer |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| store | path | bounds | connections | idle RSS | peak RSS | peak RSS, all read | goroutines, idle → held | 200 (cut, late) | 503 | 429 | no answer |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for store in $STORES; do
   if [ "$store" = pg ] && [ -z "$PG" ]; then echo "no PostgreSQL: set PG" >&2; continue; fi
   seed "$store" >"$DIR/seed.out"
@@ -102,14 +105,20 @@ for store in $STORES; do
     for c in $CONNS; do runs+=("on $c"); done
     for run in "${runs[@]}"; do
       set -- $run
-      flags=($(store_flags "$store") -rate-limit 0)
+      flags=($(store_flags "$store") -rate-limit 0 -metrics-addr 127.0.0.1:0)
       [ "$1" = off ] && flags+=("${OFF[@]}")
       start_server "slow-$store-$path" "${flags[@]}"
       idle=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
-      line=$("$DIR/slowreaders" stall -url "$url" -path "$target" -key "$key" -c "$2" -hold "$HOLD" -pid "$pid")
+      metrics=
+      for _ in $(seq 50); do
+        metrics=$(grep -oh 'http://[0-9.:]*/metrics' "$DIR/slow-$store-$path.log" "$DIR/slow-$store-$path.err" 2>/dev/null | head -1 || true)
+        [ -n "$metrics" ] && break
+        sleep 0.1
+      done
+      line=$("$DIR/slowreaders" stall -url "$url" -path "$target" -key "$key" -c "$2" -hold "$HOLD" -pid "$pid" -metrics "$metrics")
       stop_server "$pid"
       bounds=$([ "$1" = on ] && echo "issue 24" || echo "off (before)")
-      echo "| $store | $path | $bounds | $2 | $((idle / 1024)) MB | $(($(field "$line" peak_kb) / 1024)) MB | $(($(field "$line" end_peak_kb) / 1024)) MB | $(field "$line" 200) ($(field "$line" cut), $(field "$line" late)) | $(field "$line" 503) | $(field "$line" 429) | $(field "$line" none) |"
+      echo "| $store | $path | $bounds | $2 | $((idle / 1024)) MB | $(($(field "$line" peak_kb) / 1024)) MB | $(($(field "$line" end_peak_kb) / 1024)) MB | $(field "$line" goroutines_idle) → $(field "$line" goroutines) | $(field "$line" 200) ($(field "$line" cut), $(field "$line" late)) | $(field "$line" 503) | $(field "$line" 429) | $(field "$line" none) |"
     done
   done
   if [ "$READERS" = 1 ]; then

@@ -62,6 +62,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/benchdata"
+	"github.com/formsapi/formsapi/internal/steps"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/jackc/pgx/v5"
@@ -72,23 +73,10 @@ import (
 const FormID = "export"
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: exportbench seed|get [flags]")
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "seed":
-		err = seed(os.Args[2:])
-	case "get":
-		err = get(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown step %q: seed or get", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "exportbench:", err)
-		os.Exit(1)
-	}
+	steps.Main("exportbench",
+		steps.Step{Name: "seed", Run: seed},
+		steps.Step{Name: "get", Run: get},
+	)
 }
 
 func seed(args []string) error {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/formsclient"
+	"github.com/formsapi/formsapi/internal/steps"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
@@ -54,25 +55,11 @@ const (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: feedwalk seed|walk|sync [flags]")
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "seed":
-		err = seed(os.Args[2:])
-	case "walk":
-		err = walkCmd(os.Args[2:])
-	case "sync":
-		err = syncCmd(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown step %q: want seed, walk or sync", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "feedwalk:", err)
-		os.Exit(1)
-	}
+	steps.Main("feedwalk",
+		steps.Step{Name: "seed", Run: seed},
+		steps.Step{Name: "walk", Run: walkCmd},
+		steps.Step{Name: "sync", Run: syncCmd},
+	)
 }
 
 type store interface {

@@ -2,7 +2,7 @@
 // steps that bench/slowreaders.sh runs against the example server:
 //
 //	slowreaders seed -db forms.db                      # or -postgres DSN -schema S
-//	slowreaders stall -url URL -path PATH -key KEY -c 64 -hold 9s -pid PID
+//	slowreaders stall -url URL -path PATH -key KEY -c 64 -hold 9s -pid PID -metrics URL
 //	slowreaders read -url URL -path PATH -key KEY -c 8 -d 10s
 //
 // seed adds to account demo a form "big" of 40 submissions of the
@@ -18,7 +18,7 @@
 // on each connection, the status line the server sent, if any, and
 // prints one line:
 //
-//	stall: conns=64 200=7 503=25 429=32 other=0 none=0 cut=7 late=0 peak_kb=98765 rss_kb=54321 end_peak_kb=99000
+//	stall: conns=64 200=7 503=25 429=32 other=0 none=0 cut=7 late=0 peak_kb=98765 rss_kb=54321 end_peak_kb=99000 goroutines_idle=9 goroutines=75
 //
 // 200, 503, 429 count the status lines read; none the connections on
 // which none came; cut the 200s whose body ended early (the server cut
@@ -26,7 +26,11 @@
 // own read deadline (30 s after the hold) ran out, a long body (an
 // export) on a slow socket, not a cut. peak_kb and rss_kb are the
 // server's at the end of the hold, end_peak_kb its peak once every
-// connection was read too (a stream goes on as its client reads). read has -c clients read -path (following
+// connection was read too (a stream goes on as its client reads).
+// goroutines_idle and goroutines are the server's go_goroutines from its
+// Prometheus metrics at -metrics (the example server's -metrics-addr)
+// before the first connection and at the end of the hold; -1 without
+// -metrics. read has -c clients read -path (following
 // nextCursor, then starting over) for -d, each reading every body
 // whole, and prints requests, bytes and statuses.
 package main
@@ -51,30 +55,17 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/steps"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: slowreaders seed|stall|read [flags]")
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "seed":
-		err = seed(os.Args[2:])
-	case "stall":
-		err = stall(os.Args[2:])
-	case "read":
-		err = read(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown step %q: seed, stall or read", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "slowreaders:", err)
-		os.Exit(1)
-	}
+	steps.Main("slowreaders",
+		steps.Step{Name: "seed", Run: seed},
+		steps.Step{Name: "stall", Run: stall},
+		steps.Step{Name: "read", Run: read},
+	)
 }
 
 // seedStore is what seed needs of a store.
@@ -207,10 +198,15 @@ func stall(args []string) error {
 	conns := fs.Int("c", 64, "connections that read nothing")
 	hold := fs.Duration("hold", 9*time.Second, "how long they read nothing")
 	pid := fs.Int("pid", 0, "the server process, for its peak memory")
+	metrics := fs.String("metrics", "", "the server's Prometheus metrics URL, for its goroutines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	u, err := url.Parse(*base)
+	if err != nil {
+		return err
+	}
+	idleG, err := goroutines(*metrics)
 	if err != nil {
 		return err
 	}
@@ -234,6 +230,10 @@ func stall(args []string) error {
 	}
 	time.Sleep(*hold) // the attack: nothing read for this long
 	peak, rss := memory(*pid)
+	heldG, err := goroutines(*metrics)
+	if err != nil {
+		return err
+	}
 	counts := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -249,8 +249,8 @@ func stall(args []string) error {
 	}
 	wg.Wait()
 	endPeak, _ := memory(*pid)
-	fmt.Printf("stall: conns=%d 200=%d 503=%d 429=%d other=%d none=%d cut=%d late=%d peak_kb=%d rss_kb=%d end_peak_kb=%d\n",
-		*conns, counts["200"]+counts["cut"]+counts["late"], counts["503"], counts["429"], counts["other"], counts["none"], counts["cut"], counts["late"], peak, rss, endPeak)
+	fmt.Printf("stall: conns=%d 200=%d 503=%d 429=%d other=%d none=%d cut=%d late=%d peak_kb=%d rss_kb=%d end_peak_kb=%d goroutines_idle=%d goroutines=%d\n",
+		*conns, counts["200"]+counts["cut"]+counts["late"], counts["503"], counts["429"], counts["other"], counts["none"], counts["cut"], counts["late"], peak, rss, endPeak, idleG, heldG)
 	return nil
 }
 
@@ -279,6 +279,34 @@ func outcome(c net.Conn) string {
 }
 
 // memory returns VmHWM and VmRSS of pid in kB, 0 without one.
+// goroutines returns go_goroutines of the Prometheus metrics at u, or -1
+// when u is "".
+func goroutines(u string) (int, error) {
+	if u == "" {
+		return -1, nil
+	}
+	res, err := http.Get(u)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("metrics: go_goroutines %q: %w", v, err)
+			}
+			return int(n), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	return 0, errors.New("metrics: no go_goroutines")
+}
+
 func memory(pid int) (peak, rss int) {
 	if pid == 0 {
 		return 0, 0
