@@ -44,30 +44,10 @@ type findPage struct {
 // n of each submission.
 func walkFind(t *testing.T, h http.Handler, query string) []int {
 	t.Helper()
-	var ns []int
-	target := findPath + "?" + query
-	for range 1000 {
-		res := do(t, h, "GET", target, bearer(storetest.KeyA)...)
-		if res.status != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", target, res.status, res.body)
-		}
-		var p findPage
-		if err := json.Unmarshal(res.body, &p); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range p.Submissions {
-			var d struct{ N int }
-			if err := json.Unmarshal(s.Data, &d); err != nil {
-				t.Fatal(err)
-			}
-			ns = append(ns, d.N)
-		}
-		if p.NextCursor == nil {
-			return ns
-		}
-		target = findPath + "?cursor=" + url.QueryEscape(*p.NextCursor)
+	if status, ns := fuzzWalk(t, h, query); status == http.StatusOK {
+		return ns
 	}
-	t.Fatal("the cursor does not advance")
+	t.Fatalf("GET ?%s: not 200", query)
 	return nil
 }
 

@@ -583,17 +583,7 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 	if err != nil || !found {
 		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
 	}
-	var rows *walkRows
-	switch {
-	case scan && q.Order == formsapi.Oldest:
-		rows = newScanRows(ctx, s.pool, s.sql.scanAsc, form.Seq, q, b)
-	case scan:
-		rows = newScanRows(ctx, s.pool, s.sql.scanDesc, form.Seq, q, b)
-	case q.Order == formsapi.Oldest:
-		rows = newWalkRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, q, b)
-	default:
-		rows = newWalkRows(ctx, s.pool, s.sql.findDesc, form.Seq, key, q, b)
-	}
+	rows := s.filteredRows(ctx, form.Seq, key, scan, false, q, b)
 	defer rows.Close()
 	p, err := stored.FilteredSubmissions(rows, formID, q)
 	if err != nil {
@@ -669,17 +659,7 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 		p.NextCursor = ""
 		return err
 	}
-	var rows *walkRows
-	switch {
-	case scan && q.Order == formsapi.Oldest:
-		rows = newScanRows(ctx, s.pool, s.sql.scanEncodedAsc, form.Seq, q, b)
-	case scan:
-		rows = newScanRows(ctx, s.pool, s.sql.scanEncodedDesc, form.Seq, q, b)
-	case q.Order == formsapi.Oldest:
-		rows = newWalkRows(ctx, s.pool, s.sql.findEncodedAsc, form.Seq, key, q, b)
-	default:
-		rows = newWalkRows(ctx, s.pool, s.sql.findEncodedDesc, form.Seq, key, q, b)
-	}
+	rows := s.filteredRows(ctx, form.Seq, key, scan, true, q, b)
 	defer rows.Close()
 	if err := stored.AppendFiltered(rows, q, p); err != nil {
 		return err
@@ -752,4 +732,35 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	rows.Close()
 	return t, rows.Err()
+}
+
+// filteredRows is the walk of a filtered or searched page: the entries of
+// key (walkKey's), or with scan the form's submissions themselves (a
+// search without its index), in q's order, each row with its data
+// (encoded: with its JSON as the API sends it).
+func (s *Store) filteredRows(ctx context.Context, formSeq, key int64, scan, encoded bool, q formsapi.Query, b pageBounds) *walkRows {
+	oldest := q.Order == formsapi.Oldest
+	var st string
+	switch {
+	case scan && encoded:
+		st = pick(oldest, s.sql.scanEncodedAsc, s.sql.scanEncodedDesc)
+	case scan:
+		st = pick(oldest, s.sql.scanAsc, s.sql.scanDesc)
+	case encoded:
+		st = pick(oldest, s.sql.findEncodedAsc, s.sql.findEncodedDesc)
+	default:
+		st = pick(oldest, s.sql.findAsc, s.sql.findDesc)
+	}
+	if scan {
+		return newScanRows(ctx, s.pool, st, formSeq, q, b)
+	}
+	return newWalkRows(ctx, s.pool, st, formSeq, key, q, b)
+}
+
+// pick is asc when oldest, else desc.
+func pick(oldest bool, asc, desc string) string {
+	if oldest {
+		return asc
+	}
+	return desc
 }
