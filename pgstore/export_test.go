@@ -111,5 +111,19 @@ func FindSQL(s *Store) map[string]string {
 	}
 }
 
+// ScanSQL returns the statements of a search while the search index is
+// off, by name: the pages' ("scan/…", "scan-encoded/…", in each order)
+// take the form's seq, the keyset bounds and the rows to read;
+// "count/rows" (the range's rows, for its totals) the form's seq and the
+// bounds.
+func ScanSQL(s *Store) map[string]string {
+	q := s.sql
+	return map[string]string{
+		"scan/newest": q.scanDesc, "scan/oldest": q.scanAsc,
+		"scan-encoded/newest": q.scanEncodedDesc, "scan-encoded/oldest": q.scanEncodedAsc,
+		"count/rows": q.countRows,
+	}
+}
+
 // ProbeSQL is the statement of a search's probe (walkKey).
 func ProbeSQL(s *Store) string { return s.sql.probe }

@@ -172,10 +172,12 @@ FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i) ORDER BY k.i`
 	// with the oldest-first page statement, in batches: newCountRows). The
 	// entries are read in their index's order, which costs nothing: without
 	// it, for a key on most of a form that fills most of the table, the
-	// planner read the whole of formsapi_find, every form's entries
+	// planner read the whole of formsapi_find, every form's entries, and
+	// for a form that fills most of the table, every form's submissions
 	// (TestExplainFind).
 	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions
-WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5) LIMIT ` + stored.CountLimit + `) c`
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
+ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
 
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)

@@ -739,28 +739,20 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 // search without its index), in q's order, each row with its data
 // (encoded: with its JSON as the API sends it).
 func (s *Store) filteredRows(ctx context.Context, formSeq, key int64, scan, encoded bool, q formsapi.Query, b pageBounds) *walkRows {
-	oldest := q.Order == formsapi.Oldest
+	o := q.Order
 	var st string
 	switch {
 	case scan && encoded:
-		st = pick(oldest, s.sql.scanEncodedAsc, s.sql.scanEncodedDesc)
+		st = stored.ByOrder(o, s.sql.scanEncodedAsc, s.sql.scanEncodedDesc)
 	case scan:
-		st = pick(oldest, s.sql.scanAsc, s.sql.scanDesc)
+		st = stored.ByOrder(o, s.sql.scanAsc, s.sql.scanDesc)
 	case encoded:
-		st = pick(oldest, s.sql.findEncodedAsc, s.sql.findEncodedDesc)
+		st = stored.ByOrder(o, s.sql.findEncodedAsc, s.sql.findEncodedDesc)
 	default:
-		st = pick(oldest, s.sql.findAsc, s.sql.findDesc)
+		st = stored.ByOrder(o, s.sql.findAsc, s.sql.findDesc)
 	}
 	if scan {
 		return newScanRows(ctx, s.pool, st, formSeq, q, b)
 	}
 	return newWalkRows(ctx, s.pool, st, formSeq, key, q, b)
-}
-
-// pick is asc when oldest, else desc.
-func pick(oldest bool, asc, desc string) string {
-	if oldest {
-		return asc
-	}
-	return desc
 }

@@ -115,5 +115,15 @@ var FindSQL = map[string]string{
 	"count entries": sqlCountEntries, "count matches": sqlCountMatches,
 }
 
+// ScanSQL returns the statements of a search while the search index is
+// off, by name: the form's submissions in keyset order (the plain list's
+// statements serve the plain page) and the range's rows counted or read
+// for a total. Each takes the form's seq and the keyset bounds.
+var ScanSQL = map[string]string{
+	"scan encoded desc": sqlScanEncodedDesc, "scan encoded asc": sqlScanEncodedAsc,
+	"list desc": sqlListSubmissionsDesc, "list asc": sqlListSubmissionsAsc,
+	"count rows": sqlCountRows, "count scan": sqlCountScan,
+}
+
 // EraseCandidatesSQL is Erase's statement through the index.
 const EraseCandidatesSQL = sqlEraseCandidates

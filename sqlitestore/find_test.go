@@ -322,7 +322,9 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // TestFindQueryPlans: filtered pages, their counts and Erase by a value
 // walk the index of submitted values by its primary key, joining each
-// entry to its submission by rowid, and never scan a table or sort.
+// entry to its submission by rowid, and never scan a table or sort; a
+// search without its index reads one bounded range of the form's
+// submissions.
 func TestFindQueryPlans(t *testing.T) {
 	s := load(t, mustOpen(t, dbPath(t)), storetest.FindSeed())
 	db := sqlitestore.ReadDB(s)
@@ -337,6 +339,19 @@ func TestFindQueryPlans(t *testing.T) {
 			return strings.Contains(d, "SEARCH i USING") || strings.Contains(d, "SEARCH formsapi_find USING")
 		}) {
 			t.Errorf("%s: plan %q does not search the index of submitted values", name, details)
+		}
+	}
+	// A search while the index is off reads one range of the form's
+	// submissions by their index, bounded on both sides.
+	for name, query := range sqlitestore.ScanSQL {
+		details := plan(t, db, query, int64(1), lo, lo, hi, hi)
+		details = slices.DeleteFunc(details, func(d string) bool { return strings.HasPrefix(d, "SCAN (subquery") })
+		t.Logf("%s: %q", name, details)
+		checkPlan(t, details, "formsapi_submissions_form")
+		for _, d := range details {
+			if strings.HasPrefix(d, "SEARCH") && !strings.Contains(d, "created_at>? AND created_at<?") {
+				t.Errorf("%s: plan %q does not bound the index range on both sides", name, d)
+			}
 		}
 	}
 	details := plan(t, db, sqlitestore.EraseCandidatesSQL, storetest.AccountA, int64(42))

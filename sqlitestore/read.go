@@ -270,21 +270,9 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 // listFiltered is listSubmissions for a query with filters: it walks the
 // index of submitted values (see stored.FilteredSubmissions).
 func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	key, found, scan, err := s.walkKey(ctx, args[0], q)
+	st, args, found, err := s.filteredStmt(ctx, args, q, false)
 	if err != nil || !found {
 		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
-	}
-	st := s.findDesc
-	if q.Order == formsapi.Oldest {
-		st = s.findAsc
-	}
-	if scan {
-		st = s.subsDesc
-		if q.Order == formsapi.Oldest {
-			st = s.subsAsc
-		}
-	} else {
-		args = withKey(args, key)
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
@@ -309,23 +297,11 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 	if err != nil {
 		return err
 	}
-	st := s.findEncodedDesc
-	if q.Order == formsapi.Oldest {
-		st = s.findEncodedAsc
-	}
 	p.Cache = observe.CacheNone
-	key, found, scan, err := s.walkKey(ctx, formSeq, q)
+	st, args, found, err := s.filteredStmt(ctx, args, q, true)
 	if err != nil || !found {
 		p.NextCursor = ""
 		return err
-	}
-	if scan {
-		st = s.scanEncodedDesc
-		if q.Order == formsapi.Oldest {
-			st = s.scanEncodedAsc
-		}
-	} else {
-		args = withKey(args, key)
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
@@ -336,6 +312,29 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 		return err
 	}
 	return rows.Err()
+}
+
+// filteredStmt returns the statement of a filtered page of q and its
+// arguments (args are listArgs', the form's first): the entries of the
+// key walkKey picks or, for a search without its index, the form's
+// submissions, with the handler's encoded JSON when encoded, in q's
+// order. found is false when nothing can match.
+func (s *Store) filteredStmt(ctx context.Context, args []any, q formsapi.Query, encoded bool) (st *sql.Stmt, stmtArgs []any, found bool, err error) {
+	key, found, scan, err := s.walkKey(ctx, args[0], q)
+	if err != nil || !found {
+		return nil, nil, false, err
+	}
+	o := q.Order
+	switch {
+	case scan && encoded:
+		return stored.ByOrder(o, s.scanEncodedAsc, s.scanEncodedDesc), args, true, nil
+	case scan:
+		// The plain list's columns are those of a filtered page's.
+		return stored.ByOrder(o, s.subsAsc, s.subsDesc), args, true, nil
+	case encoded:
+		return stored.ByOrder(o, s.findEncodedAsc, s.findEncodedDesc), withKey(args, key), true, nil
+	}
+	return stored.ByOrder(o, s.findAsc, s.findDesc), withKey(args, key), true, nil
 }
 
 // CountSubmissions is the count the handler asks for total= (see formsapi.Total): it counts the rows of

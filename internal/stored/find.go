@@ -81,6 +81,15 @@ func Rarest(keys []int64, counts []int64) (int64, bool) {
 	return keys[best], counts[best] > 0
 }
 
+// ByOrder is asc for a page of the oldest first, else desc: a store's
+// statement (or anything else) of each order.
+func ByOrder[T any](o formsapi.Order, asc, desc T) T {
+	if o == formsapi.Oldest {
+		return asc
+	}
+	return desc
+}
+
 // Clauses returns q.Filters as internal/find has them.
 func Clauses(q formsapi.Query) []find.Clause {
 	cs := make([]find.Clause, len(q.Filters))
