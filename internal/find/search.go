@@ -44,6 +44,16 @@ const (
 // full case folding has them). "Zoë", "ZOE" and "zoe" are all "zoe";
 // "Straße" is "strasse"; invalid UTF-8 is U+FFFD.
 func Normalize(s string) string {
+	t, _ := normalize(s, -1)
+	return t
+}
+
+// normalize is Normalize, which gives up, returning false, as soon as
+// the normal form passes max bytes (max < 0: never). It decomposes a
+// segment at a time, so that a long input costs no more than the bytes
+// before max: a rune may decompose into 18 (U+FDFA), and a megabyte of
+// them in q took a second of CPU and tens of megabytes to be refused.
+func normalize(s string, max int) (string, bool) {
 	ascii := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= utf8.RuneSelf {
@@ -52,27 +62,39 @@ func Normalize(s string) string {
 		}
 	}
 	if ascii {
-		return lowerASCII(s)
+		if max >= 0 && len(s) > max {
+			return "", false
+		}
+		return lowerASCII(s), true
 	}
-	d := norm.NFKD.String(strings.ToValidUTF8(s, "\uFFFD"))
-	b := make([]byte, 0, len(d))
-	for _, r := range d {
-		switch {
-		case r < utf8.RuneSelf:
-			if 'A' <= r && r <= 'Z' {
-				r += 'a' - 'A'
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	var it norm.Iter
+	it.InitString(norm.NFKD, s)
+	b := make([]byte, 0, min(len(s), 256))
+	for !it.Done() {
+		for _, r := range string(it.Next()) {
+			switch {
+			case r < utf8.RuneSelf:
+				if 'A' <= r && r <= 'Z' {
+					r += 'a' - 'A'
+				}
+				b = append(b, byte(r))
+			case unicode.Is(unicode.Mn, r):
+			case r == 'ß' || r == 'ẞ':
+				b = append(b, "ss"...)
+			case r == 'ς':
+				b = utf8.AppendRune(b, 'σ')
+			default:
+				b = utf8.AppendRune(b, unicode.ToLower(r))
 			}
-			b = append(b, byte(r))
-		case unicode.Is(unicode.Mn, r):
-		case r == 'ß' || r == 'ẞ':
-			b = append(b, "ss"...)
-		case r == 'ς':
-			b = utf8.AppendRune(b, 'σ')
-		default:
-			b = utf8.AppendRune(b, unicode.ToLower(r))
+		}
+		if max >= 0 && len(b) > max {
+			return "", false
 		}
 	}
-	return string(b)
+	return string(b), true
 }
 
 // lowerASCII is strings.ToLower for ASCII s, without a copy when s has
@@ -98,12 +120,12 @@ func ParseTerm(v string) (string, string) {
 	if !utf8.ValidString(v) {
 		return "", "is not valid UTF-8"
 	}
-	t := Normalize(v)
+	t, ok := normalize(v, MaxTermBytes)
+	if !ok {
+		return "", "is longer than " + strconv.Itoa(MaxTermBytes) + " bytes once case and accents are set aside (the search term length limit)"
+	}
 	if utf8.RuneCountInString(t) < MinTermRunes {
 		return "", "is shorter than " + strconv.Itoa(MinTermRunes) + " characters once case and accents are set aside (the search term length limit)"
-	}
-	if len(t) > MaxTermBytes {
-		return "", "is longer than " + strconv.Itoa(MaxTermBytes) + " bytes once case and accents are set aside (the search term length limit)"
 	}
 	return t, ""
 }

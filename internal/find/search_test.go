@@ -1,8 +1,13 @@
 package find
 
 import (
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestNormalize(t *testing.T) {
@@ -99,5 +104,53 @@ func BenchmarkSearchMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		SearchMatch(data, nil, "pricing")
+	}
+}
+
+// TestNormalizeBySegments: Normalize, which decomposes a segment at a
+// time, gives what decomposing the whole string at once gives.
+func TestNormalizeBySegments(t *testing.T) {
+	whole := func(s string) string {
+		var b []rune
+		for _, r := range norm.NFKD.String(strings.ToValidUTF8(s, "\uFFFD")) {
+			switch {
+			case unicode.Is(unicode.Mn, r):
+			case r == 'ß' || r == 'ẞ':
+				b = append(b, 's', 's')
+			case r == 'ς':
+				b = append(b, 'σ')
+			default:
+				b = append(b, unicode.ToLower(r))
+			}
+		}
+		return string(b)
+	}
+	for _, s := range []string{
+		"Zoe\u0308 Ünal", "e" + strings.Repeat("\u0301", 40) + "x", "\uFDFA\uFDFA ﬃ", "İSTANBUL ıstanbul", "ẞtraße ΣΟΦΟΣ",
+		"ǅemal Ω Å", "ＡＢＣ👍🏽\u200d👩", "\xffa\xfe\xfdb", "한국어 ㄱㄴ", "\u0301abc", "a\x00b",
+	} {
+		if got, want := Normalize(s), whole(s); got != want {
+			t.Errorf("Normalize(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestParseTermLongBoundedWork: a long q is refused after reading about
+// MaxTermBytes of its normal form. Before, ParseTerm decomposed all of
+// it first: a megabyte of U+FDFA (18 runes each once decomposed) took a
+// second of CPU and allocated about 40 MB to answer 400. The bound is
+// checked as the bytes allocated, not as time.
+func TestParseTermLongBoundedWork(t *testing.T) {
+	for _, long := range []string{strings.Repeat("\uFDFA", 1<<18), strings.Repeat("e\u0301", 1<<18), strings.Repeat("A", 1<<20)} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, msg := ParseTerm(long)
+		runtime.ReadMemStats(&after)
+		if msg == "" {
+			t.Fatalf("ParseTerm of %d bytes accepted", len(long))
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+			t.Errorf("ParseTerm of %d bytes (%q...) allocated %d bytes, want at most 64 KiB", len(long), long[:6], n)
+		}
 	}
 }
