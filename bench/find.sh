@@ -30,6 +30,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
 STORES=${STORES-sqlite pg}
+FILL=()
+[ -z "${SEED_ONLY:-}" ] || FILL=(-fill-only)
 PG=${PG-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
 go build -o /tmp/formsapi-findbench ./internal/cmd/findbench
 echo "tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'), N=$N, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
@@ -37,12 +39,12 @@ for s in $STORES; do
   case $s in
   sqlite)
     echo; echo "== SQLite (/tmp/formsapi-findq-$N.db)"
-    /tmp/formsapi-findbench -db "/tmp/formsapi-findq-$N.db" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    /tmp/formsapi-findbench -db "/tmp/formsapi-findq-$N.db" -n "$N" ${FILL[@]+"${FILL[@]}"} 2> >(grep -v '^[0-9]*$' >&2)
     ;;
   pg)
     [ -n "$PG" ] || continue
     echo; echo "== PostgreSQL (schema formsapi_findq_$N)"
-    /tmp/formsapi-findbench -postgres "$PG" -schema "formsapi_findq_$N" -n "$N" 2> >(grep -v '^[0-9]*$' >&2)
+    /tmp/formsapi-findbench -postgres "$PG" -schema "formsapi_findq_$N" -n "$N" ${FILL[@]+"${FILL[@]}"} 2> >(grep -v '^[0-9]*$' >&2)
     ;;
   esac
 done
