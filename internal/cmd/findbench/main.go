@@ -116,10 +116,7 @@ func run() error {
 	t, err := s.CountSubmissions(ctx, account, formID, formsapi.Query{}, false)
 	if err != nil || t.Value == 0 {
 		began := time.Now()
-		if err := s.AddForm(ctx, account, formsapi.Form{ID: formID, Title: "Find bench", CreatedAt: start}); err != nil {
-			return err
-		}
-		if err := s.AddKey(ctx, key, account); err != nil {
+		if err := addForm(ctx, s); err != nil {
 			return err
 		}
 		if err := fill(); err != nil {
@@ -189,6 +186,15 @@ func run() error {
 			fmt.Sprintf("%s %d %s", ms(exact), te.Total.Value, te.Total.Kind), fmt.Sprintf("%s %d %s", ms(est), tt.Total.Value, tt.Total.Kind))
 	}
 	return nil
+}
+
+// addForm adds the bench's form and its key to s, which the fill then
+// fills.
+func addForm(ctx context.Context, s store) error {
+	if err := s.AddForm(ctx, account, formsapi.Form{ID: formID, Title: "Find bench", CreatedAt: start}); err != nil {
+		return err
+	}
+	return s.AddKey(ctx, key, account)
 }
 
 // examined is how many index entries the first page read: each item's
