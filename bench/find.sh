@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Filters on submitted fields and totals at 1,000,000 submissions (issue
-# 27): not part of `go test` or CI. Run it under the load lock:
+# 27): not part of `go test` or CI. Run it on a quiet machine
+# (/work/bin/quiet-run on the development machine; elsewhere, say, under
+# `flock /tmp/loadrun.lock`):
 #
-#   flock /tmp/loadrun.lock bash bench/find.sh          # N=1000000, SQLite and PostgreSQL at $PG
-#   N=100000 STORES=sqlite flock /tmp/loadrun.lock bash bench/find.sh
+#   /work/bin/quiet-run bash bench/find.sh              # N=1000000, SQLite and PostgreSQL at $PG
+#   N=100000 STORES=sqlite /work/bin/quiet-run bash bench/find.sh
 #
 # internal/cmd/findbench fills one form of N submissions (once: the SQLite
 # file /tmp/formsapi-findq-$N.db and the PostgreSQL schema
@@ -11,8 +13,17 @@
 # each with a unique email (a filter matching one), a plan "gold" for 1 in
 # 100 (1%), a flag true for every other one (50%), a name "Zoë Ünal" for
 # 1 in 10,000 (a rare search term) and a message (common terms), in bulk, with the
-# JSON and index keys the store's AddSubmission writes (the triggers fill
-# the index). Then, through the handler in process, for each filter and
+# JSON and index keys the store's AddSubmission writes, the search index
+# on (about 100 trigram entries a submission: SQLite puts them in in the
+# index's order after the rows, PostgreSQL inserts them without
+# formsapi_find's primary key and builds it after; findbench's tests check
+# that a bulk fill leaves what AddSubmission leaves). SEED_ONLY=1 fills
+# and measures nothing: fill outside the quiet slot, measure in it,
+#
+#   SEED_ONLY=1 STORES=sqlite /work/bin/quietly bash bench/find.sh
+#   STORES=sqlite /work/bin/quiet-run bash bench/find.sh
+#
+# FILLTIME. Then, through the handler in process, for each filter and
 # search (q: rare, rare of common trigrams, common, none): the
 # median time of the first page (limit=100, newest first) and of a page
 # 90% into the range, its items and the index entries it examined, and
