@@ -23,7 +23,9 @@
 #   SEED_ONLY=1 STORES=sqlite /work/bin/quietly bash bench/find.sh
 #   STORES=sqlite /work/bin/quiet-run bash bench/find.sh
 #
-# FILLTIME. Then, through the handler in process, for each filter and
+# The fill at N=1000000 (under quietly, beside other work): SQLite 14 min
+# 22 s (8 min of it the trigram entries), PostgreSQL 7 min 1 s (5 min 10 s
+# of it the index's entries and primary key). Then, through the handler in process, for each filter and
 # search (q: rare, rare of common trigrams, common, none): the
 # median time of the first page (limit=100, newest first) and of a page
 # 90% into the range, its items and the index entries it examined, and
