@@ -41,9 +41,25 @@
 # Give each tree its own WORK and PGSCHEMA: its datasets follow its schema,
 # and an older server refuses a schema a newer one migrated.
 #
+# SEARCH_INDEX=0 starts the servers of a tree that has the flag with
+# -search-index=false, so their datasets are without the search index
+# (examples/server opens with it by default, and the setting persists in
+# the database: give SEARCH_INDEX=0 and 1 their own WORK and PGSCHEMA too).
+# A tree before the flag serves as it always did (f092082, before the
+# filters, has no index at all); SEARCH_INDEX=0 with a tree whose server
+# always opens with the index is an error.
+#
 # The dataset is generated once into $WORK/mixed-pristine-SCHEMA.db and
-# copied for each run, so the writer's additions never accumulate. Everything runs on
-# 127.0.0.1 and stops by itself.
+# copied for each run, so the writer's additions never accumulate. A new
+# dataset (SQLite and PostgreSQL) is opened once by the server before any
+# measurement, so the demo seed, migrations and, with the search index,
+# the indexing of every submission are not in a measured row. GEN_ONLY=1
+# does that and exits, so the generation (minutes) can run outside a
+# quiet slot:
+#
+#   GEN_ONLY=1 WORK=... PGSCHEMA=... PG=... /work/bin/quietly bash bench/mixed.sh
+#
+# Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-8s}
@@ -56,6 +72,15 @@ PG=${PG:-}
 SRC=${SRC:-$PWD}
 PGSCHEMA=${PGSCHEMA:-formsapi_mixed}
 APP=mixed-$$
+SEARCH_INDEX=${SEARCH_INDEX:-1}
+INDEX_FLAG= # -search-index=false for both servers (SERVER_FLAGS is the SQLite one's)
+GEN_ONLY=${GEN_ONLY:-0}
+if grep -q '"search-index"' "$SRC/examples/server/main.go"; then
+  if [ "$SEARCH_INDEX" = 0 ]; then INDEX_FLAG=-search-index=false; fi
+elif [ "$SEARCH_INDEX" = 0 ] && grep -q WithSearchIndex "$SRC/examples/server/main.go"; then
+  echo "SEARCH_INDEX=0: the server of $SRC has no -search-index flag and always opens with the index" >&2
+  exit 1
+fi
 if ! command -v wrk >/dev/null; then
   apt-get install -y wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 fi
@@ -66,28 +91,46 @@ go build -o "$WORK/bin/" ./internal/cmd/cpuwatch
 # Named after the schema, so a new migration makes a new dataset.
 PRISTINE="$WORK/mixed-pristine-$(cat "$SRC"/sqlitestore/migrations/*.sql | sha1sum | cut -c1-8).db"
 KEYS="$WORK/mixed.keys"
-if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
-  rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$KEYS"
-  "$WORK/bin/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500
-fi
-DB="$WORK/mixed.db"
-rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.demo-key"
-cp "$PRISTINE" "$DB"
-
+PGKEYS="$WORK/mixed-pg.keys"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
+# openonce PORT FLAGS...: start the server once over a new dataset, wait
+# until it answers (indexing 100,000 submissions takes minutes), stop it.
+openonce() {
+  local port=$1 p
+  shift
+  # shellcheck disable=SC2086
+  "$WORK/bin/server" "$@" -addr "127.0.0.1:$port" -access-log=false $INDEX_FLAG >/dev/null & p=$!
+  for _ in $(seq 1 18000); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+    kill -0 "$p" 2>/dev/null || { echo "the server stopped opening the new dataset" >&2; exit 1; }
+    sleep 0.1
+  done
+  kill "$p"; wait "$p" || true
+}
+if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
+  rm -f "$PRISTINE" "$PRISTINE-wal" "$PRISTINE-shm" "$PRISTINE.demo-key" "$KEYS"
+  "$WORK/bin/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form 500
+  openonce 18194 -db "$PRISTINE"
+fi
+if [ -n "$PG" ] && [ ! -f "$PGKEYS" ]; then
+  "$WORK/bin/tenants" gen -postgres "$PG" -schema "$PGSCHEMA" -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
+  openonce 18195 -postgres "$PG" -schema "$PGSCHEMA" -demo-key-file "$WORK/mixed-pg.demo-key"
+fi
+if [ "$GEN_ONLY" = 1 ]; then echo "datasets ready in $WORK${PG:+ and schema $PGSCHEMA}"; exit 0; fi
+DB="$WORK/mixed.db"
+rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.demo-key"
+cp "$PRISTINE" "$DB"
+if [ -f "$PRISTINE-wal" ]; then cp "$PRISTINE-wal" "$DB-wal"; fi # not checkpointed: part of the data
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & BASELINE=$!; pids+=($BASELINE)
 # shellcheck disable=SC2086
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $INDEX_FLAG $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
 up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
-PGKEYS="$WORK/mixed-pg.keys"
 if [ -n "$PG" ]; then
-  if [ ! -f "$PGKEYS" ]; then
-    "$WORK/bin/tenants" gen -postgres "$PG" -schema "$PGSCHEMA" -keys "$PGKEYS" -accounts 20 -forms 10 -per-form 500
-  fi
+  # shellcheck disable=SC2086
   "$WORK/bin/server" -postgres "$(case $PG in *\?*) echo "$PG&application_name=$APP" ;; *) echo "$PG?application_name=$APP" ;; esac)" -schema "$PGSCHEMA" -addr 127.0.0.1:18193 -access-log=false -rate-limit 0 \
-    -demo-key-file "$WORK/mixed-pg.demo-key" >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
+    -demo-key-file "$WORK/mixed-pg.demo-key" $INDEX_FLAG >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
   up 18193
 fi
 up 18190
@@ -137,7 +180,7 @@ mixed=$(echo "$results" | awk '$1=="mixed" {print $2}')
 pgmixed=$(echo "$results" | awk '$1=="pg-mixed" {print $2}')
 echo
 echo "servers of $(git -C "$SRC" rev-parse --short HEAD)$(git -C "$SRC" diff --quiet HEAD -- . || echo ' (with changes)') at $(date -u +%FT%TZ)"
-echo "wrk -t$THREADS -c$CONN -d$DUR; load average before the run: $load; server flags: ${SERVER_FLAGS:-(none)}"
+echo "wrk -t$THREADS -c$CONN -d$DUR; load average before the run: $load; server flags: ${SERVER_FLAGS:-(none)}; SEARCH_INDEX=$SEARCH_INDEX${INDEX_FLAG:+ ($INDEX_FLAG)}"
 [ -n "$PG" ] || echo "(pgstore rows skipped: set PG to a PostgreSQL DSN)"
 printf '%-14s %10s %9s %9s %11s %10s %14s %10s %10s %10s\n' target req/s p50 p99 "x baseline" "x mixed" "peak RSS MiB" "cpu us/req" "x baseline" "pg us/req"
 basecpu=$(echo "$results" | awk '$1=="baseline" {print $6}')

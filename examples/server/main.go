@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
+	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
 	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
@@ -193,9 +194,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		replicaLog  = func(*slog.Logger) {} // with -replica: logs how its reads went
 	)
 	if *dsn != "" {
-		// The search index is on: the example's seed has "Zoë Ünal" to
-		// find with q=zoe, and a search costs its matches, not the form.
-		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20), pgstore.WithSearchIndex()}
+		// The search index is on unless -search-index=false: the
+		// example's seed has "Zoë Ünal" to find with q=zoe, and a search
+		// costs its matches, not the form.
+		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20)}
+		if *searchIndex {
+			opts = append(opts, pgstore.WithSearchIndex())
+		}
 		if *schema != "" {
 			opts = append(opts, pgstore.WithSchema(*schema))
 		}
@@ -229,7 +234,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			*keyFile = "postgres.demo-key"
 		}
 	} else {
-		lite, err := sqlitestore.Open(*dbPath, sqlitestore.WithCacheSize(*cacheMiB<<20), sqlitestore.WithSearchIndex()) // as pgstore's above
+		opts := []sqlitestore.Option{sqlitestore.WithCacheSize(*cacheMiB << 20)}
+		if *searchIndex { // as pgstore's above
+			opts = append(opts, sqlitestore.WithSearchIndex())
+		}
+		lite, err := sqlitestore.Open(*dbPath, opts...)
 		if err != nil {
 			return err
 		}
