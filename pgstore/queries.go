@@ -159,12 +159,14 @@ LIMIT $6`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form ($1), up to stored.Probed, counted from the index alone,
-	// in the order of $2. Read in the index's order, as the totals' are:
+	// and the creation time of the last of them (stored.Probe), in the
+	// order of $2. Read in the index's order, as the totals' are:
 	// for a key on most of the table the planner otherwise chose a
 	// sequential scan (TestExplainFind).
-	sqlProbe = `SELECT (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
-    WHERE form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) e)
-FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i) ORDER BY k.i`
+	sqlProbe = `SELECT e.n, e.last FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i),
+LATERAL (SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (SELECT created_at FROM formsapi_find
+    WHERE form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) f) e
+ORDER BY k.i`
 
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
 	// range and the index entries of one key in a range, both bounded (an

@@ -598,7 +598,8 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 
 // walkKey returns the index key a filtered page of q on the form formSeq
 // walks: its only candidate (stored.Candidates), or the one with the
-// fewest entries, counted up to stored.Probed each in one statement. It
+// fewest entries, counted up to stored.Probed each in one statement (see
+// stored.Rarest for ties). It
 // reports false when a candidate has no entries: nothing matches. scan
 // says the page walks the form's submissions instead (a search without
 // filters while the search index is off); the setting is read for
@@ -622,21 +623,21 @@ func (s *Store) walkKey(ctx context.Context, formSeq int64, q formsapi.Query) (k
 		return 0, false, false, err
 	}
 	defer rows.Close()
-	counts := make([]int64, 0, len(keys))
+	probes := make([]stored.Probe, 0, len(keys))
 	for rows.Next() {
-		var n int64
-		if err := rows.Scan(&n); err != nil {
+		var p stored.Probe
+		if err := rows.Scan(&p.Entries, &p.Last); err != nil {
 			return 0, false, false, err
 		}
-		counts = append(counts, n)
+		probes = append(probes, p)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, false, false, err
 	}
-	if len(counts) != len(keys) {
-		return 0, false, false, fmt.Errorf("probe: %d counts for %d keys", len(counts), len(keys))
+	if len(probes) != len(keys) {
+		return 0, false, false, fmt.Errorf("probe: %d counts for %d keys", len(probes), len(keys))
 	}
-	key, found = stored.Rarest(keys, counts)
+	key, found = stored.Rarest(keys, probes)
 	return key, found, false, nil
 }
 

@@ -104,9 +104,11 @@ ORDER BY created_at ASC, seq ASC`
 	sqlSearchIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
-	// of the form, up to stored.Probed, counted from the index alone.
-	sqlProbe = `SELECT j.value, (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
-WHERE form_seq = ?1 AND key = j.value LIMIT ` + stored.ProbedLimit + `))
+	// of the form, up to stored.Probed, counted from the index alone, and
+	// the creation time of the last of them (stored.Probe), as one JSON
+	// array, since a scalar subquery has one column.
+	sqlProbe = `SELECT j.value, (SELECT json_array(count(*), max(created_at)) FROM (SELECT created_at FROM formsapi_find
+WHERE form_seq = ?1 AND key = j.value ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `))
 FROM json_each(?2) j`
 
 	// Totals (total=exact|estimate; see formsapi.Total): the rows of a

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -216,7 +217,8 @@ func withKey(args []any, key int64) []any {
 
 // walkKey returns the index key a filtered page of q on the form formSeq
 // walks: its only candidate (stored.Candidates), or the one with the
-// fewest entries, counted up to stored.Probed each. It reports false when
+// fewest entries, counted up to stored.Probed each (see stored.Rarest for
+// ties). It reports false when
 // a candidate has no entries: nothing matches. scan says the page walks
 // the form's submissions instead (a search without filters while the
 // search index is off); the setting is read for searches only.
@@ -248,22 +250,30 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 		return 0, false, false, err
 	}
 	defer rows.Close()
-	counts := make([]int64, len(keys))
+	probes := make([]stored.Probe, len(keys))
 	for rows.Next() {
-		var k, n int64
-		if err := rows.Scan(&k, &n); err != nil {
+		var k int64
+		var probe []byte
+		if err := rows.Scan(&k, &probe); err != nil {
 			return 0, false, false, err
+		}
+		var p [2]*int64 // count, and the last entry's time or null
+		if err := json.Unmarshal(probe, &p); err != nil || p[0] == nil {
+			return 0, false, false, fmt.Errorf("probe %q: %v", probe, err)
 		}
 		for i := range keys {
 			if keys[i] == k {
-				counts[i] = n
+				probes[i].Entries = *p[0]
+				if p[1] != nil {
+					probes[i].Last = *p[1]
+				}
 			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return 0, false, false, err
 	}
-	key, found = stored.Rarest(keys, counts)
+	key, found = stored.Rarest(keys, probes)
 	return key, found, false, nil
 }
 

@@ -68,17 +68,30 @@ const Probed = find.MaxExamined + 1
 // ProbedLimit is Probed as an SQL literal.
 const ProbedLimit = "1001"
 
-// Rarest returns the key of keys with the fewest entries by counts (the
-// first of equals), and whether any has entries: a key without any says
-// no submission matches.
-func Rarest(keys []int64, counts []int64) (int64, bool) {
+// Probe is what a store's probe learned of one candidate key: its
+// entries in the form, counted up to Probed, and the creation time (Unix
+// nanoseconds) of the last of those in the index's order, oldest first;
+// zero when it has none.
+type Probe struct{ Entries, Last int64 }
+
+// Rarest returns the key of keys with the fewest entries by probes, and
+// whether any has entries: a key without any says no submission matches.
+// Keys counted equally (in practice those at Probed, past which a probe
+// stops counting) are told apart by how far in time their counted
+// entries reach: the one whose first Probed entries span the longest
+// stretch of the form is the sparsest there, so a walk of it is likely to
+// examine the fewest entries per match. A term of common trigrams that
+// is rare as a whole is one such case (BENCHMARKS.md, "Search at
+// 1,000,000 submissions"). The first of exact equals wins.
+func Rarest(keys []int64, probes []Probe) (int64, bool) {
 	best := 0
 	for i := range keys {
-		if counts[i] < counts[best] {
+		p, b := probes[i], probes[best]
+		if p.Entries < b.Entries || p.Entries == b.Entries && p.Last > b.Last {
 			best = i
 		}
 	}
-	return keys[best], counts[best] > 0
+	return keys[best], probes[best].Entries > 0
 }
 
 // ByOrder is asc for a page of the oldest first, else desc: a store's

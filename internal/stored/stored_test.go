@@ -79,3 +79,27 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+func TestRarest(t *testing.T) {
+	keys := []int64{10, 20, 30}
+	for _, c := range []struct {
+		name   string
+		probes []Probe
+		key    int64
+		found  bool
+	}{
+		{"Fewest", []Probe{{5, 9}, {2, 1}, {3, 50}}, 20, true},
+		{"NoneHasNoMatch", []Probe{{5, 9}, {0, 0}, {3, 50}}, 20, false},
+		{"TiedAtTheCapSparsestWins", []Probe{{Probed, 100}, {Probed, 900}, {Probed, 400}}, 20, true},
+		{"FewerBeatsSparser", []Probe{{Probed, 900}, {Probed - 1, 100}, {Probed, 950}}, 20, true},
+		{"ExactEqualsFirstWins", []Probe{{Probed, 500}, {Probed, 500}, {7, 1}}, 30, true},
+		{"ExactEqualsAtTheCap", []Probe{{Probed, 500}, {Probed, 500}, {Probed, 500}}, 10, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, found := Rarest(keys, c.probes)
+			if key != c.key || found != c.found {
+				t.Errorf("Rarest = %d, %t; want %d, %t", key, found, c.key, c.found)
+			}
+		})
+	}
+}
