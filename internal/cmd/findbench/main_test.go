@@ -21,7 +21,7 @@ import (
 
 // fillN is the size of the forms the tests fill both ways: submission 0
 // holds the rare name, and every row about a hundred trigram keys.
-const fillN = 1200
+const fillN = 300
 
 // state is what a fill leaves that a search or filter reads: every
 // submission's row (seq, feed position, time, data, keys), every index
