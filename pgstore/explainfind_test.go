@@ -3,7 +3,8 @@ package pgstore_test
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,25 +109,24 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 		literals := fmt.Sprintf("%d, '{%d,%d,%d,%d}'", form, every, some, rare, none)
 		checkProbePlan(t, "probe/"+mode, explain(t, conn.Conn(), pgstore.ProbeSQL(s), literals, mode, mode == "force_custom_plan"))
 	}
-	statements := pgstore.FindSQL(s)
-	names := make([]string, 0, len(statements))
-	for name := range statements {
-		names = append(names, name)
+	// keysetBounds are the literals of w's keyset bounds for the
+	// statement name, in the order its name ends with.
+	keysetBounds := func(name string, q formsapi.Query) string {
+		if strings.HasSuffix(name, "/oldest") {
+			q.Order = formsapi.Oldest
+		}
+		args, err := pgstore.ListArgs(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d, %d, %d, %d", toInt64(args[0]), toInt64(args[1]), toInt64(args[2]), toInt64(args[3]))
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	statements := pgstore.FindSQL(s)
+	for _, name := range slices.Sorted(maps.Keys(statements)) {
 		sql := statements[name]
 		for _, key := range []int64{every, some, rare, none} {
 			for _, w := range windows {
-				q := w.q
-				if strings.HasSuffix(name, "/oldest") {
-					q.Order = formsapi.Oldest
-				}
-				args, err := pgstore.ListArgs(q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				bounds := fmt.Sprintf("%d, %d, %d, %d", toInt64(args[0]), toInt64(args[1]), toInt64(args[2]), toInt64(args[3]))
+				bounds := keysetBounds(name, w.q)
 				var literals string
 				var most int64 // entries the statement may read
 				switch {
@@ -150,22 +150,9 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 	// the range's rows (up to find.MaxCount+1, as an unfiltered total
 	// does): one bounded range of formsapi_submissions_form each.
 	scans := pgstore.ScanSQL(s)
-	names = names[:0]
-	for name := range scans {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(scans)) {
 		for _, w := range windows {
-			q := w.q
-			if strings.HasSuffix(name, "/oldest") {
-				q.Order = formsapi.Oldest
-			}
-			args, err := pgstore.ListArgs(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			literals := fmt.Sprintf("%d, %d, %d, %d, %d", form, toInt64(args[0]), toInt64(args[1]), toInt64(args[2]), toInt64(args[3]))
+			literals := fmt.Sprintf("%d, %s", form, keysetBounds(name, w.q))
 			most := int64(find.MaxCount + 1)
 			if name != "count/rows" {
 				literals, most = fmt.Sprintf("%s, %d", literals, stored.Examined), stored.Examined
