@@ -165,8 +165,13 @@ func TestPostgresSeedLockWaitEndsWithCtx(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard) }()
-	query := pgtest.WaitForLock(t, dsn, "application_name = $1", app)
-	is.True(strings.Contains(query, "pg_advisory_xact_lock")) // a transaction-level lock
+	// An advisory lock's wait: while many tests create tables at once,
+	// the server's migration may also wait a moment on a catalog's
+	// relation extension lock (a flake in .ci/run).
+	query := pgtest.WaitForLock(t, dsn, "application_name = $1 AND wait_event = 'advisory'", app)
+	if !strings.Contains(query, "pg_advisory_xact_lock") { // a transaction-level lock
+		t.Fatalf("the server waits on a lock in %q, want the seed lock (pg_advisory_xact_lock)", query)
+	}
 	cancel()
 	select {
 	case err := <-done:
