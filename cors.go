@@ -26,14 +26,19 @@ import (
 	"strings"
 )
 
-// exposedHeaders are the response headers the handler sets that a
-// browser app may need and that CORS does not let it read unless named
-// (Cache-Control, Content-Type, Content-Length and the other CORS-
-// safelisted ones it always may): the next page, the validator for
-// If-None-Match, the rate limit and when to retry, why a key was
-// refused, and the ID to quote in a report. A test checks that every
-// header the handler sends is either safelisted or here.
-var exposedHeaders = []string{"Link", "ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id"}
+// exposedHeaders are the response headers the handler sets that CORS
+// does not let a page read unless named (Cache-Control, Content-Type,
+// Content-Length and the other CORS-safelisted ones it always may):
+// every header openapi.json documents, so that a browser app reads what
+// any other client reads. The next page, the validator for If-None-Match,
+// the rate limit and when to retry, why a key was refused, the ID to
+// quote in a report, an export's Sync-Token (where the feed continues)
+// and file name, and the rest of what the document describes. Tests
+// check that every header the handler sends, and every one openapi.json
+// documents, is either safelisted or here, and that nothing here is
+// neither sent nor documented.
+var exposedHeaders = []string{"Link", "ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id",
+	"Sync-Token", "Content-Disposition", "Accept-Ranges", "Allow", "Content-Encoding", "Vary", "X-Content-Type-Options"}
 
 // allowedHeaders are the request headers the handler reads that a browser
 // sends only after a preflight: the key, the validator of a conditional
@@ -46,8 +51,9 @@ const corsMaxAge = "7200"
 
 // WithCORS lets browser apps served from origins call the API across
 // origins: requests from one of them get Access-Control-Allow-Origin and
-// Access-Control-Expose-Headers naming every header the handler sends
-// that a page needs to read (Link, ETag, the rate-limit headers…), and a
+// Access-Control-Expose-Headers naming every header openapi.json
+// documents that a page could not read otherwise (Link, ETag, the
+// rate-limit headers, an export's Sync-Token…), and a
 // preflight (OPTIONS with Origin and Access-Control-Request-Method) is
 // answered 204, with no body, before any key is looked at, allowing GET
 // and HEAD with the Authorization, If-None-Match and X-Request-Id
