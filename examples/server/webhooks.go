@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -44,12 +45,7 @@ func addWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 }
 
 func (w *webhookFlags) options(logger *slog.Logger, obs observe.DeliveryObserver) []webhook.Option {
-	opts := []webhook.Option{webhook.WithPollInterval(w.poll), webhook.WithLogger(logger), webhook.WithRetryScale(w.scale)}
-	egress := webhook.Egress{Timeout: w.timeout}
-	if w.loopback {
-		egress.AllowHTTP, egress.AllowLoopback = true, true
-	}
-	opts = append(opts, webhook.WithEgress(egress))
+	opts := []webhook.Option{webhook.WithPollInterval(w.poll), webhook.WithLogger(logger), webhook.WithRetryScale(w.scale), webhook.WithEgress(w.egress(w.loopback))}
 	if w.apiBase != "" {
 		opts = append(opts, webhook.WithAPIBase(w.apiBase))
 	}
@@ -57,6 +53,40 @@ func (w *webhookFlags) options(logger *slog.Logger, obs observe.DeliveryObserver
 		opts = append(opts, webhook.WithObserver(obs))
 	}
 	return opts
+}
+
+// egress is the dispatcher's egress, with loopback receivers allowed or
+// not.
+func (w *webhookFlags) egress(loopback bool) webhook.Egress {
+	e := webhook.Egress{Timeout: w.timeout}
+	if loopback {
+		e.AllowHTTP, e.AllowLoopback = true, true
+	}
+	return e
+}
+
+// checkURL checks -endpoint-url as the endpoint will be checked, and
+// names -webhook-allow-loopback in the error when the URL is a receiver
+// on this machine that the flag would let through.
+func (w *webhookFlags) checkURL() error {
+	_, err := w.egress(w.loopback).CheckURL(w.url)
+	if err == nil {
+		return nil
+	}
+	if u, lerr := w.egress(true).CheckURL(w.url); !w.loopback && lerr == nil && onLoopback(u.Hostname()) {
+		return fmt.Errorf("-endpoint-url: %w; a receiver on this machine needs -webhook-allow-loopback (for local tests only)", err)
+	}
+	return fmt.Errorf("-endpoint-url: %w", err)
+}
+
+// onLoopback reports whether host names this machine: a loopback address
+// or localhost.
+func onLoopback(host string) bool {
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return addr.Unmap().IsLoopback()
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // command runs -new-endpoint or -list-endpoints, if given; done reports
@@ -67,6 +97,9 @@ func (w *webhookFlags) command(ctx context.Context, store backend, secret []byte
 	case w.add != "":
 		if w.url == "" {
 			return true, fmt.Errorf("-new-endpoint needs -endpoint-url")
+		}
+		if err := w.checkURL(); err != nil {
+			return true, err
 		}
 		var forms []string
 		if w.forms != "" {
