@@ -3,6 +3,7 @@ package formsapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -360,6 +361,60 @@ func TestFieldsProjection(t *testing.T) {
 		"fields=" + many:                    "the fields count limit",
 		"fields=" + strings.Repeat("x", 65): "the fields name length limit",
 		"fields=a&sync=start":               "invalid fields: it cannot be combined with sync",
+	} {
+		res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...)
+		if res.status != http.StatusBadRequest || !strings.Contains(string(res.body), says) {
+			t.Errorf("?%s: %d %s, want 400 saying %q", query, res.status, res.body, says)
+		}
+	}
+}
+
+// TestFieldsRepeated: fields given once per name (fields=tag&fields=n,
+// what OpenAPI's form style with explode sends, openapi-fetch's default)
+// is the list fields=tag,n: the same page, the same tag, and cursors of
+// one form serve the other; both forms mixed are one list too. An empty
+// name among them, a name given twice, more than 32 names in all, or
+// the other parameters given twice are still a 400.
+func TestFieldsRepeated(t *testing.T) {
+	is := is.New(t)
+	h := findHandler(t)
+	joined := do(t, h, "GET", findPath+"?fields=tag,n&limit=3&filter[even]=true", bearer(storetest.KeyA)...)
+	is.Equal(joined.status, http.StatusOK)
+	for _, query := range []string{"fields=tag&fields=n", "fields=n&fields=tag", "fields=n&fields=&fields=tag&fields=", "fields=tag&fields=n&fields="} {
+		res := do(t, h, "GET", findPath+"?"+query+"&limit=3&filter[even]=true", bearer(storetest.KeyA)...)
+		if query == "fields=tag&fields=n" || query == "fields=n&fields=tag" {
+			is.Equal(res.status, http.StatusOK)                                                 // the repeated form
+			is.Equal(withoutCursor(decode(t, res.body)), withoutCursor(decode(t, joined.body))) // is the same page
+			is.Equal(res.header.Get("ETag"), joined.header.Get("ETag"))                         // with the same tag
+			continue
+		}
+		is.Equal(res.status, http.StatusBadRequest) // an empty name among others
+		is.True(strings.Contains(string(res.body), "invalid fields: a name is empty"))
+	}
+	var p struct{ NextCursor string }
+	is.NoErr(json.Unmarshal(joined.body, &p))
+	is.True(p.NextCursor != "")
+	// The joined form's cursor with the repeated form, and back.
+	next := do(t, h, "GET", findPath+"?fields=n&fields=tag&cursor="+url.QueryEscape(p.NextCursor), bearer(storetest.KeyA)...)
+	is.Equal(next.status, http.StatusOK)
+	is.Equal(withoutCursor(decode(t, next.body)), withoutCursor(decode(t, do(t, h, "GET", findPath+"?fields=tag,n&cursor="+url.QueryEscape(p.NextCursor), bearer(storetest.KeyA)...).body)))
+	is.NoErr(json.Unmarshal(do(t, h, "GET", findPath+"?fields=tag&fields=n&limit=3&filter[even]=true", bearer(storetest.KeyA)...).body, &p))
+	is.Equal(do(t, h, "GET", findPath+"?fields=tag,n&cursor="+url.QueryEscape(p.NextCursor), bearer(storetest.KeyA)...).status, http.StatusOK)
+	// Mixed: one list.
+	mixed := do(t, h, "GET", findPath+"?fields=tag,n&fields=score&limit=3&filter[even]=true", bearer(storetest.KeyA)...)
+	is.Equal(mixed.status, http.StatusOK)
+	is.Equal(withoutCursor(decode(t, mixed.body)), withoutCursor(decode(t, do(t, h, "GET", findPath+"?fields=n,score,tag&limit=3&filter[even]=true", bearer(storetest.KeyA)...).body)))
+	many := ""
+	for i := range 33 {
+		many += fmt.Sprintf("fields=f%d&", i)
+	}
+	for query, says := range map[string]string{
+		"fields=a&fields=a":            "invalid fields: a name is given twice",
+		"fields=a,b&fields=b":          "invalid fields: a name is given twice",
+		many + "limit=1":               "the fields count limit",
+		"order=asc&order=asc":          "invalid order: the parameter is given more than once",
+		"limit=1&limit=1":              "invalid limit: the parameter is given more than once",
+		"fields=a&fields=b&sync=start": "invalid fields: it cannot be combined with sync",
 	} {
 		res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...)
 		if res.status != http.StatusBadRequest || !strings.Contains(string(res.body), says) {

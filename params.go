@@ -94,6 +94,12 @@ type listParam struct {
 	// from all of them or returns the whole message of the 400.
 	given    func(vals url.Values) bool
 	parseAll func(vals url.Values, q *Query) string
+	// list marks a comma-separated list (fields): given more than once,
+	// its values are one list, as if joined by commas, so the repeated
+	// form (fields=email&fields=name, what OpenAPI's explode and most
+	// generated clients send) and the joined one (fields=email,name) ask
+	// for the same list, with the same canonical bytes, cursor and tag.
+	list bool
 	// append appends the field's value in q in a canonical form; read
 	// reads it back into q, returning the rest of b.
 	append func(b []byte, q Query) []byte
@@ -146,7 +152,22 @@ func (p listParam) isGiven(vals url.Values) bool {
 	if p.given != nil {
 		return p.given(vals)
 	}
-	return vals.Get(p.name) != ""
+	return p.value(vals) != ""
+}
+
+// value is p's value in vals: the first one, or for a list every one
+// joined by commas ("" when none is given or each is empty, as an empty
+// parameter is an absent one; an empty one beside others is an empty
+// name of the list).
+func (p listParam) value(vals url.Values) string {
+	if !p.list {
+		return vals.Get(p.name)
+	}
+	vs := vals[p.name]
+	if !slices.ContainsFunc(vs, func(v string) bool { return v != "" }) {
+		return ""
+	}
+	return strings.Join(vs, ",")
 }
 
 // sampleQuery is a query string that gives p its sample value.
@@ -157,8 +178,7 @@ func (p listParam) sampleQuery() string {
 	return url.Values{p.name: {p.sample}}.Encode()
 }
 
-// pageParams are every parameter of a list request, in the order they
-// are checked for being given more than once.
+// pageParams are every parameter of a list request.
 var pageParams = func() []string {
 	names := []string{"limit", "cursor"}
 	for _, p := range listParams {
@@ -166,6 +186,14 @@ var pageParams = func() []string {
 	}
 	return append(names, "total", "sync")
 }()
+
+// onceParams are those of pageParams that may be given once at most, in
+// the order they are checked: all but the lists, whose repetitions are
+// one list. Given twice, any other would be ambiguous (which order,
+// which since?), and is a 400.
+var onceParams = slices.DeleteFunc(slices.Clone(pageParams), func(name string) bool {
+	return slices.ContainsFunc(listParams, func(p listParam) bool { return p.name == name && p.list })
+})
 
 // parseListParams sets q's order and filters from the query string's
 // values, those of the parameters the route reads (params), or returns
@@ -181,7 +209,7 @@ func parseListParams(vals url.Values, params []string, q *Query) string {
 			}
 			continue
 		}
-		if msg := p.parse(vals.Get(p.name), q); msg != "" {
+		if msg := p.parse(p.value(vals), q); msg != "" {
 			return fmt.Sprintf("invalid %s: %s", p.name, msg)
 		}
 	}

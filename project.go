@@ -24,7 +24,7 @@ const maxFields = 32
 
 // fieldsParam is the fields parameter of listParams.
 var fieldsParam = listParam{
-	name: "fields", field: "Fields", sample: "email,name",
+	name: "fields", field: "Fields", sample: "email,name", list: true,
 	parse: func(v string, q *Query) string {
 		names := strings.Split(v, ",")
 		if len(names) > maxFields {

@@ -131,7 +131,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
 	}
-	for _, name := range pageParams { // sync too on the forms list, which refuses it
+	for _, name := range onceParams { // sync too on the forms list, which refuses it
 
 		if len(vals[name]) > 1 {
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
