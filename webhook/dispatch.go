@@ -29,12 +29,25 @@ import (
 // forms of the endpoint, and other endpoints, go on. Delivery is at least
 // once: a node that dies between an event's 2xx and the cursor's write
 // sends that event again, with the same webhook-id and body.
+//
+// A pass over an endpoint reads its settings (disabled or not, its URL
+// and secrets) once, and starts attempts with them for one poll interval
+// at most (RELIABILITY case 105): then a new pass reads them again, at
+// once if entries are left to send. So Endpoints.Disable and
+// RotateSecret apply to every attempt that starts more than a poll
+// interval after they return, whatever the backlog; an attempt already
+// in flight ends as it would. Within a pass the forms of an endpoint take
+// turns at its attempt slots, one attempt a turn, so that a form is never
+// starved by busy ones. The attempt slots are shared out per account
+// (WithAccountConcurrency) as well as per endpoint (RELIABILITY case
+// 106): endpoints of one account that never answer hold that account's
+// share, and the other accounts' deliveries do not wait for them.
 type Dispatcher struct {
 	cfg   config
 	store Store
 	feed  Feed
 	tok   tokens
-	sem   chan struct{} // attempts in flight, in all
+	slots *slots // attempts in flight: in all, per account
 
 	mu   sync.Mutex
 	held map[string]*held
@@ -46,6 +59,10 @@ type held struct {
 	gen    int64
 	client *http.Client // one per endpoint: its connections are reused
 	busy   bool         // a pass is running (Run)
+	// carry holds the turns a pass left when its time ran out, by form:
+	// the next pass, which runs after it, sends their entries without
+	// reading them again, so passes make progress however slow the reads.
+	carry map[string]*turn
 }
 
 // NewDispatcher returns a dispatcher of the endpoints of store, whose
@@ -54,16 +71,17 @@ type held struct {
 // which are keyed by it.
 func NewDispatcher(store Store, feed Feed, cursorSecret []byte, opts ...Option) *Dispatcher {
 	cfg := newConfig(opts)
-	return &Dispatcher{cfg: cfg, store: store, feed: feed, tok: newTokens(cursorSecret), sem: make(chan struct{}, cfg.total), held: map[string]*held{}}
+	return &Dispatcher{cfg: cfg, store: store, feed: feed, tok: newTokens(cursorSecret), slots: newSlots(cfg.total, cfg.perAccount), held: map[string]*held{}}
 }
 
 // Run delivers until ctx ends: every poll interval it claims endpoints
 // (up to its maximum) and starts a pass over each one it holds that has
 // none running, so that an endpoint that is slow to answer holds back no
-// other. A pass that ends (caught up, or waiting on a retry) starts again
-// at the next poll, not at once: between polls an idle dispatcher reads
-// nothing. When ctx ends it waits for the passes running, releases its
-// leases and returns nil.
+// other. A pass whose time ran out with entries left is followed by the
+// next at once, with the settings read again; one that ends caught up,
+// or waiting on a retry, starts again at the next poll: between polls an
+// idle dispatcher reads nothing. When ctx ends it waits for the passes
+// running, releases its leases and returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	ticks, stop := d.cfg.ticker(d.cfg.poll)
 	defer stop()
@@ -85,7 +103,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				h.busy = true
 				running++
 				go func() {
-					keep := d.pass(ctx, h)
+					keep, more := d.pass(ctx, h)
+					for keep && more && ctx.Err() == nil {
+						keep, more = d.pass(ctx, h)
+					}
 					finish(h, keep)
 					done <- h
 				}()
@@ -115,8 +136,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Step claims endpoints, then runs one pass over every endpoint the
 // dispatcher holds, all at once, and returns when they end: a pass reads
 // each form's feed after its cursor and sends what it finds, until a
-// failure or the feed's end. Tests call it, moving their clock between
-// steps; a host runs Run instead (not both at once).
+// failure, the feed's end or the end of its poll interval on the clock.
+// Tests call it, moving their clock between steps; a host runs Run
+// instead (not both at once).
 func (d *Dispatcher) Step(ctx context.Context) {
 	d.claim(ctx)
 	d.mu.Lock()
@@ -130,7 +152,7 @@ func (d *Dispatcher) Step(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !d.pass(ctx, h) {
+			if keep, _ := d.pass(ctx, h); !keep {
 				d.mu.Lock()
 				d.drop(h)
 				d.mu.Unlock()
@@ -201,49 +223,55 @@ const (
 	caughtUp  result = iota // the feed's end, a failed attempt, or nothing to do
 	leaseLost               // another node holds the endpoint now: stop
 	disabled                // the endpoint was disabled: stop
+	timeUp                  // the pass's poll interval ended before the attempt: pass again
 )
 
-// pass renews h's lease and delivers what each form of the endpoint has
-// after its cursor, forms in parallel up to the per-endpoint limit. It
-// returns false when the dispatcher no longer holds the endpoint.
-func (d *Dispatcher) pass(ctx context.Context, h *held) bool {
+// pass renews h's lease, which reads the endpoint's settings, and
+// delivers with them what each form of the endpoint has after its
+// cursor, starting attempts for one poll interval at most (RELIABILITY
+// case 105). The forms take turns, one attempt a turn, on up to the
+// per-endpoint number of workers. keep reports whether the dispatcher
+// still holds the endpoint; more, whether the pass's time ran out with
+// entries left to send.
+func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 	now := d.cfg.now()
+	deadline := now.Add(d.cfg.poll)
 	l, err := d.store.RenewLease(ctx, h.id, h.gen, now, d.cfg.lease)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		return false
+		return false, false
 	case err != nil:
 		if ctx.Err() == nil {
 			d.cfg.log.Error("webhook: renew lease", "endpoint", h.id, "error", err)
 		}
-		return true // try again next time; the lease decides
+		return true, false // try again next time; the lease decides
 	}
 	e := l.Endpoint
 	if e.Disabled {
 		if err := d.store.ReleaseLease(ctx, h.id, h.gen); err != nil {
 			d.cfg.log.Warn("webhook: release lease", "endpoint", h.id, "error", err)
 		}
-		return false
+		return false, false
 	}
 	if failingTooLong(l.Streams, now) {
 		d.disable(ctx, e, "failing", fmt.Sprintf("no successful delivery for %s", FailingLimit))
-		return false
+		return false, false
 	}
 	forms, err := d.forms(ctx, e)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.cfg.log.Error("webhook: list the endpoint's forms", "endpoint", h.id, "error", err)
 		}
-		return true
+		return true, false
 	}
 	known := make(map[string]Stream, len(l.Streams))
 	for _, st := range l.Streams {
 		known[st.FormID] = st
 	}
-	slots := make(chan struct{}, d.cfg.perEndpoint)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	outcome := caughtUp
+	rr := &rotation{}
+	rr.wake.L = &rr.mu
+	carried := h.carry
+	h.carry = nil
 	for _, form := range forms {
 		st, ok := known[form]
 		if !ok {
@@ -252,33 +280,94 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) bool {
 		if st.Resync || st.NextAt.After(now) {
 			continue
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		t := &turn{st: st, stored: ok}
+		if c := carried[form]; c != nil && ok && c.st.Cursor == st.Cursor && c.st.Floor == st.Floor {
+			t.pending, t.last, t.more = c.pending, c.last, c.more
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		mu.Lock()
-		stop := outcome != caughtUp
-		mu.Unlock()
-		if stop {
-			<-slots
-			break
-		}
+		rr.line = append(rr.line, t)
+	}
+	var wg sync.WaitGroup
+	for range min(d.cfg.perEndpoint, len(rr.line)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-slots }()
-			if r := d.stream(ctx, h, e, st, ok); r != caughtUp {
-				mu.Lock()
-				outcome = r
-				mu.Unlock()
+			for t := rr.next(); t != nil; t = rr.next() {
+				again, r := d.take(ctx, h, e, t, deadline)
+				rr.back(t, again, r)
 			}
 		}()
 	}
 	wg.Wait()
-	return outcome == caughtUp
+	if rr.outcome != caughtUp || !rr.more {
+		return rr.outcome == caughtUp, false
+	}
+	h.carry = make(map[string]*turn, len(rr.line))
+	for _, t := range rr.line {
+		if len(t.pending) > 0 {
+			h.carry[t.st.FormID] = t
+		}
+	}
+	return true, true
+}
+
+// turn is a form's place in a pass's rotation: its stream, and the
+// entries read from its feed and not sent yet.
+type turn struct {
+	st      Stream
+	stored  bool    // the store has the stream
+	pending []entry // read, not sent yet
+	last    int64   // the position of the last entry read
+	more    bool    // the feed has entries after those read
+}
+
+// rotation is the line of a pass's forms: a worker takes the form at its
+// head, makes one attempt, and puts the form back at its tail if it has
+// more to send, so that every form of the endpoint gets its turn at the
+// endpoint's slots however long the others' backlogs.
+type rotation struct {
+	mu      sync.Mutex
+	wake    sync.Cond // a turn came back
+	line    []*turn
+	taken   int    // turns the workers hold
+	stop    bool   // the pass ends: no more turns
+	outcome result // caughtUp, or why the pass stopped
+	more    bool   // the pass's time ran out with entries left
+}
+
+// next returns the turn at the head of the line, waiting while the line
+// is empty and a worker may yet put one back; nil when the pass ends.
+func (r *rotation) next() *turn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.line) == 0 && r.taken > 0 && !r.stop {
+		r.wake.Wait()
+	}
+	if r.stop || len(r.line) == 0 {
+		return nil
+	}
+	t := r.line[0]
+	r.line = r.line[1:]
+	r.taken++
+	return t
+}
+
+// back ends a worker's turn t: again puts it at the tail of the line,
+// and a result other than caughtUp ends the pass. When the pass's time
+// ran out, the line holds the turns with entries left.
+func (r *rotation) back(t *turn, again bool, res result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.taken--
+	switch {
+	case res == timeUp:
+		r.stop, r.more = true, true
+		r.line = append(r.line, t)
+	case res != caughtUp:
+		r.stop, r.outcome = true, res
+	case again:
+		r.line = append(r.line, t)
+	}
+	r.wake.Broadcast()
 }
 
 // failingTooLong reports whether an endpoint with streams has failed for
@@ -324,59 +413,71 @@ func accountForms(ctx context.Context, feed Feed, accountID string) ([]string, e
 	}
 }
 
-// stream delivers the entries of st's form after its cursor, in order,
-// until the feed's end or a failed attempt. stored says whether the
-// store has the stream yet.
-func (d *Dispatcher) stream(ctx context.Context, h *held, e Endpoint, st Stream, stored bool) result {
-	for ctx.Err() == nil {
-		p, err := d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, d.cfg.batch)
-		if errors.Is(err, formsapi.ErrFormNotFound) {
-			return caughtUp // the form was deleted (or is not the account's): nothing to send
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				d.cfg.log.Error("webhook: read the feed", "endpoint", e.ID, "error", err)
-			}
-			return caughtUp
-		}
-		if !stored {
-			st.Floor, stored = max(st.Cursor, p.Purged), true
-		}
-		if st.Cursor > 0 && p.Purged > st.Cursor && p.Purged > st.Floor {
-			// Deletions after the cursor are forgotten: sending on would
-			// leave the receiver holding submissions the server deleted.
-			st.Resync = true
-			if r := d.save(ctx, h, st); r != caughtUp {
-				return r
-			}
-			d.changed(ctx, observe.EndpointChange{State: "resync", Reason: "retention", AccountID: e.AccountID, EndpointID: e.ID, FormID: st.FormID})
-			return caughtUp
-		}
-		xs, placed := entries(p)
-		if !placed {
-			// A store that does not place deletions: read one entry at a
-			// time, whose position is the page's Next.
-			if p, err = d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, 1); err != nil {
-				return caughtUp
-			}
-			xs = one(p)
-		}
-		if len(xs) == 0 {
-			return caughtUp
-		}
-		last := xs[len(xs)-1].pos
-		for _, x := range xs {
-			var r result
-			var ok bool
-			if st, ok, r = d.deliver(ctx, h, e, st, x, last); !ok {
-				return r
-			}
-		}
-		if !p.More {
-			return caughtUp
+// take makes one attempt of the next entry of t's form, reading its feed
+// after the cursor first when t holds none, unless the pass's time is up
+// at deadline. It reports whether the form has more to send, and how the
+// turn ended.
+func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, deadline time.Time) (bool, result) {
+	if !d.cfg.now().Before(deadline) {
+		return false, timeUp
+	}
+	if len(t.pending) == 0 {
+		if ok, r := d.fill(ctx, h, e, t); !ok {
+			return false, r
 		}
 	}
-	return caughtUp
+	st, ok, r := d.deliver(ctx, h, e, t.st, t.pending[0], t.last, deadline)
+	t.st = st
+	if !ok {
+		return false, r
+	}
+	t.pending = t.pending[1:]
+	return len(t.pending) > 0 || t.more, caughtUp
+}
+
+// fill reads the entries of t's form after its cursor into t.pending.
+// It reports false when there is nothing to send: the feed's end, a
+// deleted form, a failed read or a resync (r says whether the endpoint
+// is still the dispatcher's).
+func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bool, result) {
+	st := &t.st
+	p, err := d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, d.cfg.batch)
+	if errors.Is(err, formsapi.ErrFormNotFound) {
+		return false, caughtUp // the form was deleted (or is not the account's): nothing to send
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.log.Error("webhook: read the feed", "endpoint", e.ID, "error", err)
+		}
+		return false, caughtUp
+	}
+	if !t.stored {
+		st.Floor, t.stored = max(st.Cursor, p.Purged), true
+	}
+	if st.Cursor > 0 && p.Purged > st.Cursor && p.Purged > st.Floor {
+		// Deletions after the cursor are forgotten: sending on would
+		// leave the receiver holding submissions the server deleted.
+		st.Resync = true
+		if r := d.save(ctx, h, *st); r != caughtUp {
+			return false, r
+		}
+		d.changed(ctx, observe.EndpointChange{State: "resync", Reason: "retention", AccountID: e.AccountID, EndpointID: e.ID, FormID: st.FormID})
+		return false, caughtUp
+	}
+	xs, placed := entries(p)
+	if !placed {
+		// A store that does not place deletions: read one entry at a
+		// time, whose position is the page's Next.
+		if p, err = d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, 1); err != nil {
+			return false, caughtUp
+		}
+		xs = one(p)
+	}
+	if len(xs) == 0 {
+		return false, caughtUp
+	}
+	t.pending, t.last, t.more = xs, xs[len(xs)-1].pos, p.More
+	return true, caughtUp
 }
 
 // one returns the single entry of a page read with limit 1.
@@ -390,11 +491,12 @@ func one(p formsapi.FeedPage) []entry {
 	return nil
 }
 
-// deliver makes one attempt of entry x of st's form and saves what it
-// did to the stream: the cursor at x after a 2xx, the retry otherwise.
-// ok reports that the stream may go on to the next entry; otherwise r
-// says whether the endpoint is still the dispatcher's.
-func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, x entry, last int64) (Stream, bool, result) {
+// deliver makes one attempt of entry x of st's form, unless the pass's
+// time is up at deadline when it has a slot (r is then timeUp), and
+// saves what it did to the stream: the cursor at x after a 2xx, the
+// retry otherwise. ok reports that the stream may go on to the next
+// entry; otherwise r says why not.
+func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, x entry, last int64, deadline time.Time) (Stream, bool, result) {
 	refPos := x.pos
 	if x.deleted {
 		refPos = x.of
@@ -411,14 +513,18 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 		r := d.save(ctx, h, st)
 		return st, r == caughtUp, r
 	}
-	select {
-	case d.sem <- struct{}{}:
-	case <-ctx.Done():
+	if err := d.slots.acquire(ctx, e.AccountID, e.ID); err != nil {
 		return st, false, caughtUp
 	}
 	start := d.cfg.now()
+	if !start.Before(deadline) {
+		// The wait for a slot outlasted the pass: the settings it read
+		// may be stale.
+		d.slots.release(e.AccountID, e.ID)
+		return st, false, timeUp
+	}
 	status, header, err := d.send(ctx, h.client, e, ev, start)
-	<-d.sem
+	d.slots.release(e.AccountID, e.ID)
 	if ctx.Err() != nil {
 		return st, false, caughtUp // shutting down: the attempt does not count
 	}

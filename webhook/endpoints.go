@@ -140,8 +140,11 @@ func (m *Endpoints) Delete(ctx context.Context, accountID, id string) error {
 }
 
 // Disable stops deliveries to an endpoint, with reason (at most 500
-// bytes) for whoever lists it. Its cursors stay: Enable resumes where it
-// stopped, and nothing committed meanwhile is missed.
+// bytes) for whoever lists it. It does not wait for attempts in flight:
+// those end as they would, and no attempt starts later than a
+// dispatcher's poll interval after Disable returns, whatever the
+// backlog. Its cursors stay: Enable resumes where it stopped, and
+// nothing committed meanwhile is missed.
 func (m *Endpoints) Disable(ctx context.Context, accountID, id, reason string) error {
 	if len(reason) > maxReason || !utf8.ValidString(reason) {
 		return fmt.Errorf("%w: the reason must be at most %d bytes of UTF-8", ErrInvalidEndpoint, maxReason)
@@ -181,10 +184,12 @@ func (m *Endpoints) Enable(ctx context.Context, accountID, id string) error {
 }
 
 // RotateSecret gives an endpoint a new signing secret, drawn from
-// crypto/rand, and returns it. Every delivery from now on is signed with
-// it and, for overlap (which may be 0), with the secrets that were live:
-// a receiver that still holds an old one keeps verifying until it
-// switches. Secrets whose overlap ended are dropped.
+// crypto/rand, and returns it. Every attempt that starts more than a
+// dispatcher's poll interval after it returns is signed with it and, for
+// overlap (which may be 0), with the secrets that were live: a receiver
+// that still holds an old one keeps verifying until it switches. Within
+// the poll interval an attempt may still be signed as before. Secrets
+// whose overlap ended are dropped.
 func (m *Endpoints) RotateSecret(ctx context.Context, accountID, id string, overlap time.Duration) (Secret, error) {
 	if overlap < 0 {
 		return Secret{}, fmt.Errorf("%w: a negative overlap", ErrInvalidEndpoint)

@@ -24,11 +24,18 @@ const (
 	// dies loses its endpoints to another node within it.
 	DefaultLease = 30 * time.Second
 	// DefaultPollInterval is how often a dispatcher looks for new feed
-	// entries of the endpoints it holds, and for endpoints to claim.
+	// entries of the endpoints it holds, and for endpoints to claim. It
+	// is also the longest a pass over an endpoint starts attempts with
+	// the settings it read: Disable and RotateSecret apply within it.
 	DefaultPollInterval = time.Second
 	// DefaultPerEndpoint is how many attempts to one endpoint may be in
 	// flight at once (each on another form: a form has one at a time).
 	DefaultPerEndpoint = 4
+	// DefaultPerAccount is how many attempts to the endpoints of one
+	// account may be in flight at once, all of them together: a quarter
+	// of DefaultTotal, so that the endpoints of three accounts that never
+	// answer still leave a quarter of the slots to every other account.
+	DefaultPerAccount = 16
 	// DefaultTotal is how many attempts a dispatcher makes at once, to
 	// all endpoints.
 	DefaultTotal = 64
@@ -50,6 +57,7 @@ type config struct {
 	apiBase      string
 	lease, poll  time.Duration
 	perEndpoint  int
+	perAccount   int
 	total        int
 	maxEndpoints int
 	batch        int
@@ -62,7 +70,7 @@ func newConfig(opts []Option) config {
 	c := config{
 		now: time.Now, rnd: rand.Float64, log: slog.New(slog.DiscardHandler),
 		lease: DefaultLease, poll: DefaultPollInterval,
-		perEndpoint: DefaultPerEndpoint, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch, retryScale: 1,
+		perEndpoint: DefaultPerEndpoint, perAccount: DefaultPerAccount, total: DefaultTotal, maxEndpoints: DefaultMaxEndpoints, batch: DefaultBatch, retryScale: 1,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
@@ -134,7 +142,9 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithPollInterval sets how often Run looks for new entries and
-// endpoints (DefaultPollInterval).
+// endpoints (DefaultPollInterval), and so how long a pass over an
+// endpoint starts attempts with the settings it read: Disable and
+// RotateSecret apply within it.
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -153,6 +163,22 @@ func WithConcurrency(perEndpoint, total int) Option {
 		}
 		if total > 0 {
 			c.total = total
+		}
+	}
+}
+
+// WithAccountConcurrency sets how many attempts to the endpoints of one
+// account may be in flight at once, all its endpoints together
+// (DefaultPerAccount): that account's share of the total, which its
+// endpoints that never answer or answer slowly may hold and no more, so
+// that the other accounts' deliveries do not wait for them. A value below
+// 1 keeps the default; one above the total is the total (a host with one
+// account gives it every slot so). Slots that free go first to the
+// account with the fewest attempts in flight.
+func WithAccountConcurrency(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.perAccount = n
 		}
 	}
 }
