@@ -3,11 +3,13 @@
 // forms at a steady rate, a dispatcher (webhook.Dispatcher.Run) and
 // receivers on loopback. It reports events delivered per second and the
 // time from each submission's commit (AddSubmission's return) to its
-// first attempt's arrival, p50 and p99, with and without a black-hole
-// endpoint (-blackhole: one more endpoint on the same forms that accepts
-// connections and never answers).
+// first attempt's arrival, p50, p99 and the maximum, with and without a
+// black-hole endpoint (-blackhole: one more endpoint on the same forms
+// that accepts connections and never answers), or beside -dead endpoints
+// of another account that never answer (RELIABILITY case 106: they hold
+// that account's share of the attempt slots, not the others').
 //
-//	hookbench -store sqlite -n 3000 -rate 500 [-blackhole]
+//	hookbench -store sqlite -n 3000 -rate 500 [-blackhole] [-dead 20]
 //	cpuwatch -pg "$DSN" -pg-app hookbench -- hookbench -store postgres -dsn "$DSN&application_name=hookbench" ...
 package main
 
@@ -50,6 +52,7 @@ func main() {
 	rate := flag.Int("rate", 500, "submissions a second the writer adds; 0 as fast as it can")
 	poll := flag.Duration("poll", 50*time.Millisecond, "the dispatcher's poll interval")
 	blackhole := flag.Bool("blackhole", false, "add an endpoint that never answers")
+	dead := flag.Int("dead", 0, "endpoints of another account that never answer, each following that account's -forms forms, each with a submission waiting")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -89,6 +92,11 @@ func main() {
 	for i := range *forms {
 		if err := s.AddForm(ctx, "bench", formsapi.Form{ID: fmt.Sprintf("form-%02d", i)}); err != nil {
 			log.Fatal(err)
+		}
+		if *dead > 0 {
+			if err := s.AddForm(ctx, "dead", formsapi.Form{ID: fmt.Sprintf("dead-%02d", i)}); err != nil {
+				log.Fatal(err)
+			}
 		}
 	}
 
@@ -137,6 +145,22 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	for range *dead {
+		if _, err := eps.Add(ctx, "dead", hole.URL, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if *dead > 0 {
+		// Each dead endpoint has an event of every form to attempt: it
+		// wants its 4 slots all the time (a timeout's retry waits 60 s,
+		// by when its other forms have had their turns).
+		for i := range *forms {
+			sub := formsapi.Submission{FormID: fmt.Sprintf("dead-%02d", i), Data: []byte(`{"n":-1}`)}
+			if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
 	d := webhook.NewDispatcher(s, s, secret, opts...)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -182,9 +206,10 @@ func main() {
 	mu.Unlock()
 	slices.Sort(lat)
 	cpu := time.Duration(cpu1.Utime.Nano()+cpu1.Stime.Nano()-cpu0.Utime.Nano()-cpu0.Stime.Nano()) * time.Nanosecond
-	fmt.Printf("hookbench: store=%s n=%d forms=%d rate=%d blackhole=%v write_s=%.2f events_per_s=%.0f p50_ms=%.1f p99_ms=%.1f process_cpu_us_per_event=%.0f\n",
-		*kind, *n, *forms, *rate, *blackhole, written.Seconds(), float64(*n)/elapsed.Seconds(),
-		float64(lat[len(lat)/2].Microseconds())/1000, float64(lat[len(lat)*99/100].Microseconds())/1000,
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	fmt.Printf("hookbench: store=%s n=%d forms=%d rate=%d blackhole=%v dead=%d write_s=%.2f events_per_s=%.0f p50_ms=%.1f p99_ms=%.1f max_ms=%.1f process_cpu_us_per_event=%.0f\n",
+		*kind, *n, *forms, *rate, *blackhole, *dead, written.Seconds(), float64(*n)/elapsed.Seconds(),
+		ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]),
 		float64(cpu.Microseconds())/float64(*n))
 }
 
