@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/formsapi/formsapi/ratelimit"
@@ -85,8 +87,9 @@ func defaultAccess() accessConfig {
 //
 // The limiter's calls get a deadline of their own (o.Timeout), and a
 // limiter error serves the request unless o.FailClosed; a call that waited
-// too long in this node's own queue (ratelimit.ErrOverloaded) is refused
-// with 429 either way. It panics if o is invalid (see
+// too long in this node's own queue (ratelimit.ErrOverloaded), or that
+// timed out while the limiter answered others, is refused with 429 either
+// way. It panics if o is invalid (see
 // [ratelimit.Options.Validate]).
 func WithRateLimit(o ratelimit.Options) Option {
 	if err := o.Validate(); err != nil {
@@ -126,7 +129,8 @@ func inFlightBound(n, def int) int {
 // whose grant is g, and sets the RateLimit header fields. It returns an
 // error, for fail to answer, when the request must not be served:
 // errRateLimited for a refusal, errBusy when the limiter's queue in this
-// node was too long (ratelimit.ErrOverloaded), errLimiterRefused for a
+// node was too long (ratelimit.ErrOverloaded) or its answer late while it
+// answered others (errLimiterLate), errLimiterRefused for a
 // failed limiter when failing closed, and the limiter's error when the
 // client went away. A failed limiter when failing open is logged here,
 // and the request served.
@@ -145,6 +149,10 @@ func (a *api) rateLimit(w http.ResponseWriter, r *http.Request, token string, g 
 		// failing open or closed, so that a flood is not served for
 		// having made the queue long.
 		a.logThrottled(logLimiterBusy, w, r, slog.LevelWarn, "formsapi: rate limiter's queue too long; request refused", slog.Any("err", err))
+		return fmt.Errorf("%w: %w", errBusy, err)
+	case errors.Is(err, errLimiterLate):
+		// Slow, not down (RELIABILITY 107): refused the same way.
+		a.logThrottled(logLimiterBusy, w, r, slog.LevelWarn, "formsapi: rate limiter answered past its deadline while it answered others; request refused", slog.Any("err", err))
 		return fmt.Errorf("%w: %w", errBusy, err)
 	case err != nil && !ac.failClosed:
 		a.logThrottled(logLimiterFailed, w, r, slog.LevelError, "formsapi: rate limiter failed; request served unlimited", slog.Any("err", err))
@@ -192,8 +200,51 @@ func (a *api) decide(ctx context.Context, token string, g Grant) (ratelimit.Deci
 // the queue at most half and its dependency the rest (see
 // ratelimit.Limiter), so that the dependency has the whole timeout to
 // answer however long the call waited to be sent.
+//
+// A call that ends in a timeout (its error wraps context.DeadlineExceeded
+// or os.ErrDeadlineExceeded, or is a net.Error that says Timeout) while
+// the limiter returned a decision to another call within limiterUpWindow
+// (or one such deadline, if longer) before this one began, or since,
+// returns an error wrapping errLimiterLate: the dependency is up and
+// answering, and this call was late because this node (its CPU, its
+// pools, its connections) or the dependency is loaded; failing open
+// would serve a flood for having made the node slow (RELIABILITY 94,
+// 107). A timeout with no decision for that long (a dependency that
+// hangs, or a network that drops its packets) and every other error (a
+// refused or reset connection, an error answer) is a dependency down, and
+// returned as it is.
 func (a *api) allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*a.cfg.access.timeout)
+	deadline := 2 * a.cfg.access.timeout
+	lctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	return a.cfg.access.limiter.Allow(ctx, key, p)
+	began := a.now().UnixNano()
+	d, err := a.cfg.access.limiter.Allow(lctx, key, p)
+	if err == nil {
+		if t := a.now().UnixNano(); t > a.limiterAnswered.Load() {
+			a.limiterAnswered.Store(t) // a racing store of an older time only shortens the window
+		}
+		return d, nil
+	}
+	if ctx.Err() == nil && isTimeout(err) && a.limiterAnswered.Load() >= began-int64(max(deadline, limiterUpWindow)) {
+		return d, fmt.Errorf("%w: %w", errLimiterLate, err)
+	}
+	return d, err
+}
+
+// limiterUpWindow is how long after its last decision a limiter whose
+// call timed out is taken for up (slow) rather than down: a second, so
+// that a dependency that starts to hang gets its requests refused with
+// 429 (Retry-After: 1) for about a second, then failing open serves them.
+const limiterUpWindow = time.Second
+
+// errLimiterLate is wrapped by allow's error for a call that timed out
+// while the limiter answered others: a 429, never served unlimited.
+var errLimiterLate = errors.New("late, while the rate limiter answered others")
+
+// isTimeout reports whether err says that time ran out: a context's or a
+// connection's deadline, or a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }

@@ -192,6 +192,11 @@ type api struct {
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
 
+	// limiterAnswered is the handler's clock, in Unix nanoseconds, when
+	// the rate limiter last returned a decision (access.go's allow); 0
+	// before the first.
+	limiterAnswered atomic.Int64
+
 	throttles [numLogKinds]throttle // of the logs of failures (logthrottle.go)
 
 	// formsAuthz is formAuthz for the forms list: keys when it is store

@@ -38,10 +38,13 @@ type Options struct {
 	// a Limiter.
 	Timeout time.Duration
 	// FailClosed makes a failed Limiter (an error other than
-	// ErrOverloaded: its dependency down, or no answer within Timeout)
-	// answer 503 with Retry-After: 1 instead of serving the request
-	// unlimited. Either way the error is logged at level Error, at most
-	// once a second. Only with a Limiter.
+	// ErrOverloaded: its dependency down, or no answer within Timeout
+	// while it answered no other call for a second) answer 503 with
+	// Retry-After: 1 instead of serving the request unlimited. Either way
+	// the error is logged at level Error, at most once a second. A call
+	// that timed out while the Limiter answered others is slow, not
+	// failed: its request gets 429 with Retry-After: 1 either way (see
+	// [Limiter]). Only with a Limiter.
 	FailClosed bool
 	// InFlightPerKey is the most requests of one API key the handler
 	// serves at once; past it a request is answered 429 with

@@ -91,7 +91,12 @@ import (
 //     that long means the node has more decisions than its dependency
 //     takes: refusing them keeps a flood from turning the queue's wait
 //     into limiter failures, and failing open into unlimited service. A
-//     call that was sent and got no answer in time is an ordinary error.
+//     call that was sent and got no answer in time is an ordinary error
+//     that wraps ctx.Err() (or another timeout): the handler refuses its
+//     request with 429 too when the limiter answered other calls within
+//     the second before (the dependency is up, and slow because this
+//     node or it is loaded), and takes it for a failure only when it did
+//     not (a dependency that hangs).
 //   - Concurrency. Allow is safe for concurrent use, and calls for the
 //     same key from many goroutines (or, for a shared implementation,
 //     many processes) together stay within the bound.

@@ -2,12 +2,15 @@ package redislimit_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +159,70 @@ func TestHandlerRedisDown(t *testing.T) {
 		is.Equal(get(open, "/v1/forms", storetest.KeyA).Code, 200)   // served
 		is.Equal(get(closed, "/v1/forms", storetest.KeyA).Code, 503) // or refused as unavailable
 	}
+}
+
+// lateHook, when late is set, answers each command with a read
+// timeout (os.ErrDeadlineExceeded, as go-redis's ReadTimeout or a
+// connection deadline ends a read): a Redis that is up but whose answer
+// comes too late, as on a node whose CPU a flood took.
+type lateHook struct{ late atomic.Bool }
+
+// errLate is the read timeout lateHook answers.
+var errLate = fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
+
+func (h *lateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.late.Load() {
+			cmd.SetErr(errLate)
+			return errLate
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.late.Load() {
+			for _, c := range cmds {
+				c.SetErr(errLate)
+			}
+			return errLate
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestHandlerRefusesALateAnswer (issue 42; RELIABILITY 107): a decision
+// sent to a Redis that answered the handler's previous one, and whose
+// answer comes too late (a read timeout), is refused with 429,
+// failing open or closed: Redis is up, the node (or Redis) is slow, and
+// failing open served the 4,000-connection flood of issue 42 up to 95
+// answers where 70 were allowed. A handler whose limiter never answered
+// (a Redis that hangs from the start) still fails open.
+func TestHandlerRefusesALateAnswer(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	client := redistest.Client(t)
+	hook := &lateHook{}
+	client.AddHook(hook)
+	l := redislimit.New(client, redislimit.WithPrefix(redistest.Prefix(t)))
+	p := ratelimit.Policy{Name: "default", Quota: 100, Window: time.Hour}
+	s := seeded(t)
+	logger := slog.New(slog.DiscardHandler)
+	for _, closed := range []bool{false, true} {
+		o := ratelimit.Options{Limiter: l, Policy: p, Timeout: time.Minute, FailClosed: closed}
+		h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(o), formsapi.WithLogger(logger))
+		hook.late.Store(false)
+		is.Equal(get(h, "/v1/forms", storetest.KeyA).Code, 200) // Redis answers
+		hook.late.Store(true)
+		w := get(h, "/v1/forms", storetest.KeyA)
+		is.Equal(w.Code, 429)                        // late: refused, never served unlimited
+		is.Equal(w.Header().Get("Retry-After"), "1") // soon
+		is.Equal(w.Header().Get("RateLimit"), "")    // undecided
+	}
+	o := ratelimit.Options{Limiter: l, Policy: p, Timeout: time.Minute}
+	fresh := formsapi.NewHandler(s, s, formsapi.WithRateLimit(o), formsapi.WithLogger(logger))
+	is.Equal(get(fresh, "/v1/forms", storetest.KeyA).Code, 200) // no answer yet: down, failing open
 }

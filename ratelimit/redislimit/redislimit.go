@@ -126,7 +126,10 @@ var gcra = redis.NewScript(gcraSource)
 // its round trip at most half of the time ctx has left, and then returns
 // an error wrapping [ratelimit.ErrOverloaded] without going to Redis; a
 // round trip lasts at most the longest such half of its calls, so that a
-// Redis that hangs holds the calls queued behind it no longer.
+// Redis that hangs holds the calls queued behind it no longer. A round
+// trip that finds no connection of the client's pool free within the
+// client's PoolTimeout (redis.ErrPoolTimeout) is the node's queue too: its
+// error wraps ErrOverloaded as well.
 //
 // Allow returns as soon as ctx is done, with an error wrapping ctx.Err(),
 // whatever the client's options. go-redis alone would wait for its own
@@ -165,6 +168,11 @@ func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 	}
 	if c.err != nil {
 		err := c.err
+		if errors.Is(err, redis.ErrPoolTimeout) {
+			// No connection of the client's pool came free: the node's
+			// own queue, and nothing was sent.
+			err = fmt.Errorf("%w: %w", ratelimit.ErrOverloaded, err)
+		}
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}

@@ -485,3 +485,32 @@ func serverCPU(b *testing.B, c *redis.Client) time.Duration {
 	}
 	return total
 }
+
+// TestPoolTimeoutIsOverloaded: a decision that finds every connection of
+// the client's pool taken for longer than the client's PoolTimeout
+// returns an error wrapping ErrOverloaded (the node's own queue, and
+// nothing sent), which the handler refuses with 429 rather than serve
+// unlimited when failing open.
+func TestPoolTimeoutIsOverloaded(t *testing.T) {
+	t.Parallel()
+	u := redistest.URL(t)
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.PoolSize, opt.PoolTimeout = 1, time.Millisecond
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	held := c.Conn() // takes the pool's one connection once used
+	t.Cleanup(func() { held.Close() })
+	if err := held.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := redislimit.New(c, redislimit.WithPrefix(redistest.Prefix(t)))
+	cctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	_, err = l.Allow(cctx, "account:a", ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour})
+	if !errors.Is(err, ratelimit.ErrOverloaded) || !errors.Is(err, redis.ErrPoolTimeout) {
+		t.Fatalf("Allow with the pool taken: %v, want ErrOverloaded wrapping the pool's timeout", err)
+	}
+}
