@@ -25,7 +25,12 @@ import (
 // r.URL.RawPath alike), and every other request to host unchanged. So
 // with prefix "/api", /api/v1/forms reaches api as /v1/forms, and
 // /api//v1/forms as //v1/forms, which the forms API answers with its JSON
-// 404; /apix and / go to host.
+// 404; /apix and / go to host. The prefix is matched segment by segment
+// on the path as the client escaped it, the rule the forms API and a
+// ServeMux apply on their side: an escaped slash (%2F) is part of a
+// segment, so /api%2Fv1/forms, whose first segment is "api/v1", goes to
+// host as /apix does, and /api/v1%2Fforms reaches api as /v1%2Fforms, the
+// 404 the API at the root gives; escaped letters (/%61pi) are the prefix.
 //
 // prefix is a clean absolute path such as "/api"; a trailing slash is
 // dropped ("/api/" is "/api"). Prefix panics if prefix is "" or "/" (then
@@ -42,6 +47,10 @@ func Prefix(prefix string, api, host http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, p)
+		raw := ""
+		if ok && r.URL.RawPath != "" {
+			raw, ok = stripRaw(r.URL.RawPath, p)
+		}
 		if !ok || (rest != "" && rest[0] != '/') {
 			host.ServeHTTP(w, r)
 			return
@@ -51,30 +60,29 @@ func Prefix(prefix string, api, host http.Handler) http.Handler {
 		r2.URL = new(url.URL)
 		*r2.URL = *r.URL
 		r2.URL.Path = rest
-		r2.URL.RawPath = stripRaw(r.URL.RawPath, p)
+		r2.URL.RawPath = raw
 		api.ServeHTTP(w, r2)
 	})
 }
 
 // stripRaw returns what follows the escaped form of prefix in raw, the
-// path as the client escaped it ("" when it needed no escaping). It is ""
-// when raw is "", or when the escapes of raw reach across the prefix's
-// end (then the path alone stands, and its default escaping is used).
-func stripRaw(raw, prefix string) string {
-	if raw == "" {
-		return ""
-	}
+// path as the client escaped it, and whether raw starts with the prefix's
+// segments: segments that unescape to the prefix's, split by as many real
+// slashes. An escaped slash (%2F) is part of a segment, as the forms API
+// and a ServeMux read it, so "/api%2Fv1/forms" does not start with "/api"
+// (its first segment is "api/v1"), while "/%61pi/v1" does.
+func stripRaw(raw, prefix string) (string, bool) {
 	for i := len(prefix); i <= len(raw); i++ {
 		if i < len(raw) && raw[i] != '/' {
 			continue
 		}
 		head, err := url.PathUnescape(raw[:i])
 		if err != nil || len(head) > len(prefix) {
-			return ""
+			return "", false
 		}
 		if head == prefix {
-			return raw[i:]
+			return raw[i:], strings.Count(raw[:i], "/") == strings.Count(prefix, "/")
 		}
 	}
-	return ""
+	return "", false
 }

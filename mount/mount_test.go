@@ -164,6 +164,50 @@ func TestPrefixBesideGetSlash(t *testing.T) {
 	}
 }
 
+// TestPrefixEscapedSlash (issue 42): an escaped slash (%2F) is part of a
+// path segment on both sides of the prefix, as the API at the root and a
+// ServeMux read it. /api%2Fv1/forms has no segment "api" (its first is
+// "api/v1"), so it is the host's, as /apix is; it was served as
+// /api/v1/forms. /api/v1%2Fforms is the API's /v1%2Fforms: the JSON 404
+// of the API at the root.
+func TestPrefixEscapedSlash(t *testing.T) {
+	t.Parallel()
+	api, key := api(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", home)
+	h := mount.Prefix("/api", api, mux)
+	for _, p := range []string{"/api%2Fv1/forms", "/api%2fv1/forms", "/api%2F", "/%61pi%2Fv1/forms/contact/submissions"} {
+		if a := do(t, h, "GET", p, key, false); a.body != "the host's home page" {
+			t.Errorf("GET %s: %+v, want the host's (no segment is the prefix)", p, a)
+		}
+	}
+	if a := do(t, api, "GET", "/v1%2Fforms", key, false); !isJSON(a, 404) {
+		t.Errorf("GET /v1%%2Fforms at the root: %+v, want the API's JSON 404", a)
+	}
+	for _, p := range []string{"/api/v1%2Fforms", "/%61pi/v1%2Fforms"} {
+		if a := do(t, h, "GET", p, key, false); !isJSON(a, 404) {
+			t.Errorf("GET %s: %+v, want the API's JSON 404, as /v1%%2Fforms at the root", p, a)
+		}
+	}
+	// A prefix of two segments: escaped letters are the prefix, an
+	// escaped slash is not.
+	deep := mount.Prefix("/x/api", api, mux)
+	if a := do(t, deep, "GET", "/%78/%61%70%69/v1/forms/contact/submissions?limit=1", key, false); !isJSON(a, 200) {
+		t.Errorf("GET under /x/api escaped: %+v, want the page", a)
+	}
+	if a := do(t, deep, "GET", "/x%2Fapi/v1/forms", key, false); a.body != "the host's home page" {
+		t.Errorf("GET /x%%2Fapi/v1/forms: %+v, want the host's", a)
+	}
+	// A ServeMux mount reads it the same way: its "/api/" pattern matches
+	// no segment "api/v1", and the ServeMux's own plain 404 answers.
+	sm := http.NewServeMux()
+	sm.HandleFunc("GET /{$}", home)
+	sm.Handle("/api/", http.StripPrefix("/api", api))
+	if a := do(t, sm, "GET", "/api%2Fv1/forms", key, false); a.code != 404 || isJSON(a, 404) {
+		t.Errorf("ServeMux, GET /api%%2Fv1/forms: %+v, want the ServeMux's 404, not the API's", a)
+	}
+}
+
 // TestServeMuxMountBesideHomePage mounts the API on a ServeMux the
 // method-less way ("/api/"), beside a host that serves its home page at
 // "GET /{$}" (not "GET /", which conflicts): preflights and 405s are the
