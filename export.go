@@ -101,7 +101,9 @@ func (a *api) parseExport(raw string, req *request) string {
 		}
 	}
 	if v, ok := vals["after"]; ok {
-		pos, asOf, tag, ok := a.tokens.Positions(req.list).Open(v[0])
+		// A position as a CSV export's cell gives it: with the ' of the
+		// formula rule before one that begins with '-'.
+		pos, asOf, tag, ok := a.tokens.Positions(req.list).Open(strings.TrimPrefix(v[0], "'"))
 		if !ok || req.route.kind("after") != token.ExportPosition {
 			return "invalid after: use the position of a line of an export of this form"
 		}
@@ -643,9 +645,13 @@ func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
 		other = appendCompact(other, v)
 	}
 	x.otherBuf = other
-	b = append(b, ref...)
+	// The ref and the position are base64url, which a '-' may start: the
+	// formula rule covers them too (RELIABILITY 108), and after= takes a
+	// position with its ' (parseExport).
+	escape := !x.e.keepFormat
+	b = appendCSVCell(b, ref, escape)
 	b = append(b, ',')
-	b = append(b, position...)
+	b = appendCSVCell(b, position, escape)
 	b = append(b, ',')
 	if len(created) > 0 && created[0] == '"' {
 		text, ok := jsonText(created[1:len(created)-1], bytes.IndexByte(created, '\\') >= 0, &x.tmp)
@@ -656,7 +662,6 @@ func (x *exporter) csvRow(b, ref, position, obj []byte) ([]byte, error) {
 	} else if len(created) > 0 && string(created) != "null" {
 		return b, errStoredJSON
 	}
-	escape := !x.e.keepFormat
 	for _, v := range cells {
 		b = append(b, ',')
 		b = appendJSONCell(b, v, escape, &x.tmp)

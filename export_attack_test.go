@@ -10,12 +10,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -458,4 +460,86 @@ func lastCSVRow(t *testing.T, b []byte) ([]byte, string) {
 		t.Fatalf("row %q", b[start:end])
 	}
 	return b[:end], cells[1]
+}
+
+// TestExportIdentifiersEscaped (issue 42; RELIABILITY 98, 108): a CSV
+// export's ref and position cells are base64url, which a '-' may start
+// (3 of 45 positions did in the attack), and a spreadsheet runs such a
+// cell as a formula, breaking the position a resume needs. They follow
+// the formula rule of every other cell: a ' before one that begins with
+// '-', none with formulas=keep; after= takes the position as the cell
+// gives it, ' and all, and the resumed export is the rest of the file.
+func TestExportIdentifiersEscaped(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	attackData(t, s, 300)
+	srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithCursorSecret(attackSecret)))
+	defer srv.Close()
+	get := func(query string) string {
+		t.Helper()
+		res, body, err := getExport(t, srv.URL+exportPath+query, storetest.KeyA, false)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("export %s: %d %v %.200s", query, res.StatusCode, err, body)
+		}
+		return string(body)
+	}
+	var ids [][2]string // ref and position of each line, as JSON Lines give them
+	for line := range strings.Lines(get("")) {
+		var v struct{ Ref, Position string }
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, [2]string{v.Ref, v.Position})
+	}
+	escaped := func(id string) string {
+		if strings.HasPrefix(id, "-") {
+			return "'" + id
+		}
+		return id
+	}
+	full := get("?format=csv")
+	rows, err := csv.NewReader(strings.NewReader(full)).ReadAll()
+	if err != nil || len(rows) != len(ids)+1 {
+		t.Fatalf("CSV: %d rows, %v; want %d and a header", len(rows), err, len(ids))
+	}
+	dashes, resumeAt := 0, -1
+	for i, id := range ids {
+		row := rows[i+1]
+		if row[0] != escaped(id[0]) || row[1] != escaped(id[1]) {
+			t.Errorf("row %d: ref %q, position %q; want %q, %q", i, row[0], row[1], escaped(id[0]), escaped(id[1]))
+		}
+		for j, cell := range row {
+			if cell != "" && strings.IndexByte("=+-@\t\r\x00", cell[0]) >= 0 {
+				t.Errorf("row %d, cell %d: %q begins a formula", i, j, cell)
+			}
+		}
+		for _, x := range id {
+			if strings.HasPrefix(x, "-") {
+				dashes++
+			}
+		}
+		if strings.HasPrefix(id[1], "-") && resumeAt < 0 && i < len(ids)-1 {
+			resumeAt = i
+		}
+	}
+	if dashes == 0 || resumeAt < 0 {
+		t.Fatalf("no ref or position of the %d lines begins with '-': the test shows nothing", len(ids))
+	}
+	t.Logf("%d of %d refs and positions begin with '-'", dashes, 2*len(ids))
+	keep, err := csv.NewReader(strings.NewReader(get("?format=csv&formulas=keep"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if keep[i+1][0] != id[0] || keep[i+1][1] != id[1] {
+			t.Errorf("formulas=keep, row %d: %q, %q; want them raw", i, keep[i+1][0], keep[i+1][1])
+		}
+	}
+	// Resume after the row whose position a spreadsheet would have run,
+	// with the cell as the file has it.
+	lines := strings.SplitAfter(full, "\r\n")
+	want := strings.Join(lines[resumeAt+2:], "")
+	if got := get("?format=csv&after=" + url.QueryEscape(rows[resumeAt+1][1])); got != want {
+		t.Errorf("resumed after %q: %d bytes, want the %d after that row", rows[resumeAt+1][1], len(got), len(want))
+	}
 }
