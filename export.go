@@ -538,7 +538,7 @@ func (x *exporter) writeLine(pos int64, obj []byte) error {
 		b = append(b, `","position":"`...)
 		b = append(b, position...)
 		b = append(b, `",`...)
-		b = append(b, obj[1:]...)
+		b = appendOneLine(b, obj[1:])
 		b = append(b, '\n')
 	} else {
 		var err error
@@ -549,6 +549,52 @@ func (x *exporter) writeLine(pos int64, obj []byte) error {
 	x.line = b
 	_, err := x.dst.Write(b)
 	return err
+}
+
+// appendOneLine appends JSON text obj with U+0085, U+2028 and U+2029
+// escaped (\u0085, \u2028, \u2029), as JSON allows: readers that split
+// lines as Unicode does (Python's str.splitlines) would end a JSON Lines
+// line at each (RELIABILITY 109). In JSON text they appear only inside
+// strings, and in UTF-8 their bytes (C2 85, E2 80 A8, E2 80 A9) start no
+// other character, so a byte search finds exactly them.
+func appendOneLine(b, obj []byte) []byte {
+	c2, e2 := indexFrom(obj, 0, 0xC2), indexFrom(obj, 0, 0xE2)
+	start := 0
+	for c2 >= 0 || e2 >= 0 {
+		i, n := 0, 0 // a terminator's first byte and length; n == 0: none at i
+		if c2 >= 0 && (e2 < 0 || c2 < e2) {
+			i = c2
+			if i+1 < len(obj) && obj[i+1] == 0x85 {
+				n = 2
+			}
+			c2 = indexFrom(obj, i+1, 0xC2)
+		} else {
+			i = e2
+			if i+2 < len(obj) && obj[i+1] == 0x80 && obj[i+2]&^1 == 0xA8 {
+				n = 3
+			}
+			e2 = indexFrom(obj, i+1, 0xE2)
+		}
+		if n == 0 {
+			continue
+		}
+		b = append(b, obj[start:i]...)
+		if n == 2 {
+			b = append(b, `\u0085`...)
+		} else {
+			b = append(b, '\\', 'u', '2', '0', '2', '8'+obj[i+2]-0xA8)
+		}
+		start = i + n
+	}
+	return append(b, obj[start:]...)
+}
+
+// indexFrom is the index of the first c in b at or past from, or -1.
+func indexFrom(b []byte, from int, c byte) int {
+	if j := bytes.IndexByte(b[from:], c); j >= 0 {
+		return from + j
+	}
+	return -1
 }
 
 // account asks the rate limiter again for every page's worth of

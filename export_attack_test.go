@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/observe"
@@ -541,5 +542,87 @@ func TestExportIdentifiersEscaped(t *testing.T) {
 	want := strings.Join(lines[resumeAt+2:], "")
 	if got := get("?format=csv&after=" + url.QueryEscape(rows[resumeAt+1][1])); got != want {
 		t.Errorf("resumed after %q: %d bytes, want the %d after that row", rows[resumeAt+1][1], len(got), len(want))
+	}
+}
+
+// splitLinesPy splits s as Python's str.splitlines does: at \n, \r, \r\n,
+// \v, \f, \x1c, \x1d, \x1e, U+0085, U+2028 and U+2029, none kept.
+func splitLinesPy(s string) []string {
+	var lines []string
+	start := 0
+	for i, r := range s {
+		switch r {
+		case '\n':
+			if i > 0 && s[i-1] == '\r' {
+				start = i + 1 // the \r ended the line already
+				continue
+			}
+		case '\r', '\v', '\f', '\x1c', '\x1d', '\x1e', '\u0085', '\u2028', '\u2029':
+		default:
+			continue
+		}
+		lines = append(lines, s[start:i])
+		start = i + utf8.RuneLen(r)
+	}
+	if start < len(s) {
+		lines = append(lines, s[start:])
+	}
+	return lines
+}
+
+// TestExportJSONLinesSplitAsUnicode (issue 42; RELIABILITY 109): data
+// holding U+2028, U+2029 and U+0085 raw (in values and names, beside
+// other characters of the same lead bytes: ’ … © é) gives a JSON Lines
+// export whose lines a reader that splits as Unicode does (Python's
+// str.splitlines) reads as one line per submission, each the submission's
+// data: the three are escaped as \u2028, \u2029 and \u0085. Issue 42's
+// 45 lines split into 47.
+func TestExportJSONLinesSplitAsUnicode(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	values := []string{"a\u2028b", "\u2029", "x\u0085", "’\u2028…\u0085©é\u2029", "\u0085\u0085", "end\u2028", "¡\u00a0€\u202f"}
+	base := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	want := map[string]string{}
+	for i, v := range values {
+		data, _ := json.Marshal(map[string]string{"v": v, "k\u2028\u0085": v})
+		// encoding/json escapes U+2028 and U+2029 itself: store them raw.
+		data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte(`\u2028`), []byte("\u2028")), []byte(`\u2029`), []byte("\u2029"))
+		id := fmt.Sprint("sep", i)
+		if err := s.AddSubmission(context.Background(), formsapi.Submission{FormID: storetest.FormBusy, Data: data, CreatedAt: base.Add(time.Duration(i) * time.Second)}, formsapi.Metadata{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		want[v] = v
+	}
+	srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithCursorSecret(attackSecret)))
+	defer srv.Close()
+	res, body, err := getExport(t, srv.URL+exportPath, storetest.KeyA, false)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("export: %d %v", res.StatusCode, err)
+	}
+	n := bytes.Count(body, []byte("\n"))
+	lines := splitLinesPy(string(body))
+	if len(lines) != n {
+		t.Fatalf("%d lines split as Python does, want the %d submissions", len(lines), n)
+	}
+	seen := 0
+	for _, line := range lines {
+		var v struct{ Data map[string]any }
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("a line split as Python does is not JSON: %v: %.200q", err, line)
+		}
+		if got, ok := v.Data["v"].(string); ok {
+			if want[got] != got || v.Data["k\u2028\u0085"] != got {
+				t.Errorf("a line's data: %q, want one of the values given", v.Data)
+			}
+			seen++
+		}
+	}
+	if seen != len(values) {
+		t.Errorf("%d lines of the %d submissions with separators", seen, len(values))
+	}
+	for _, raw := range []string{"\u2028", "\u2029", "\u0085"} {
+		if bytes.Contains(body, []byte(raw)) {
+			t.Errorf("the export holds %q raw", raw)
+		}
 	}
 }

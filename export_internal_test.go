@@ -95,3 +95,25 @@ func TestCSVHeaderCellsAreNotFormulas(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOneLine: the JSON Lines escapes of U+0085, U+2028 and U+2029
+// (RELIABILITY 109), beside characters of the same lead bytes (U+0080 to
+// U+00BF, U+2000 to U+20FF) and a sequence cut at the end, which stay as
+// they are.
+func TestAppendOneLine(t *testing.T) {
+	for _, c := range [][2]string{
+		{``, ``},
+		{`{"a":"b"}`, `{"a":"b"}`},
+		{"\"\u2028\"", `"\u2028"`},
+		{"\"\u2029\u2028\u0085\"", `"\u2029\u2028\u0085"`},
+		{"\"’…©\u00a0\u2027\u202a\u0084\u0086\"", "\"’…©\u00a0\u2027\u202a\u0084\u0086\""},
+		{"\"é\u0085ü\u2028€\"", "\"é\\u0085ü\\u2028€\""},
+		{"x\xc2", "x\xc2"},
+		{"x\xe2\x80", "x\xe2\x80"},
+		{"\u0085\u0085\u2029", `\u0085\u0085\u2029`},
+	} {
+		if got := string(appendOneLine([]byte("<"), []byte(c[0]))); got != "<"+c[1] {
+			t.Errorf("appendOneLine(%q) = %q, want %q", c[0], got[1:], c[1])
+		}
+	}
+}
