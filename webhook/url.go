@@ -104,6 +104,23 @@ var (
 // CheckURL refuses them at once rather than leave them to the dial.
 var specialNames = []string{"localhost", "local", "internal", "home.arpa", "test", "invalid", "example", "onion"}
 
+// inwardNames are public domains and conventions known to resolve inward,
+// to loopback or to whatever address a name spells: CheckURL refuses each
+// name and every name under it at once, so that the person saving the URL
+// learns it (the dial-time check would refuse every delivery anyway, and
+// stays the guard for every other name). See docs/webhooks-hosts.md for
+// why each is here.
+var inwardNames = []string{
+	// /etc/hosts convention: localhost.localdomain is 127.0.0.1 on many
+	// systems, and .localdomain is no top-level domain.
+	"localdomain",
+	// Wildcard DNS that answers the address a name embeds
+	// (10.0.0.1.nip.io, 10-0-0-1.sslip.io, 0a000001.nip.io).
+	"nip.io", "sslip.io", "xip.io", "traefik.me", "local.gd",
+	// Wildcard DNS that answers 127.0.0.1 for every name.
+	"localtest.me", "lvh.me", "vcap.me", "fuf.me", "localho.st", "lacolhost.com", "localhost.direct",
+}
+
 // CheckURL returns the parsed URL when raw may be an endpoint's under e,
 // and otherwise an error wrapping [ErrInvalidURL] (with [ErrRefusedAddress]
 // too for an IP literal that is not public) that names the rule broken,
@@ -123,7 +140,12 @@ var specialNames = []string{"localhost", "local", "internal", "home.arpa", "test
 //     with a letter, so that no numeric form of an address ("127.1",
 //     "0x7f000001", "2130706433") passes as a name, and which is not in
 //     a special-use domain (localhost, local, internal, home.arpa, test,
-//     invalid, example, onion; localhost is allowed with e.AllowLoopback).
+//     invalid, example, onion; localhost is allowed with e.AllowLoopback),
+//     nor a name known to resolve inward: under localdomain
+//     (localhost.localdomain), or of a wildcard DNS service that answers
+//     loopback or the address the name spells (nip.io, sslip.io, xip.io,
+//     traefik.me, local.gd, localtest.me, lvh.me, vcap.me, fuf.me,
+//     localho.st, lacolhost.com, localhost.direct), e.AllowLoopback or not.
 //
 // A name is not resolved here: that is [Egress.CheckDNS]'s, and the
 // client checks every address again as it connects.
@@ -198,10 +220,11 @@ func (e Egress) checkParsed(u *url.URL) error {
 		if e.AllowLoopback && (name == "localhost" || strings.HasSuffix(name, ".localhost")) {
 			return nil
 		}
-		for _, d := range specialNames {
-			if name == d || strings.HasSuffix(name, "."+d) {
-				return fmt.Errorf("%w: a host name of a special-use domain (such as localhost, .local or .internal), which no public receiver has", ErrInvalidURL)
-			}
+		if inDomain(name, specialNames) {
+			return fmt.Errorf("%w: a host name of a special-use domain (such as localhost, .local or .internal), which no public receiver has", ErrInvalidURL)
+		}
+		if inDomain(name, inwardNames) {
+			return fmt.Errorf("%w: a host name known to resolve to loopback or to the address it spells (a localhost alias or a wildcard DNS service), not to a public receiver", ErrInvalidURL)
 		}
 	}
 	if !e.portAllowed(u.Scheme, port) {
@@ -234,6 +257,16 @@ func checkHostName(name string) error {
 		return fmt.Errorf("%w: a host name whose last label does not start with a letter (a numeric address?)", ErrInvalidURL)
 	}
 	return nil
+}
+
+// inDomain reports whether name is one of domains or under one.
+func inDomain(name string, domains []string) bool {
+	for _, d := range domains {
+		if name == d || strings.HasSuffix(name, "."+d) {
+			return true
+		}
+	}
+	return false
 }
 
 // portAllowed reports whether a URL of scheme may name port.

@@ -26,6 +26,9 @@ func TestCheckURLAccepts(t *testing.T) {
 			"https://[2606:4700:4700::1111]/hook",
 			"https://[::ffff:8.8.8.8]/", // mapped, checked as 8.8.8.8
 			"https://" + strings.Repeat("a", 63) + ".com/",
+			// Look-alikes of names known to resolve inward, which do not.
+			"https://mynip.io/", "https://nip.io.example.com/", "https://lvh.me.example.com/",
+			"https://localdomain.example.com/", "https://localhost-localdomain.com/",
 			"https://example.com/" + strings.Repeat("p", webhook.MaxURLLength-len("https://example.com/")),
 		}},
 		{webhook.Egress{Ports: []uint16{8443}}, []string{"https://example.com:8443/"}},
@@ -135,6 +138,31 @@ func TestCheckURLRefuses(t *testing.T) {
 		{loop, "http://169.254.169.254/", true},
 		{loop, "http://example.com:8080/", false}, // any port for loopback only
 		{loop, "http://printer.local/", false},
+		// Names known to resolve inward (issue 42: the save-time check
+		// let them through, the dial-time check stopped every one),
+		// refused with AllowLoopback too.
+		{plain, "https://localhost.localdomain/", false},
+		{plain, "https://LOCALHOST.LOCALDOMAIN./", false},
+		{plain, "https://db.localdomain/", false},
+		{plain, "https://127.0.0.1.nip.io/", false},
+		{plain, "https://169.254.169.254.nip.io/latest/", false},
+		{plain, "https://app.10.0.0.1.nip.io/", false},
+		{plain, "https://0a000001.nip.io/", false},
+		{plain, "https://nip.io/", false},
+		{plain, "https://10-0-0-1.sslip.io/", false},
+		{plain, "https://127.0.0.1.xip.io/", false},
+		{plain, "https://192-168-1-1.traefik.me/", false},
+		{plain, "https://x.local.gd/", false},
+		{plain, "https://localtest.me/", false},
+		{plain, "https://hooks.localtest.me/", false},
+		{plain, "https://a.lvh.me/", false},
+		{plain, "https://x.vcap.me/", false},
+		{plain, "https://x.fuf.me/", false},
+		{plain, "https://x.localho.st/", false},
+		{plain, "https://x.lacolhost.com/", false},
+		{plain, "https://x.localhost.direct/", false},
+		{loop, "http://localhost.localdomain:8080/", false},
+		{loop, "http://a.lvh.me:8080/", false},
 	}
 	for _, c := range cases {
 		is := is.New(t)
