@@ -6,7 +6,7 @@
 #   flock /tmp/loadrun.lock bash bench/export.sh        # about 10 minutes; PostgreSQL at $PG
 #   STORES=sqlite FORMATS=jsonl N=100000 bash bench/export.sh   # a short run
 #   SEED_DIR=/tmp/x SEED_ONLY=1 bash bench/export.sh             # seed once, keep it...
-#   SEED_DIR=/tmp/x /work/bin/quiet-run bash bench/export.sh     # ...and measure it (minutes)
+#   SEED_DIR=/tmp/x bash bench/export.sh                         # ...and measure it on a quiet machine (minutes)
 #
 # With SEED_DIR the data is kept there between runs (the SQLite file;
 # for PostgreSQL its key, the schema being kept too): a run finds it

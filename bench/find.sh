@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Filters on submitted fields and totals at 1,000,000 submissions (issue
-# 27): not part of `go test` or CI. Run it on a quiet machine
-# (/work/bin/quiet-run on the development machine; elsewhere, say, under
+# 27): not part of `go test` or CI. Run it on a quiet machine (nothing
+# else running; on a shared one, other heavy runs held off, say, under
 # `flock /tmp/loadrun.lock`):
 #
-#   /work/bin/quiet-run bash bench/find.sh              # N=1000000, SQLite and PostgreSQL at $PG
-#   N=100000 STORES=sqlite /work/bin/quiet-run bash bench/find.sh
+#   bash bench/find.sh                                  # N=1000000, SQLite and PostgreSQL at $PG
+#   N=100000 STORES=sqlite bash bench/find.sh
 #
 # internal/cmd/findbench fills one form of N submissions (once: the SQLite
 # file /tmp/formsapi-findq-$N.db and the PostgreSQL schema
@@ -18,12 +18,13 @@
 # index's order after the rows, PostgreSQL inserts them without
 # formsapi_find's primary key and builds it after; findbench's tests check
 # that a bulk fill leaves what AddSubmission leaves). SEED_ONLY=1 fills
-# and measures nothing: fill outside the quiet slot, measure in it,
+# and measures nothing: fill at low priority beside other work, measure
+# on a quiet machine,
 #
-#   SEED_ONLY=1 STORES=sqlite /work/bin/quietly bash bench/find.sh
-#   STORES=sqlite /work/bin/quiet-run bash bench/find.sh
+#   SEED_ONLY=1 STORES=sqlite nice -n 19 bash bench/find.sh
+#   STORES=sqlite bash bench/find.sh
 #
-# The fill at N=1000000 (under quietly, beside other work): SQLite 14 min
+# The fill at N=1000000 (at low priority, beside other work): SQLite 14 min
 # 22 s (8 min of it the trigram entries), PostgreSQL 7 min 1 s (5 min 10 s
 # of it the index's entries and primary key). Then, through the handler in process, for each filter and
 # search (q: rare, rare of common trigrams, common, none): the

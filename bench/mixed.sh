@@ -36,7 +36,8 @@
 # (a git worktree of an older commit, say) while the script, the Lua and
 # cpuwatch stay this tree's, so two trees can be run in turn, interleaved:
 #
-#   SRC=/tmp/old WORK=/tmp/formsapi-mixed-old PGSCHEMA=formsapi_mixed_old bash bench/mixed.sh
+#   git worktree add --detach ../old f092082
+#   SRC=../old WORK=/tmp/formsapi-mixed-old PGSCHEMA=formsapi_mixed_old bash bench/mixed.sh
 #
 # Give each tree its own WORK and PGSCHEMA: its datasets follow its schema,
 # and an older server refuses a schema a newer one migrated.
@@ -57,7 +58,7 @@
 # does that and exits, so the generation (minutes) can run outside a
 # quiet slot:
 #
-#   GEN_ONLY=1 WORK=... PGSCHEMA=... PG=... /work/bin/quietly bash bench/mixed.sh
+#   GEN_ONLY=1 WORK=... PGSCHEMA=... PG=... nice -n 19 bash bench/mixed.sh
 #
 # Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail
