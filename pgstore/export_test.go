@@ -127,3 +127,12 @@ func ScanSQL(s *Store) map[string]string {
 
 // ProbeSQL is the statement of a search's probe (walkKey).
 func ProbeSQL(s *Store) string { return s.sql.probe }
+
+// SearchIndexOn reports whether opts turn the search index on.
+func SearchIndexOn(opts ...Option) bool {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg.searchIndex
+}

@@ -8,12 +8,14 @@ import (
 	"github.com/formsapi/formsapi/internal/testenv"
 )
 
-// TestMain runs the tests, stops the primary and standby that the
+// TestMain runs the tests, drops the schemas the contract's stores
+// reused (pooledSchema), stops the primary and standby that the
 // replica tests started (internal/pgtest's Replica), then says in one
 // line, which go test shows without -v, how many skipped for a missing
 // server or program and how to enable them (see testenv.Main).
 func TestMain(m *testing.M) {
 	code := m.Run()
+	dropPooledSchemas()
 	pgtest.StopReplica()
 	testenv.Report()
 	os.Exit(code)

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -127,3 +128,32 @@ var ScanSQL = map[string]string{
 
 // EraseCandidatesSQL is Erase's statement through the index.
 const EraseCandidatesSQL = sqlEraseCandidates
+
+// MigrateFile creates the database file at path and brings it to the
+// current schema as Open with opts would, but makes no cursor secret
+// (Open makes one, each database its own): a template that a test copies
+// instead of migrating a database of its own.
+func MigrateFile(path string, opts ...Option) error {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := createPrivate(path); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", "file:"+escapePath(path)+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	return errors.Join(migrate(context.Background(), db, cfg.searchIndex), db.Close())
+}
+
+// SearchIndexOn reports whether opts turn the search index on.
+func SearchIndexOn(opts ...Option) bool {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg.searchIndex
+}

@@ -186,10 +186,11 @@ func inRange(q formsapi.Query, at time.Time) bool {
 func findClauses(t *testing.T, open Open, cfg *config) {
 	seed := FindSeed()
 	x := expectations(seed)
+	reads := readers(t, open, seed) // every clause here only reads
 
 	t.Run("Find/Equality", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range findCases() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 				q := formsapi.Query{Limit: MaxLimit, Order: o, Filters: c.filters}
@@ -205,7 +206,7 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("Find/Order", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			q := formsapi.Query{Limit: MaxLimit, Order: o, Filters: []formsapi.Filter{{Field: "even", Value: "true"}}}
 			subs := walkFiltered(t, s, AccountA, FormFind, q)
@@ -229,7 +230,7 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("Find/Pagination", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range findCases()[:6] {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 				one := findNs(t, walkFiltered(t, s, AccountA, FormFind, formsapi.Query{Limit: MaxLimit, Order: o, Filters: c.filters}))
@@ -244,7 +245,7 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("Find/Range", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		filters := []formsapi.Filter{{Field: "score", Value: "42"}}
 		for _, r := range []struct{ since, until time.Time }{
 			{base.Add(3 * time.Second), time.Time{}},
@@ -263,7 +264,7 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("Find/Isolation", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range findCases() {
 			q := formsapi.Query{Limit: MaxLimit, Filters: c.filters}
 			for _, form := range []string{FormFind, FormFindOther} {

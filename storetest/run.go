@@ -19,17 +19,19 @@ import (
 )
 
 // storeClauses checks the Store contract, one subtest per clause, each on
-// a fresh store from open loaded with DefaultSeed. Stores that also have
+// a fresh store from open loaded with DefaultSeed but for the clauses that
+// only read, which share one. Stores that also have
 // the Writer methods are further checked for pages that stay right while
 // submissions are added between them.
 func storeClauses(t *testing.T, open Open, cfg *config) {
 	seed := DefaultSeed()
 	x := expectations(seed)
 	ctx := context.Background()
+	reads := readers(t, open, seed)
 
 	t.Run("ListForms/OnlyTheAccountsForms", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, account := range []string{AccountA, AccountB} {
 			got := walkForms(t, s, account, formsapi.Query{Limit: MaxLimit})
 			want := x.formIDs(account)
@@ -40,7 +42,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/Fields", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, f := range walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit}) {
 			want, ok := x.forms[f.ID]
 			if !ok {
@@ -54,7 +56,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/AccountWithoutForms", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		p, err := s.ListForms(ctx, AccountEmpty, formsapi.Query{Limit: 10})
 		if err != nil {
 			t.Fatalf("ListForms of an account without forms: %v (want an empty page, not an error)", err)
@@ -65,7 +67,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/Order", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		checkOrder(t, "forms", func(o formsapi.Order) []time.Time {
 			return formTimes(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
 		}, func(o formsapi.Order) []string {
@@ -74,7 +76,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/Pagination", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			all := formKeys(walkForms(t, s, AccountA, formsapi.Query{Limit: MaxLimit, Order: o}))
 			for limit := 1; limit <= len(all)+1; limit++ {
@@ -87,7 +89,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/Filters", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, r := range x.ranges() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 				q := formsapi.Query{Limit: 2, Order: o, Since: r.since, Until: r.until}
@@ -101,7 +103,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListForms/InvalidCursor", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range invalidCursors {
 			_, err := s.ListForms(ctx, AccountA, formsapi.Query{Limit: 10, Cursor: c})
 			if !errors.Is(err, formsapi.ErrInvalidCursor) {
@@ -112,7 +114,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 
 	t.Run("ListForms/Limit", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, limit := range badLimits {
 			checkBadLimit(t, "ListForms", limit, func() (int, error) {
 				p, err := s.ListForms(ctx, AccountA, formsapi.Query{Limit: limit})
@@ -123,7 +125,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 
 	t.Run("ListSubmissions/UnknownForm", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		p, err := s.ListSubmissions(ctx, AccountA, FormNone, formsapi.Query{Limit: 10})
 		if !errors.Is(err, formsapi.ErrFormNotFound) {
 			t.Errorf("got error %v, want ErrFormNotFound", err)
@@ -134,7 +136,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/AnotherAccountsForm", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range []struct{ account, form string }{{AccountA, FormB}, {AccountB, FormBusy}, {AccountEmpty, FormBusy}, {"", FormBusy}} {
 			p, err := s.ListSubmissions(ctx, c.account, c.form, formsapi.Query{Limit: 10})
 			if !errors.Is(err, formsapi.ErrFormNotFound) {
@@ -147,7 +149,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/FormWithoutSubmissions", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		p, err := s.ListSubmissions(ctx, AccountA, FormEmpty, formsapi.Query{Limit: 10})
 		if err != nil {
 			t.Fatalf("got error %v, want an empty page", err)
@@ -158,7 +160,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/Fields", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, form := range []string{FormBusy, FormSmall} {
 			got := walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: MaxLimit})
 			if len(got) != len(x.subs[form]) {
@@ -178,7 +180,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/NoMetadata", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, form := range []string{FormBusy, FormSmall} {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 				got := walkSubmissions(t, s, AccountA, form, formsapi.Query{Limit: 4, Order: o})
@@ -194,7 +196,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/Order", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		list := func(o formsapi.Order) []formsapi.Submission {
 			return walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o})
 		}
@@ -203,7 +205,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/Pagination", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 			all := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, formsapi.Query{Limit: MaxLimit, Order: o}))
 			for limit := 1; limit <= len(all)+1; limit++ {
@@ -216,7 +218,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/Filters", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, r := range x.ranges() {
 			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
 				for _, limit := range []int{3, MaxLimit} {
@@ -232,11 +234,11 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/ByteBudget", func(t *testing.T) {
 		cfg.parallel(t)
-		checkByteBudget(t, open(t, seed))
+		checkByteBudget(t, reads)
 	})
 	t.Run("ListSubmissions/InvalidCursor", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, c := range invalidCursors {
 			_, err := s.ListSubmissions(ctx, AccountA, FormBusy, formsapi.Query{Limit: 10, Cursor: c})
 			if !errors.Is(err, formsapi.ErrInvalidCursor) {
@@ -246,7 +248,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ListSubmissions/Limit", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		for _, limit := range badLimits {
 			checkBadLimit(t, "ListSubmissions", limit, func() (int, error) {
 				p, err := s.ListSubmissions(ctx, AccountA, FormBusy, formsapi.Query{Limit: limit})
@@ -297,7 +299,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("Context", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		canceled, cancel := context.WithCancel(ctx)
 		cancel()
 		expired, cancel := context.WithDeadline(ctx, time.Unix(0, 0))
@@ -316,7 +318,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	})
 	t.Run("ConcurrentReads", func(t *testing.T) {
 		cfg.parallel(t)
-		s := open(t, seed)
+		s := reads
 		q := formsapi.Query{Limit: 5, Order: formsapi.Oldest}
 		want := submissionKeys(walkSubmissions(t, s, AccountA, FormBusy, q))
 		wantForms := formKeys(walkForms(t, s, AccountA, q))
@@ -390,24 +392,25 @@ func keyClauses(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyRes
 			t.Errorf("ResolveKey(%.12q…): the error's text holds the key: %v", key, err)
 		}
 	}
+	reads := open(t, seed) // for the clauses that only read (see [Open])
 	t.Run("KnownKeys", func(t *testing.T) {
 		cfg.parallel(t)
-		r := open(t, seed)
+		r := reads
 		resolves(t, r, KeyA, AccountA)
 		resolves(t, r, KeyA2, AccountA)
 		resolves(t, r, KeyB, AccountB)
 	})
 	t.Run("UnknownKey", func(t *testing.T) {
 		cfg.parallel(t)
-		invalid(t, open(t, seed), KeyNotAdded)
+		invalid(t, reads, KeyNotAdded)
 	})
 	t.Run("RevokedKey", func(t *testing.T) {
 		cfg.parallel(t)
-		invalid(t, open(t, seed), KeyRevoked)
+		invalid(t, reads, KeyRevoked)
 	})
 	t.Run("Lookalikes", func(t *testing.T) {
 		cfg.parallel(t)
-		r := open(t, seed)
+		r := reads
 		flip := []byte(KeyA)
 		flip[0] ^= 0x20 // change the case of a letter
 		for _, k := range []string{"", string(flip), KeyA + "x", KeyA[:len(KeyA)-1], " " + KeyA, strings.ToUpper(KeyB)} {
@@ -416,7 +419,7 @@ func keyClauses(t *testing.T, open func(t *testing.T, seed Seed) formsapi.KeyRes
 	})
 	t.Run("CanceledContext", func(t *testing.T) {
 		cfg.parallel(t)
-		r := open(t, seed)
+		r := reads
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		if got, err := r.ResolveKey(cctx, KeyA); !errors.Is(err, context.Canceled) {

@@ -966,3 +966,70 @@ func (s sortsMembers) SyncSubmissions(ctx context.Context, account, formID strin
 	}
 	return p, err
 }
+
+// TestGroupsRunsOnlyThose: with storetest.Groups the named groups run and
+// the others are not run at all (neither run nor skipped, so a run that
+// treats a skip as a failure passes); a name Run does not know fails it.
+func TestGroupsRunsOnlyThose(t *testing.T) {
+	is := is.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGroups$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_GROUPS=Keys,Webhooks")
+	out, err := cmd.CombinedOutput()
+	is.NoErr(err) // the named groups pass
+	for _, g := range []string{"Keys", "Webhooks"} {
+		is.True(strings.Contains(string(out), "--- PASS: TestHelperGroups/"+g+" ")) // a named group runs
+	}
+	is.True(!strings.Contains(string(out), "TestHelperGroups/Store")) // the others are not run
+	is.True(!strings.Contains(string(out), "--- SKIP"))               // nor skipped
+
+	cmd = exec.Command(os.Args[0], "-test.run=^TestHelperGroups$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_GROUPS=Keys,Hooks")
+	out, err = cmd.CombinedOutput()
+	is.True(err != nil)                                                                // an unknown name fails the run
+	is.True(strings.Contains(string(out), `storetest.Groups("Hooks"): no such group`)) // naming it
+}
+
+// TestHelperGroups runs the groups STORETEST_GROUPS names when
+// TestGroupsRunsOnlyThose asks for it in a child process.
+func TestHelperGroups(t *testing.T) {
+	groups := os.Getenv("STORETEST_GROUPS")
+	if groups == "" {
+		return // only meaningful in the child process
+	}
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return load(t, seed) },
+		storetest.Groups(strings.Split(groups, ",")...))
+}
+
+// TestSharedReadsStayUnchanged: the clauses that only read share one
+// store, and a store whose reads write (here: each ListForms adds a
+// submission) fails the group that shares it, not only some clause.
+func TestSharedReadsStayUnchanged(t *testing.T) {
+	is := is.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run="+runPattern("TestHelperWritingReads", "Store/ListForms/Limit"), "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_WRITING_READS=1")
+	out, err := cmd.CombinedOutput()
+	is.True(err != nil)                                                                                                    // the suite fails
+	is.True(strings.Contains(string(out), "a clause that should only read changed the store the read-only clauses share")) // saying why
+}
+
+// TestHelperWritingReads runs the suite on a store whose reads write, when
+// TestSharedReadsStayUnchanged asks for it in a child process.
+func TestHelperWritingReads(t *testing.T) {
+	if os.Getenv("STORETEST_WRITING_READS") == "" {
+		return // only meaningful in the child process
+	}
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return writingReads{load(t, seed)} })
+}
+
+// writingReads adds a submission to a form of the account whenever its
+// forms are listed.
+type writingReads struct{ *memstore.Store }
+
+func (w writingReads) ListForms(ctx context.Context, accountID string, q formsapi.Query) (formsapi.Page[formsapi.Form], error) {
+	if accountID == storetest.AccountA {
+		if err := w.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(`{"x":1}`)}, formsapi.Metadata{}); err != nil {
+			return formsapi.Page[formsapi.Form]{}, err
+		}
+	}
+	return w.Store.ListForms(ctx, accountID, q)
+}

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/formsapi/formsapi"
@@ -10,10 +12,12 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// Open makes a fresh store loaded with seed for one clause; Run calls it
-// once per clause, and once more to learn what the store implements.
-// Cleanup belongs in t.Cleanup. Each call must give a store of its own:
-// the clauses run in parallel (see [Sequential]) and write to it.
+// Open makes a fresh store loaded with seed. Run calls it once for each
+// clause that writes, once for each group of clauses that only read (they
+// share that store, reading it in parallel, and leave it as it was), and
+// once more to learn what the store implements. Cleanup belongs in
+// t.Cleanup. Each call must give a store of its own: the clauses run in
+// parallel (see [Sequential]) and write to it.
 type Open func(t *testing.T, seed Seed) formsapi.Store
 
 // Option changes how [Run] checks a store.
@@ -22,7 +26,29 @@ type Option func(*config)
 type config struct {
 	damage     Damage
 	sequential bool
-	indexed    Open // see WithSearchIndex
+	indexed    Open            // see WithSearchIndex
+	groups     map[string]bool // see Groups; nil for every group
+}
+
+// groupNames are the names of Run's groups of clauses, in the order it
+// runs them.
+var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage"}
+
+// Groups has Run check only the named groups of clauses (the names of
+// [Run]'s list), and leave the others out: they are not run, not skipped.
+// It is for a second way of making the same store, a constructor that
+// differs from one a full Run already checks only in how the store gets
+// its connections, so that only the groups that read and write through
+// them need to run again (this module's stores run Store, Keys, Writes,
+// Feed and Webhooks on New, everything on Open). A name Run does not know
+// fails the run.
+func Groups(names ...string) Option {
+	return func(c *config) {
+		c.groups = map[string]bool{}
+		for _, n := range names {
+			c.groups[n] = true
+		}
+	}
 }
 
 // Damage damages, behind the store's back, the stored submission of
@@ -90,7 +116,7 @@ func (c *config) parallel(t *testing.T) {
 
 // Run checks the store that open makes against every contract it
 // implements, each clause a subtest on a fresh store loaded with
-// DefaultSeed, run in parallel. It opens one store first to learn what
+// DefaultSeed (the clauses that only read share one), run in parallel. It opens one store first to learn what
 // it implements, and runs these groups of clauses, each skipped with the
 // reason when it does not apply:
 //
@@ -147,8 +173,16 @@ func Run(t *testing.T, open Open, opts ...Option) {
 	for _, o := range opts {
 		o(c)
 	}
+	for n := range c.groups {
+		if !slices.Contains(groupNames, n) {
+			t.Fatalf("storetest.Groups(%q): no such group; the groups are %v", n, groupNames)
+		}
+	}
 	probe := open(t, DefaultSeed())
 	group := func(name, skip string, clauses func(t *testing.T)) {
+		if c.groups != nil && !c.groups[name] {
+			return
+		}
 		t.Run(name, func(t *testing.T) {
 			if skip != "" {
 				t.Skip(skip)
@@ -342,4 +376,38 @@ type syncStore interface {
 	formsapi.Store
 	formsapi.FeedStore
 	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
+}
+
+// readers opens the store that the clauses of a group that only read
+// share (see [Open]), on the group's t, and checks once they have all
+// ended that it still holds what it held: a clause that writes to it
+// would change what the others read.
+func readers(t *testing.T, open Open, seed Seed) formsapi.Store {
+	s := open(t, seed)
+	before := contents(t, s)
+	t.Cleanup(func() {
+		if after := contents(t, s); after != before {
+			t.Errorf("a clause that should only read changed the store the read-only clauses share:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+	return s
+}
+
+// contents is every form and submission of the seed's accounts, as JSON.
+func contents(t *testing.T, s formsapi.Store) string {
+	t.Helper()
+	var all []any
+	q := formsapi.Query{Limit: MaxLimit}
+	for _, account := range []string{AccountA, AccountB} {
+		forms := walkForms(t, s, account, q)
+		all = append(all, forms)
+		for _, f := range forms {
+			all = append(all, walkSubmissions(t, s, account, f.ID, q))
+		}
+	}
+	b, err := json.Marshal(all)
+	if err != nil {
+		t.Fatalf("contents of a store: %v", err)
+	}
+	return string(b)
 }
