@@ -17,7 +17,7 @@ import (
 // The docs' prose is checked the way their code blocks are: every
 // qualified Go name they mention (`formsapi.WithCORS`,
 // `ratelimit.Options.BytesInFlight`, `formsclient.Export`) names
-// something the module declares outside its test files, and the README's
+// something the module declares outside its test files, and docs/embedding.md's
 // list of handler options is the root package's With* options. The
 // module is read with go/parser, one file at a time: no type checking,
 // no dependency, a second or less.
@@ -322,7 +322,11 @@ func (idx goIndex) unresolved(text string) []string {
 	return bad
 }
 
-// optionList returns the With* names of the README's paragraph that
+// optionsDoc is the document whose "Options:" paragraph lists the
+// handler's options.
+const optionsDoc = "docs/embedding.md"
+
+// optionList returns the With* names of the paragraph of a document that
 // begins "Options:", through the blank line that ends it.
 func optionList(readme string) []string {
 	_, rest, ok := strings.Cut("\n"+readme, "\nOptions:")
@@ -392,7 +396,7 @@ func diff(got, want []string) (missing, extra []string) {
 
 // TestDocsNamesResolve: every qualified Go name of the README and
 // docs/*.md names something the module declares outside its tests, and
-// the README's "Options:" paragraph lists exactly the root package's
+// docs/embedding.md's "Options:" paragraph lists exactly the root package's
 // handler options. The planted subtests show both checks fail on a
 // document that is wrong.
 func TestDocsNamesResolve(t *testing.T) {
@@ -431,7 +435,7 @@ func TestDocsNamesResolve(t *testing.T) {
 	if n < 100 {
 		t.Errorf("found %d qualified names in the docs: the search is broken", n)
 	}
-	readme, err := os.ReadFile("README.md")
+	options, err := os.ReadFile(optionsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,11 +443,11 @@ func TestDocsNamesResolve(t *testing.T) {
 	if len(opts) < 5 {
 		t.Fatalf("found %d handler options: the search is broken", len(opts))
 	}
-	missing, extra := diff(optionList(string(readme)), opts)
+	missing, extra := diff(optionList(string(options)), opts)
 	if len(missing) > 0 {
-		t.Errorf("README.md's Options: paragraph leaves out %q", missing)
+		t.Errorf("%s's Options: paragraph leaves out %q", optionsDoc, missing)
 	}
 	if len(extra) > 0 {
-		t.Errorf("README.md's Options: paragraph lists %q, which the package does not offer (outside its tests)", extra)
+		t.Errorf("%s's Options: paragraph lists %q, which the package does not offer (outside its tests)", optionsDoc, extra)
 	}
 }
