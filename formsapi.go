@@ -5,10 +5,13 @@
 //
 //	GET /v1/forms                          the forms of the key's account
 //	GET /v1/forms/{formId}/submissions     the submissions of one of them
+//	GET /v1/forms/{formId}/export          all of them as one streamed file
+//	GET /v1/openapi.json                   the OpenAPI 3.1 document of the API
 //
-// Requests authenticate with "Authorization: Bearer <key>". A form that does
-// not exist and a form of another account get the same 404, byte for byte,
-// and internal [Metadata] recorded with a submission is never returned.
+// Requests authenticate with "Authorization: Bearer <key>", but for the
+// document, which needs none. A form that does not exist and a form of
+// another account get the same 404, byte for byte, and internal
+// [Metadata] recorded with a submission is never returned.
 //
 // The handler serves paths that begin with /v1, and answers every method
 // and path itself. To serve it under a prefix in front of any router,
