@@ -47,7 +47,7 @@ func TestStoresLinkOnlyTheirDriver(t *testing.T) {
 		}
 		for _, d := range c.not {
 			if deps[d] {
-				t.Errorf("%s links %s, the driver of another store", c.pkg, d)
+				t.Errorf("%s links %s, a driver it does not use", c.pkg, d)
 			}
 		}
 	}

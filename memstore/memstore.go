@@ -27,7 +27,16 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// Store is an in-memory store. The zero value is not usable; call New.
+// Store is an in-memory store of forms, submissions, API keys and webhook
+// endpoints, safe for concurrent use. Like sqlitestore.Store and
+// pgstore.Store, it implements every contract this module has for a store:
+// a formsapi.Store, a formsapi.FeedStore (the sync feed) and
+// formsapi.FieldStore (the CSV export's columns), a formsapi.KeyResolver
+// and formsapi.KeyAuthorizer (scoped and expiring keys) and
+// formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store (webhook
+// endpoints and their streams); it also counts lists for total= (see
+// formsapi.Total). Give it to formsapi.NewHandler as both store and keys.
+// The zero value is not usable; call New.
 type Store struct {
 	mu       sync.RWMutex
 	seq      int64

@@ -234,8 +234,17 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
-// Store is a formsapi.Store, formsapi.KeyResolver and formsapi.Writer on
-// PostgreSQL. It is safe for concurrent use. Make one with Open or New.
+// Store keeps forms, submissions, API keys and webhook endpoints in
+// PostgreSQL, for any number of nodes over one database. Like
+// memstore.Store and sqlitestore.Store, it implements every contract this
+// module has for a store: a formsapi.Store, a formsapi.FeedStore (the sync
+// feed) and formsapi.FieldStore (the CSV export's columns), a
+// formsapi.KeyResolver and formsapi.KeyAuthorizer (scoped and expiring
+// keys) and formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store
+// (webhook endpoints and their streams); it also counts lists for total=
+// (see formsapi.Total), and its RateLimiter is a ratelimit.Limiter shared
+// by the nodes. Give it to formsapi.NewHandler as both store and keys. It
+// is safe for concurrent use. Make one with Open or New.
 type Store struct {
 	pool    *pgxpool.Pool
 	owned   bool   // Close closes the pool only when Open made it

@@ -144,8 +144,15 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
-// Store is a formsapi.Store and formsapi.KeyResolver on SQLite. It is safe
-// for concurrent use. Make one with Open or New.
+// Store keeps forms, submissions, API keys and webhook endpoints in SQLite.
+// Like memstore.Store and pgstore.Store, it implements every contract this
+// module has for a store: a formsapi.Store, a formsapi.FeedStore (the sync
+// feed) and formsapi.FieldStore (the CSV export's columns), a
+// formsapi.KeyResolver and formsapi.KeyAuthorizer (scoped and expiring
+// keys) and formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store
+// (webhook endpoints and their streams); it also counts lists for total=
+// (see formsapi.Total). Give it to formsapi.NewHandler as both store and
+// keys. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
 	write  *sql.DB // one connection: SQLite has one writer at a time anyway
 	read   *sql.DB // read-only pool; the same handle as write for New
