@@ -140,17 +140,9 @@ func TestDocsNameRealTests(t *testing.T) {
 			t.Errorf("planted text:\n got %q\nwant %q", got, want)
 		}
 	})
-	files, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range append([]string{"README.md"}, files...) {
-		text, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, bad := range testClaims(string(text), declared) {
-			t.Errorf("%s: %s", f, bad)
+	for _, d := range readmeAndDocs(t) {
+		for _, bad := range testClaims(d.text, declared) {
+			t.Errorf("%s: %s", d.name, bad)
 		}
 	}
 }
@@ -191,19 +183,7 @@ func contractsMissing(doc string, typ reflect.Type) (missing, wrong []string) {
 // typeDoc returns the doc comment of type name in the package in dir.
 func typeDoc(t *testing.T, dir, name string) string {
 	t.Helper()
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range goSources(t, dir, parser.ParseComments) {
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.TYPE {
@@ -240,20 +220,8 @@ func TestStoreDocsNameTheirContracts(t *testing.T) {
 		}
 	})
 	// Every exported interface of the root package is a contract above.
-	fset := token.NewFileSet()
-	pkgs, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, path := range pkgs {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range rootSources(t, 0) {
 		ast.Inspect(f, func(nd ast.Node) bool {
 			if ts, ok := nd.(*ast.TypeSpec); ok && ts.Name.IsExported() {
 				if _, ok := ts.Type.(*ast.InterfaceType); ok {

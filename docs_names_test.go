@@ -348,20 +348,8 @@ func optionList(readme string) []string {
 // that return an Option, from its non-test files.
 func handlerOptions(t *testing.T) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range rootSources(t, 0) {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "With") || !fn.Name.IsExported() {
@@ -417,19 +405,11 @@ func TestDocsNamesResolve(t *testing.T) {
 			t.Errorf("planted option list: missing %q, extra %q; want WithCORS among the missing and WithClock the one extra", missing, extra)
 		}
 	})
-	files, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, f := range append([]string{"README.md"}, files...) {
-		text, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(idx.qualifiedNames(string(text)))
-		for _, name := range idx.unresolved(string(text)) {
-			t.Errorf("%s: %s names nothing in the module (outside its tests)", f, name)
+	for _, d := range readmeAndDocs(t) {
+		n += len(idx.qualifiedNames(d.text))
+		for _, name := range idx.unresolved(d.text) {
+			t.Errorf("%s: %s names nothing in the module (outside its tests)", d.name, name)
 		}
 	}
 	if n < 100 {

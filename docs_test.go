@@ -3,6 +3,9 @@ package formsapi_test
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +22,59 @@ func docFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return append([]string{"README.md", "BENCHMARKS.md"}, files...)
+}
+
+// doc is a document and its text.
+type doc struct{ name, text string }
+
+// readmeAndDocs returns the README and docs/*.md, the pages whose prose
+// the docs tests hold to the code.
+func readmeAndDocs(t *testing.T) []doc {
+	t.Helper()
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []doc
+	for _, f := range append([]string{"README.md"}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, doc{f, string(b)})
+	}
+	return docs
+}
+
+// rootSources parses the root package's non-test files with mode.
+func rootSources(t *testing.T, mode parser.Mode) []*ast.File {
+	t.Helper()
+	return goSources(t, ".", mode)
+}
+
+// goSources parses the non-test files of the package in dir with mode.
+func goSources(t *testing.T, dir string, mode parser.Mode) []*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, mode|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		t.Fatalf("%s: no Go files", dir)
+	}
+	return files
 }
 
 // goBlock is one ```go block of a document.

@@ -40,3 +40,13 @@ func WithRoomProbe(held *func() int64) Option {
 func RoomReservation(pageBytes int) int {
 	return (&api{cfg: config{pageBytes: pageBytes}}).pageReservation()
 }
+
+// RoutePaths returns the path of every route of the table (route.go), in
+// the order the mux registers them.
+func RoutePaths() []string {
+	var paths []string
+	for _, rt := range routes {
+		paths = append(paths, rt.path)
+	}
+	return paths
+}

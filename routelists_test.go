@@ -1,15 +1,14 @@
-package formsapi
+package formsapi_test
 
 import (
 	"go/ast"
 	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/formsapi/formsapi"
 )
 
 // routeLine is one line of a list of the API's routes: "GET /v1/forms",
@@ -41,41 +40,11 @@ func routeLists(text string) [][]string {
 	return lists
 }
 
-// routesMissing returns the paths of the route table that list leaves
-// out, and those it names that the table does not have.
-func routesMissing(list []string) (missing, extra []string) {
-	var paths []string
-	for _, rt := range routes {
-		paths = append(paths, rt.path)
-		if !slices.Contains(list, rt.path) {
-			missing = append(missing, rt.path)
-		}
-	}
-	for _, p := range list {
-		if !slices.Contains(paths, p) {
-			extra = append(extra, p)
-		}
-	}
-	return missing, extra
-}
-
 // goDocs returns the package doc of the root package and the doc comment
 // of NewHandler, from the source.
 func goDocs(t *testing.T) (pkg, newHandler string) {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range rootSources(t, parser.ParseComments) {
 		if f.Doc != nil {
 			pkg += f.Doc.Text()
 		}
@@ -107,29 +76,21 @@ func TestRouteListsNameEveryRoute(t *testing.T) {
 		if len(lists) != 1 {
 			t.Fatalf("found %d lists in the planted doc, want 1", len(lists))
 		}
-		missing, extra := routesMissing(append(lists[0], "/v1/forms/{formId}/gone"))
-		if !slices.Equal(missing, []string{pathExport, pathOpenAPI}) || !slices.Equal(extra, []string{"/v1/forms/{formId}/gone"}) {
+		missing, extra := diff(append(lists[0], "/v1/forms/{formId}/gone"), formsapi.RoutePaths())
+		if !slices.Equal(missing, []string{"/v1/forms/{formId}/export", "/v1/openapi.json"}) || !slices.Equal(extra, []string{"/v1/forms/{formId}/gone"}) {
 			t.Errorf("planted list: missing %q, extra %q", missing, extra)
 		}
 	})
 	pkg, newHandler := goDocs(t)
 	docs := map[string]string{"the package doc": pkg}
-	files, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range append([]string{"README.md"}, files...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs[f] = string(b)
+	for _, d := range readmeAndDocs(t) {
+		docs[d.name] = d.text
 	}
 	n := 0
 	for where, text := range docs {
 		for _, list := range routeLists(text) {
 			n++
-			missing, extra := routesMissing(list)
+			missing, extra := diff(list, formsapi.RoutePaths())
 			if len(missing) > 0 {
 				t.Errorf("%s lists the routes %q without %q", where, list, missing)
 			}
@@ -144,16 +105,16 @@ func TestRouteListsNameEveryRoute(t *testing.T) {
 	if n < 2 {
 		t.Errorf("found %d route lists: the search is broken", n)
 	}
-	for _, rt := range routes {
-		if !strings.Contains(newHandler, rt.path) {
-			t.Errorf("NewHandler's doc does not name %s", rt.path)
+	for _, p := range formsapi.RoutePaths() {
+		if !strings.Contains(newHandler, p) {
+			t.Errorf("NewHandler's doc does not name %s", p)
 		}
 	}
 	var headings []string
 	for _, m := range routeHeading.FindAllStringSubmatch(docs["docs/api.md"], -1) {
 		headings = append(headings, m[1])
 	}
-	if missing, extra := routesMissing(headings); len(missing) > 0 || len(extra) > 0 {
+	if missing, extra := diff(headings, formsapi.RoutePaths()); len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("docs/api.md's sections of routes (## GET <path>) leave out %q and name %q, which the route table does not have", missing, extra)
 	}
 }
