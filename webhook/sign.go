@@ -4,38 +4,38 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/textproto"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/formsapi/formsapi/webhook/receiver"
 )
 
-// The Standard Webhooks headers of a delivery. [Sign] sets them with
-// http.Header.Set, so Go writes them as Webhook-Id and so on: header names
-// are case-insensitive, and receivers in every language match them so.
+// The Standard Webhooks headers of a delivery, as [receiver.HeaderID] and
+// the others name them. [Sign] sets them with http.Header.Set, so Go writes
+// them as Webhook-Id and so on: header names are case-insensitive, and
+// receivers in every language match them so.
 const (
 	// HeaderID carries the event's identity, the same on every attempt
 	// (see [MessageID]): receivers de-duplicate by it.
-	HeaderID = "webhook-id"
+	HeaderID = receiver.HeaderID
 	// HeaderTimestamp carries the attempt's time in Unix seconds.
-	HeaderTimestamp = "webhook-timestamp"
+	HeaderTimestamp = receiver.HeaderTimestamp
 	// HeaderSignature carries one "v1,<base64 HMAC-SHA256>" per signing
 	// secret, separated by spaces.
-	HeaderSignature = "webhook-signature"
+	HeaderSignature = receiver.HeaderSignature
 )
 
 // MaxIDLength bounds a webhook-id in bytes, on both sides: [Sign] refuses
-// a longer id and [Verifier.Verify] a longer header (a receiver keeps ids
-// to de-duplicate, so it should not be made to keep large ones).
-const MaxIDLength = 256
+// a longer id and [Verifier.Verify] a longer header.
+const MaxIDLength = receiver.MaxIDLength
 
 // ErrMalformedHeader is wrapped by the error of [Sign] given an id or a
 // time that could not go in the headers, and of [Verifier.Verify] given a
-// webhook header that is repeated or not of its form.
-var ErrMalformedHeader = errors.New("webhook: malformed webhook header")
+// webhook header that is repeated or not of its form
+// ([receiver.ErrMalformedHeader]).
+var ErrMalformedHeader = receiver.ErrMalformedHeader
 
 // idPrefix and idHashBytes make MessageID's ids the shape of Svix's: "msg_"
 // and 27 characters.
@@ -69,38 +69,11 @@ func MessageID(eventType, ref string) string {
 	return string(base64.RawURLEncoding.AppendEncode(b, h.Sum(sum[:0])[:idHashBytes]))
 }
 
-// checkID returns an error wrapping ErrMalformedHeader unless id is 1 to
-// MaxIDLength bytes of visible ASCII other than ".": Standard Webhooks
-// forbids the full stop, which separates the signed content's parts, and
-// the rest keeps the id a plain token in every receiver's store.
-func checkID(id string) error {
-	if id == "" || len(id) > MaxIDLength {
-		return fmt.Errorf("%w: %s must be 1 to %d bytes", ErrMalformedHeader, HeaderID, MaxIDLength)
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c <= ' ' || c > '~' || c == '.' {
-			return fmt.Errorf("%w: %s may hold visible ASCII other than \".\" only", ErrMalformedHeader, HeaderID)
-		}
-	}
-	return nil
-}
-
 // Signature returns the value of the webhook-signature header of the
-// attempt at time at (its Unix seconds) of the message id with this body:
-// for each secret, in the order given, "v1," and the standard base64 of
-// the HMAC-SHA256 of id, ".", the timestamp in decimal, "." and body,
-// separated by single spaces. During a rotation pass the new secret and
-// the old one, so that a receiver holding either verifies the delivery.
-//
-// It returns an error wrapping [ErrInvalidSecret] when no secret is given
-// or one is the zero Secret, and one wrapping [ErrMalformedHeader] for an
-// id that is empty, longer than [MaxIDLength] or has a byte other than
-// visible ASCII (or a "."), and for a time before 1970.
+// attempt at time at of the message id with this body, or Signature's
+// errors: it is [receiver.Signature].
 func Signature(id string, at time.Time, body []byte, secrets ...Secret) (string, error) {
-	if err := checkSigning(id, at, secrets); err != nil {
-		return "", err
-	}
-	return signature(id, strconv.FormatInt(at.Unix(), 10), body, secrets), nil
+	return receiver.Signature(id, at, body, secrets...)
 }
 
 // Sign sets the three Standard Webhooks headers of one attempt on h (a
@@ -111,14 +84,14 @@ func Signature(id string, at time.Time, body []byte, secrets ...Secret) (string,
 // the bytes it reads, and any change, a re-encoding of the JSON included,
 // fails the check.
 func Sign(h http.Header, id string, at time.Time, body []byte, secrets ...Secret) error {
-	if err := checkSigning(id, at, secrets); err != nil {
+	sig, err := receiver.Signature(id, at, body, secrets...)
+	if err != nil {
 		return err
 	}
-	ts := strconv.FormatInt(at.Unix(), 10)
 	// h.Set with the keys canonical already: no canonicalizing per call.
 	h[canonicalID] = []string{id}
-	h[canonicalTimestamp] = []string{ts}
-	h[canonicalSignature] = []string{signature(id, ts, body, secrets)}
+	h[canonicalTimestamp] = []string{strconv.FormatInt(at.Unix(), 10)}
+	h[canonicalSignature] = []string{sig}
 	return nil
 }
 
@@ -128,47 +101,3 @@ var (
 	canonicalTimestamp = textproto.CanonicalMIMEHeaderKey(HeaderTimestamp)
 	canonicalSignature = textproto.CanonicalMIMEHeaderKey(HeaderSignature)
 )
-
-func checkSigning(id string, at time.Time, secrets []Secret) error {
-	if len(secrets) == 0 {
-		return fmt.Errorf("%w: no secret to sign with", ErrInvalidSecret)
-	}
-	for _, s := range secrets {
-		if s.IsZero() {
-			return fmt.Errorf("%w: the zero Secret signs nothing", ErrInvalidSecret)
-		}
-	}
-	if err := checkID(id); err != nil {
-		return err
-	}
-	if at.Unix() < 0 {
-		return fmt.Errorf("%w: %s before 1970", ErrMalformedHeader, HeaderTimestamp)
-	}
-	return nil
-}
-
-// signature joins the "v1,<mac>" of each secret, checked already.
-func signature(id, ts string, body []byte, secrets []Secret) string {
-	var b strings.Builder
-	b.Grow(len(secrets) * (len("v1,") + base64.StdEncoding.EncodedLen(sha256.Size) + 1))
-	var sum [sha256.Size]byte
-	for i, s := range secrets {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString("v1,")
-		b.WriteString(base64.StdEncoding.EncodeToString(mac(s, id, ts, body, sum[:0])))
-	}
-	return b.String()
-}
-
-// mac appends to b the HMAC-SHA256 under s of "id.ts.body", written in
-// two parts so that the body is never copied.
-func mac(s Secret, id, ts string, body, b []byte) []byte {
-	m := s.MAC()
-	prefix := make([]byte, 0, len(id)+len(ts)+2)
-	prefix = append(append(append(append(prefix, id...), '.'), ts...), '.')
-	m.Write(prefix)
-	m.Write(body)
-	return m.Sum(b)
-}
