@@ -57,24 +57,7 @@ func moduleIndex(t *testing.T) goIndex {
 	}
 	var files []file
 	dirName := map[string]string{} // directory → its package's name
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err = walkModuleFiles(parser.SkipObjectResolution, func(path string, f *ast.File) error {
 		if f.Name.Name == "main" {
 			return nil
 		}
@@ -430,4 +413,30 @@ func TestDocsNamesResolve(t *testing.T) {
 	if len(extra) > 0 {
 		t.Errorf("%s's Options: paragraph lists %q, which the package does not offer (outside its tests)", optionsDoc, extra)
 	}
+}
+
+// walkModuleFiles parses, with mode, every non-test .go file of the
+// module under the current directory (the module root) but those of
+// testdata and hidden directories, and calls fn with each.
+func walkModuleFiles(mode parser.Mode, fn func(path string, f *ast.File) error) error {
+	fset := token.NewFileSet()
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, mode)
+		if err != nil {
+			return err
+		}
+		return fn(path, f)
+	})
 }

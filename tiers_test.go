@@ -2,9 +2,8 @@ package formsapi_test
 
 import (
 	"cmp"
+	"go/ast"
 	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -93,24 +92,7 @@ func TestInternalTiers(t *testing.T) {
 		listed[m[1]+" → "+m[2]] = true
 	}
 	seen := map[string]bool{}
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
+	err = walkModuleFiles(parser.ImportsOnly, func(p string, f *ast.File) error {
 		from := path.Dir(filepath.ToSlash(p))
 		if tierOf(from) == "?" && !seen[from] {
 			seen[from] = true
