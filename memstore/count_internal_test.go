@@ -12,11 +12,11 @@ import (
 )
 
 // TestExactCountStopsAtItsByteBound: an exact count of a filtered list
-// stops, "at_least" the matches found, at the candidate that finds the
-// data checked so far at the bound (find.MaxExactCountBytes, here
-// lowered to keep the test small), as the database stores'
-// stored.CountMatches does; within it, and without filters, the count
-// is exact.
+// stops, "at_least" the matches found, right after the candidate whose
+// check brings its work (find.Examined: here the data checked) to the
+// bound (find.MaxExactCountBytes, here lowered to keep the test small),
+// as the database stores' stored.CountMatches does; within it, and
+// without filters, the count is exact.
 func TestExactCountStopsAtItsByteBound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -44,7 +44,7 @@ func TestExactCountStopsAtItsByteBound(t *testing.T) {
 	}{
 		{"ThirtyOne", filtered, 31 * size, formsapi.Total{Value: 31, Kind: find.AtLeast}},
 		{"ThirtyTwo", filtered, 32*size - 1, formsapi.Total{Value: 32, Kind: find.AtLeast}},
-		{"WithinTheBytes", filtered, n * size, formsapi.Total{Value: n, Kind: find.Exact}},
+		{"WithinTheBytes", filtered, n*size + 1, formsapi.Total{Value: n, Kind: find.Exact}},
 		{"NoFilters", formsapi.Query{Limit: 1}, size, formsapi.Total{Value: n, Kind: find.Exact}},
 	} {
 		got, err := s.countSubmissions(ctx, "acct", "f", tc.q, true, tc.maxBytes)

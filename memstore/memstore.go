@@ -458,19 +458,31 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 		*inc = fm.incarnation()
 	}
 	if stored.Filtered(q) {
-		return walkFiltered(fm.subs, q, visit)
+		next, work, err := walkFiltered(fm.subs, q, visit)
+		wire.AddExamined(ctx, work)
+		return next, err
 	}
 	return walk(fm.subs, q, func(r *submission) keyset.Pos { return r.pos }, func(r *submission) int { return len(r.json) }, visit)
 }
 
 // walkFiltered is walk for a query with filters or a search: it visits
-// the submissions of the range that match them (formsapi.Query.Finds), examining as
-// many as it takes, since they are in memory; the database stores bound
-// what one page examines, and may end a page short.
-func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission)) (string, error) {
+// the submissions of the range that match them (see finds), examining as
+// many as it takes, since they are in memory, up to the bound on a
+// page's work that the database stores keep too (find.MaxExaminedBytes):
+// the page ends right after the submission whose check reaches it,
+// short or empty, with a cursor. It returns the cursor and the page's
+// work (find.Examined).
+func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission)) (next string, work int64, err error) {
 	cs := stored.Clauses(q)
 	var matched []*submission
 	pos := func(r *submission) keyset.Pos { return r.pos }
+	// end visits the matches and ends the page with cursor.
+	end := func(cursor string) (string, int64, error) {
+		for _, m := range matched {
+			visit(m)
+		}
+		return cursor, work, nil
+	}
 	// Walk with a limit in submissions, not matches: a scan of the range
 	// in pages of the list itself, each filtered, until q.Limit match.
 	scan := q
@@ -482,31 +494,49 @@ func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission))
 		var page []*submission
 		next, err := walk(list, scan, pos, nil, func(r *submission) { page = append(page, r) })
 		if err != nil {
-			return "", fmt.Errorf("memstore: %w", err)
+			return "", work, fmt.Errorf("memstore: %w", err)
 		}
 		for _, r := range page {
-			if !find.Match(r.sub.Data, cs) || q.Search != "" && !q.Finds(r.sub) {
+			found, w := finds(r, cs, q.Search)
+			work += w
+			spent := work >= find.MaxExaminedBytes
+			if !found {
 				last = r.pos
+				if spent {
+					return end(last.String())
+				}
 				continue
 			}
 			if len(matched) == q.Limit || !budget.Fits(len(r.json)) {
-				for _, m := range matched {
-					visit(m)
-				}
-				return last.String(), nil
+				return end(last.String())
 			}
 			budget.Count(len(r.json))
 			matched = append(matched, r)
 			last = r.pos
+			if spent {
+				return end(last.String())
+			}
 		}
 		if next == "" {
-			for _, m := range matched {
-				visit(m)
-			}
-			return "", nil
+			return end("")
 		}
 		scan.Cursor = next
 	}
+}
+
+// finds is stored.Finds for a submission in memory: whether it matches
+// the clauses cs and contains the search term ("" is none), and the work
+// of the check, which counts its data (the database stores count the
+// JSON they keep its attachments as too; memstore keeps them decoded).
+func finds(r *submission, cs []find.Clause, term string) (bool, int64) {
+	if !find.Match(r.sub.Data, cs) {
+		return false, find.Examined(len(r.sub.Data), 0)
+	}
+	if term == "" {
+		return true, find.Examined(len(r.sub.Data), 0)
+	}
+	found, normalized := find.Search(r.sub.Data, stored.URLs(r.sub.Attachments), term)
+	return found, find.Examined(len(r.sub.Data), normalized)
 }
 
 // prealloc caps the capacity reserved for a page up front.
@@ -583,8 +613,9 @@ func (s *Store) CountSubmissions(ctx context.Context, accountID, formID string, 
 	return s.countSubmissions(ctx, accountID, formID, q, exact, find.MaxExactCountBytes)
 }
 
-// countSubmissions is CountSubmissions with the bound on the data an
-// exact count of a filtered list checks as a parameter, for its test.
+// countSubmissions is CountSubmissions with the bound on the work of a
+// filtered list's count (find.MaxExactCountBytes) as a parameter, for its
+// test.
 func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool, maxBytes int64) (formsapi.Total, error) {
 	if err := ctx.Err(); err != nil {
 		return formsapi.Total{}, fmt.Errorf("memstore: count submissions: %w", err)
@@ -597,36 +628,52 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	q = stored.CountQuery(q)
 	cs := stored.Clauses(q)
-	// A search's candidates are its matches: memstore has no index
-	// whose entries it could count instead.
 	filtered := stored.Filtered(q)
-	candidate := func(r *submission) bool {
-		return (len(cs) == 0 || find.Match(r.sub.Data, cs[:1])) && (q.Search == "" || q.Finds(r.sub))
-	}
 	bound := int64(find.MaxCount)
 	if filtered && exact {
 		bound = find.MaxExactCount
 	}
-	var candidates, matches, size int64
+	// The candidates of a filtered list: the matches of its first clause
+	// and of its search (memstore has no index whose entries it could
+	// count instead), whose checks are work (find.Examined) within
+	// maxBytes, as an exact count's are in the database stores.
+	var candidates, matches, work int64
+	defer func() { wire.AddExamined(ctx, work) }()
+	cut := false // the work reached maxBytes
 	for _, r := range fm.subs {
-		if !keyset.Contains(q, r.sub.CreatedAt) || !candidate(r) {
+		if !keyset.Contains(q, r.sub.CreatedAt) {
 			continue
 		}
-		if candidates == bound || filtered && exact && size >= maxBytes {
-			candidates = bound + 1 // past the bound
+		if filtered {
+			found, w := finds(r, cs[:min(len(cs), 1)], q.Search)
+			work += w
+			cut = work >= maxBytes
+			if !found && cut {
+				break
+			}
+			if !found {
+				continue
+			}
+		}
+		if candidates == bound {
+			candidates, cut = bound+1, false // past the bound
 			break
 		}
 		candidates++
-		size += int64(len(r.sub.Data)) // attachments: their encoding is the database stores' own
-		if filtered && exact && q.Finds(r.sub) {
+		if filtered && exact && find.Match(r.sub.Data, cs) {
 			matches++
 		}
-	}
-	if filtered && exact {
-		if candidates > bound {
-			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
+		if cut {
+			break
 		}
+	}
+	switch {
+	case filtered && exact && (cut || candidates > bound):
+		return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
+	case filtered && exact:
 		return formsapi.Total{Value: matches, Kind: find.Exact}, nil
+	case cut:
+		return formsapi.Total{Value: candidates, Kind: find.Estimate}, nil
 	}
 	return stored.Counted(candidates, bound, filtered), nil
 }

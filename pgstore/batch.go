@@ -23,8 +23,16 @@ import (
 // asks for more and the last came back full, is twice the one before and
 // starts after its last entry, until stored.Examined entries in all.
 //
+// Each batch is bounded in bytes too (the statements' last parameter;
+// see byteBounded): by what is left of maxBytes once the bytes of the
+// data and attachments read so far are taken off, which the walk's own
+// bound on its work (find.MaxExaminedBytes, find.MaxExactCountBytes)
+// reaches first: the walk stops at the row a batch cut there ends with,
+// never asking for the next.
+//
 // It is a stored.Rows whose statement selects the entry's seq and
-// created_at first (Scan reads them from its first two destinations).
+// created_at first (Scan reads them from its first two destinations),
+// and the submission's data and attachments next.
 type walkRows struct {
 	ctx  context.Context
 	pool interface {
@@ -36,9 +44,11 @@ type walkRows struct {
 	scan     bool // the statement walks the form's submissions, without a key
 	oldest   bool
 	lo, hi   keyset.Pos
-	batch    int // the size of the current batch
-	got      int // rows of the current batch read so far
-	left     int // entries not yet asked for
+	batch    int   // the size of the current batch
+	got      int   // rows of the current batch read so far
+	left     int   // entries not yet asked for
+	maxBytes int64 // the bytes of data and attachments to read in all
+	read     int64 // the bytes of data and attachments read so far
 	rows     pgx.Rows
 	err      error
 	finished bool
@@ -51,6 +61,7 @@ func newWalkRows(ctx context.Context, pool interface {
 		ctx: ctx, pool: pool, sql: sql, form: form, key: key,
 		oldest: q.Order == formsapi.Oldest, lo: b.lo, hi: b.hi,
 		left: stored.Examined, batch: min(q.Limit+1, stored.Examined),
+		maxBytes: find.MaxExaminedBytes,
 	}
 }
 
@@ -76,6 +87,7 @@ func newCountRows(ctx context.Context, pool interface {
 		ctx: ctx, pool: pool, sql: sql, form: form, key: key,
 		oldest: true, lo: b.lo, hi: b.hi,
 		left: find.MaxExactCount + 1, batch: countBatch,
+		maxBytes: find.MaxExactCountBytes,
 	}
 }
 
@@ -120,7 +132,7 @@ func (w *walkRows) Next() bool {
 		}
 		w.batch = min(2*w.batch, w.left)
 	}
-	args := []any{w.form, w.key, w.lo.At, w.lo.Seq, w.hi.At, w.hi.Seq, w.batch}
+	args := []any{w.form, w.key, w.lo.At, w.lo.Seq, w.hi.At, w.hi.Seq, w.batch, w.maxBytes - w.read}
 	if w.scan {
 		args = append(args[:1], args[2:]...)
 	}
@@ -141,10 +153,16 @@ func (w *walkRows) Next() bool {
 }
 
 // Scan reads the current entry into dest, whose first two are the entry's
-// seq and created_at, and moves the next batch's bound past it.
+// seq and created_at and next two its data and attachments, and moves
+// the next batch's bounds past it.
 func (w *walkRows) Scan(dest ...any) error {
 	if err := w.rows.Scan(dest...); err != nil {
 		return err
+	}
+	for _, d := range dest[2:min(len(dest), 4)] {
+		if b, ok := d.(*[]byte); ok {
+			w.read += int64(len(*b))
+		}
 	}
 	seq, okSeq := dest[0].(*int64)
 	at, okAt := dest[1].(*int64)

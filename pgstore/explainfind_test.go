@@ -133,9 +133,9 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 				case strings.HasPrefix(name, "count/entries"):
 					literals, most = fmt.Sprintf("%d, %s, %d", form, bounds, key), find.MaxCount+1
 				case name == "count/matches":
-					literals, most = fmt.Sprintf("%d, %d, %s, %d", form, key, bounds, find.MaxExactCount+1), find.MaxExactCount+1
+					literals, most = fmt.Sprintf("%d, %d, %s, %d, %d", form, key, bounds, find.MaxExactCount+1, find.MaxExactCountBytes), find.MaxExactCount+1
 				default:
-					literals, most = fmt.Sprintf("%d, %d, %s, %d", form, key, bounds, stored.Examined), stored.Examined
+					literals, most = fmt.Sprintf("%d, %d, %s, %d, %d", form, key, bounds, stored.Examined, find.MaxExaminedBytes), stored.Examined
 				}
 				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 					label := fmt.Sprintf("%s/key%d/%s/%s", name, key, w.name, mode)
@@ -155,7 +155,7 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 			literals := fmt.Sprintf("%d, %s", form, keysetBounds(name, w.q))
 			most := int64(find.MaxCount + 1)
 			if name != "count/rows" {
-				literals, most = fmt.Sprintf("%s, %d", literals, stored.Examined), stored.Examined
+				literals, most = fmt.Sprintf("%s, %d, %d", literals, stored.Examined, find.MaxExaminedBytes), stored.Examined
 			}
 			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 				label := fmt.Sprintf("%s/%s/%s", name, w.name, mode)

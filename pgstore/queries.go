@@ -124,12 +124,19 @@ WHERE f.id = $1 AND f.account_id = $2`
 	// plainly, the planner chose for a key of 1% of a form's rows a hash
 	// join with a sequential scan of every form's submissions (EXPLAIN
 	// at 100,000 submissions; BENCHMARKS.md, "Filters' plans").
+	//
+	// Rows are bounded in bytes too ($8, as sqlAppendSubmissions' are, by
+	// the wrapper byteBounded): only rows whose earlier rows' data and attachments
+	// total less than $8 bytes come out, so that a walk that stops at its
+	// bound on work (find.MaxExaminedBytes; $8 is what is left of it)
+	// has not made PostgreSQL read and send the rest of a batch of
+	// megabyte submissions.
 	sqlFindEncoded = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
 FROM (` + sqlFindEntries + `) i
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
-	sqlFind = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json)
+	sqlFind = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json) AS size
 FROM (` + sqlFindEntries + `) i
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
@@ -142,13 +149,14 @@ ORDER BY i.created_at {DIR}, i.seq {DIR}`
 	// A search without filters while the search index is off
 	// (stored.Candidates gives no key): the form's ($1) submissions in
 	// keyset order, $6 of them, read in batches as the entries of a key
-	// are (walkRows), each checked as a filtered page's entry.
+	// are (walkRows), each checked as a filtered page's entry, and
+	// bounded in bytes ($7) the same way (byteBounded).
 	sqlScanEncoded = `SELECT seq, created_at, data, attachments, json FROM formsapi_submissions
 WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at {DIR}, seq {DIR}
 LIMIT $6`
 
-	sqlScan = `SELECT seq, created_at, data, attachments, octet_length(json) FROM formsapi_submissions
+	sqlScan = `SELECT seq, created_at, data, attachments, octet_length(json) AS size FROM formsapi_submissions
 WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at {DIR}, seq {DIR}
 LIMIT $6`
@@ -430,6 +438,23 @@ WHERE s.find_keys IS NULL AND s.form_seq IN (SELECT seq FROM formsapi_forms WHER
 	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL`
 )
 
+// byteBounded wraps rows, a filtered walk's statement of seq,
+// created_at, data, attachments and a last column named last, in page
+// order, so that only its rows whose earlier rows' data and attachments
+// total less than the parameter max come out: every row up to the one
+// that reaches max. octet_length of a text reads only its header, so
+// the rows left out are never read from their TOAST tables.
+func byteBounded(rows, last, max string) string {
+	return `SELECT seq, created_at, data, attachments, ` + last + ` FROM (
+    SELECT r.*, sum(octet_length(r.data) + octet_length(r.attachments))
+            OVER (ORDER BY r.created_at {DIR}, r.seq {DIR} ROWS UNBOUNDED PRECEDING)
+        - octet_length(r.data) - octet_length(r.attachments) AS before
+    FROM (` + rows + `) r
+) w
+WHERE before < ` + max + `
+ORDER BY created_at {DIR}, seq {DIR}`
+}
+
 // ordered fills a list statement's {DIR} with the order of its page:
 // each list is one statement, made once per order.
 func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", dir) }
@@ -480,16 +505,18 @@ func qualifyTables(schema, s string) string {
 
 func newQueries(schema string) queries {
 	q := func(s string) string { return qualifyTables(schema, s) }
+	findEncoded, find := byteBounded(sqlFindEncoded, "json", "$8"), byteBounded(sqlFind, "size", "$8")
+	scanEncoded, scan := byteBounded(sqlScanEncoded, "json", "$7"), byteBounded(sqlScan, "size", "$7")
 	return queries{
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),
 		splice: q(sqlSplice),
 
-		findEncodedDesc: q(ordered(sqlFindEncoded, "DESC")), findEncodedAsc: q(ordered(sqlFindEncoded, "ASC")),
-		findDesc: q(ordered(sqlFind, "DESC")), findAsc: q(ordered(sqlFind, "ASC")),
-		scanEncodedDesc: q(ordered(sqlScanEncoded, "DESC")), scanEncodedAsc: q(ordered(sqlScanEncoded, "ASC")),
-		scanDesc: q(ordered(sqlScan, "DESC")), scanAsc: q(ordered(sqlScan, "ASC")),
+		findEncodedDesc: q(ordered(findEncoded, "DESC")), findEncodedAsc: q(ordered(findEncoded, "ASC")),
+		findDesc: q(ordered(find, "DESC")), findAsc: q(ordered(find, "ASC")),
+		scanEncodedDesc: q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
+		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),
 		searchIndexed: q(sqlSearchIndexed),
 		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),

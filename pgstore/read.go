@@ -585,7 +585,7 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 	}
 	rows := s.filteredRows(ctx, form.Seq, key, scan, false, q, b)
 	defer rows.Close()
-	p, err := stored.FilteredSubmissions(rows, formID, q)
+	p, err := stored.FilteredSubmissions(ctx, rows, formID, q)
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
@@ -662,7 +662,7 @@ func (s *Store) appendFiltered(ctx context.Context, accountID, formID string, fo
 	}
 	rows := s.filteredRows(ctx, form.Seq, key, scan, true, q, b)
 	defer rows.Close()
-	if err := stored.AppendFiltered(rows, q, p); err != nil {
+	if err := stored.AppendFiltered(ctx, rows, q, p); err != nil {
 		return err
 	}
 	rows.Close()
@@ -727,7 +727,7 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	}
 	rows := &matchRows{walkRows: count}
 	defer rows.Close()
-	t, err := stored.CountMatches(rows, q)
+	t, err := stored.CountMatches(ctx, rows, q)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

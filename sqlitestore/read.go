@@ -289,7 +289,7 @@ func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q f
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
 	defer rows.Close()
-	p, err := stored.FilteredSubmissions(rows, formID, q)
+	p, err := stored.FilteredSubmissions(ctx, rows, formID, q)
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
@@ -318,7 +318,7 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 		return err
 	}
 	defer rows.Close()
-	if err := stored.AppendFiltered(rows, q, p); err != nil {
+	if err := stored.AppendFiltered(ctx, rows, q, p); err != nil {
 		return err
 	}
 	return rows.Err()
@@ -395,7 +395,7 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		return formsapi.Total{}, err
 	}
 	defer rows.Close()
-	t, err := stored.CountMatches(rows, q)
+	t, err := stored.CountMatches(ctx, rows, q)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

@@ -38,27 +38,50 @@ const (
 	// canonical text is longer are not indexed, and no filter can name
 	// them: an equal value would be as long.
 	MaxValueBytes = 256
-	// MaxExamined bounds the index entries (the database stores) or
-	// submissions (memstore's scan is not bounded) one filtered page
-	// examines: a page that reaches it before it is full ends there,
-	// short or empty, with a next cursor.
+	// MaxExamined bounds the index entries (the database stores) one
+	// filtered page examines: a page that reaches it before it is full
+	// ends there, short or empty, with a next cursor. memstore, which
+	// keeps no index, examines as many submissions as MaxExaminedBytes
+	// lets it.
 	MaxExamined = 1000
+	// MaxExaminedBytes bounds the work one filtered page does on its
+	// candidates, counted as Examined (RELIABILITY case 103): once the
+	// candidates it checked come to this many bytes, the page ends after
+	// the last of them, short or empty, with a next cursor. Without it, a
+	// page of 1,000 entries whose submissions held a megabyte each, all
+	// checked and normalized, took seconds of CPU for one request.
+	MaxExaminedBytes = 16 << 20
 	// MaxExactCount bounds the index entries an exact count of a filtered
 	// list checks against its filters (each a read of the submission's
 	// data): past it the count is "at_least" the matches found.
 	MaxExactCount = 10_000
-	// MaxExactCountBytes bounds the same count by the data it reads: once
-	// the candidates it checked hold this many bytes of data and
-	// attachments (as the store keeps them), the count is "at_least" the
-	// matches found. Without it, a count over large submissions read up to
-	// 10,000 of them (a gigabyte at 100 KB each) and ran past the
-	// request's time.
+	// MaxExactCountBytes bounds the same count by its work, counted as
+	// Examined: once the candidates it checked come to this many bytes,
+	// the count is "at_least" the matches found. Without it, a count over
+	// large submissions read up to 10,000 of them (a gigabyte at 100 KB
+	// each) and ran past the request's time.
 	MaxExactCountBytes = 32 << 20
+	// NormalizedCost is what Examined counts for each byte a search's
+	// check passes through Unicode normalization (read and made; see
+	// Search): about what a byte costs to read, send and compare as
+	// ASCII, 16 times over (measured: BENCHMARKS.md, "Work per rate
+	// unit").
+	NormalizedCost = 16
 	// MaxCount bounds the rows or index entries any other count reads
 	// (index entries only, no data): past it the count is "at_least"
 	// MaxCount (or an "estimate", for an estimate of a filtered list).
 	MaxCount = 100_000
 )
+
+// Examined is the work of checking one candidate, in bytes: stored, the
+// bytes of its data and attachments as the store keeps them, and
+// NormalizedCost for each of the normalized bytes its search's check
+// passed through Unicode normalization (Search). The bounds on a page's
+// and an exact count's work (MaxExaminedBytes, MaxExactCountBytes) and
+// the handler's charge of the rate limiter count it.
+func Examined(stored, normalized int) int64 {
+	return int64(stored) + NormalizedCost*int64(normalized)
+}
 
 // The kinds of a count (formsapi.Total.Kind).
 const (

@@ -7,6 +7,14 @@ package find
 // of every attachment (FileName). Each value is normalized (Normalize)
 // and compared on its own: a term never matches across two values.
 //
+// Search reads a bounded prefix of each value and of a submission
+// (MaxSearchValueBytes, MaxSearchBytes; RELIABILITY case 104): a term is
+// found only there, by every store alike, the index's entries and the
+// check of each candidate reading the same text (Texts). Normalization
+// may expand its input (U+FDFA's 3 bytes are 33 once decomposed), so the
+// bound is on the normal form as well as on what is read: a megabyte of
+// any text costs a writer and a check the same few kilobytes.
+//
 // The database stores index every value's trigrams (three consecutive
 // runes of its normal form) in the same index as filters, under keys of
 // their own kind (TrigramKey: negative, where Key is never), so a search
@@ -38,6 +46,23 @@ const (
 	MaxProbes = 16
 )
 
+// The bounds of what search reads of a submission (RELIABILITY case
+// 104): the text its index holds and its check compares.
+const (
+	// MaxSearchValueBytes bounds what search reads of one value: its
+	// first 4 KiB, cut back to a whole character, and of their normal
+	// form the first 4 KiB, cut the same way. A term that a value holds
+	// only past that is not found in it.
+	MaxSearchValueBytes = 4 << 10
+	// MaxSearchBytes bounds what search reads of one submission's values
+	// together, in their order (data's as written, then the files'
+	// names): 64 KiB of them and 64 KiB of their normal forms, the value
+	// that reaches either bound cut there (and none read once fewer than
+	// utf8.UTFMax bytes of either are left). Values past it are not
+	// found.
+	MaxSearchBytes = 64 << 10
+)
+
 // Normalize returns the normal form of s that search compares: its
 // compatibility decomposition (NFKD) without combining marks (Unicode
 // category Mn), in lower case (with ß as "ss" and a final sigma as σ, as
@@ -54,14 +79,7 @@ func Normalize(s string) string {
 // before max: a rune may decompose into 18 (U+FDFA), and a megabyte of
 // them in q took a second of CPU and tens of megabytes to be refused.
 func normalize(s string, max int) (string, bool) {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(s) {
 		if max >= 0 && len(s) > max {
 			return "", false
 		}
@@ -74,27 +92,84 @@ func normalize(s string, max int) (string, bool) {
 	it.InitString(norm.NFKD, s)
 	b := make([]byte, 0, min(len(s), 256))
 	for !it.Done() {
-		for _, r := range string(it.Next()) {
-			switch {
-			case r < utf8.RuneSelf:
-				if 'A' <= r && r <= 'Z' {
-					r += 'a' - 'A'
-				}
-				b = append(b, byte(r))
-			case unicode.Is(unicode.Mn, r):
-			case r == 'ß' || r == 'ẞ':
-				b = append(b, "ss"...)
-			case r == 'ς':
-				b = utf8.AppendRune(b, 'σ')
-			default:
-				b = utf8.AppendRune(b, unicode.ToLower(r))
-			}
-		}
+		b = appendNormal(b, it.Next())
 		if max >= 0 && len(b) > max {
 			return "", false
 		}
 	}
 	return string(b), true
+}
+
+// appendNormal appends to b the segment seg of an NFKD decomposition
+// without its combining marks, in lower case (see Normalize).
+func appendNormal(b, seg []byte) []byte {
+	for _, r := range string(seg) {
+		switch {
+		case r < utf8.RuneSelf:
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			b = append(b, byte(r))
+		case unicode.Is(unicode.Mn, r):
+		case r == 'ß' || r == 'ẞ':
+			b = append(b, "ss"...)
+		case r == 'ς':
+			b = utf8.AppendRune(b, 'σ')
+		default:
+			b = utf8.AppendRune(b, unicode.ToLower(r))
+		}
+	}
+	return b
+}
+
+// prefix returns the normal form of s's first maxIn bytes (cut back to a
+// whole character), itself cut to its first maxOut bytes (the same way),
+// the bytes of s it read, and whether it took Unicode's path (s is not
+// ASCII), which costs some 30 times what ASCII's does per byte. it and
+// buf are the iterator and the scratch space to use (one each per
+// submission: the iterator is large, and a value's normal form grows
+// from a few bytes).
+func prefix(it *norm.Iter, buf *[]byte, s string, maxIn, maxOut int) (t string, read int, unicodePath bool) {
+	s = cut(s, maxIn)
+	if isASCII(s) {
+		n := min(len(s), maxOut)
+		return lowerASCII(s[:n]), n, false
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	it.InitString(norm.NFKD, s)
+	b := (*buf)[:0]
+	for !it.Done() && len(b) < maxOut {
+		b = appendNormal(b, it.Next())
+	}
+	*buf = b
+	return cut(string(b), maxOut), it.Pos(), true
+}
+
+// cut returns s's first max bytes, cut back to the start of a character
+// (by at most utf8.UTFMax-1 bytes: not within invalid UTF-8).
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for j := 1; j < utf8.UTFMax && i > 0 && !utf8.RuneStart(s[i]); j++ {
+		i--
+	}
+	if !utf8.RuneStart(s[i]) {
+		i = max
+	}
+	return s[:i]
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // lowerASCII is strings.ToLower for ASCII s, without a copy when s has
@@ -147,20 +222,42 @@ func FileName(fileURL string) string {
 
 // Texts returns the values of a submission that search compares, each
 // normalized: the string values of data at any depth, the text of its
-// numbers, and the files' names (FileName of each attachment's URL).
-// Data that is not JSON gives what a scan of its strings and numbers
-// finds.
+// numbers, and the files' names (FileName of each attachment's URL), as
+// far as search reads them (MaxSearchValueBytes, MaxSearchBytes). Data
+// that is not JSON gives what a scan of its strings and numbers finds.
 func Texts(data []byte, files []string) []string {
 	var out []string
-	eachValue(data, files, func(v string) bool {
-		out = append(out, Normalize(v))
+	texts(data, files, func(t string) bool {
+		out = append(out, t)
 		return true
 	})
 	return out
 }
 
+// texts calls fn with the normal form of each value of a submission that
+// search reads (see Texts), in order, until fn returns false or the
+// bounds are reached, and returns the bytes that took Unicode's path
+// (prefix), read and made: the cost of the check beyond reading data.
+func texts(data []byte, files []string, fn func(string) bool) (normalized int) {
+	in, out := MaxSearchBytes, MaxSearchBytes
+	var it norm.Iter
+	var buf []byte
+	eachValue(data, files, func(v string) bool {
+		t, read, slow := prefix(&it, &buf, v, min(MaxSearchValueBytes, in), min(MaxSearchValueBytes, out))
+		in, out = in-read, out-len(t)
+		if slow {
+			normalized += read + len(t)
+		}
+		// Past the last few bytes of either bound no character may fit.
+		return fn(t) && in >= utf8.UTFMax && out >= utf8.UTFMax
+	})
+	return normalized
+}
+
 // eachValue calls fn with each value of a submission, not normalized (see
-// Texts), until fn returns false.
+// Texts), until fn returns false. A string without escapes is given as
+// far as search may read it (MaxSearchValueBytes, and a character more),
+// not copied whole.
 func eachValue(data []byte, files []string, fn func(string) bool) {
 	for i := 0; i < len(data); {
 		c := data[i]
@@ -186,7 +283,7 @@ func eachValue(data []byte, files []string, fn func(string) bool) {
 			if k < len(data) && data[k] == ':' {
 				continue // a member name
 			}
-			v := string(raw[1 : len(raw)-1])
+			v := string(raw[1 : 1+min(len(raw)-2, MaxSearchValueBytes+utf8.UTFMax)])
 			if escaped {
 				if err := json.Unmarshal(raw, &v); err != nil {
 					continue
@@ -219,21 +316,27 @@ func eachValue(data []byte, files []string, fn func(string) bool) {
 // the URLs files contains the normalized term (ParseTerm) in one of its
 // values (Texts). The empty term matches everything.
 func SearchMatch(data []byte, files []string, term string) bool {
+	found, _ := Search(data, files, term)
+	return found
+}
+
+// Search is SearchMatch with the cost of its check: the bytes it passed
+// through Unicode normalization, read and made (see Examined).
+func Search(data []byte, files []string, term string) (found bool, normalized int) {
 	if term == "" {
-		return true
+		return true, 0
 	}
 	// Data of ASCII only, without escapes, holds every value as it is:
 	// a term it does not hold in any case is in none of them (most
 	// candidates of a walk through a common trigram).
 	if len(files) == 0 && isASCIIText(data) && !containsLowerASCII(data, term) {
-		return false
+		return false, 0
 	}
-	found := false
-	eachValue(data, files, func(v string) bool {
-		found = strings.Contains(Normalize(v), term)
+	normalized = texts(data, files, func(t string) bool {
+		found = strings.Contains(t, term)
 		return !found
 	})
-	return found
+	return found, normalized
 }
 
 // isASCIIText reports whether b is ASCII without a backslash.
@@ -296,12 +399,13 @@ func trigrams(keys []int64, s string) []int64 {
 }
 
 // SearchKeys returns the index keys of the trigrams of a submission's
-// values (Texts), each once, ascending.
+// values as search reads them (Texts), each once, ascending.
 func SearchKeys(data []byte, files []string) []int64 {
 	var keys []int64
-	for _, t := range Texts(data, files) {
+	texts(data, files, func(t string) bool {
 		keys = trigrams(keys, t)
-	}
+		return true
+	})
 	return sortedUnique(keys)
 }
 

@@ -1,6 +1,7 @@
 package find
 
 import (
+	"encoding/json"
 	"runtime"
 	"slices"
 	"strings"
@@ -152,5 +153,133 @@ func TestParseTermLongBoundedWork(t *testing.T) {
 		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
 			t.Errorf("ParseTerm of %d bytes (%q...) allocated %d bytes, want at most 64 KiB", len(long), long[:6], n)
 		}
+	}
+}
+
+// TestSearchReadsABoundedPrefix: search finds a term only within the
+// first MaxSearchValueBytes of a value (cut back to a whole character)
+// and the first MaxSearchBytes of a submission's values, and its index
+// keys are those of that text alone, so that the index and the check
+// agree past the bounds too.
+func TestSearchReadsABoundedPrefix(t *testing.T) {
+	pad := func(n int) string { return strings.Repeat("x", n) }
+	values := func(vs ...string) []byte {
+		b, _ := json.Marshal(map[string][]string{"v": vs})
+		return b
+	}
+	many := make([]string, MaxSearchBytes/MaxSearchValueBytes)
+	for i := range many {
+		many[i] = pad(MaxSearchValueBytes)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want bool
+	}{
+		{"AtTheStart", values("needle " + pad(1<<20)), true},
+		{"EndsAtTheBound", values(pad(MaxSearchValueBytes-6) + "needle"), true},
+		{"AcrossTheBound", values(pad(MaxSearchValueBytes-3) + "needle"), false},
+		{"PastTheBound", values(pad(1<<20) + "needle"), false},
+		{"AccentedAtTheBound", values(strings.Repeat("é", (MaxSearchValueBytes-6)/2) + "NEEDLE"), true},
+		{"CutInsideACharacter", values(pad(MaxSearchValueBytes-1) + "é" + "needle"), false},
+		{"NextValue", values(pad(1<<20), "needle"), true},
+		{"ValuesWithinTheSubmission", values(append(many[:len(many)-1:len(many)-1], "needle")...), true},
+		{"ValuesPastTheSubmission", values(append(many, "needle")...), false},
+		// U+FDFA is 3 bytes, 33 once normalized: the normal form's
+		// bound is reached after 124 of them.
+		{"ExpansionBounded", values(strings.Repeat("\uFDFA", 124) + "needle"), false},
+		{"ExpansionWithin", values(strings.Repeat("\uFDFA", 123) + "needle"), true},
+	} {
+		found, _ := Search(c.data, nil, "needle")
+		if found != c.want {
+			t.Errorf("%s: found %v, want %v", c.name, found, c.want)
+		}
+		keys := SearchKeys(c.data, nil)
+		indexed := true
+		for _, k := range TermKeys("needle") {
+			if _, ok := slices.BinarySearch(keys, k); !ok {
+				indexed = false
+			}
+		}
+		if c.want && !indexed {
+			t.Errorf("%s: found, but the index lacks a trigram of the term", c.name)
+		}
+	}
+}
+
+// TestSearchKeysCostBounded: the writer's trigram keys of a megabyte of
+// U+FDFA (3 bytes, 18 characters once decomposed), in one value or in
+// many, cost about what a megabyte of ASCII's do, in bytes normalized
+// and in bytes allocated, since search reads a bounded prefix of each
+// value and of the submission (RELIABILITY case 104). Before, the one
+// value took 1.5 s of a writer's CPU, 7.7 times a megabyte of ASCII, and
+// about 100 MB of allocations. The bound is checked as bytes, not time.
+func TestSearchKeysCostBounded(t *testing.T) {
+	one := func(unit string) []byte {
+		return []byte(`{"v":"` + strings.Repeat(unit, (1<<20)/len(unit)) + `"}`)
+	}
+	many := func(unit string) []byte {
+		return []byte(`{"v":["` + strings.Repeat(unit+`","`, (1<<20)/(len(unit)+3)) + `"]}`)
+	}
+	cost := func(data []byte) (normalized int, allocated uint64) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		SearchKeys(data, nil)
+		runtime.ReadMemStats(&after)
+		_, normalized = Search(data, nil, "absent term")
+		return normalized, after.TotalAlloc - before.TotalAlloc
+	}
+	_, ascii := cost(one("qwer wertz "))
+	_, asciiMany := cost(many("qwer wertz"))
+	for name, data := range map[string][]byte{
+		"one value of U+FDFA": one("\uFDFA"), "many values of U+FDFA": many("\uFDFA"),
+		"one value of é": one("é"), "many values of é": many("é"),
+	} {
+		normalized, allocated := cost(data)
+		if limit := 2 * MaxSearchBytes; normalized > limit {
+			t.Errorf("%s: %d bytes normalized, want at most %d", name, normalized, limit)
+		}
+		if limit := 2 * max(ascii, asciiMany); allocated > limit {
+			t.Errorf("%s: %d bytes allocated, want at most %d (twice a megabyte of ASCII's)", name, allocated, limit)
+		}
+	}
+}
+
+// BenchmarkSearchWork is a search's check of one candidate of each shape
+// the bound on a page's work must price (find.Examined, with
+// NormalizedCost): a megabyte of ASCII that holds the term's letters, 16
+// values of 4 KiB of é, values of one U+FDFA (33 bytes once normalized),
+// values of combining marks (nothing once normalized) and mixed text. It
+// reports the nanoseconds per byte of work: NormalizedCost is chosen so
+// that no shape costs much more per byte of work than reading ASCII does
+// (BENCHMARKS.md, "Work per rate unit").
+func BenchmarkSearchWork(b *testing.B) {
+	values := func(v string, k int) []byte {
+		vs := make([]string, k)
+		for i := range vs {
+			vs[i] = v
+		}
+		d, _ := json.Marshal(map[string]any{"a": "qwer wertz", "v": vs})
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"ASCII", values(strings.Repeat("qwer wertz ", 1<<20/11), 1)},
+		{"Accents", values(strings.Repeat("é", 2048), 16)},
+		{"FDFA", values("\uFDFA", 10000)},
+		{"Marks", values("a"+strings.Repeat("\u0301", 2047), 32)},
+		{"Mixed", values(strings.Repeat("Grüße aus Köln, qwer ", 200), 16)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var work int64
+			for b.Loop() {
+				_, n := Search(c.data, nil, "qwertz")
+				work = Examined(len(c.data), n)
+			}
+			b.ReportMetric(float64(work), "work-bytes")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(work), "ns/work-byte")
+		})
 	}
 }

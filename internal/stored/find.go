@@ -1,6 +1,7 @@
 package stored
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/formsapi/formsapi"
@@ -19,7 +20,14 @@ import (
 // Candidates); each row is checked the same way. A page examines at most
 // find.MaxExamined entries: one that reaches the bound before it is full
 // ends there with a cursor after the last entry examined, so the next
-// page resumes the walk there, and it may be short or empty.
+// page resumes the walk there, and it may be short or empty. It also
+// ends, the same way, right after the entry whose check brings its work
+// (find.Examined) to find.MaxExaminedBytes (RELIABILITY case 103): a
+// statement may therefore leave out the rows past the one that brings
+// the bytes of data and attachments it returned to that bound (pgstore's
+// do), since their work is at least their bytes. The work is added to
+// the request's wire.Meter, which the handler charges the rate limiter
+// with.
 
 // Examined is how many entries a filtered page's statement reads at most:
 // one more than the bound, so that the extra row tells that entries
@@ -122,6 +130,7 @@ type filterWalk struct {
 	last     keyset.Pos // the last entry examined
 	n        int        // items on the page
 	examined int
+	work     int64 // find.Examined of the entries examined
 }
 
 func newFilterWalk(q formsapi.Query) filterWalk {
@@ -129,22 +138,28 @@ func newFilterWalk(q formsapi.Query) filterWalk {
 }
 
 // row takes the entry at pos with the submission's data, its stored
-// attachments and its size as sent. It returns take, whether the item goes on the page, and stop,
-// whether the page ends before this entry (its cursor is then cursor).
+// attachments and its size as sent. It returns take, whether the item
+// goes on the page, and stop, whether the page ends with this call (its
+// cursor is then cursor): before this entry, at the bound on entries or
+// when a match does not fit, or after it, when its check brought the
+// page's work to find.MaxExaminedBytes.
 func (w *filterWalk) row(pos keyset.Pos, data, attachments []byte, size int) (take, stop bool) {
 	if w.examined == find.MaxExamined {
 		return false, true
 	}
 	w.examined++
-	if !Finds(data, attachments, w.cs, w.term) {
+	found, work := Finds(data, attachments, w.cs, w.term)
+	w.work += work
+	spent := w.work >= find.MaxExaminedBytes
+	if !found {
 		w.last = pos
-		return false, false
+		return false, spent
 	}
 	if w.n == w.q.Limit || !w.budget.Fits(size) {
 		return false, true
 	}
 	w.last = pos
-	return true, false
+	return true, spent
 }
 
 // taken counts an item of size bytes as on the page.
@@ -156,16 +171,19 @@ func (w *filterWalk) taken(size int) {
 func (w *filterWalk) cursor() string { return w.last.String() }
 
 // Finds reports whether a submission with data and stored attachments
-// matches the clauses cs and contains the search term (find.SearchMatch;
-// "" is none). Attachments that do not decode have no file names.
-func Finds(data, attachments []byte, cs []find.Clause, term string) bool {
+// matches the clauses cs and contains the search term (find.Search; ""
+// is none), and the work of the check (find.Examined). Attachments that
+// do not decode have no file names.
+func Finds(data, attachments []byte, cs []find.Clause, term string) (bool, int64) {
+	stored := len(data) + len(attachments)
 	if !find.Match(data, cs) {
-		return false
+		return false, find.Examined(stored, 0)
 	}
 	if term == "" {
-		return true
+		return true, find.Examined(stored, 0)
 	}
-	return find.SearchMatch(data, FileURLs(attachments), term)
+	found, normalized := find.Search(data, FileURLs(attachments), term)
+	return found, find.Examined(stored, normalized)
 }
 
 // FileURLs returns the URLs of stored attachments, nil when they do not
@@ -195,11 +213,12 @@ func URLs(att []formsapi.Attachment) []string {
 
 // AppendFiltered appends a filtered page of q (see above) to p from rows
 // that select an index entry's seq and created_at and its submission's
-// data, attachments and JSON as sent, in page order, Examined of them at most. It
-// sets p.NextCursor; damaged submissions are left out as wire.Page.Add
-// leaves them.
-func AppendFiltered(rows Rows, q formsapi.Query, p *wire.Page) error {
+// data, attachments and JSON as sent, in page order, Examined of them at
+// most. It sets p.NextCursor, and adds the page's work to the Meter of
+// ctx; damaged submissions are left out as wire.Page.Add leaves them.
+func AppendFiltered(ctx context.Context, rows Rows, q formsapi.Query, p *wire.Page) error {
 	w := newFilterWalk(q)
+	defer func() { wire.AddExamined(ctx, w.work) }()
 	for rows.Next() {
 		var pos keyset.Pos
 		var data, attachments, encoded []byte
@@ -207,12 +226,12 @@ func AppendFiltered(rows Rows, q formsapi.Query, p *wire.Page) error {
 			return err
 		}
 		take, stop := w.row(pos, data, attachments, len(encoded))
+		if take && p.Add(pos.Seq, encoded) {
+			w.taken(len(encoded))
+		}
 		if stop {
 			p.NextCursor = w.cursor()
 			return nil
-		}
-		if take && p.Add(pos.Seq, encoded) {
-			w.taken(len(encoded))
 		}
 	}
 	p.NextCursor = ""
@@ -222,10 +241,12 @@ func AppendFiltered(rows Rows, q formsapi.Query, p *wire.Page) error {
 // FilteredSubmissions reads a filtered page of q (see above) of the
 // submissions of formID from rows that select an index entry's seq and
 // created_at and its submission's data, attachments and size in bytes as
-// sent, in page order, Examined of them at most.
-func FilteredSubmissions(rows Rows, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+// sent, in page order, Examined of them at most. It adds the page's work
+// to the Meter of ctx.
+func FilteredSubmissions(ctx context.Context, rows Rows, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	p := formsapi.Page[formsapi.Submission]{Items: make([]formsapi.Submission, 0, min(q.Limit, prealloc))}
 	w := newFilterWalk(q)
+	defer func() { wire.AddExamined(ctx, w.work) }()
 	for rows.Next() {
 		var pos keyset.Pos
 		var data, attachments []byte
@@ -234,19 +255,18 @@ func FilteredSubmissions(rows Rows, formID string, q formsapi.Query) (formsapi.P
 			return formsapi.Page[formsapi.Submission]{}, err
 		}
 		take, stop := w.row(pos, data, attachments, size)
+		if take {
+			sub, err := submission(formID, pos.At, data, attachments)
+			if err != nil {
+				return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", pos.Seq, err)
+			}
+			w.taken(size)
+			p.Items = append(p.Items, sub)
+		}
 		if stop {
 			p.NextCursor = w.cursor()
 			return p, nil
 		}
-		if !take {
-			continue
-		}
-		sub, err := submission(formID, pos.At, data, attachments)
-		if err != nil {
-			return formsapi.Page[formsapi.Submission]{}, fmt.Errorf("submission %d: %w", pos.Seq, err)
-		}
-		w.taken(size)
-		p.Items = append(p.Items, sub)
 	}
 	return p, nil
 }
@@ -275,15 +295,18 @@ func Counted(n int64, bound int64, estimate bool) formsapi.Total {
 
 // CountMatches counts the matches of q's filters and search among rows
 // that select the data and attachments of the submissions of one index
-// key's entries,
-// find.MaxExactCount+1 of them at most. It stops, "at_least", at a
-// candidate past find.MaxExactCount of them or past find.MaxExactCountBytes
-// of their data and attachments.
-func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
+// key's entries, find.MaxExactCount+1 of them at most, and adds its work
+// to the Meter of ctx. It stops, "at_least", at a candidate past
+// find.MaxExactCount of them, or right after the one whose check brings
+// its work (find.Examined) to find.MaxExactCountBytes: a statement may
+// leave out the rows past the one that brings the bytes of data and
+// attachments it returned to that bound, as for a page (see above).
+func CountMatches(ctx context.Context, rows Rows, q formsapi.Query) (formsapi.Total, error) {
 	cs := Clauses(q)
-	var n, size, matches int64
+	var n, work, matches int64
+	defer func() { wire.AddExamined(ctx, work) }()
 	for rows.Next() {
-		if n == find.MaxExactCount || size >= find.MaxExactCountBytes {
+		if n == find.MaxExactCount {
 			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 		n++
@@ -291,9 +314,13 @@ func CountMatches(rows Rows, q formsapi.Query) (formsapi.Total, error) {
 		if err := rows.Scan(&data, &attachments); err != nil {
 			return formsapi.Total{}, err
 		}
-		size += int64(len(data) + len(attachments))
-		if Finds(data, attachments, cs, q.Search) {
+		found, w := Finds(data, attachments, cs, q.Search)
+		work += w
+		if found {
 			matches++
+		}
+		if work >= find.MaxExactCountBytes {
+			return formsapi.Total{Value: matches, Kind: find.AtLeast}, nil
 		}
 	}
 	return formsapi.Total{Value: matches, Kind: find.Exact}, nil
