@@ -136,12 +136,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 }
 
 // enableSearchIndex turns the search index on (migration 0020) if it is
-// off, and in tx copies the trigram keys of every row's find_keys into
-// formsapi_find. It first takes the search lock exclusively, which every
-// write that found the setting off holds shared until it commits: the
-// copy, a statement of its own at read committed, then sees every row
-// written without its trigrams, and each write after it waits for the
-// setting and reads it on.
+// off, and in tx indexes the trigrams of every stored row: it copies
+// those a row's find_keys holds (rows written before the writers left
+// them out while the index is off), and computes them again from the
+// data of every row whose find_keys holds none (rows written since),
+// setting find_keys, whose update trigger indexes them. It first takes
+// the search lock exclusively, which every write that found the setting
+// off holds shared until it commits: the copy and the reads of the rows
+// to compute, statements of their own at read committed, then see every
+// row written without its trigrams, and each write after it waits for
+// the setting and reads it on (a write that computed none then writes
+// nothing, and is made again: see AddSubmission).
 func enableSearchIndex(ctx context.Context, tx pgx.Tx) error {
 	var on bool
 	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
@@ -161,6 +166,11 @@ SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.
 WHERE k < 0
 ON CONFLICT DO NOTHING`); err != nil {
 		return fmt.Errorf("index the trigrams of stored submissions: %w", err)
+	}
+	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
+WHERE seq > $1 AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(s.find_keys) k WHERE k < 0)
+ORDER BY seq LIMIT 500`, true); err != nil {
+		return fmt.Errorf("index the trigrams of submissions stored without them: %w", err)
 	}
 	return nil
 }
@@ -287,13 +297,28 @@ FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seq
 }
 
 // indexUnindexed sets find_keys, and so the index entries (migration
-// 0017), of every row without them: rows stored before the index, or
-// inserted by SQL that does not set the column. Like reencode, it runs in
-// the migration's transaction, and in normal operation finds nothing,
+// 0017), of every row without them, with search's trigram keys while the
+// search index is on: rows stored before the index, or inserted by SQL
+// that does not set the column. Like reencode, it runs in the
+// migration's transaction, and in normal operation finds nothing,
 // through an empty index.
 func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
+	var on bool
+	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
+		return fmt.Errorf("read the search index setting: %w", err)
+	}
+	return indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
+WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500`, on)
+}
+
+// indexRows sets the find_keys of the rows that query (which takes the
+// last seq of the batch before, and selects seq, data and attachments in
+// seq order, a batch at a time) selects, with their trigram keys when
+// trigrams says so.
+func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool) error {
+	var last int64
 	for {
-		rows, err := tx.Query(ctx, `SELECT seq, data, attachments FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		rows, err := tx.Query(ctx, query, last)
 		if err != nil {
 			return err
 		}
@@ -307,7 +332,7 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
 				return err
 			}
 			seqs = append(seqs, seq)
-			keys = append(keys, findKeys(data, stored.FileURLs(attachments)))
+			keys = append(keys, findKeys(data, stored.FileURLs(attachments), trigrams))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -320,14 +345,19 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
 FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
 			return err
 		}
+		last = seqs[len(seqs)-1]
 	}
 }
 
 // findKeys returns the index keys of a submission with data and
-// attachments at the URLs files, for filters and search
-// (find.IndexKeys), as the text of a PostgreSQL bigint[].
-func findKeys(data []byte, files []string) string {
-	keys := find.IndexKeys(data, files)
+// attachments at the URLs files, as the text of a PostgreSQL bigint[]:
+// for filters and, when trigrams says so (the search index is on),
+// search (find.IndexKeys); filters' alone (find.Keys) otherwise.
+func findKeys(data []byte, files []string, trigrams bool) string {
+	keys := find.Keys(data)
+	if trigrams {
+		keys = find.IndexKeys(data, files)
+	}
 	b := make([]byte, 0, 2+len(keys)*21)
 	b = append(b, '{')
 	for i, k := range keys {

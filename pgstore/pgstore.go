@@ -103,6 +103,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -261,6 +262,11 @@ type Store struct {
 	replica *pgxpool.Pool                // nil without WithReplica
 
 	replicaCounts replicaCounts // see ReplicaReads
+
+	// searchOn is true once the store has seen the search index on (it
+	// is never turned off): its writers then compute trigram keys, which
+	// an index that is off would not store (see AddSubmission).
+	searchOn atomic.Bool
 }
 
 var (
@@ -344,6 +350,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, err
 	}
 	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), hooks: newHookQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret, replica: cfg.replica}
+	var on bool
+	if err := pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on); err != nil {
+		return nil, fmt.Errorf("read the search index setting: %w", err)
+	}
+	s.searchOn.Store(on)
 	s.lookups = s.newLookups()
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()

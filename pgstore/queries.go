@@ -365,8 +365,16 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// go to the form's field table in the same statement: only names the
 	// table lacks at a lower position are written, so a submission of
 	// known fields reads the table's index and writes nothing to it.
+	// $13 are the submission's index keys, $14 whether they include
+	// search's trigram keys: keys without them are written only while
+	// the search index is off (formsapi_search_indexed, which holds the
+	// search lock shared until the write commits when it finds it off).
+	// Once it is on, the statement writes nothing at all (see
+	// AddSubmission).
 	sqlAddSubmission = `WITH f AS (
-    UPDATE formsapi_forms SET feed_last = feed_last + 1, version = formsapi_addition_version() WHERE id = $1 RETURNING seq, feed_last
+    UPDATE formsapi_forms SET feed_last = feed_last + 1, version = formsapi_addition_version()
+    WHERE id = $1 AND ($14::boolean OR NOT formsapi_search_indexed())
+    RETURNING seq, feed_last
 ), fields AS (
     INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
     SELECT f.seq, n.name, f.feed_last, n.ord FROM f, unnest($12::bytea[]) WITH ORDINALITY AS n(name, ord)

@@ -66,8 +66,10 @@ func findEntries(t *testing.T, s *pgstore.Store, seq int64) (all, trigram int) {
 // committed answers from a fresh snapshot, answered off again and the
 // row's trigrams were lost (the turning on's copy did not see the row
 // either), so q never found it. The turning on is held inside its
-// transaction, after it took the lock, by a trigram entry another
-// transaction holds uncommitted.
+// transaction, after it took the lock, by a stored row another
+// transaction holds locked: the turning on computes its trigrams and
+// sets its find_keys, the writers having left them out while the index
+// was off.
 func TestSearchIndexTurnedOnWhileStrictWriteWaits(t *testing.T) {
 	t.Parallel()
 	for _, level := range strictLevels {
@@ -85,12 +87,11 @@ func TestSearchIndexTurnedOnWhileStrictWriteWaits(t *testing.T) {
 			if err := hold.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&holder); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := hold.Exec(ctx, `INSERT INTO `+tbl+`formsapi_find (form_seq, key, created_at, seq)
-SELECT s.form_seq, k, s.created_at, s.seq FROM `+tbl+`formsapi_submissions s, unnest(s.find_keys) k WHERE k < 0 LIMIT 1`); err != nil {
+			if _, err := hold.Exec(ctx, `SELECT 1 FROM `+tbl+`formsapi_submissions ORDER BY seq LIMIT 1 FOR UPDATE`); err != nil {
 				t.Fatal(err)
 			}
 			on := turnOn(t, dsn, schema)
-			testenv.WaitFor(t, func() bool { // the copy waits for the held entry
+			testenv.WaitFor(t, func() bool { // the indexing waits for the held row
 				var n int
 				if err := pgstore.Pool(w).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY (pg_blocking_pids(pid))", holder).Scan(&n); err != nil {
 					t.Fatal(err)

@@ -97,18 +97,38 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// data and attachments go to text columns: PrepareSubmission checked
 	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 	// writes valid UTF-8.
-	tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-		[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data), find.IndexKeys(data, stored.URLs(sub.Attachments)))
-	if isUniqueViolation(err) {
-		return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
-	}
-	if tag.RowsAffected() == 0 {
+	//
+	// The trigram keys of search are computed only once the search index
+	// is on (RELIABILITY case 104): an index that is off would not store
+	// them. The statement writes nothing when they are left out while the
+	// setting is on (turned on by another node since this store last
+	// looked), and the write is made again with them.
+	for {
+		on := s.searchOn.Load()
+		keys := find.Keys(data)
+		if on {
+			keys = find.IndexKeys(data, stored.URLs(sub.Attachments))
+		}
+		tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
+			[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data), keys, on)
+		if err == nil && tag.RowsAffected() == 0 && !on {
+			err = s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on)
+		}
+		if isUniqueViolation(err) {
+			return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
+		}
+		switch {
+		case tag.RowsAffected() > 0:
+			return nil
+		case on && !s.searchOn.Load():
+			s.searchOn.Store(true)
+			continue
+		}
 		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
 	}
-	return nil
 }
 
 // fieldNames returns the names of data's top-level members, in order,

@@ -146,7 +146,8 @@ func MigrateFile(path string, opts ...Option) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	return errors.Join(migrate(context.Background(), db, cfg.searchIndex), db.Close())
+	_, err = migrate(context.Background(), db, cfg.searchIndex)
+	return errors.Join(err, db.Close())
 }
 
 // SearchIndexOn reports whether opts turn the search index on.

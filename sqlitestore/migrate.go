@@ -34,35 +34,45 @@ func migrations() ([]migration, error) {
 // migrate brings db's formsapi_ tables to the current schema, and turns
 // the search index on when searchIndex says so (see WithSearchIndex). Each
 // migration runs in its own transaction with its row in
-// formsapi_migrations, so a failure leaves the last complete version.
-func migrate(ctx context.Context, db *sql.DB, searchIndex bool) error {
+// formsapi_migrations, so a failure leaves the last complete version. It
+// returns whether the search index is on.
+func migrate(ctx context.Context, db *sql.DB, searchIndex bool) (on bool, err error) {
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return false, fmt.Errorf("migrate: %w", err)
 	}
 	if err := migrateThrough(ctx, db, ms); err != nil {
-		return err
+		return false, err
 	}
 	if err := reencode(ctx, db); err != nil {
-		return fmt.Errorf("migrate: re-encode stored submissions: %w", err)
+		return false, fmt.Errorf("migrate: re-encode stored submissions: %w", err)
 	}
 	if err := indexUnindexed(ctx, db); err != nil {
-		return fmt.Errorf("migrate: index submitted values: %w", err)
+		return false, fmt.Errorf("migrate: index submitted values: %w", err)
 	}
 	if searchIndex {
 		if err := enableSearchIndex(ctx, db); err != nil {
-			return fmt.Errorf("migrate: turn the search index on: %w", err)
+			return false, fmt.Errorf("migrate: turn the search index on: %w", err)
 		}
 	}
-	return nil
+	if err := db.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
+		return false, fmt.Errorf("migrate: read the search index setting: %w", err)
+	}
+	return on, nil
 }
 
 // enableSearchIndex turns the search index on (migration 0015) if it is
-// off, and in the same transaction copies the trigram keys of every row's
-// find_keys into formsapi_find. Its first statement is a write, so it
-// holds the write lock before it reads: no row is written meanwhile
-// without its trigrams. Rows whose find_keys is NULL get theirs from the
-// update trigger when Open indexes them.
+// off, and in the same transaction indexes the trigrams of every stored
+// row: it copies those a row's find_keys holds (rows written before the
+// writers left them out while the index is off), and computes them again
+// from the data of every row whose find_keys holds none (rows written
+// since), setting find_keys, whose update trigger indexes them. Its
+// first statement is a write, so it holds the write lock before it
+// reads: no row is written meanwhile without its trigrams, and a write
+// that computed none because it found the setting off is refused by its
+// own statement once the setting is on (see AddSubmission). Rows whose
+// find_keys is NULL get theirs from the update trigger when Open indexes
+// them.
 func enableSearchIndex(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -81,20 +91,26 @@ SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, jso
 WHERE s.find_keys IS NOT NULL AND j.value < 0`); err != nil {
 		return err
 	}
+	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
+WHERE seq > ? AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)
+ORDER BY seq LIMIT 500`, true); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
-// indexUnindexed sets find_keys, and so the index entries (migration
-// 0013), of every row without them, a batch per transaction: rows stored
-// before the index, or inserted by SQL that does not set the column. In
-// normal operation it finds nothing, through an empty index.
-func indexUnindexed(ctx context.Context, db *sql.DB) error {
+// indexRows sets the find_keys of the rows that query (which takes the
+// last seq of the batch before, selects seq, data and attachments in
+// seq order, a batch at a time) selects, with their trigram keys when
+// trigrams says so, a batch at a time.
+func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool) error {
 	type row struct {
 		seq  int64
 		keys string
 	}
+	var last int64
 	for {
-		rows, err := db.QueryContext(ctx, `SELECT seq, data, attachments FROM formsapi_submissions WHERE find_keys IS NULL ORDER BY seq LIMIT 500`)
+		rows, err := tx.QueryContext(ctx, query, last)
 		if err != nil {
 			return err
 		}
@@ -106,7 +122,7 @@ func indexUnindexed(ctx context.Context, db *sql.DB) error {
 				rows.Close()
 				return err
 			}
-			r.keys = findKeys(data, stored.FileURLs(attachments))
+			r.keys = findKeys(data, stored.FileURLs(attachments), trigrams)
 			batch = append(batch, r)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -115,27 +131,47 @@ func indexUnindexed(ctx context.Context, db *sql.DB) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
 		for _, r := range batch {
 			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET find_keys = ? WHERE seq = ?`, r.keys, r.seq); err != nil {
-				tx.Rollback()
 				return err
 			}
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
+		last = batch[len(batch)-1].seq
 	}
 }
 
+// indexUnindexed sets find_keys, and so the index entries (migration
+// 0013), of every row without them, in one transaction that reads the
+// search index setting first (trigram keys only while it is on): rows
+// stored before the index, or inserted by SQL that does not set the
+// column. In normal operation it finds nothing, through an empty index.
+func indexUnindexed(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	var on bool
+	if err := tx.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
+		return err
+	}
+	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
+WHERE seq > ? AND find_keys IS NULL ORDER BY seq LIMIT 500`, on); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // findKeys returns the find_keys column of a submission with data and
-// attachments at the URLs files: its index keys for filters and search
-// (find.IndexKeys) as a JSON array.
-func findKeys(data []byte, files []string) string {
-	keys := find.IndexKeys(data, files)
+// attachments at the URLs files, as a JSON array: its index keys for
+// filters and, when trigrams says so (the search index is on), search
+// (find.IndexKeys); filters' alone (find.Keys) otherwise, which is all
+// an index that is off stores.
+func findKeys(data []byte, files []string, trigrams bool) string {
+	keys := find.Keys(data)
+	if trigrams {
+		keys = find.IndexKeys(data, files)
+	}
 	b := make([]byte, 0, 2+len(keys)*21)
 	b = append(b, '[')
 	for i, k := range keys {

@@ -161,11 +161,15 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// inserts, so no transaction is needed; no row inserted means no such
 	// form. A trigger moves the form's counter to the position taken
 	// (see migrations/0004_feed.sql).
-	// find_keys (the last value) are the submission's index keys, which
-	// a trigger copies into formsapi_find (migration 0013).
+	// find_keys (?12) are the submission's index keys, which a trigger
+	// copies into formsapi_find (migration 0013); ?13 says whether they
+	// include search's trigram keys. Keys without them are written only
+	// while the search index is off: once it is on, the statement inserts
+	// nothing (see AddSubmission).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
-SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12 FROM formsapi_forms WHERE id = ?11`
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12 FROM formsapi_forms
+WHERE id = ?11 AND (?13 OR (` + sqlSearchIndexed + `) = 0)`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.

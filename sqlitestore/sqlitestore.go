@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -166,6 +167,11 @@ type Store struct {
 	secret []byte           // the cursor secret kept in the file, for the handler
 	gate   chan struct{}    // held by each write of the store: see writing
 
+	// searchOn is true once the store has seen the search index on (it
+	// is never turned off): its writers then compute trigram keys, which
+	// an index that is off would not store (see AddSubmission).
+	searchOn atomic.Bool
+
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
 	formsDesc, formsAsc, subsDesc, subsAsc      *sql.Stmt // on read
@@ -256,9 +262,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
 	}
-	if err := migrate(ctx, write, cfg.searchIndex); err != nil {
+	on, err := migrate(ctx, write, cfg.searchIndex)
+	if err != nil {
 		return fail(err)
 	}
+	s.searchOn.Store(on)
 	if s.secret, err = cursorSecret(ctx, write, cfg.now()); err != nil {
 		return fail(err)
 	}
@@ -317,7 +325,8 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	ctx := context.Background()
-	if err := migrate(ctx, db, cfg.searchIndex); err != nil {
+	on, err := migrate(ctx, db, cfg.searchIndex)
+	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	secret, err := cursorSecret(ctx, db, cfg.now())
@@ -325,6 +334,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1)}
+	s.searchOn.Store(on)
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {

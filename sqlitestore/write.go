@@ -83,25 +83,43 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			return fmt.Errorf("sqlitestore: add submission: %w", err)
 		}
 	}
-	done, err := s.writing(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
-	}
-	res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
-		m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID, findKeys(sub.Data, stored.URLs(sub.Attachments)))
-	done()
-	if isUniqueViolation(err) {
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
-	} else if n == 0 {
+	// The trigram keys of search are computed only once the search index
+	// is on (RELIABILITY case 104): an index that is off would not store
+	// them. The statement inserts nothing when they are left out while the
+	// setting is on (turned on by another process since this store last
+	// looked), and the write is made again with them.
+	for {
+		on := s.searchOn.Load()
+		keys := findKeys(sub.Data, stored.URLs(sub.Attachments), on)
+		done, err := s.writing(ctx)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+		}
+		res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
+			m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID, keys, on)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err == nil && n == 0 && !on {
+			err = s.write.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on)
+		}
+		done()
+		if isUniqueViolation(err) {
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+		}
+		switch {
+		case n > 0:
+			return nil
+		case on && !s.searchOn.Load():
+			s.searchOn.Store(true)
+			continue
+		}
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
 	}
-	return nil
 }
 
 // compact returns JSON without insignificant space, as text: the column
