@@ -25,6 +25,8 @@ type accessConfig struct {
 	perAccount int              // of one account's keys together; 0: no bound
 	bytes      int              // page bytes the handler holds at once (room.go); 0: no bound
 	stall      time.Duration    // a client's time to take each piece of a body; 0: none
+
+	charger ratelimit.Charger // the limiter, when it can be charged (charge.go)
 }
 
 // defaultAccess is the access configuration without WithRateLimit.
@@ -98,6 +100,7 @@ func WithRateLimit(o ratelimit.Options) Option {
 	ac := defaultAccess()
 	if o.Limiter != nil {
 		ac.limiter, ac.policy, ac.keyPolicy, ac.failClosed = o.Limiter, o.Policy, o.Policy.PerKey(), o.FailClosed
+		ac.charger, _ = o.Limiter.(ratelimit.Charger)
 		if o.Timeout > 0 {
 			ac.timeout = o.Timeout
 		}

@@ -99,40 +99,56 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 	req.q.MaxBytes = a.cfg.pageBytes
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions"), Form: req.form}
-		start := len(p.Body) // where the items begin
-		err := a.pages.AppendSubmissions(req.ctx, req.account, formID, req.q, &p)
-		if err == nil && otherIncarnation(req.inc, p.Incarnation) {
-			err = errCursorOfGone
-		}
+		// The stores count the work of filters and search in the meter,
+		// which is charged once the page and its total are read, before
+		// any answer (charge.go).
+		ctx, meter := wire.WithMeter(req.ctx)
+		tagNext, items, err := a.readSubmissions(ctx, &req, &p)
+		a.chargeWork(w, r, req, meter.Examined())
 		if err != nil {
 			a.fail(w, r, err)
 			return p.Body
 		}
-		req.inc = p.Incarnation
 		a.logSkipped(w, r, p.Skipped)
-		items := pageItems{start: start, held: p.Digests, n: p.DigestItems}
-		if req.q.Fields != nil {
-			p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
-			items.held = nil // the digest held is of the items as stored
-		}
-		if req.total != "" {
-			// Counted after the page: a total never says less than the
-			// page, and a write between the two may make it say more.
-			if a.count == nil {
-				a.fail(w, r, errNoCount)
-				return p.Body
-			}
-			t, err := a.count.CountSubmissions(req.ctx, req.account, formID, req.q, req.total == "exact")
-			if err != nil {
-				a.fail(w, r, fmt.Errorf("count submissions: %w", err))
-				return p.Body
-			}
-			req.totalJSON = appendTotal(nil, t)
-			// The tag covers the total as it covers where the next page begins.
-			return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor+string(req.totalJSON), items)
-		}
-		return a.respondPage(w, r, req, p.Body, p.NextCursor, p.NextCursor, items)
+		return a.respondPage(w, r, req, p.Body, p.NextCursor, tagNext, items)
 	})
+}
+
+// readSubmissions reads the page req asks for into p, and its total
+// into req.totalJSON when asked for, under ctx. It returns what the
+// page's tag covers besides its items (where the next page begins, and
+// the total) and where the items are.
+func (a *api) readSubmissions(ctx context.Context, req *request, p *wire.Page) (tagNext string, items pageItems, err error) {
+	formID := req.list.FormID
+	start := len(p.Body) // where the items begin
+	err = a.pages.AppendSubmissions(ctx, req.account, formID, req.q, p)
+	if err == nil && otherIncarnation(req.inc, p.Incarnation) {
+		err = errCursorOfGone
+	}
+	if err != nil {
+		return "", pageItems{}, err
+	}
+	req.inc = p.Incarnation
+	items = pageItems{start: start, held: p.Digests, n: p.DigestItems}
+	if req.q.Fields != nil {
+		p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
+		items.held = nil // the digest held is of the items as stored
+	}
+	if req.total == "" {
+		return p.NextCursor, items, nil
+	}
+	// Counted after the page: a total never says less than the page, and
+	// a write between the two may make it say more.
+	if a.count == nil {
+		return "", pageItems{}, errNoCount
+	}
+	t, err := a.count.CountSubmissions(ctx, req.account, formID, req.q, req.total == "exact")
+	if err != nil {
+		return "", pageItems{}, fmt.Errorf("count submissions: %w", err)
+	}
+	req.totalJSON = appendTotal(nil, t)
+	// The tag covers the total as it covers where the next page begins.
+	return p.NextCursor + string(req.totalJSON), items, nil
 }
 
 // listFeed answers a sync feed request: one page of the form's

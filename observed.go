@@ -79,6 +79,9 @@ func (a *api) observe(o observe.Observer) {
 	if a.cfg.access.limiter != nil {
 		a.cfg.access.limiter = observedLimiter{a.cfg.access.limiter, o}
 	}
+	if a.cfg.access.charger != nil {
+		a.cfg.access.charger = observedCharger{a.cfg.access.charger, o}
+	}
 }
 
 // observeRequests reports each request next answers to o. route names
@@ -339,5 +342,17 @@ func (l observedLimiter) Allow(ctx context.Context, key string, p ratelimit.Poli
 	default:
 		seen.rateLimit = observe.RateLimitRefused
 	}
+	return d, err
+}
+
+type observedCharger struct {
+	ratelimit.Charger
+	o observe.Observer
+}
+
+func (l observedCharger) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	cctx, done := call(l.o, ctx, observe.OpRateLimit, observedIn(ctx).accountID, "")
+	d, err := l.Charger.Charge(cctx, key, p, n)
+	done(err)
 	return d, err
 }

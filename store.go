@@ -170,8 +170,11 @@ func (q Query) Matches(data []byte) bool {
 // "ss"), so that "Zoë", "ZOE" and "zoe" are all "zoe". Its values are every string value of
 // s.Data at any depth (not member names), the text of every number as
 // Data writes it, and each attachment's file name (the last segment of
-// its FileURL's path). A store that does not search may leave it to the
-// handler, which drops the items of a page that it does not find.
+// its FileURL's path), each read as far as search reads it: the first 4
+// KiB of each value and of its normal form, and 64 KiB of s's values and
+// of their normal forms (docs/api.md, "Search: q"). A store that does not
+// search may leave it to the handler, which drops the items of a page
+// that it does not find.
 func (q Query) Finds(s Submission) bool {
 	if !q.Matches(s.Data) {
 		return false

@@ -52,7 +52,7 @@ type Call struct {
 // The operations a Call may name.
 const (
 	OpAuthorize       = "authorize"         // the key resolver: Authorize or ResolveKey, or a store's lookup of the key with the form
-	OpRateLimit       = "rate_limit"        // the rate limiter's Allow
+	OpRateLimit       = "rate_limit"        // the rate limiter's Allow, or its Charge of a request's work
 	OpListForms       = "list_forms"        // Store.ListForms
 	OpListSubmissions = "list_submissions"  // a page of submissions
 	OpSyncSubmissions = "sync_submissions"  // a page of the sync feed

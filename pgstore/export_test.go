@@ -59,7 +59,7 @@ func AllSQL(s *Store) []string {
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
 		q.formListVersion, q.authorizeBatch,
 		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
-		q.listKeys, q.touchKeys, q.rateLimit, q.ratePrune, q.feed, q.feedEncoded}
+		q.listKeys, q.touchKeys, q.rateLimit, q.rateCharge, q.ratePrune, q.feed, q.feedEncoded}
 }
 
 // LookupSQL returns the store's key and form lookups with example

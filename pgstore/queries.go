@@ -343,6 +343,17 @@ up AS (
 )
 SELECT coalesce((SELECT tat FROM up), (SELECT tat FROM cur), 0), EXISTS (SELECT FROM up), now.us FROM now`
 
+	// A charge of units (RateLimiter.Charge): $3 more microseconds on the
+	// bucket's tat, from now if it is earlier, whatever is left, and now.
+	sqlRateCharge = `WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us)
+INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
+SELECT $1, $2, now.us + $3, true, now.us FROM now
+ON CONFLICT (policy, key) DO UPDATE SET
+    at = EXCLUDED.at,
+    allowed = true,
+    tat = GREATEST(r.tat, EXCLUDED.at) + $3
+RETURNING r.tat, r.at`
+
 	// The bucket's tat as it is now, and now: a refusal's RetryAfter when
 	// sqlRateLimit lost a race (see there).
 	sqlRateTat = `SELECT coalesce((SELECT tat FROM formsapi_rate_limits WHERE policy = $1 AND key = $2), 0),
@@ -481,7 +492,7 @@ type queries struct {
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
 	touchKeys                                                    string
 	addForm, addSubmission, addKey, revokeKey                    string
-	rateLimit, rateTat, ratePrune                                string
+	rateLimit, rateCharge, rateTat, ratePrune                    string
 	feed, feedEncoded, dataFields                                string
 	updateForm, formCreatedAt, deleteSubmission                  string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
@@ -530,7 +541,7 @@ func newQueries(schema string) queries {
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
-		rateLimit: q(sqlRateLimit), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
+		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), dataFields: q(sqlDataFields),

@@ -36,7 +36,7 @@ type RateLimiter struct {
 	s *Store
 }
 
-var _ ratelimit.Limiter = (*RateLimiter)(nil)
+var _ ratelimit.Charger = (*RateLimiter)(nil)
 
 // maxRateKey bounds the keys the limiter stores: the handler's are far
 // shorter.
@@ -89,6 +89,30 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, p ratelimit.Policy)
 		now, next = time.UnixMicro(at), time.UnixMicro(tat)
 	}
 	return p.RefusedDecision(next, now), nil
+}
+
+// Charge implements ratelimit.Charger: one statement, which writes the
+// bucket's row whatever is left in it. It waits for a connection as
+// Allow does, and returns an error for what Allow does and for n below
+// 1.
+func (l *RateLimiter) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	if err := checkRateArgs(ctx, key, p); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit charge: %w", err)
+	}
+	if n < 1 {
+		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit charge: %w: %d units, want at least 1", formsapi.ErrInvalidInput, n)
+	}
+	conn, err := l.acquire(ctx)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit charge: %w", err)
+	}
+	defer conn.Release()
+	var tat, at int64
+	err = writeRow(ctx, conn, l.s.sql.rateCharge, []any{p.Name, key, p.Interval().Microseconds() * int64(n)}, &tat, &at)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("pgstore: rate limit charge: %w", withCtx(ctx, err))
+	}
+	return p.AllowedDecision(time.UnixMicro(tat), time.UnixMicro(at)), nil
 }
 
 // acquire takes a connection of the pool for one decision, waiting at

@@ -50,6 +50,36 @@ func TestRateLimiterDecisions(t *testing.T) {
 	is.True(d.Allowed) // schemas do not share state
 }
 
+// TestRateLimiterCharge: a charge takes its units whatever is left, on
+// the database's clock, so the bucket owes units and Allow refuses until
+// they have come back; the decision shows what is left after it.
+func TestRateLimiterCharge(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour} // one every 20 minutes
+	l := mustOpen(t).RateLimiter()
+	d, err := l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	d, err = l.Charge(ctx, "account:a", p, 1)
+	is.NoErr(err)                                                  // charge
+	is.True(d.Allowed)                                             // never refused
+	is.Equal(d.Remaining, 1)                                       // 1 + 1 of 3 taken
+	is.True(d.Reset > 39*time.Minute && d.Reset <= 40*time.Minute) // two intervals
+	d, err = l.Charge(ctx, "account:a", p, 3)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 0)                                        // owing two units
+	is.True(d.Reset > 99*time.Minute && d.Reset <= 100*time.Minute) // five intervals
+	d, err = l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	is.True(!d.Allowed)                                                 // refused while it owes
+	is.True(d.RetryAfter > 59*time.Minute && d.RetryAfter <= time.Hour) // the debt and one unit
+	d, err = l.Charge(ctx, "account:b", p, 2)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 1) // a bucket never seen is charged from a whole quota
+	_, err = l.Charge(ctx, "account:a", p, 0)
+	is.True(errors.Is(err, formsapi.ErrInvalidInput)) // at least one unit
+}
+
 // TestRateLimiterPoliciesAreSeparate: the policy travels with each call,
 // so one limiter serves several; the same key under two names is two
 // budgets, each with its own quota.

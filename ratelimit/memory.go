@@ -26,7 +26,7 @@ type Memory struct {
 // bucket is what Memory keeps one time for.
 type bucket struct{ policy, key string }
 
-var _ Limiter = (*Memory)(nil)
+var _ Charger = (*Memory)(nil)
 
 // NewMemory returns an empty in-process GCRA limiter.
 func NewMemory() *Memory {
@@ -39,10 +39,7 @@ const minSweep = 1024
 // Allow implements [Limiter]. It returns an error only for a done ctx or
 // an invalid p.
 func (l *Memory) Allow(ctx context.Context, key string, p Policy) (Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return Decision{}, fmt.Errorf("ratelimit: allow: %w", err)
-	}
-	if err := p.Validate(); err != nil {
+	if err := checkCall(ctx, p); err != nil {
 		return Decision{}, fmt.Errorf("ratelimit: allow: %w", err)
 	}
 	b := bucket{p.Name, key}
@@ -57,6 +54,35 @@ func (l *Memory) Allow(ctx context.Context, key string, p Policy) (Decision, err
 		}
 	}
 	return d, nil
+}
+
+// Charge implements [Charger]. It returns an error only for a done ctx,
+// an invalid p or n below 1.
+func (l *Memory) Charge(ctx context.Context, key string, p Policy, n int) (Decision, error) {
+	if err := checkCall(ctx, p); err != nil {
+		return Decision{}, fmt.Errorf("ratelimit: charge: %w", err)
+	}
+	if n < 1 {
+		return Decision{}, fmt.Errorf("ratelimit: charge: %d units, want at least 1", n)
+	}
+	b := bucket{p.Name, key}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	d, tat := p.GCRACharge(l.tats[b], now, n)
+	l.tats[b] = tat
+	if len(l.tats) >= l.nextSweep {
+		l.sweep(now)
+	}
+	return d, nil
+}
+
+// checkCall refuses a done ctx and an invalid p.
+func checkCall(ctx context.Context, p Policy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.Validate()
 }
 
 // sweep drops every bucket whose quota is full again, and sets the next

@@ -144,3 +144,41 @@ func TestMemoryErrors(t *testing.T) {
 	is.NoErr(err)
 	is.True(d.Allowed) // the key's quota is whole
 }
+
+// TestMemoryCharge: a charge takes its units whatever is left, so a
+// bucket may owe units, and Allow refuses until they have come back at
+// the policy's rate; the decision shows what is left after it.
+func TestMemoryCharge(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	p := Policy{Name: "default", Quota: 5, Window: 10 * time.Second} // one every 2 s
+	l, c := newTestMemory()
+	d, err := l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 4)
+	d, err = l.Charge(ctx, "account:a", p, 3)
+	is.NoErr(err)
+	is.True(d.Allowed)               // a charge is never refused
+	is.Equal(d.Remaining, 1)         // 1 + 3 of 5 taken
+	is.Equal(d.Reset, 8*time.Second) // four intervals until the quota is whole
+	is.Equal(d.Policy, p)            // under p
+	d, err = l.Charge(ctx, "account:a", p, 4)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 0)          // owing three units
+	is.Equal(d.Reset, 16*time.Second) // eight intervals
+	d, _ = l.Allow(ctx, "account:a", p)
+	is.True(!d.Allowed)                   // refused while it owes
+	is.Equal(d.RetryAfter, 8*time.Second) // until the debt and one unit have come back
+	c.advance(8 * time.Second)
+	d, _ = l.Allow(ctx, "account:a", p)
+	is.True(d.Allowed) // then served
+	d, err = l.Charge(ctx, "account:b", p, 2)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 3) // a bucket never seen is charged from a whole quota
+	for _, n := range []int{0, -1} {
+		_, err := l.Charge(ctx, "account:a", p, n)
+		is.True(err != nil) // at least one unit
+	}
+	_, err = l.Charge(ctx, "account:a", Policy{}, 1)
+	is.True(err != nil) // an invalid policy
+}

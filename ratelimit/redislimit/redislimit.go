@@ -66,7 +66,7 @@ type Limiter struct {
 	calls  *coalesce.Batcher[call]
 }
 
-var _ ratelimit.Limiter = (*Limiter)(nil)
+var _ ratelimit.Charger = (*Limiter)(nil)
 
 // Option configures a [Limiter] made by [New].
 type Option func(*Limiter)
@@ -102,7 +102,8 @@ func New(client redis.UniversalClient, opts ...Option) *Limiter {
 // gcra is the decision for one request: GCRA over integer microseconds,
 // as pgstore's SQL computes it. KEYS[1] is the bucket's key, ARGV[1] the
 // policy's interval and ARGV[2] its burst (interval times quota), both
-// in microseconds. It returns {allowed (1 or 0), the bucket's theoretical
+// in microseconds, and ARGV[3] 0, or for a charge (Limiter.Charge) the
+// units' time in microseconds, taken whatever is left. It returns {allowed (1 or 0), the bucket's theoretical
 // arrival time after the decision, now}, both in microseconds since the
 // Unix epoch, so that the caller computes the decision with the same
 // helpers as the other limiters. Integers up to 2^53 are exact in Lua's
@@ -145,17 +146,56 @@ var gcra = redis.NewScript(gcraSource)
 // may run again and spend a second unit, which errs towards fewer
 // requests, never more.
 func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkArgs(ctx, key, p); err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
-	}
-	if err := p.Validate(); err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
-	}
-	if len(key) > maxKey {
-		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: a key of %d bytes, want at most %d", len(key), maxKey)
 	}
 	t := p.Interval().Microseconds()
 	c := &call{key: l.prefix + p.Name + ":" + key, interval: t, burst: t * int64(p.Quota)}
+	if err := l.run(ctx, c); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+	}
+	tat, now := time.UnixMicro(c.r[1]), time.UnixMicro(c.r[2])
+	if c.r[0] == 1 {
+		return p.AllowedDecision(tat, now), nil
+	}
+	return p.RefusedDecision(tat, now), nil
+}
+
+// Charge implements [ratelimit.Charger]: one script run on Redis, sent
+// and coalesced as Allow's are. It returns an error for what Allow does,
+// and for n below 1; its errors start with "redislimit: charge".
+func (l *Limiter) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	if err := checkArgs(ctx, key, p); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: charge: %w", err)
+	}
+	if n < 1 {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: charge: %d units, want at least 1", n)
+	}
+	c := &call{key: l.prefix + p.Name + ":" + key, charge: p.Interval().Microseconds() * int64(n)}
+	if err := l.run(ctx, c); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("redislimit: charge: %w", err)
+	}
+	return p.AllowedDecision(time.UnixMicro(c.r[1]), time.UnixMicro(c.r[2])), nil
+}
+
+// checkArgs refuses a done ctx, an invalid p and a key longer than
+// maxKey, before any round trip.
+func checkArgs(ctx context.Context, key string, p ratelimit.Policy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if len(key) > maxKey {
+		return fmt.Errorf("a key of %d bytes, want at most %d", len(key), maxKey)
+	}
+	return nil
+}
+
+// run sends c with the calls of its round trip and waits for its answer
+// (see Allow), under ctx.
+func (l *Limiter) run(ctx context.Context, c *call) error {
 	// Half of the time left may go to waiting for the round trip in
 	// flight, and the round trip that carries the decision gets at least
 	// the other half (see ratelimit.Limiter).
@@ -164,7 +204,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 		if errors.Is(err, coalesce.ErrNotSent) {
 			err = ratelimit.ErrOverloaded
 		}
-		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+		return err
 	}
 	if c.err != nil {
 		err := c.err
@@ -176,26 +216,27 @@ func (l *Limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
-		return ratelimit.Decision{}, fmt.Errorf("redislimit: allow: %w", err)
+		return err
 	}
-	tat, now := time.UnixMicro(c.r[1]), time.UnixMicro(c.r[2])
-	if c.r[0] == 1 {
-		return p.AllowedDecision(tat, now), nil
-	}
-	return p.RefusedDecision(tat, now), nil
+	return nil
 }
 
 // maxBatch bounds the decisions of one pipeline; more wait for the next.
 const maxBatch = 128
 
 // call is one decision: the bucket's Redis key and the policy's interval
-// and burst in microseconds, and the script's answer.
+// and burst in microseconds, or for a charge the units' time in
+// microseconds, and the script's answer.
 type call struct {
 	key             string
 	interval, burst int64
+	charge          int64 // > 0: a charge (Charge), not a decision
 	r               []int64
 	err             error
 }
+
+// args returns the arguments of gcra for c.
+func (c *call) args() []any { return []any{c.interval, c.burst, c.charge} }
 
 // runCalls makes the decisions of batch: one script run for one, a
 // pipeline of them for more. A script Redis does not have yet (NOSCRIPT:
@@ -203,13 +244,13 @@ type call struct {
 func (l *Limiter) runCalls(ctx context.Context, batch []*call) {
 	if len(batch) == 1 {
 		c := batch[0]
-		c.r, c.err = answer(gcra.Run(ctx, l.client, []string{c.key}, c.interval, c.burst))
+		c.r, c.err = answer(gcra.Run(ctx, l.client, []string{c.key}, c.args()...))
 		return
 	}
 	cmds := make([]*redis.Cmd, len(batch))
 	_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			cmds[i] = gcra.EvalSha(ctx, p, []string{c.key}, c.interval, c.burst)
+			cmds[i] = gcra.EvalSha(ctx, p, []string{c.key}, c.args()...)
 		}
 		return nil
 	})
@@ -223,7 +264,7 @@ func (l *Limiter) runCalls(ctx context.Context, batch []*call) {
 		_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range again {
 				c := batch[i]
-				cmds[i] = gcra.Eval(ctx, p, []string{c.key}, c.interval, c.burst)
+				cmds[i] = gcra.Eval(ctx, p, []string{c.key}, c.args()...)
 			}
 			return nil
 		})

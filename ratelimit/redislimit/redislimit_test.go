@@ -119,6 +119,44 @@ func TestBurstThenRate(t *testing.T) {
 	is.Equal(d.Remaining, 2) // has its own budget
 }
 
+// TestCharge: a charge takes its units whatever is left, on Redis's
+// clock, in the key Allow uses, so the bucket owes units and Allow
+// refuses until they have come back; the key expires when the quota is
+// whole again, debt included.
+func TestCharge(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	l, c, prefix := newLimiter(t)
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour} // one every 20 minutes
+	rkey := prefix + "default:account:a"
+	_, err := l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	d, err := l.Charge(ctx, "account:a", p, 1)
+	is.NoErr(err)
+	is.True(d.Allowed)                       // never refused
+	is.Equal(d.Remaining, 1)                 // 1 + 1 of 3 taken
+	is.True(within(d.Reset, 40*time.Minute)) // two intervals
+	d, err = l.Charge(ctx, "account:a", p, 3)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 0)                  // owing two units
+	is.True(within(d.Reset, 100*time.Minute)) // five intervals
+	ttl, err := c.PTTL(ctx, rkey).Result()
+	is.NoErr(err)
+	is.True(within(ttl, 100*time.Minute)) // the key lasts as long as the debt
+	d, err = l.Allow(ctx, "account:a", p)
+	is.NoErr(err)
+	is.True(!d.Allowed)                      // refused while it owes
+	is.True(within(d.RetryAfter, time.Hour)) // the debt and one unit
+	advance(t, c, rkey, time.Hour)
+	d, _ = l.Allow(ctx, "account:a", p)
+	is.True(d.Allowed) // then served
+	d, err = l.Charge(ctx, "account:b", p, 2)
+	is.NoErr(err)
+	is.Equal(d.Remaining, 1) // a bucket never seen is charged from a whole quota
+	_, err = l.Charge(ctx, "account:a", p, 0)
+	is.True(err != nil) // at least one unit
+}
+
 // TestStaysWithinBound: requests at random times, four times as fast as
 // the rate, with time moved in Redis rather than waited for: no more are
 // allowed than a burst and the steady rate over the time that passed, and
