@@ -7,7 +7,9 @@
 // black-hole endpoint (-blackhole: one more endpoint on the same forms
 // that accepts connections and never answers), or beside -dead endpoints
 // of another account that never answer (RELIABILITY case 106: they hold
-// that account's share of the attempt slots, not the others').
+// that account's share of the attempt slots, not the others'), or beside
+// -own-dead such endpoints of the bench account itself (they hold its
+// share: -account-slots sets it, webhook.WithAccountConcurrency).
 //
 //	hookbench -store sqlite -n 3000 -rate 500 [-blackhole] [-dead 20]
 //	cpuwatch -pg "$DSN" -pg-app hookbench -- hookbench -store postgres -dsn "$DSN&application_name=hookbench" ...
@@ -53,6 +55,8 @@ func main() {
 	poll := flag.Duration("poll", 50*time.Millisecond, "the dispatcher's poll interval")
 	blackhole := flag.Bool("blackhole", false, "add an endpoint that never answers")
 	dead := flag.Int("dead", 0, "endpoints of another account that never answer, each following that account's -forms forms, each with a submission waiting")
+	ownDead := flag.Int("own-dead", 0, "endpoints of the bench account itself that never answer, each following its -forms forms")
+	accountSlots := flag.Int("account-slots", 0, "webhook.WithAccountConcurrency; 0 keeps the default")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -136,7 +140,25 @@ func main() {
 
 	secret := []byte("hookbench cursor secret, 32 bytes or more")
 	opts := []webhook.Option{webhook.WithEgress(webhook.Egress{AllowHTTP: true, AllowLoopback: true}), webhook.WithPollInterval(*poll)}
+	if *accountSlots > 0 {
+		opts = append(opts, webhook.WithAccountConcurrency(*accountSlots))
+	}
 	eps := webhook.NewEndpoints(s, s, secret, opts...)
+	if *ownDead > 0 {
+		// As -dead's: each has an event of every form to attempt, added
+		// before the bench's endpoint, which starts after them.
+		for range *ownDead {
+			if _, err := eps.Add(ctx, "bench", hole.URL, nil); err != nil {
+				log.Fatal(err)
+			}
+		}
+		for i := range *forms {
+			sub := formsapi.Submission{FormID: fmt.Sprintf("form-%02d", i), Data: []byte(`{"n":-1}`)}
+			if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
 	if _, err := eps.Add(ctx, "bench", rc.URL, nil); err != nil {
 		log.Fatal(err)
 	}
@@ -207,8 +229,8 @@ func main() {
 	slices.Sort(lat)
 	cpu := time.Duration(cpu1.Utime.Nano()+cpu1.Stime.Nano()-cpu0.Utime.Nano()-cpu0.Stime.Nano()) * time.Nanosecond
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fmt.Printf("hookbench: store=%s n=%d forms=%d rate=%d blackhole=%v dead=%d write_s=%.2f events_per_s=%.0f p50_ms=%.1f p99_ms=%.1f max_ms=%.1f process_cpu_us_per_event=%.0f\n",
-		*kind, *n, *forms, *rate, *blackhole, *dead, written.Seconds(), float64(*n)/elapsed.Seconds(),
+	fmt.Printf("hookbench: store=%s n=%d forms=%d rate=%d blackhole=%v dead=%d own_dead=%d account_slots=%d write_s=%.2f events_per_s=%.0f p50_ms=%.1f p99_ms=%.1f max_ms=%.1f process_cpu_us_per_event=%.0f\n",
+		*kind, *n, *forms, *rate, *blackhole, *dead, *ownDead, *accountSlots, written.Seconds(), float64(*n)/elapsed.Seconds(),
 		ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]),
 		float64(cpu.Microseconds())/float64(*n))
 }
