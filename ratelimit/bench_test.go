@@ -1,29 +1,18 @@
-package ratelimit
+package ratelimit_test
 
 import (
-	"fmt"
+	"context"
 	"testing"
-	"time"
+
+	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/ratelimit/ratelimittest"
 )
 
 // go test -run '^$' -bench . -benchmem ./ratelimit/
 //
-// Memory.Allow alone, over many keys from parallel goroutines, with a
-// policy that never refuses. The handler's cost with the limiter is
-// BenchmarkRateLimitHandler in the root package.
+// Memory.Allow alone, over 10,000 keys from parallel goroutines, with a
+// policy that never refuses (ratelimittest.Benchmark). The handler's cost
+// with the limiter is BenchmarkRateLimitHandler in the root package.
 func BenchmarkMemoryAllow(b *testing.B) {
-	l := NewMemory()
-	p := Policy{Name: "default", Quota: 1 << 30, Window: time.Second}
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("account:%d", i)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			l.Allow(ctx, keys[i%len(keys)], p)
-		}
-	})
+	ratelimittest.Benchmark(b, context.Background(), ratelimit.NewMemory(), 10_000)
 }
