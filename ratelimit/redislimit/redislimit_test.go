@@ -3,9 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/formsapi/formsapi/internal/redistest"
 	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/ratelimit/ratelimittest"
 	"github.com/formsapi/formsapi/ratelimit/redislimit"
 )
 
@@ -31,19 +30,51 @@ func newLimiter(t *testing.T) (*redislimit.Limiter, *redis.Client, string) {
 	return redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix)), redistest.Client(t), prefix
 }
 
-// advance moves a bucket d into the future, as if d had passed: it takes
-// d from the time the bucket's key holds, if it holds one (no key is a
+// advance moves every bucket under prefix d into the future, as if d had
+// passed: it takes d from the time each bucket's key holds (no key is a
 // full quota, which time does not change). The tests use policies whose
 // interval is far longer than they run, so the real time that passes
 // meanwhile changes no decision.
-func advance(t *testing.T, c *redis.Client, rkey string, d time.Duration) {
-	t.Helper()
-	const shift = `local v = redis.call('GET', KEYS[1])
-if v then redis.call('SET', KEYS[1], string.format('%d', tonumber(v) - tonumber(ARGV[1])), 'KEEPTTL') end
+func advance(ctx context.Context, c *redis.Client, prefix string, d time.Duration) error {
+	const shift = `for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v then redis.call('SET', k, string.format('%d', tonumber(v) - tonumber(ARGV[1])), 'KEEPTTL') end
+end
 return 0`
-	if err := c.Eval(ctx, shift, []string{rkey}, d.Microseconds()).Err(); err != nil {
-		t.Fatalf("advance: %v", err)
+	keys, err := redistest.Keys(ctx, c, prefix)
+	if err != nil || len(keys) == 0 {
+		return err
 	}
+	return c.Eval(ctx, shift, keys, d.Microseconds()).Err()
+}
+
+// TestContract: the limiter keeps the ratelimit.Limiter contract, on the
+// Redis server's clock, each clause on a prefix of its own, with time
+// moved in Redis rather than waited for.
+func TestContract(t *testing.T) {
+	t.Parallel()
+	ratelimittest.Run(t, func(t *testing.T, clock *ratelimittest.Clock) ratelimit.Limiter {
+		l, c, prefix := newLimiter(t)
+		clock.OnAdvance(func(ctx context.Context, d time.Duration) error { return advance(ctx, c, prefix, d) })
+		return l
+	}, ratelimittest.WithMaxKey(512))
+}
+
+// TestTwoNodesShareTheBudget: two limiters, each with its own client, as
+// two API nodes, on one Redis and prefix, keep the contract together,
+// asked in turn: one burst and one rate for each bucket (among the
+// clauses, 200 calls from eight goroutines at once allow exactly the
+// burst, each with a Remaining of its own, then exactly what the time
+// moved gives back), where two nodes that shared nothing would allow a
+// burst each (ratelimittest's own tests).
+func TestTwoNodesShareTheBudget(t *testing.T) {
+	t.Parallel()
+	ratelimittest.Run(t, func(t *testing.T, clock *ratelimittest.Clock) ratelimit.Limiter {
+		prefix := redistest.Prefix(t)
+		c := redistest.Client(t)
+		clock.OnAdvance(func(ctx context.Context, d time.Duration) error { return advance(ctx, c, prefix, d) })
+		return ratelimittest.Nodes(redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix)), redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix)))
+	}, ratelimittest.WithMaxKey(512))
 }
 
 // stored is the time a bucket's key holds, or "" for no key.
@@ -66,57 +97,31 @@ func within(d, want time.Duration) bool {
 	return want-slack < d && d <= want
 }
 
-func TestBurstThenRate(t *testing.T) {
+// TestKeyNameAndTTL: a bucket is one key, the prefix, the policy's name,
+// ":" and the bucket's key, which expires when its quota is full again,
+// and refusals leave it as it was. The default prefix is formsapi:rl:.
+func TestKeyNameAndTTL(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	l, c, prefix := newLimiter(t)
-	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour} // one every 20 minutes
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
 	rkey := prefix + "default:account:a"
-	for i := 0; i < 3; i++ {
-		d, err := l.Allow(ctx, "account:a", p)
-		if err != nil || !d.Allowed || d.Remaining != 2-i || d.RetryAfter != 0 || d.Policy != p {
-			t.Errorf("request %d of a burst: %+v, %v", i, d, err)
-		}
-		if want := time.Duration(i+1) * 20 * time.Minute; !within(d.Reset, want) {
-			t.Errorf("request %d: Reset %s, want about %s", i, d.Reset, want)
-		}
-	}
-	is.True(stored(t, c, rkey) != "") // the key is prefix, policy name, ":" and key
-	ttl, err := c.PTTL(ctx, rkey).Result()
-	is.NoErr(err)
-	is.True(within(ttl, time.Hour)) // and expires when the quota is full again
-
-	d, err := l.Allow(ctx, "account:a", p)
-	is.NoErr(err)
-	is.True(!d.Allowed)                           // the fourth at once is refused
-	is.Equal(d.Remaining, 0)                      // with nothing left
-	is.True(within(d.RetryAfter, 20*time.Minute)) // one interval to wait
-	is.True(within(d.Reset, time.Hour))           // a window until the quota is full
-	before := stored(t, c, rkey)
-	for i := 0; i < 5; i++ {
+	for range p.Quota {
 		d, err := l.Allow(ctx, "account:a", p)
 		is.NoErr(err)
-		is.True(!d.Allowed) // and so are the next ones
+		is.True(d.Allowed) // the burst
+	}
+	ttl, err := c.PTTL(ctx, rkey).Result()
+	is.NoErr(err)
+	is.True(within(ttl, time.Hour)) // the bucket's key, expiring when the quota is full again
+	before := stored(t, c, rkey)
+	for range 5 {
+		d, err := l.Allow(ctx, "account:a", p)
+		is.NoErr(err)
+		is.True(!d.Allowed) // refused
 	}
 	is.Equal(stored(t, c, rkey), before) // refusals wrote nothing
-
-	advance(t, c, rkey, d.RetryAfter-time.Minute) // just before RetryAfter...
-	d, _ = l.Allow(ctx, "account:a", p)
-	is.True(!d.Allowed) // ...still refused
-	advance(t, c, rkey, time.Minute)
-	d, _ = l.Allow(ctx, "account:a", p)
-	is.True(d.Allowed)       // at RetryAfter one more fits: the refusals cost nothing
-	is.Equal(d.Remaining, 0) // and no more
-	d, _ = l.Allow(ctx, "account:a", p)
-	is.True(!d.Allowed) // two are never allowed after one interval
-	advance(t, c, rkey, 2*time.Hour)
-	d, _ = l.Allow(ctx, "account:a", p)
-	is.True(d.Allowed)       // after a long idle time
-	is.Equal(d.Remaining, 2) // the burst is back, and no more than it
-
-	d, _ = l.Allow(ctx, "account:b", p)
-	is.True(d.Allowed)       // another key
-	is.Equal(d.Remaining, 2) // has its own budget
+	is.Equal(redislimit.DefaultPrefix, "formsapi:rl:")
 }
 
 // TestCharge: a charge takes its units whatever is left, on Redis's
@@ -147,7 +152,7 @@ func TestCharge(t *testing.T) {
 	is.NoErr(err)
 	is.True(!d.Allowed)                      // refused while it owes
 	is.True(within(d.RetryAfter, time.Hour)) // the debt and one unit
-	advance(t, c, rkey, time.Hour)
+	is.NoErr(advance(ctx, c, prefix, time.Hour))
 	d, _ = l.Allow(ctx, "account:a", p)
 	is.True(d.Allowed) // then served
 	d, err = l.Charge(ctx, "account:b", p, 2)
@@ -157,179 +162,35 @@ func TestCharge(t *testing.T) {
 	is.True(err != nil) // at least one unit
 }
 
-// TestStaysWithinBound: requests at random times, four times as fast as
-// the rate, with time moved in Redis rather than waited for: no more are
-// allowed than a burst and the steady rate over the time that passed, and
-// not many fewer.
-func TestStaysWithinBound(t *testing.T) {
-	t.Parallel()
-	l, c, prefix := newLimiter(t)
-	for _, p := range []ratelimit.Policy{
-		{Name: "a", Quota: 20, Window: 20 * time.Hour},
-		{Name: "b", Quota: 7, Window: 7*time.Hour + time.Second}, // an interval that is no whole number of microseconds
-		{Name: "c", Quota: 1, Window: time.Hour},
-	} {
-		rkey := prefix + p.Name + ":k"
-		r := rand.New(rand.NewPCG(1, 2))
-		start := time.Now()
-		var moved time.Duration
-		allowed := 0
-		for i := 0; i < 300; i++ {
-			step := time.Duration(r.Int64N(int64(p.Interval() / 2)))
-			advance(t, c, rkey, step)
-			moved += step
-			d, err := l.Allow(ctx, "k", p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Allowed {
-				allowed++
-			}
-			elapsed := moved + time.Since(start)
-			if bound := p.Quota + int(int64(p.Quota)*int64(elapsed)/int64(p.Window)); allowed > bound {
-				t.Errorf("%+v: %d allowed in %s, bound %d", p, allowed, elapsed, bound)
-				break
-			}
-		}
-		if least := int(int64(p.Quota) * int64(moved) / int64(p.Window) * 3 / 4); allowed < least {
-			t.Errorf("%+v: only %d allowed, the rate gives %d", p, allowed, least)
-		}
-	}
-}
-
-// TestTwoNodesShareTheBudget: two limiters, each with its own client, as
-// two API nodes, on one Redis and prefix, asked about one bucket from
-// eight goroutines at once. Together they allow exactly the burst, each
-// allowed request seeing a different Remaining (the decisions are made
-// one after another), then exactly as many as the time moved gives back.
-func TestTwoNodesShareTheBudget(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	prefix := redistest.Prefix(t)
-	nodes := []*redislimit.Limiter{
-		redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix)),
-		redislimit.New(redistest.Client(t), redislimit.WithPrefix(prefix)),
-	}
-	c := redistest.Client(t)
-	p := ratelimit.Policy{Name: "default", Quota: 50, Window: 50 * time.Hour} // one an hour
-
-	flood := func() (remaining []int, refused int) {
-		var (
-			mu sync.Mutex
-			wg sync.WaitGroup
-		)
-		for g := 0; g < 8; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 25; i++ {
-					d, err := nodes[g%2].Allow(ctx, "account:shared", p)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					if d.Allowed {
-						remaining = append(remaining, d.Remaining)
-					} else {
-						refused++
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		slices.Sort(remaining)
-		return remaining, refused
-	}
-
-	remaining, refused := flood()
-	want := make([]int, 50)
-	for i := range want {
-		want[i] = i
-	}
-	is.Equal(remaining, want) // the burst, once: 49 left, 48, …, 0
-	is.Equal(refused, 150)    // and the rest refused
-
-	advance(t, c, prefix+"default:account:shared", 5*time.Hour)
-	remaining, refused = flood()
-	is.Equal(len(remaining), 5) // five hours give back five
-	is.Equal(refused, 195)
-
-	m := []ratelimit.Limiter{ratelimit.NewMemory(), ratelimit.NewMemory()}
-	allowed := 0
-	for i := 0; i < 200; i++ {
-		if d, _ := m[i%2].Allow(ctx, "account:shared", p); d.Allowed {
-			allowed++
-		}
-	}
-	is.Equal(allowed, 100) // two unshared limiters would have allowed a burst each
-}
-
-// TestPoliciesAreSeparate: the policy travels with each call; the same key
-// under two names is two budgets, each with its own quota.
-func TestPoliciesAreSeparate(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	l, _, _ := newLimiter(t)
-	a := ratelimit.Policy{Name: "a", Quota: 1, Window: time.Minute}
-	b := ratelimit.Policy{Name: "b", Quota: 3, Window: time.Minute}
-	d, _ := l.Allow(ctx, "k", a)
-	is.True(d.Allowed) // a's first
-	d, _ = l.Allow(ctx, "k", b)
-	is.True(d.Allowed)       // b's first, although a used the key
-	is.Equal(d.Remaining, 2) // from b's own quota
-	is.Equal(d.Policy, b)    // under b
-	d, _ = l.Allow(ctx, "k", a)
-	is.True(!d.Allowed) // a's second is refused
-}
-
-// TestPrefixesAreSeparate: limiters with different prefixes on one Redis
-// share nothing; the default prefix is formsapi:rl:.
-func TestPrefixesAreSeparate(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour}
-	a, _, _ := newLimiter(t)
-	b, _, _ := newLimiter(t)
-	d, _ := a.Allow(ctx, "account:x", p)
-	is.True(d.Allowed)
-	d, _ = b.Allow(ctx, "account:x", p)
-	is.True(d.Allowed) // another prefix, another bucket
-	is.Equal(redislimit.DefaultPrefix, "formsapi:rl:")
-}
-
-func TestRefusesBadInputConsumingNothing(t *testing.T) {
+// TestBadInputWritesNothing: an invalid policy, a key over 512 bytes and
+// a done context are errors that start with "redislimit: allow: " and
+// never quote the key, and write nothing to Redis (ratelimittest checks
+// that they consume nothing).
+func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	l, c, prefix := newLimiter(t)
 	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Hour}
-	for _, bad := range []ratelimit.Policy{
-		{Name: "default", Quota: 0, Window: time.Hour},
-		{Name: "default", Quota: 1, Window: 0},
-		{Name: "default", Quota: 1, Window: 1500 * time.Millisecond},
-		{Name: "bad name", Quota: 1, Window: time.Hour},
-	} {
-		_, err := l.Allow(ctx, "k", bad)
-		if err == nil || !strings.HasPrefix(err.Error(), "redislimit: allow: ") {
-			t.Errorf("Allow with %+v: %v, want an error", bad, err)
-		}
-	}
-	long := strings.Repeat("k", 513)
-	_, err := l.Allow(ctx, long, p)
-	is.True(err != nil)                               // a key too long
-	is.True(!strings.Contains(err.Error(), long[:8])) // is refused without quoting it
+	long := "account:" + strings.Repeat("secret", 100)
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = l.Allow(canceled, "k", p)
-	is.True(errors.Is(err, context.Canceled)) // so is a done ctx
-
+	for _, bad := range []struct {
+		ctx context.Context
+		key string
+		p   ratelimit.Policy
+	}{
+		{ctx, "k", ratelimit.Policy{Name: "default", Quota: 0, Window: time.Hour}},
+		{ctx, long, p},
+		{canceled, "k", p},
+	} {
+		_, err := l.Allow(bad.ctx, bad.key, bad.p)
+		if err == nil || !strings.HasPrefix(err.Error(), "redislimit: allow: ") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Allow(%.12q…, %+v): %v, want an error that starts with redislimit: allow: and does not quote the key", bad.key, bad.p, err)
+		}
+	}
 	keys, err := redistest.Keys(ctx, c, prefix)
 	is.NoErr(err)
 	is.Equal(len(keys), 0) // none of them wrote anything
-	d, err := l.Allow(ctx, "k", p)
-	is.NoErr(err)
-	is.True(d.Allowed) // the key's quota is whole
 }
 
 // TestNotATime: a key under the prefix that holds something else is an
@@ -482,25 +343,8 @@ func benchmarkAllow(b *testing.B, ctx context.Context) {
 	prefix := redistest.Prefix(b)
 	c := redistest.Client(b)
 	l := redislimit.New(c, redislimit.WithPrefix(prefix))
-	p := ratelimit.Policy{Name: "default", Quota: 1 << 30, Window: time.Second}
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "account:" + strconv.Itoa(i)
-	}
 	cpu0 := serverCPU(b, c)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			if _, err := l.Allow(ctx, keys[i%len(keys)], p); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.StopTimer()
+	ratelimittest.Benchmark(b, ctx, l, 10_000)
 	b.ReportMetric(float64(serverCPU(b, c)-cpu0)/float64(b.N), "redis-cpu-ns/op")
 }
 
