@@ -21,33 +21,45 @@ import (
 	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/ratelimit/ratelimittest"
 )
 
-func TestRateLimiterDecisions(t *testing.T) {
+// TestRateLimiterContract: the limiter keeps the ratelimit.Limiter
+// contract, on the database's clock, with time moved in the table rather
+// than waited for. The suite's clauses and this store's own checks share
+// one migrated schema, each on keys of its own: prefixed gives each
+// clause's keys a prefix, under which alone its clock moves the rows.
+func TestRateLimiterContract(t *testing.T) {
 	t.Parallel()
-	is := is.New(t)
-	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Minute}
-	l := mustOpen(t).RateLimiter()
-	for i := 0; i < 3; i++ {
-		d, err := l.Allow(ctx, "account:a", p)
-		is.NoErr(err)                   // allow
-		is.True(d.Allowed)              // within the burst
-		is.Equal(d.Remaining, 2-i)      // one fewer each time
-		is.Equal(d.Policy, p)           // the policy
-		is.True(d.Reset <= time.Minute) // never more than the window
-	}
-	d, err := l.Allow(ctx, "account:a", p)
-	is.NoErr(err)                                               // allow
-	is.True(!d.Allowed)                                         // the fourth is refused
-	is.Equal(d.Remaining, 0)                                    // nothing left
-	is.True(d.RetryAfter > 0 && d.RetryAfter <= 20*time.Second) // at most one interval
-	d, err = l.Allow(ctx, "account:b", p)
-	is.NoErr(err)            // another key
-	is.True(d.Allowed)       // has its own budget
-	is.Equal(d.Remaining, 2) // untouched by a's
-	d, err = mustOpen(t).RateLimiter().Allow(ctx, "account:a", p)
-	is.NoErr(err)      // same key, another schema
-	is.True(d.Allowed) // schemas do not share state
+	s := mustOpen(t)
+	table := quote(s.Schema()) + ".formsapi_rate_limits"
+	t.Run("Suite", func(t *testing.T) {
+		t.Parallel()
+		ratelimittest.Run(t, func(t *testing.T, clock *ratelimittest.Clock) ratelimit.Limiter {
+			l := prefixed{s.RateLimiter(), "clause:" + strings.ToLower(rand.Text()[:12]) + ":"}
+			clock.OnAdvance(func(ctx context.Context, d time.Duration) error {
+				_, err := pgstore.Pool(s).Exec(ctx, "UPDATE "+table+" SET tat = tat - $1 WHERE starts_with(key, $2)", d.Microseconds(), l.prefix)
+				return err
+			})
+			return l
+		}, ratelimittest.WithMaxKey(512-len("clause:")-12-len(":")))
+	})
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		refusesBadInput(t, s.RateLimiter())
+	})
+	t.Run("RefusalWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		refusalWritesNothing(t, s, table)
+	})
+	t.Run("RefusalUnderTheLock", func(t *testing.T) {
+		t.Parallel()
+		refusalUnderTheLock(t, s, table)
+	})
+	t.Run("Prune", func(t *testing.T) { // deletes every idle row: on a table of its own
+		t.Parallel()
+		prunes(t, s)
+	})
 }
 
 // TestRateLimiterCharge: a charge takes its units whatever is left, on
@@ -80,27 +92,23 @@ func TestRateLimiterCharge(t *testing.T) {
 	is.True(errors.Is(err, formsapi.ErrInvalidInput)) // at least one unit
 }
 
-// TestRateLimiterPoliciesAreSeparate: the policy travels with each call,
-// so one limiter serves several; the same key under two names is two
-// budgets, each with its own quota.
-func TestRateLimiterPoliciesAreSeparate(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	l := mustOpen(t).RateLimiter()
-	a := ratelimit.Policy{Name: "a", Quota: 1, Window: time.Minute}
-	b := ratelimit.Policy{Name: "b", Quota: 3, Window: time.Minute}
-	d, _ := l.Allow(ctx, "k", a)
-	is.True(d.Allowed) // a's first
-	d, _ = l.Allow(ctx, "k", b)
-	is.True(d.Allowed)       // b's first, although a used the key
-	is.Equal(d.Remaining, 2) // from b's quota: interval and burst come with the call
-	d, _ = l.Allow(ctx, "k", a)
-	is.True(!d.Allowed) // a's second is refused
+// prefixed is the limiter of one clause of ratelimittest.Run among
+// others on one table: its keys are the clause's prefix followed by the
+// suite's.
+type prefixed struct {
+	*pgstore.RateLimiter
+	prefix string
 }
 
-func TestRateLimiterRefusesBadInput(t *testing.T) {
-	t.Parallel()
-	l := mustOpen(t).RateLimiter()
+func (l prefixed) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	return l.RateLimiter.Allow(ctx, l.prefix+key, p)
+}
+
+// refusesBadInput: keys the table cannot hold (over 512 bytes, with NUL,
+// not UTF-8) are errors that do not quote the key, and a policy Validate
+// refuses is an error wrapping formsapi.ErrInvalidInput (ratelimittest
+// checks that such calls consume nothing).
+func refusesBadInput(t *testing.T, l *pgstore.RateLimiter) {
 	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Second}
 	for _, k := range []string{strings.Repeat("k", 513), "a\x00b", "\xff"} {
 		_, err := l.Allow(ctx, k, p)
@@ -119,38 +127,32 @@ func TestRateLimiterRefusesBadInput(t *testing.T) {
 			t.Errorf("Allow with %+v: %v, want ErrInvalidInput", bad, err)
 		}
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := l.Allow(cctx, "k", p); !errors.Is(err, context.Canceled) {
-		t.Errorf("Allow with a canceled context: %v, want context.Canceled", err)
-	}
 }
 
-// TestRefusalWritesNothing: once a bucket is spent, refusals leave its
+// refusalWritesNothing: once a bucket is spent, refusals leave its
 // row as it was, the very tuple (ctid), written by the same transaction
 // (xmin), with the same values: a flood of refused requests costs the
 // database reads, not writes.
-func TestRefusalWritesNothing(t *testing.T) {
-	t.Parallel()
+func refusalWritesNothing(t *testing.T, s *pgstore.Store, table string) {
 	is := is.New(t)
-	s := mustOpen(t)
 	l := s.RateLimiter()
 	p := ratelimit.Policy{Name: "default", Quota: 2, Window: time.Hour}
+	const key = "account:writes-nothing"
 	row := func() string {
 		var v string
 		err := pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text || ' ' || xmin::text || ' ' || tat || ' ' || allowed || ' ' || at FROM "+
-			quote(s.Schema())+".formsapi_rate_limits WHERE policy = $1 AND key = $2", p.Name, "account:a").Scan(&v)
+			table+" WHERE policy = $1 AND key = $2", p.Name, key).Scan(&v)
 		is.NoErr(err) // the bucket's row
 		return v
 	}
 	for range p.Quota {
-		d, err := l.Allow(ctx, "account:a", p)
+		d, err := l.Allow(ctx, key, p)
 		is.NoErr(err)
 		is.True(d.Allowed) // the burst
 	}
 	before := row()
 	for range 5 {
-		d, err := l.Allow(ctx, "account:a", p)
+		d, err := l.Allow(ctx, key, p)
 		is.NoErr(err)
 		is.True(!d.Allowed)                                                      // refused
 		is.True(d.RetryAfter > 29*time.Minute && d.RetryAfter <= 30*time.Minute) // one interval, less the time gone by
@@ -158,19 +160,17 @@ func TestRefusalWritesNothing(t *testing.T) {
 	is.Equal(row(), before) // no write: the same tuple, untouched
 }
 
-// TestRefusalUnderTheLock: a request that the statement's first read
+// refusalUnderTheLock: a request that the statement's first read
 // allows, but that finds the last unit taken once it has the row's lock,
 // is refused with the RetryAfter of the row as the other request left it,
 // and writes nothing. The other request is an UPDATE in a transaction
 // held open until the limiter's statement waits for its lock.
-func TestRefusalUnderTheLock(t *testing.T) {
-	t.Parallel()
+func refusalUnderTheLock(t *testing.T, s *pgstore.Store, table string) {
 	is := is.New(t)
-	s := mustOpen(t)
 	l := s.RateLimiter()
-	table := quote(s.Schema()) + ".formsapi_rate_limits"
 	p := ratelimit.Policy{Name: "default", Quota: 2, Window: time.Hour}
-	d, err := l.Allow(ctx, "account:a", p)
+	const key = "account:under-the-lock"
+	d, err := l.Allow(ctx, key, p)
 	is.NoErr(err)
 	is.True(d.Allowed) // one unit left
 	tx, err := pgstore.Pool(s).Begin(ctx)
@@ -178,11 +178,11 @@ func TestRefusalUnderTheLock(t *testing.T) {
 	defer tx.Rollback(ctx)
 	var pid int
 	is.NoErr(tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
-	_, err = tx.Exec(ctx, "UPDATE "+table+" SET tat = tat + $1 WHERE key = 'account:a'", p.Interval().Microseconds())
+	_, err = tx.Exec(ctx, "UPDATE "+table+" SET tat = tat + $1 WHERE key = $2", p.Interval().Microseconds(), key)
 	is.NoErr(err) // takes the last unit, not yet committed
 	got := make(chan ratelimit.Decision, 1)
 	go func() {
-		d, err := l.Allow(ctx, "account:a", p)
+		d, err := l.Allow(ctx, key, p)
 		if err != nil {
 			t.Error(err)
 		}
@@ -195,7 +195,7 @@ func TestRefusalUnderTheLock(t *testing.T) {
 		return n > 0
 	})
 	var ctid string
-	is.NoErr(tx.QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = 'account:a'").Scan(&ctid))
+	is.NoErr(tx.QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = $1", key).Scan(&ctid))
 	is.NoErr(tx.Commit(ctx))
 	d = <-got
 	is.True(!d.Allowed) // refused under the lock
@@ -204,14 +204,14 @@ func TestRefusalUnderTheLock(t *testing.T) {
 	// first would give a microsecond).
 	is.True(d.RetryAfter > 29*time.Minute && d.RetryAfter <= 30*time.Minute)
 	var after string
-	is.NoErr(pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = 'account:a'").Scan(&after))
+	is.NoErr(pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = $1", key).Scan(&after))
 	is.Equal(after, ctid) // and nothing written after the UPDATE
 }
 
-// TestRateLimiterPrune ages one row past its window behind the limiter's
-// back, rather than waiting for it.
-func TestRateLimiterPrune(t *testing.T) {
-	t.Parallel()
+// prunes ages one row past its window behind the limiter's back, rather
+// than waiting for it, in a schema of its own, and then asks the limiter
+// of other, on another schema, about the same key: schemas share no state.
+func prunes(t *testing.T, other *pgstore.Store) {
 	is := is.New(t)
 	s := mustOpen(t)
 	l := s.RateLimiter()
@@ -229,6 +229,9 @@ func TestRateLimiterPrune(t *testing.T) {
 	is.True(!d.Allowed) // the busy key's state survived
 	d, _ = l.Allow(ctx, "idle", p)
 	is.True(d.Allowed) // and the idle one starts afresh
+	d, err = other.RateLimiter().Allow(ctx, "busy", p)
+	is.NoErr(err)
+	is.True(d.Allowed) // the same key on another schema: schemas share no state
 }
 
 // TestRateLimiterTwoNodes: two stores, each with its own pool, over one
@@ -331,38 +334,20 @@ func BenchmarkRateLimiterAllow(b *testing.B) {
 	}
 	defer s.Close()
 	l := s.RateLimiter()
-	p := ratelimit.Policy{Name: "default", Quota: 1 << 30, Window: time.Second}
-	keys := make([]string, 1000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("account:%d", i)
-	}
 	// Open the pool's connections before measuring: as many as the run's
-	// goroutines, each warmed up.
+	// goroutines, each warmed up on keys the benchmark asks about.
+	p := ratelimit.Policy{Name: "default", Quota: 1 << 30, Window: time.Second}
 	var wg sync.WaitGroup
-	for g := 0; g < runtime.GOMAXPROCS(0); g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 100; i++ {
-				l.Allow(ctx, keys[i], p)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range 100 {
+				l.Allow(ctx, "account:"+strconv.Itoa(i), p)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	cpu0, ok := backendCPU(b, dsn, app)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			if _, err := l.Allow(ctx, keys[i%len(keys)], p); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.StopTimer()
+	ratelimittest.Benchmark(b, ctx, l, 1000)
 	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 	}
