@@ -327,7 +327,11 @@ WHERE k.key_hash = u.h AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 	// refuses (another took the last unit meanwhile) updates nothing and
 	// returns cur's tat, which would allow it: the caller reads the row
 	// again (sqlRateTat) for its RetryAfter. tat only grows while a row
-	// lives, so a refusal read from cur's snapshot holds at now.
+	// lives, so a refusal read from cur's snapshot holds at now. An
+	// update is decided at the later of now and the row's at, the time of
+	// the decision before it, which a statement that began earlier and
+	// waited for that one's row finds ahead of its own now; it returns
+	// the time it was decided at.
 	sqlRateLimit = `WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us),
 cur AS (SELECT r.tat FROM formsapi_rate_limits AS r WHERE r.policy = $1 AND r.key = $2),
 up AS (
@@ -335,13 +339,13 @@ up AS (
     SELECT $1, $2, now.us + $3, true, now.us FROM now
     WHERE NOT EXISTS (SELECT FROM cur WHERE GREATEST(cur.tat, now.us) + $3 - now.us > $4)
     ON CONFLICT (policy, key) DO UPDATE SET
-        at = EXCLUDED.at,
+        at = GREATEST(r.at, EXCLUDED.at),
         allowed = true,
-        tat = GREATEST(r.tat, EXCLUDED.at) + $3
-    WHERE GREATEST(r.tat, EXCLUDED.at) + $3 - EXCLUDED.at <= $4
-    RETURNING r.tat
+        tat = GREATEST(r.tat, r.at, EXCLUDED.at) + $3
+    WHERE GREATEST(r.tat, r.at, EXCLUDED.at) + $3 - GREATEST(r.at, EXCLUDED.at) <= $4
+    RETURNING r.tat, r.at
 )
-SELECT coalesce((SELECT tat FROM up), (SELECT tat FROM cur), 0), EXISTS (SELECT FROM up), now.us FROM now`
+SELECT coalesce((SELECT tat FROM up), (SELECT tat FROM cur), 0), EXISTS (SELECT FROM up), coalesce((SELECT at FROM up), now.us) FROM now`
 
 	// A charge of units (RateLimiter.Charge): $3 more microseconds on the
 	// bucket's tat, from now if it is earlier, whatever is left, and now.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
-	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/ratelimit/ratelimittest"
@@ -55,6 +54,10 @@ func TestRateLimiterContract(t *testing.T) {
 	t.Run("RefusalUnderTheLock", func(t *testing.T) {
 		t.Parallel()
 		refusalUnderTheLock(t, s, table)
+	})
+	t.Run("DecidedAfterALaterStart", func(t *testing.T) {
+		t.Parallel()
+		decidedAfterALaterStart(t, s, table)
 	})
 	t.Run("Prune", func(t *testing.T) { // deletes every idle row: on a table of its own
 		t.Parallel()
@@ -176,24 +179,9 @@ func refusalUnderTheLock(t *testing.T, s *pgstore.Store, table string) {
 	tx, err := pgstore.Pool(s).Begin(ctx)
 	is.NoErr(err)
 	defer tx.Rollback(ctx)
-	var pid int
-	is.NoErr(tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
 	_, err = tx.Exec(ctx, "UPDATE "+table+" SET tat = tat + $1 WHERE key = $2", p.Interval().Microseconds(), key)
 	is.NoErr(err) // takes the last unit, not yet committed
-	got := make(chan ratelimit.Decision, 1)
-	go func() {
-		d, err := l.Allow(ctx, key, p)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- d
-	}()
-	testenv.WaitFor(t, func() bool { // the limiter's statement waits for the lock
-		var n int
-		err := pgstore.Pool(s).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n)
-		is.NoErr(err)
-		return n > 0
-	})
+	got := allowBehind(t, tx, l, key, p)
 	var ctid string
 	is.NoErr(tx.QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = $1", key).Scan(&ctid))
 	is.NoErr(tx.Commit(ctx))
@@ -206,6 +194,58 @@ func refusalUnderTheLock(t *testing.T, s *pgstore.Store, table string) {
 	var after string
 	is.NoErr(pgstore.Pool(s).QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = $1", key).Scan(&after))
 	is.Equal(after, ctid) // and nothing written after the UPDATE
+}
+
+// decidedAfterALaterStart: a decision whose statement began before
+// another's, and waited for it (the other created the bucket's row
+// first), is made at the other's time, not at its own earlier start: its
+// Remaining counts both units, and its Reset is two intervals. At its own
+// start, it counted one unit too many: two decisions racing for a new
+// bucket gave the same Remaining (ratelimittest's Concurrent clause, now
+// and then on a loaded machine). The other decision is a transaction that inserts
+// the row, holds it until the limiter's statement waits for it, then
+// stamps it with the time then, as a decision made then would.
+func decidedAfterALaterStart(t *testing.T, s *pgstore.Store, table string) {
+	is := is.New(t)
+	l := s.RateLimiter()
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
+	const key = "account:later-start"
+	tx, err := pgstore.Pool(s).Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, "INSERT INTO "+table+" (policy, key, tat, allowed, at) VALUES ($1, $2, 0, true, 0)", p.Name, key)
+	is.NoErr(err) // the other decision's row, not yet committed
+	got := allowBehind(t, tx, l, key, p)
+	_, err = tx.Exec(ctx, "UPDATE "+table+" SET at = n.us, tat = n.us + $3 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS n WHERE policy = $1 AND key = $2",
+		p.Name, key, p.Interval().Microseconds())
+	is.NoErr(err) // the other decision, made after the limiter's statement began
+	is.NoErr(tx.Commit(ctx))
+	d := <-got
+	is.True(d.Allowed)                // the second unit
+	is.Equal(d.Remaining, 1)          // of three
+	is.Equal(d.Reset, 2*p.Interval()) // two intervals from the time of the decision before it
+}
+
+// allowBehind asks l about key under p in a goroutine, and returns once
+// that call's statement waits for a lock tx holds; the decision comes on
+// the channel when tx ends.
+func allowBehind(t *testing.T, tx pgx.Tx, l *pgstore.RateLimiter, key string, p ratelimit.Policy) <-chan ratelimit.Decision {
+	t.Helper()
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Allow(ctx, key, p)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	// Asked on a connection of its own: the pool's may all be taken.
+	pgtest.WaitForLock(t, pgtest.DSN(t), "$1 = ANY (pg_blocking_pids(pid))", pid)
+	return got
 }
 
 // prunes ages one row past its window behind the limiter's back, rather
