@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 // store and pool on one schema, with pgstore's limiter, take requests of
 // one account at once over HTTP. The 200s they give together stay within
 // the policy's bound, the rest are 429s with Retry-After, and both carry
-// the RateLimit fields.
+// the RateLimit fields, but for the 429s of a limiter call that answered
+// late (Retry-After: 1 and "too many requests at once", no decision).
 func TestRateLimitTwoHandlers(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.Schema(t)
@@ -52,8 +54,15 @@ func TestRateLimitTwoHandlers(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			io.Copy(io.Discard, res.Body)
+			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
+			if res.StatusCode == 429 && res.Header.Get("RateLimit") == "" && res.Header.Get("Retry-After") == "1" &&
+				strings.Contains(string(body), "too many requests at once") {
+				// The limiter answered late while it answered others, as it
+				// may on a loaded machine (slow, not down: 2175f4c): refused
+				// without its decision's fields.
+				return false, nil
+			}
 			if res.Header.Get("RateLimit-Policy") != `"default";q=10;w=1` || res.Header.Get("RateLimit") == "" {
 				return false, fmt.Errorf("status %d without the RateLimit fields: %v", res.StatusCode, res.Header)
 			}
