@@ -348,14 +348,16 @@ up AS (
 SELECT coalesce((SELECT tat FROM up), (SELECT tat FROM cur), 0), EXISTS (SELECT FROM up), coalesce((SELECT at FROM up), now.us) FROM now`
 
 	// A charge of units (RateLimiter.Charge): $3 more microseconds on the
-	// bucket's tat, from now if it is earlier, whatever is left, and now.
+	// bucket's tat, from now if it is earlier, whatever is left, and the
+	// time it was charged at: the later of now and the row's at, as for
+	// sqlRateLimit.
 	sqlRateCharge = `WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us)
 INSERT INTO formsapi_rate_limits AS r (policy, key, tat, allowed, at)
 SELECT $1, $2, now.us + $3, true, now.us FROM now
 ON CONFLICT (policy, key) DO UPDATE SET
-    at = EXCLUDED.at,
+    at = GREATEST(r.at, EXCLUDED.at),
     allowed = true,
-    tat = GREATEST(r.tat, EXCLUDED.at) + $3
+    tat = GREATEST(r.tat, r.at, EXCLUDED.at) + $3
 RETURNING r.tat, r.at`
 
 	// The bucket's tat as it is now, and now: a refusal's RetryAfter when

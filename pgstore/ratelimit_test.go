@@ -65,36 +65,6 @@ func TestRateLimiterContract(t *testing.T) {
 	})
 }
 
-// TestRateLimiterCharge: a charge takes its units whatever is left, on
-// the database's clock, so the bucket owes units and Allow refuses until
-// they have come back; the decision shows what is left after it.
-func TestRateLimiterCharge(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour} // one every 20 minutes
-	l := mustOpen(t).RateLimiter()
-	d, err := l.Allow(ctx, "account:a", p)
-	is.NoErr(err)
-	d, err = l.Charge(ctx, "account:a", p, 1)
-	is.NoErr(err)                                                  // charge
-	is.True(d.Allowed)                                             // never refused
-	is.Equal(d.Remaining, 1)                                       // 1 + 1 of 3 taken
-	is.True(d.Reset > 39*time.Minute && d.Reset <= 40*time.Minute) // two intervals
-	d, err = l.Charge(ctx, "account:a", p, 3)
-	is.NoErr(err)
-	is.Equal(d.Remaining, 0)                                        // owing two units
-	is.True(d.Reset > 99*time.Minute && d.Reset <= 100*time.Minute) // five intervals
-	d, err = l.Allow(ctx, "account:a", p)
-	is.NoErr(err)
-	is.True(!d.Allowed)                                                 // refused while it owes
-	is.True(d.RetryAfter > 59*time.Minute && d.RetryAfter <= time.Hour) // the debt and one unit
-	d, err = l.Charge(ctx, "account:b", p, 2)
-	is.NoErr(err)
-	is.Equal(d.Remaining, 1) // a bucket never seen is charged from a whole quota
-	_, err = l.Charge(ctx, "account:a", p, 0)
-	is.True(errors.Is(err, formsapi.ErrInvalidInput)) // at least one unit
-}
-
 // prefixed is the limiter of one clause of ratelimittest.Run among
 // others on one table: its keys are the clause's prefix followed by the
 // suite's.
@@ -107,10 +77,15 @@ func (l prefixed) Allow(ctx context.Context, key string, p ratelimit.Policy) (ra
 	return l.RateLimiter.Allow(ctx, l.prefix+key, p)
 }
 
+func (l prefixed) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	return l.RateLimiter.Charge(ctx, l.prefix+key, p, n)
+}
+
 // refusesBadInput: keys the table cannot hold (over 512 bytes, with NUL,
 // not UTF-8) are errors that do not quote the key, and a policy Validate
-// refuses is an error wrapping formsapi.ErrInvalidInput (ratelimittest
-// checks that such calls consume nothing).
+// refuses, or a charge of no unit, an error wrapping
+// formsapi.ErrInvalidInput (ratelimittest checks that such calls consume
+// nothing).
 func refusesBadInput(t *testing.T, l *pgstore.RateLimiter) {
 	p := ratelimit.Policy{Name: "default", Quota: 1, Window: time.Second}
 	for _, k := range []string{strings.Repeat("k", 513), "a\x00b", "\xff"} {
@@ -129,6 +104,9 @@ func refusesBadInput(t *testing.T, l *pgstore.RateLimiter) {
 		if _, err := l.Allow(ctx, "k", bad); !errors.Is(err, formsapi.ErrInvalidInput) {
 			t.Errorf("Allow with %+v: %v, want ErrInvalidInput", bad, err)
 		}
+	}
+	if _, err := l.Charge(ctx, "k", p, 0); !errors.Is(err, formsapi.ErrInvalidInput) {
+		t.Errorf("Charge of 0 units: %v, want ErrInvalidInput", err)
 	}
 }
 
@@ -181,7 +159,7 @@ func refusalUnderTheLock(t *testing.T, s *pgstore.Store, table string) {
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, "UPDATE "+table+" SET tat = tat + $1 WHERE key = $2", p.Interval().Microseconds(), key)
 	is.NoErr(err) // takes the last unit, not yet committed
-	got := allowBehind(t, tx, l, key, p)
+	got := behind(t, tx, func() (ratelimit.Decision, error) { return l.Allow(ctx, key, p) })
 	var ctid string
 	is.NoErr(tx.QueryRow(ctx, "SELECT ctid::text FROM "+table+" WHERE key = $1", key).Scan(&ctid))
 	is.NoErr(tx.Commit(ctx))
@@ -196,40 +174,47 @@ func refusalUnderTheLock(t *testing.T, s *pgstore.Store, table string) {
 	is.Equal(after, ctid) // and nothing written after the UPDATE
 }
 
-// decidedAfterALaterStart: a decision whose statement began before
-// another's, and waited for it (the other created the bucket's row
-// first), is made at the other's time, not at its own earlier start: its
-// Remaining counts both units, and its Reset is two intervals. At its own
-// start, it counted one unit too many: two decisions racing for a new
-// bucket gave the same Remaining (ratelimittest's Concurrent clause, now
-// and then on a loaded machine). The other decision is a transaction that inserts
-// the row, holds it until the limiter's statement waits for it, then
-// stamps it with the time then, as a decision made then would.
+// decidedAfterALaterStart: a decision (or a charge of one unit) whose
+// statement began before another's, and waited for it (the other created
+// the bucket's row first), is made at the other's time, not at its own
+// earlier start: its Remaining counts both units, and its Reset is two
+// intervals. At its own start, it counted one unit too many: two
+// decisions racing for a new bucket gave the same Remaining
+// (ratelimittest's Concurrent clause, now and then on a loaded machine).
+// The other decision is a transaction that inserts the row, holds it
+// until the limiter's statement waits for it, then stamps it with the
+// time then, as a decision made then would.
 func decidedAfterALaterStart(t *testing.T, s *pgstore.Store, table string) {
-	is := is.New(t)
 	l := s.RateLimiter()
 	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour}
-	const key = "account:later-start"
-	tx, err := pgstore.Pool(s).Begin(ctx)
-	is.NoErr(err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, "INSERT INTO "+table+" (policy, key, tat, allowed, at) VALUES ($1, $2, 0, true, 0)", p.Name, key)
-	is.NoErr(err) // the other decision's row, not yet committed
-	got := allowBehind(t, tx, l, key, p)
-	_, err = tx.Exec(ctx, "UPDATE "+table+" SET at = n.us, tat = n.us + $3 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS n WHERE policy = $1 AND key = $2",
-		p.Name, key, p.Interval().Microseconds())
-	is.NoErr(err) // the other decision, made after the limiter's statement began
-	is.NoErr(tx.Commit(ctx))
-	d := <-got
-	is.True(d.Allowed)                // the second unit
-	is.Equal(d.Remaining, 1)          // of three
-	is.Equal(d.Reset, 2*p.Interval()) // two intervals from the time of the decision before it
+	for name, call := range map[string]func(ctx context.Context, key string) (ratelimit.Decision, error){
+		"Allow":  func(ctx context.Context, key string) (ratelimit.Decision, error) { return l.Allow(ctx, key, p) },
+		"Charge": func(ctx context.Context, key string) (ratelimit.Decision, error) { return l.Charge(ctx, key, p, 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			key := "account:later-start-" + name
+			tx, err := pgstore.Pool(s).Begin(ctx)
+			is.NoErr(err)
+			defer tx.Rollback(ctx)
+			_, err = tx.Exec(ctx, "INSERT INTO "+table+" (policy, key, tat, allowed, at) VALUES ($1, $2, 0, true, 0)", p.Name, key)
+			is.NoErr(err) // the other decision's row, not yet committed
+			got := behind(t, tx, func() (ratelimit.Decision, error) { return call(ctx, key) })
+			_, err = tx.Exec(ctx, "UPDATE "+table+" SET at = n.us, tat = n.us + $3 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS n WHERE policy = $1 AND key = $2",
+				p.Name, key, p.Interval().Microseconds())
+			is.NoErr(err) // the other decision, made after the limiter's statement began
+			is.NoErr(tx.Commit(ctx))
+			d := <-got
+			is.True(d.Allowed)                // the second unit
+			is.Equal(d.Remaining, 1)          // of three
+			is.Equal(d.Reset, 2*p.Interval()) // two intervals from the time of the decision before it
+		})
+	}
 }
 
-// allowBehind asks l about key under p in a goroutine, and returns once
-// that call's statement waits for a lock tx holds; the decision comes on
-// the channel when tx ends.
-func allowBehind(t *testing.T, tx pgx.Tx, l *pgstore.RateLimiter, key string, p ratelimit.Policy) <-chan ratelimit.Decision {
+// behind runs call in a goroutine, and returns once its statement waits
+// for a lock tx holds; the decision comes on the channel when tx ends.
+func behind(t *testing.T, tx pgx.Tx, call func() (ratelimit.Decision, error)) <-chan ratelimit.Decision {
 	t.Helper()
 	var pid int
 	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
@@ -237,7 +222,7 @@ func allowBehind(t *testing.T, tx pgx.Tx, l *pgstore.RateLimiter, key string, p 
 	}
 	got := make(chan ratelimit.Decision, 1)
 	go func() {
-		d, err := l.Allow(ctx, key, p)
+		d, err := call()
 		if err != nil {
 			t.Error(err)
 		}

@@ -32,6 +32,7 @@ var clauses = []struct {
 	{"Context", doneContext},
 	{"CanceledInFlight", canceledInFlight},
 	{"Isolated", isolated},
+	{"Charge", charge},
 }
 
 // slack is how far below the expected duration a limiter on its server's
@@ -101,11 +102,25 @@ func invariants(d ratelimit.Decision, p ratelimit.Policy) string {
 		if d.Remaining != 0 {
 			bad = append(bad, "refused with a Remaining")
 		}
-		if d.RetryAfter <= 0 || d.RetryAfter > p.Interval() || d.RetryAfter > d.Reset {
-			bad = append(bad, fmt.Sprintf("refused with a RetryAfter outside (0, min(%s, Reset)]: one unit comes back every interval, before the whole quota", p.Interval()))
+		if d.RetryAfter <= 0 || d.RetryAfter > d.Reset {
+			bad = append(bad, "refused with a RetryAfter outside (0, Reset]: one unit comes back before the whole quota")
 		}
 	}
 	return strings.Join(bad, "; ")
+}
+
+// charge asks the limiter, a ratelimit.Charger, to charge n units, and
+// checks the decision against the Charger contract's invariants.
+func (s *subject) charge(t *testing.T, key string, p ratelimit.Policy, n int) ratelimit.Decision {
+	t.Helper()
+	d, err := s.l.(ratelimit.Charger).Charge(t.Context(), key, p, n)
+	if err != nil {
+		t.Fatalf("Charge(%s, %s, %d): %v", short(key), p.Name, n, err)
+	}
+	if d.Policy != p || !d.Allowed || d.RetryAfter != 0 || d.Remaining < 0 || d.Remaining > p.Quota-1 || d.Reset <= 0 {
+		t.Errorf("Charge(%s, %s, %d): %s, Policy %+v: want allowed under the policy passed, with no RetryAfter, a Remaining below the quota %d and a Reset above zero", short(key), p.Name, n, show(d), d.Policy, p.Quota)
+	}
+	return d
 }
 
 // show prints a decision.
@@ -163,6 +178,21 @@ func (s *subject) tick() time.Duration {
 	return slack
 }
 
+// retryAt moves time to just before a refusal's RetryAfter, when the
+// bucket must still refuse, then to it, when it must allow one request
+// and no more.
+func (s *subject) retryAt(t *testing.T, key string, p ratelimit.Policy, retryAfter time.Duration, whose string) {
+	t.Helper()
+	s.advance(t, retryAfter-s.tick())
+	if d := s.allow(t, key, p); d.Allowed {
+		t.Errorf("%s before RetryAfter (%s): allowed", s.tick(), whose)
+	}
+	s.advance(t, s.tick())
+	if d := s.allow(t, key, p); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("at RetryAfter (%s): %s, want allowed with Remaining 0", whose, show(d))
+	}
+}
+
 // burst: a full quota at once, then refusals, each with the durations of
 // the contract; after an idle window the burst again, and no more.
 func burst(t *testing.T, s *subject) {
@@ -204,14 +234,7 @@ func refusalsAreFree(t *testing.T, s *subject) {
 			t.Errorf("refusal %d after the first: %s, want refused with the first's RetryAfter, %s: refusals consume nothing", i+1, show(d), first.RetryAfter)
 		}
 	}
-	s.advance(t, first.RetryAfter-s.tick())
-	if d := s.allow(t, key, p); d.Allowed {
-		t.Errorf("%s before the first refusal's RetryAfter: allowed", s.tick())
-	}
-	s.advance(t, s.tick())
-	if d := s.allow(t, key, p); !d.Allowed || d.Remaining != 0 {
-		t.Errorf("at the first refusal's RetryAfter, after 6 refusals: %s, want allowed with Remaining 0", show(d))
-	}
+	s.retryAt(t, key, p, first.RetryAfter, "the first refusal's, after 6 refusals")
 	if d := s.allow(t, key, p); d.Allowed {
 		t.Errorf("the second request one interval after the burst: allowed; one interval gives back one")
 	}
@@ -524,4 +547,54 @@ func isolated(t *testing.T, s *subject) {
 	if d := s.allow(t, key, p); d.Allowed {
 		t.Errorf("the second request of the first limiter: allowed, but its quota is 1")
 	}
+}
+
+// charge: a Charger takes n units whatever is left, so a bucket may owe
+// units, and Allow refuses until they have come back at the policy's
+// rate; each charge's decision says what is left after it. n below 1, an
+// invalid policy and a done context are errors that charge nothing.
+func charge(t *testing.T, s *subject) {
+	if _, ok := s.l.(ratelimit.Charger); !ok {
+		t.Skip("the limiter does not implement ratelimit.Charger: the handler charges it no more than Allow's unit")
+	}
+	p := ratelimit.Policy{Name: "default", Quota: 3, Window: time.Hour} // one every 20 minutes
+	const key, fresh = "account:charge", "account:charge-fresh"
+	in := p.Interval()
+	s.allow(t, key, p)
+	if d := s.charge(t, key, p, 1); d.Remaining != 1 || !s.near(d.Reset, 2*in) {
+		t.Errorf("a charge of 1 after a request: %s, want Remaining 1 and Reset two intervals, %s", show(d), 2*in)
+	}
+	if d := s.charge(t, key, p, 3); d.Remaining != 0 || !s.near(d.Reset, 5*in) {
+		t.Errorf("a charge of 3 with 1 left: %s, want Remaining 0 and Reset five intervals, %s: the bucket owes 2 units", show(d), 5*in)
+	}
+	d := s.allow(t, key, p)
+	if d.Allowed || !s.near(d.RetryAfter, 3*in) {
+		t.Errorf("a request while the bucket owes 2 units: %s, want refused with RetryAfter three intervals, %s: the debt and one unit", show(d), 3*in)
+	}
+	if d := s.charge(t, fresh, p, 2); d.Remaining != 1 || !s.near(d.Reset, 2*in) {
+		t.Errorf("a charge of 2 on a bucket never asked about: %s, want Remaining 1 of the whole quota and Reset %s", show(d), 2*in)
+	}
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	c := s.l.(ratelimit.Charger)
+	for _, bad := range []struct {
+		ctx context.Context
+		p   ratelimit.Policy
+		n   int
+	}{
+		{t.Context(), p, 0},
+		{t.Context(), p, -1},
+		{t.Context(), ratelimit.Policy{Name: "default", Quota: 0, Window: time.Hour}, 1},
+		{canceled, p, 1},
+	} {
+		if d, err := c.Charge(bad.ctx, fresh, bad.p, bad.n); err == nil {
+			t.Errorf("Charge of %d under %+v, context error %v: %s, want an error", bad.n, bad.p, bad.ctx.Err(), show(d))
+		} else if bad.ctx.Err() != nil && !errors.Is(err, bad.ctx.Err()) {
+			t.Errorf("Charge with a done context: %v, which does not wrap %v", err, bad.ctx.Err())
+		}
+	}
+	if d := s.allow(t, fresh, p); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("the request after the refused charges: %s, want the unit the charge of 2 left: allowed with Remaining 0", show(d))
+	}
+	s.retryAt(t, key, p, d.RetryAfter, "the owing bucket's: the debt has come back")
 }

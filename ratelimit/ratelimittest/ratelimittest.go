@@ -161,13 +161,17 @@ func (c *Clock) move(d time.Duration) {
 //     later one an error.
 //   - Isolated: two limiters open makes share no bucket (which the
 //     clauses running in parallel need).
+//   - Charge, on a ratelimit.Charger (skipped otherwise): a charge takes
+//     its units whatever is left, the bucket owes the rest and Allow
+//     refuses until it has come back; each decision says what is left;
+//     n below 1, an invalid policy and a done context are errors that
+//     charge nothing.
 //
 // Every decision a clause gets is checked against the contract's
 // invariants: Policy is p; Remaining, Reset and RetryAfter are never
 // negative; an allowed decision has a RetryAfter of zero, a Remaining
 // below Quota and a Reset above zero and at most a full burst; a refused
-// one has a Remaining of 0 and a RetryAfter above zero, at most one
-// interval and at most Reset.
+// one has a Remaining of 0 and a RetryAfter above zero and at most Reset.
 //
 // The node's own queue (ErrOverloaded) and a dependency that hangs are
 // left to each limiter's own tests: only a limiter that has them can
@@ -191,11 +195,19 @@ func Run(t *testing.T, open Open, opts ...Option) {
 // Redis with one prefix, pools on one schema), [Run] on it checks that
 // the fleet together keeps the contract: one burst and one rate for
 // every bucket, however the calls are spread. It panics without nodes.
+// When every node is a ratelimit.Charger, so is the limiter it returns,
+// and charges are spread the same way.
 func Nodes(nodes ...ratelimit.Limiter) ratelimit.Limiter {
 	if len(nodes) == 0 {
 		panic("ratelimittest: Nodes()")
 	}
-	return &fleet{nodes: nodes}
+	f := &fleet{nodes: nodes}
+	for _, n := range nodes {
+		if _, ok := n.(ratelimit.Charger); !ok {
+			return f
+		}
+	}
+	return chargingFleet{f}
 }
 
 type fleet struct {
@@ -203,8 +215,20 @@ type fleet struct {
 	next  atomic.Uint64
 }
 
+// node returns the next node in turn.
+func (f *fleet) node() ratelimit.Limiter {
+	return f.nodes[(f.next.Add(1)-1)%uint64(len(f.nodes))]
+}
+
 func (f *fleet) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
-	return f.nodes[(f.next.Add(1)-1)%uint64(len(f.nodes))].Allow(ctx, key, p)
+	return f.node().Allow(ctx, key, p)
+}
+
+// chargingFleet is a fleet of ratelimit.Chargers.
+type chargingFleet struct{ *fleet }
+
+func (f chargingFleet) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	return f.node().(ratelimit.Charger).Charge(ctx, key, p, n)
 }
 
 // Benchmark measures l.Allow under ctx over keys keys from parallel

@@ -30,7 +30,7 @@ type limiter struct {
 
 type bucket struct{ policy, key string }
 
-var _ ratelimit.Limiter = (*limiter)(nil)
+var _ ratelimit.Charger = (*limiter)(nil)
 
 // shared is the state of every limiter with the fault "shares its buckets
 // with every limiter".
@@ -75,18 +75,50 @@ const (
 	movesNothing       = "moves nothing when the suite moves the time"
 	wallClockNoAdvance = "keeps the wall clock's time and lets nothing move it"
 	unsharedNodes      = "two nodes that share nothing"
+	chargesOne         = "charges one unit whatever it is asked"
+	noDebt             = "charges only what is left"
 )
 
-func (l *limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
-	b := bucket{p.Name, key}
+// bucket is the bucket of key under p, as the fault keeps it.
+func (l *limiter) bucket(key string, p ratelimit.Policy) bucket {
 	switch l.fault {
 	case oneBucketPerName:
-		b.key = ""
+		return bucket{p.Name, ""}
 	case oneBucketPerKey:
-		b.policy = ""
+		return bucket{"", key}
 	case cutsKeys:
-		b.key = key[:min(len(key), 256)]
+		return bucket{p.Name, key[:min(len(key), 256)]}
 	}
+	return bucket{p.Name, key}
+}
+
+func (l *limiter) Charge(ctx context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("limiter: charge: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("limiter: charge: %w", err)
+	}
+	if n < 1 {
+		return ratelimit.Decision{}, fmt.Errorf("limiter: charge: %d units", n)
+	}
+	if l.fault == chargesOne {
+		n = 1
+	}
+	b, now := l.bucket(key, p), l.time()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, next := p.GCRACharge(l.tats[b], now, n)
+	if burst := p.Interval() * time.Duration(p.Quota); l.fault == noDebt && next.Sub(now) > burst {
+		next = now.Add(burst)
+		d = p.AllowedDecision(next, now)
+	}
+	l.tats[b] = next
+	return d, nil
+}
+
+func (l *limiter) Allow(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	b := l.bucket(key, p)
 	if err := ctx.Err(); err != nil && l.fault != ignoresContext {
 		switch l.fault {
 		case spendsWhenDone:
@@ -286,6 +318,8 @@ var brokenLimiters = map[string]struct{ failsIn, passesIn string }{
 	keepsWallTime:    {"Burst", "Keys"},
 	movesNothing:     {"Burst", "Keys"},
 	unsharedNodes:    {"Concurrent", "Context"},
+	chargesOne:       {"Charge", "Burst"},
+	noDebt:           {"Charge", "Burst"},
 }
 
 func TestSuiteCatchesBrokenLimiters(t *testing.T) {
@@ -299,18 +333,18 @@ func TestSuiteCatchesBrokenLimiters(t *testing.T) {
 }
 
 // TestSuiteWithoutAClock: a limiter that neither reads the suite's clock
-// nor lets it move its buckets passes, the four clauses that move time
+// nor lets it move its buckets passes, the five clauses that move time
 // skipped, saying why.
 func TestSuiteWithoutAClock(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	out := children(t)
 	is.True(ended(out, "PASS", wallClockNoAdvance, "")) // the suite passes
-	for _, clause := range []string{"Burst", "RefusalsAreFree", "Bounded", "Concurrent"} {
+	for _, clause := range []string{"Burst", "RefusalsAreFree", "Bounded", "Concurrent", "Charge"} {
 		is.True(ended(out, "SKIP", wallClockNoAdvance, clause)) // a clause that moves time skips
 	}
 	is.True(strings.Contains(out, "neither reads the suite's clock (Clock.Now) nor lets it move its buckets (Clock.OnAdvance)")) // saying why
-	is.Equal(strings.Count(out, "--- SKIP: "+subtest(wallClockNoAdvance, "")+"/"), 4)                                            // and no other
+	is.Equal(strings.Count(out, "--- SKIP: "+subtest(wallClockNoAdvance, "")+"/"), 5)                                            // and no other
 }
 
 // The runs on a limiter that refuses keys over 300 bytes.
