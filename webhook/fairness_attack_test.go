@@ -215,7 +215,12 @@ func TestFormsTakeTurns(t *testing.T) {
 		t.Fatalf("%d deliveries, want %d", len(ds), 4*150+51)
 	}
 	// When the quiet form's last event arrived, each busy form had had
-	// about as many turns: at most one each between two of its turns.
+	// about as many turns. Not exactly as many: a form has one attempt in
+	// flight at a time, and the turns go on without it while its attempt
+	// is slow to come back, as one is now and then on a loaded machine
+	// under -race (a busy form had 73 here once, where the turn order
+	// alone allows 59). Twice the quiet form's tells turns from the old
+	// dispatcher's order, in which a busy form had all 150 first.
 	n := map[string]int{}
 	for _, d := range ds {
 		n[d.form]++
@@ -224,7 +229,7 @@ func TestFormsTakeTurns(t *testing.T) {
 		}
 	}
 	for _, f := range busy {
-		if n[f] > 51+2*webhook.DefaultPerEndpoint {
+		if n[f] > 2*51 {
 			t.Errorf("when the quiet form's 51st event arrived, %s had %d (turns: %v)", f, n[f], n)
 		}
 	}
@@ -288,8 +293,58 @@ func TestAccountShare(t *testing.T) {
 	if n := gaveUp.Load(); n > 0 {
 		t.Fatalf("the other account's events came only when %d hanging attempts timed out", n)
 	}
-	testenv.WaitFor(t, func() bool { return hole.count() == webhook.DefaultPerAccount })
-	if n := hole.count(); n > webhook.DefaultPerAccount {
-		t.Errorf("the account's endpoints hold %d attempts, more than its share %d", n, webhook.DefaultPerAccount)
+	// Past its share, the account takes all but a share of the slots.
+	most := webhook.DefaultTotal - webhook.DefaultPerAccount
+	testenv.WaitFor(t, func() bool { return hole.count() == most })
+	if n := hole.count(); n > most {
+		t.Errorf("the account's endpoints hold %d attempts, more than the %d that leave a share free", n, most)
+	}
+}
+
+// TestOneAccountPastItsShare: an account alone goes past its share while a
+// share stays free, so its four endpoints that never answer (holding 16
+// attempts, a share) do not hold back its healthy endpoint, which got one
+// attempt per 15 s timeout when the share was a hard cap (the attack run
+// on issue 42's fixes: a lag of 25.8 s at p50, 3 of 20 events a second).
+func TestOneAccountPastItsShare(t *testing.T) {
+	t.Parallel()
+	forms := []string{"f1", "f2", "f3", "f4"}
+	r := newRig(t, append(forms, "mine")...)
+	hole := newReceiver(t)
+	release := make(chan struct{})
+	var gaveUp atomic.Int64
+	hole.setAnswer(func(_ int, d delivery, _ http.ResponseWriter) {
+		select {
+		case <-release:
+		case <-d.ctx.Done():
+			gaveUp.Add(1)
+		}
+	})
+	for range 4 {
+		r.endpoint(hole.srv.URL, forms...)
+	}
+	good := newReceiver(t)
+	r.endpoint(good.srv.URL, "mine")
+	for _, f := range forms {
+		r.add(f, "waiting")
+	}
+	for i := range 10 {
+		r.add("mine", fmt.Sprint(i))
+	}
+	done := make(chan struct{})
+	go func() {
+		r.disp.Step(r.ctx)
+		close(done)
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the healthy endpoint got %d of its 10 events; the hanging ones, %d attempts", good.count(), hole.count())
+		}
+		close(release)
+		<-done
+	}()
+	testenv.WaitFor(t, func() bool { return hole.count() == webhook.DefaultPerAccount && good.count() == 10 })
+	if n := gaveUp.Load(); n > 0 {
+		t.Fatalf("the healthy endpoint's events came only when %d hanging attempts timed out", n)
 	}
 }

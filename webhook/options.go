@@ -31,10 +31,11 @@ const (
 	// DefaultPerEndpoint is how many attempts to one endpoint may be in
 	// flight at once (each on another form: a form has one at a time).
 	DefaultPerEndpoint = 4
-	// DefaultPerAccount is how many attempts to the endpoints of one
-	// account may be in flight at once, all of them together: a quarter
-	// of DefaultTotal, so that the endpoints of three accounts that never
-	// answer still leave a quarter of the slots to every other account.
+	// DefaultPerAccount is the share of the attempt slots the endpoints
+	// of one account are sure of, all of them together: a quarter of
+	// DefaultTotal. An account goes past it only while a share stays free
+	// (see WithAccountConcurrency), so the endpoints of accounts that never
+	// answer always leave a share to every other account.
 	DefaultPerAccount = 16
 	// DefaultTotal is how many attempts a dispatcher makes at once, to
 	// all endpoints.
@@ -167,14 +168,15 @@ func WithConcurrency(perEndpoint, total int) Option {
 	}
 }
 
-// WithAccountConcurrency sets how many attempts to the endpoints of one
-// account may be in flight at once, all its endpoints together
-// (DefaultPerAccount): that account's share of the total, which its
-// endpoints that never answer or answer slowly may hold and no more, so
-// that the other accounts' deliveries do not wait for them. A value below
-// 1 keeps the default; one above the total is the total (a host with one
-// account gives it every slot so). Slots that free go first to the
-// account with the fewest attempts in flight.
+// WithAccountConcurrency sets the share of the attempt slots that the
+// endpoints of one account are sure of, all its endpoints together
+// (DefaultPerAccount). An account goes past its share only while a
+// share's worth of slots stays free after it, so that its endpoints that
+// never answer or answer slowly keep no other account waiting, and one
+// busy account still uses all but one share of the total (48 of 64 by
+// default). A value below 1 keeps the default; one above the total is the
+// total (a host with one account gives it every slot so). Slots that free
+// go first to the account with the fewest attempts in flight.
 func WithAccountConcurrency(n int) Option {
 	return func(c *config) {
 		if n > 0 {

@@ -7,14 +7,19 @@ import (
 )
 
 // slots hands out a dispatcher's attempt slots (RELIABILITY case 106):
-// at most total attempts in flight in all, and at most perAccount to the
-// endpoints of one account, so that an account whose endpoints never
-// answer holds its share and no more, and every other account finds
-// slots free. A slot that frees goes to the waiter whose account has the
-// fewest attempts in flight, then whose endpoint has, then to the one
-// that waited longest: an account or endpoint with nothing in flight is
-// served before one that holds slots already. (The attempts to one
-// endpoint are bounded by its pass's workers, perEndpoint.)
+// at most total attempts in flight in all, and perAccount to the
+// endpoints of one account, its share, so that an account whose endpoints
+// never answer cannot keep the others waiting. An account may go past its
+// share only into slots beyond one share's reserve: a slot is given to an
+// account at or over its share only while a share's worth stays free
+// after it, so a host with one account (or one busy account among idle
+// ones) still uses all but one share of the slots, and an account that
+// comes later finds a share free at once. A slot that frees goes to the
+// waiter whose account has the fewest attempts in flight, then whose
+// endpoint has, then to the one that waited longest: an account or
+// endpoint with nothing in flight is served before one that holds slots
+// already. (The attempts to one endpoint are bounded by its pass's
+// workers, perEndpoint.)
 type slots struct {
 	total, perAccount int
 
@@ -81,8 +86,8 @@ func (s *slots) grant() {
 	for s.inFlight < s.total {
 		best := -1
 		for i, w := range s.waiting {
-			if s.accounts[w.account] >= s.perAccount {
-				continue
+			if s.accounts[w.account] >= s.perAccount && s.total-s.inFlight-1 < s.perAccount {
+				continue // past its share only while a share stays free
 			}
 			if best < 0 || s.before(w, s.waiting[best]) {
 				best = i

@@ -95,3 +95,38 @@ func TestSlots(t *testing.T) {
 		t.Fatalf("after a waiter gave up: in flight %d, by account %v, %d waiting", s.inFlight, s.accounts, s.queued())
 	}
 }
+
+// TestSlotsPastTheShare: an account goes past its share while a share
+// stays free after it, and no further; an account under its share takes
+// the slots kept free.
+func TestSlotsPastTheShare(t *testing.T) {
+	t.Parallel()
+	s := newSlots(8, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends any acquire still waiting when the test fails
+	inFlight := func() int { s.mu.Lock(); defer s.mu.Unlock(); return s.inFlight }
+	for i := range 6 {
+		go s.acquire(ctx, "A", "a")
+		testenv.WaitFor(t, func() bool { return inFlight() == i+1 }) // A's attempt i+1 has its slot
+	}
+	got := make(chan string, 4)
+	go func() {
+		if err := s.acquire(ctx, "A", "a"); err == nil {
+			got <- "a7"
+		}
+	}()
+	testenv.WaitFor(t, func() bool { return s.queued() == 1 }) // a seventh would leave less than a share
+	for i := range 2 {
+		go s.acquire(ctx, "B", "b")
+		testenv.WaitFor(t, func() bool { return inFlight() == 7+i }) // B's attempt i+1 has its slot
+	}
+	s.release("A", "a")
+	if s.queued() != 1 || s.inFlight != 7 {
+		t.Fatalf("a slot freed by A went to A past its share with none kept: in flight %d, %d waiting", s.inFlight, s.queued())
+	}
+	s.release("B", "b")
+	s.release("B", "b")
+	if g := <-got; g != "a7" {
+		t.Fatalf("got %s", g)
+	}
+}
