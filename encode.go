@@ -74,17 +74,17 @@ func appendNext(b, extra []byte, next string) []byte {
 // appendFeedEntries closes the submissions of a feed page that a
 // pageReader wrote and appends its refs (one for each submission, in
 // order) and deleted (the refs of the submissions whose deletions the
-// page holds, in commit order).
-func appendFeedEntries(b []byte, refs *token.Codec, l token.List, positions, deleted []int64) []byte {
+// page holds, in commit order), as refs makes them (internal/token).
+func appendFeedEntries(b []byte, refs *token.Refs, positions, deleted []int64) []byte {
 	b = append(b, `],"refs":[`...)
 	for i, pos := range positions {
-		b = appendComma(b, i)
-		b = appendRef(b, refs, l, pos)
+		b = append(appendComma(b, i), '"')
+		b = append(refs.Append(b, pos), '"')
 	}
 	b = append(b, `],"deleted":[`...)
 	for i, pos := range deleted {
-		b = appendComma(b, i)
-		b = appendRef(b, refs, l, pos)
+		b = append(appendComma(b, i), '"')
+		b = append(refs.Append(b, pos), '"')
 	}
 	return append(b, ']')
 }
@@ -244,13 +244,5 @@ func appendString(b []byte, s string) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// appendRef appends the JSON string of the ref of the submission at
-// position pos of l's feed (internal/token).
-func appendRef(b []byte, refs *token.Codec, l token.List, pos int64) []byte {
-	b = append(b, '"')
-	b = refs.AppendRef(b, l, pos)
 	return append(b, '"')
 }

@@ -192,7 +192,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return
 	}
-	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list), incTag: token.IncarnationTag(inc), form: form}
+	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
 	if e.format == formatCSV {
 		columns := x.columns
 		if a.fields != nil {
@@ -264,7 +264,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 		case errors.Is(err, errRateLimited):
 			a.log(w, r, slog.LevelInfo, "formsapi: export stopped by the rate limit")
 		case errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrFormNotFound):
-			a.log(w, r, slog.LevelInfo, "formsapi: export stopped: its key no longer reads the form")
+			a.log(w, r, slog.LevelInfo, "formsapi: export stopped: its key no longer reads the form, or the form was deleted (and perhaps created again)")
 		case r.Context().Err() == nil:
 			a.logThrottled(logStoreFailed, w, r, slog.LevelError, "formsapi: export stopped", slog.Any("err", err))
 		}
@@ -316,6 +316,7 @@ type exporter struct {
 	e         export
 	asOf      int64
 	positions token.Positions
+	inc       uint64 // the form's incarnation, as FeedHead read it (0: not known)
 	incTag    uint32 // the form's incarnation tag, in every position
 	form      *wire.Form
 
@@ -369,6 +370,12 @@ func (x *exporter) read() error {
 	}
 	if len(x.page.Positions) != x.page.Objects() || len(x.page.Ends) != len(x.page.Positions) {
 		return fmt.Errorf("export: the store gave %d positions for %d submissions", len(x.page.Positions), x.page.Objects())
+	}
+	if otherIncarnation(x.inc, x.page.Incarnation) {
+		// The form was deleted and created again since the export
+		// began: the page is another form's, whose refs and positions
+		// are not the ones this export makes.
+		return fmt.Errorf("export: the form was created again: %w", ErrFormNotFound)
 	}
 	if x.first {
 		x.purged, x.first = x.page.Purged, false

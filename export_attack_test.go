@@ -247,27 +247,64 @@ func TestExportStopsWhenItsKeyIsRevoked(t *testing.T) {
 			}
 		}}
 		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithCursorSecret(attackSecret), formsapi.WithPageBytes(4096), formsapi.WithObserver(obs)))
-		_, full, err := getExport(t, srv.URL+exportPath, storetest.KeyA, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obs.reads.Store(0)
-		obs.n.Store(20) // past the first 32 KiB chunk of lines
-		res, body, err := getExport(t, srv.URL+exportPath, key, false)
-		if res.StatusCode != http.StatusOK || err == nil {
-			t.Fatalf("%s: export with the key revoked at its 20th page: %d, %d bytes, err %v; want a 200 broken off", name, res.StatusCode, len(body), err)
-		}
-		prefix, pos := lastCompleteLine(t, body)
-		if !bytes.HasPrefix(full, prefix) || len(prefix) == 0 || len(prefix) >= len(full) {
-			t.Fatalf("%s: %d bytes of complete lines before the break, not a proper prefix of the %d of the file", name, len(prefix), len(full))
-		}
+		pos := brokenAt20(t, name+", the key revoked at the 20th page", srv.URL+exportPath, key, obs)
 		if reads := obs.reads.Load(); reads != 20 {
 			t.Errorf("%s: %d pages read, want 20 (the 20th read before the key was looked up again)", name, reads)
 		}
-		res, _, _ = getExport(t, srv.URL+exportPath+"?after="+pos, key, false)
+		res, _, _ := getExport(t, srv.URL+exportPath+"?after="+pos, key, false)
 		if res.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s: resumed with the revoked key: %d, want 401", name, res.StatusCode)
 		}
+		srv.Close()
+	}
+}
+
+// brokenAt20 GETs the export at target whole with KeyA, then with key
+// while obs acts at its 20th page read (past the first 32 KiB chunk of
+// lines): that export must be a 200 broken off after complete lines that
+// are a proper prefix of the whole. It returns the position of the last
+// of them.
+func brokenAt20(t *testing.T, what, target, key string, obs *revokeAt) string {
+	t.Helper()
+	_, full, err := getExport(t, target, storetest.KeyA, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.reads.Store(0)
+	obs.n.Store(20)
+	res, body, err := getExport(t, target, key, false)
+	if res.StatusCode != http.StatusOK || err == nil {
+		t.Fatalf("%s: %d, %d bytes, err %v; want a 200 broken off", what, res.StatusCode, len(body), err)
+	}
+	prefix, pos := lastCompleteLine(t, body)
+	if !bytes.HasPrefix(full, prefix) || len(prefix) == 0 || len(prefix) >= len(full) {
+		t.Fatalf("%s: %d bytes of complete lines before the break, not a proper prefix of the %d of the file", what, len(prefix), len(full))
+	}
+	return pos
+}
+
+// TestExportStopsWhenItsFormIsCreatedAgain: a form deleted and created
+// again with the same ID while its export runs stops the export at its
+// next page, a broken response after the old form's complete lines,
+// rather than go on with the new form's submissions under the old form's
+// refs and positions (RELIABILITY case 101: it went on, and ended
+// without an error). Over every store.
+func TestExportStopsWhenItsFormIsCreatedAgain(t *testing.T) {
+	t.Parallel()
+	for name, s := range exportStores(t) {
+		ctx := context.Background()
+		attackData(t, s, 300)
+		obs := &revokeAt{revoke: func() {
+			if err := s.DeleteForm(ctx, storetest.AccountA, storetest.FormBusy); err != nil {
+				t.Error(err)
+			}
+			if err := s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: storetest.FormBusy, Title: "again"}); err != nil {
+				t.Error(err)
+			}
+			attackData(t, s, 300)
+		}}
+		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithCursorSecret(attackSecret), formsapi.WithPageBytes(4096), formsapi.WithObserver(obs)))
+		brokenAt20(t, name+", the form created again at the 20th page", srv.URL+exportPath, storetest.KeyA, obs)
 		srv.Close()
 	}
 }

@@ -76,6 +76,16 @@ import "context"
 //     FeedPage.DeletedAt, when not empty, has one position per deletion:
 //     that deletion's own, so the page's entries in position order are
 //     its commit order.
+//   - Incarnation. FeedPage.Incarnation is 0, or a value the form keeps
+//     for its life, the same on every page, which no form of the same ID
+//     had before it: a form deleted and created again with the ID gets
+//     another. With one, the handler answers 410 Gone to a cursor or
+//     sync token of another incarnation of the form, and a form whose
+//     incarnation has its top bit set has refs of its own, none of them
+//     the refs of an earlier form of its ID (the library's stores give
+//     every form they make such an incarnation; forms made before keep
+//     the refs they had). A store that cannot tell leaves it 0; one that
+//     wraps a store of this module passes its value on.
 //   - Retention. A store may forget deletions once they are old enough
 //     (the library's stores keep them 30 days by default): FeedPage.Purged
 //     is then the last position of a forgotten deletion (it never
@@ -133,6 +143,9 @@ type FeedPage struct {
 	// keeps, 0 when none: a caller whose after is above 0 and below it
 	// may have missed a deletion (see the Retention clause).
 	Purged int64
+	// Incarnation is the form's incarnation, 0 when the store cannot
+	// tell (see the Incarnation clause).
+	Incarnation uint64
 }
 
 // FieldStore is an optional interface of a [FeedStore]: a form's fields,

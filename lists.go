@@ -192,7 +192,9 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, form
 			return p.Body
 		}
 		a.logSkipped(w, r, p.Skipped)
-		body := appendFeedEntries(p.Body, a.tokens.Codec, req.list, p.Positions, p.Deleted)
+		// The refs of the page's form: of its incarnation, as the
+		// store read it with the page (internal/token's AppendRef).
+		body := appendFeedEntries(p.Body, a.tokens.Refs(req.list, p.Incarnation), p.Positions, p.Deleted)
 		return a.respondFeed(w, r, req, body, next, more)
 	})
 }
@@ -383,6 +385,15 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 			if len(page.Positions) != len(page.Items) {
 				return 0, false, fmt.Errorf("sync submissions: the store gave %d positions for %d submissions", len(page.Positions), len(page.Items))
 			}
+			if otherIncarnation(p.Incarnation, page.Incarnation) {
+				// The form was created again since the page's first call:
+				// the page ends before the new form's entries, and its
+				// token, of the form before, gets 410.
+				return next, true, nil
+			}
+			if page.Incarnation != 0 {
+				p.Incarnation = page.Incarnation
+			}
 			p.Purged = max(p.Purged, page.Purged)
 			if try == maxRecuts {
 				unbounded := wire.NewBudget(0) // serve it as the store gave it
@@ -418,21 +429,32 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 const headChunk = 1000
 
 // FeedHead walks a host's feed to its end, keeping nothing but where it
-// ends: a FeedStore has no cheaper way to say it. Its cost is a read of
-// the whole feed, in calls of headChunk entries.
+// ends and the form's incarnation (FeedPage.Incarnation, 0 when the store
+// does not tell): a FeedStore has no cheaper way to say it. Its cost is a
+// read of the whole feed, in calls of headChunk entries; a walk that
+// meets another incarnation (the form was created again meanwhile) starts
+// over, up to maxRecuts times.
 func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
 	var next int64
-	for {
+	var inc uint64
+	for walks := 0; ; {
 		page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, headChunk)
 		if err != nil {
 			return 0, 0, err
 		}
+		if otherIncarnation(inc, page.Incarnation) {
+			if walks++; walks == maxRecuts {
+				return 0, 0, fmt.Errorf("sync submissions: the form was created again %d times while its feed was walked", walks)
+			}
+			next, inc = 0, 0
+			continue
+		}
 		if page.Next < next || (page.Next == next && page.More) {
 			return 0, 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
 		}
-		next = page.Next
+		next, inc = page.Next, max(inc, page.Incarnation) // 0 on a page, of a store that does not tell, leaves it
 		if !page.More {
-			return next, 0, nil // a FeedStore does not tell its forms' incarnations
+			return next, inc, nil
 		}
 	}
 }

@@ -63,9 +63,11 @@
 //     delivered event, the feed positions between it and the last entry
 //     the dispatcher had read of its form.
 //   - formsapi.webhook.endpoints.changed (counter): endpoints the
-//     dispatcher disabled, or stopped a form of for a resync, by
-//     formsapi.webhook.state ("disabled", "resync") and
-//     formsapi.webhook.reason ("gone", "failing", "retention").
+//     dispatcher disabled, or stopped a form of for a resync, or started
+//     a form of over (it was deleted and created again), by
+//     formsapi.webhook.state ("disabled", "resync", "restart") and
+//     formsapi.webhook.reason ("gone", "failing", "retention",
+//     "recreated").
 //
 // No endpoint URL or secret is ever recorded; the endpoint ID
 // (formsapi.webhook.endpoint.id), like the account and form IDs, only
@@ -252,7 +254,7 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(0, 1, 10, 100, 1000, 10000, 100000))
 	errs = append(errs, err)
 	o.lagPositions = lagPositions
-	o.endpointChanges = counter("formsapi.webhook.endpoints.changed", "{endpoint}", "Endpoints the dispatcher disabled or stopped a form of, by state and reason.")
+	o.endpointChanges = counter("formsapi.webhook.endpoints.changed", "{endpoint}", "Endpoints the dispatcher disabled, or stopped or started over a form of, by state and reason.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -395,8 +397,8 @@ func (o *Observer) Attempt(ctx context.Context, a observe.Attempt) {
 	}
 }
 
-// EndpointChanged records an endpoint the dispatcher disabled or stopped
-// a form of (observe.DeliveryObserver).
+// EndpointChanged records an endpoint the dispatcher disabled, or a form
+// of it the dispatcher stopped or started over (observe.DeliveryObserver).
 func (o *Observer) EndpointChanged(ctx context.Context, c observe.EndpointChange) {
 	attrs := []attribute.KeyValue{StateKey.String(c.State), ReasonKey.String(c.Reason)}
 	attrs = o.appendEndpoint(o.appendIDs(attrs, c.AccountID, c.FormID), c.EndpointID)

@@ -16,7 +16,7 @@ import (
 // every position up to the last one given and none beyond it.
 func (s *Store) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
 	p := formsapi.FeedPage{Items: make([]formsapi.Submission, 0, min(max(limit, 0), prealloc))}
-	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.DeletedAt, &p.Purged, nil, func(pos int64, r *submission) bool {
+	next, more, err := s.feed(ctx, accountID, formID, after, limit, &p.Deleted, &p.DeletedAt, &p.Purged, &p.Incarnation, func(pos int64, r *submission) bool {
 		p.Items = append(p.Items, cloneSubmission(r.sub))
 		p.Positions = append(p.Positions, pos)
 		return true

@@ -24,6 +24,7 @@ import (
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -101,8 +102,10 @@ type field struct {
 
 // incarnation is the form's incarnation (wire.Page.Incarnation): its
 // seq, which no other form of the store ever has, so a form created again
-// with a deleted one's ID has another. The caller holds the lock.
-func (fm *form) incarnation() uint64 { return uint64(fm.pos.Seq) }
+// with a deleted one's ID has another, marked as one whose refs carry it
+// (token.RefIncarnation: the store keeps nothing across a restart, so no
+// consumer holds refs of an earlier kind). The caller holds the lock.
+func (fm *form) incarnation() uint64 { return uint64(fm.pos.Seq) | token.RefIncarnation }
 
 // feedEntry is a submission, a deletion, or neither: a submission since
 // deleted, or a deletion past retention.

@@ -54,13 +54,16 @@ type Attempt struct {
 // EndpointChange is a change of an endpoint's state by the dispatcher.
 type EndpointChange struct {
 	// State is "disabled" (the endpoint gets nothing until the host
-	// enables it) or "resync" (one form stopped: its cursor fell behind
-	// the feed's tombstone retention).
+	// enables it), "resync" (one form stopped: its cursor fell behind
+	// the feed's tombstone retention) or "restart" (one form's stream
+	// started over at the form's first entry).
 	State string
 	// Reason is why: "gone" (the endpoint answered 410), "failing" (no
-	// success for five days) or "retention" (for a resync).
+	// success for five days), "retention" (for a resync) or "recreated"
+	// (for a restart: the form was deleted and created again with the
+	// same ID).
 	Reason string
 	// AccountID and EndpointID name the endpoint; FormID the form of a
-	// resync, "" otherwise.
+	// resync or a restart, "" otherwise.
 	AccountID, EndpointID, FormID string
 }

@@ -198,10 +198,11 @@ ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
 	// (migration 0008), each one row more than the limit, merged by
 	// position, to learn whether more follow. The form is looked up inside
 	// the statement, as for pages, and its row comes first, at position
-	// 0, with its feed_purged in the last column; no row at all means no
+	// 0, with its incarnation in the second column and its feed_purged in
+	// the last; no row at all means no
 	// form of the account. A tombstone's last column is the position of
 	// the submission it deleted; a submission's is 0.
-	sqlFeed = `SELECT 0::bigint, 0::bigint, NULL::text, NULL::text, feed_purged FROM formsapi_forms WHERE id = $1 AND account_id = $2
+	sqlFeed = `SELECT 0::bigint, incarnation, NULL::text, NULL::text, feed_purged FROM formsapi_forms WHERE id = $1 AND account_id = $2
 UNION ALL
 (SELECT feed_pos, created_at, data, attachments, 0::bigint FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3

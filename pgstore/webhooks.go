@@ -26,9 +26,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = $1, forms = $2, secrets = $3, disabled = $4, disabled_reason = $5, disabled_at = $6
 WHERE id = $7 AND account_id = $8`
 	sqlDeleteEndpoint = `DELETE FROM formsapi_endpoints WHERE id = $1 AND account_id = $2`
-	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (endpoint_id, form_id) DO UPDATE SET cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts,
-next_at = excluded.next_at, failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync`
+	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate
 	// The claim: free, enabled endpoints, locked in one statement with
 	// SKIP LOCKED, so dispatchers on several nodes claiming at once each
 	// take other rows instead of queueing; a row another claim committed

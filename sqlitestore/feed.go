@@ -35,11 +35,15 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 		return p, err
 	}
 	defer rows.Close()
-	if p, _, err = stored.Feed(rows, formID, after, limit); err != nil {
+	p, found, err := stored.Feed(rows, formID, after, limit)
+	if err != nil {
 		return formsapi.FeedPage{}, err
 	}
 	if err := rows.Err(); err != nil {
 		return formsapi.FeedPage{}, err
+	}
+	if !found {
+		return formsapi.FeedPage{}, formsapi.ErrFormNotFound // deleted since it was looked up
 	}
 	return p, nil
 }
@@ -70,16 +74,24 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
 	var pos, of int64
 	var encoded sql.RawBytes // valid until the next Next: copied at once
+	found := false
 	for rows.Next() {
 		if err := rows.Scan(&pos, &encoded, &of); err != nil {
 			return 0, false, err
 		}
+		found = found || pos == 0
 		if !f.Row(pos, encoded, of) {
 			break
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return 0, false, err
+	}
+	if !found {
+		// The form's row is gone: deleted since the request's lookup (or
+		// the export's first page) found it. Its page is no page of an
+		// empty form, and never one of a form that took its ID since.
+		return 0, false, formsapi.ErrFormNotFound
 	}
 	return f.Next, f.More, nil
 }

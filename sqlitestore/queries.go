@@ -210,11 +210,11 @@ WHERE s.find_keys IS NULL AND s.form_seq IN (SELECT seq FROM formsapi_forms WHER
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) merged with one of the tombstones' primary key
 	// (migration 0007), by position. The first row, at position 0, is the
-	// form's: its last column is feed_purged. A tombstone's last column
-	// is the position of the submission it deleted; a submission's is 0.
+	// form's: its second column is its incarnation, its last feed_purged.
+	// A tombstone's last column is the position of the submission it deleted; a submission's is 0.
 	// Like the lists, no LIMIT ?: the caller steps one row more than the
 	// page, to learn whether more follow, and stops.
-	sqlFeed = `SELECT 0, 0, NULL, NULL, feed_purged FROM formsapi_forms WHERE seq = ?1
+	sqlFeed = `SELECT 0, incarnation, NULL, NULL, feed_purged FROM formsapi_forms WHERE seq = ?1
 UNION ALL
 SELECT feed_pos, created_at, data, attachments, 0 FROM formsapi_submissions WHERE form_seq = ?1 AND feed_pos > ?2
 UNION ALL

@@ -25,9 +25,8 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = ?, forms = ?, secrets = ?, disabled = ?, disabled_reason = ?, disabled_at = ?
 WHERE id = ? AND account_id = ?`
-	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (endpoint_id, form_id) DO UPDATE SET cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts,
-next_at = excluded.next_at, failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync`
+	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate
 	sqlClaim = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = ?1
 WHERE id IN (SELECT id FROM formsapi_endpoints WHERE disabled = 0 AND lease_until <= ?2 ORDER BY id LIMIT ?3)
 RETURNING ` + hookrow.EndpointColumns

@@ -73,6 +73,29 @@ func feedClauses(t *testing.T, open func(t *testing.T, seed Seed) syncStore, cfg
 			}
 		}
 	})
+	t.Run("Incarnation", func(t *testing.T) {
+		cfg.parallel(t)
+		// One incarnation (0 for a store that cannot tell) on every page
+		// of a form, the empty one after its end included.
+		s := open(t, seed)
+		var after int64
+		var inc uint64
+		for pages := 0; ; pages++ {
+			p, err := s.SyncSubmissions(ctx, AccountA, FormBusy, after, 2)
+			if err != nil {
+				t.Fatalf("SyncSubmissions after %d: %v", after, err)
+			}
+			if pages == 0 {
+				inc = p.Incarnation
+			} else if p.Incarnation != inc {
+				t.Fatalf("page %d has incarnation %#x, the first %#x", pages, p.Incarnation, inc)
+			}
+			if p.Next == after && !p.More {
+				return
+			}
+			after = p.Next
+		}
+	})
 	t.Run("Next", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)

@@ -397,15 +397,32 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		cursor := nextOf(t, h.do(t, list, ""), "nextCursor")
 		token, position, exportToken := "", "", ""
 		export := "/v1/forms/" + form + "/export"
+		var oldRefs []string
 		if feed {
 			token = nextOf(t, h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=1", ""), "syncToken")
 			position, exportToken = firstPosition(t, h, export)
+			oldRefs = feedAndExportRefs(t, h, form)
+		}
+		incarnation := func() uint64 {
+			t.Helper()
+			p, err := s.(formsapi.FeedStore).SyncSubmissions(ctx, AccountA, form, 0, 1)
+			if err != nil || p.Incarnation == 0 {
+				t.Fatalf("the feed's first page: incarnation %#x, %v; want one", p.Incarnation, err)
+			}
+			return p.Incarnation
+		}
+		var before uint64
+		if feed {
+			before = incarnation()
 		}
 		if err := s.DeleteForm(ctx, AccountA, form); err != nil {
 			t.Fatalf("DeleteForm: %v", err)
 		}
 		h.get(t, list+"&cursor="+url.QueryEscape(cursor), "", http.StatusNotFound) // deleted: 404, as ever
 		make(5)
+		if feed && incarnation() == before {
+			t.Errorf("the form created again has the incarnation %#x of the deleted one", before)
+		}
 		if w := h.do(t, list+"&cursor="+url.QueryEscape(cursor), ""); w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "cursor expired") {
 			t.Errorf("a cursor of the deleted form, on the form created again: %d %.200s, want 410 cursor expired", w.Code, w.Body)
 		}
@@ -424,6 +441,14 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 			}
 			if w := h.do(t, "/v1/forms/"+form+"/submissions?sync="+url.QueryEscape(exportToken), ""); w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "sync token expired") {
 				t.Errorf("an export's Sync-Token of the deleted form, on the form created again: %d %.200s, want 410 sync token expired", w.Code, w.Body)
+			}
+			// The new form's refs, in its feed and its export, are its
+			// own: at the positions the old form had, none is the old
+			// form's (RELIABILITY case 101).
+			for _, ref := range feedAndExportRefs(t, h, form) {
+				if slices.Contains(oldRefs, ref) {
+					t.Errorf("the form created again has ref %s, a ref of the deleted form", ref)
+				}
 			}
 			position, exportToken = firstPosition(t, h, export)
 			h.get(t, export+"?after="+url.QueryEscape(position), "", http.StatusOK) // the new form's export resumes
@@ -660,6 +685,31 @@ func firstPosition(t *testing.T, h probe, target string) (position, syncToken st
 		t.Fatalf("GET %s: %d %.200s, want an export with a line and a Sync-Token", target, w.Code, w.Body)
 	}
 	return l.Position, w.Header().Get("Sync-Token")
+}
+
+// feedAndExportRefs returns the refs of form's feed, read from
+// sync=start, after checking that its export gives its lines the same
+// refs in the same order.
+func feedAndExportRefs(t *testing.T, h probe, form string) []string {
+	t.Helper()
+	w := h.do(t, "/v1/forms/"+form+"/submissions?sync=start&limit=1000", "")
+	var page struct{ Refs []string }
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &page) != nil {
+		t.Fatalf("the feed of %s: %d %.200s", form, w.Code, w.Body)
+	}
+	w = h.do(t, "/v1/forms/"+form+"/export", "")
+	var lines []string
+	for line := range strings.Lines(w.Body.String()) {
+		var l struct{ Ref string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("an export line of %s: %v", form, err)
+		}
+		lines = append(lines, l.Ref)
+	}
+	if w.Code != http.StatusOK || !slices.Equal(lines, page.Refs) {
+		t.Fatalf("the export of %s: %d, refs %v, want the feed's %v", form, w.Code, lines, page.Refs)
+	}
+	return page.Refs
 }
 
 func newProbe(t *testing.T, s interface {

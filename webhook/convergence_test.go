@@ -29,6 +29,9 @@ type convergenceStore interface {
 	AddForm(ctx context.Context, accountID string, f formsapi.Form) error
 	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
 	DeleteSubmission(ctx context.Context, accountID, formID, id string) error
+	DeleteForm(ctx context.Context, accountID, formID string) error
+	formsapi.KeyResolver
+	AddKey(ctx context.Context, key, accountID string) error
 }
 
 // TestConvergence is the done-when of issue 26 without kills, on
@@ -44,14 +47,28 @@ type convergenceStore interface {
 // are strictly increasing in first-delivery order.
 func TestConvergence(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name        string
-		open        func(t *testing.T, now func() time.Time) convergenceStore
-		dispatchers int
-	}{
+	dispatchers := map[string]int{"memstore": 2, "postgres": 3, "sqlite": 1}
+	for _, c := range everyStore() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			converge(t, c.open, dispatchers[c.name], 200)
+		})
+	}
+}
+
+// storeCase is a store of this module, opened on a clock.
+type storeCase struct {
+	name string
+	open func(t *testing.T, now func() time.Time) convergenceStore
+}
+
+// everyStore returns memstore, PostgreSQL (a schema of its own for each
+// open) and SQLite (a file in the test's directory).
+func everyStore() []storeCase {
+	return []storeCase{
 		{"memstore", func(t *testing.T, now func() time.Time) convergenceStore {
 			return memstore.New(memstore.WithClock(now))
-		}, 2},
+		}},
 		{"postgres", func(t *testing.T, now func() time.Time) convergenceStore {
 			dsn, schema := pgtest.Schema(t)
 			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema), pgstore.WithClock(now))
@@ -60,7 +77,7 @@ func TestConvergence(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			return s
-		}, 3},
+		}},
 		{"sqlite", func(t *testing.T, now func() time.Time) convergenceStore {
 			s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "forms.db"), sqlitestore.WithClock(now))
 			if err != nil {
@@ -68,12 +85,7 @@ func TestConvergence(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			return s
-		}, 1},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			converge(t, c.open, c.dispatchers, 200)
-		})
+		}},
 	}
 }
 
@@ -270,17 +282,18 @@ func converge(t *testing.T, open func(t *testing.T, now func() time.Time) conver
 	pos := map[string]map[key]int64{}
 	for _, f := range all {
 		pos[f] = map[key]int64{}
+		inc := webhook.IncarnationOf(store, account, f)
 		p, _ := store.SyncSubmissions(ctx, account, f, 0, 100000)
 		for _, at := range p.Positions {
-			pos[f][key{webhook.EventCreated, webhook.RefOf(secret, account, f, at)}] = at
+			pos[f][key{webhook.EventCreated, webhook.RefOf(secret, account, f, inc, at)}] = at
 		}
 		for i, of := range p.Deleted {
-			pos[f][key{webhook.EventDeleted, webhook.RefOf(secret, account, f, of)}] = p.DeletedAt[i]
+			pos[f][key{webhook.EventDeleted, webhook.RefOf(secret, account, f, inc, of)}] = p.DeletedAt[i]
 		}
 		// Additions since deleted are gaps of the final feed, but may have
 		// been sent before their deletion: their positions by their refs.
 		for at := int64(1); at <= end[f]; at++ {
-			k := key{webhook.EventCreated, webhook.RefOf(secret, account, f, at)}
+			k := key{webhook.EventCreated, webhook.RefOf(secret, account, f, inc, at)}
 			if _, ok := pos[f][k]; !ok {
 				pos[f][k] = -at // not in the final feed
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/observe"
 )
 
@@ -42,10 +43,17 @@ import (
 // (WithAccountConcurrency) as well as per endpoint (RELIABILITY case
 // 106): endpoints of one account that never answer hold that account's
 // share, and the other accounts' deliveries do not wait for them.
+//
+// A stream's cursor is a position in one incarnation of its form (see
+// Stream.Incarnation): a form deleted and created again with the same ID
+// is another form, whose feed starts over at position 1, so its stream
+// starts over at the new form's first entry, and its events have refs and
+// webhook-ids of their own (RELIABILITY case 101).
 type Dispatcher struct {
 	cfg   config
 	store Store
 	feed  Feed
+	heads wire.Head // feed, if one of this module's stores itself: its forms' feed heads; nil otherwise
 	tok   tokens
 	slots *slots // attempts in flight: in all, per account
 
@@ -71,7 +79,8 @@ type held struct {
 // which are keyed by it.
 func NewDispatcher(store Store, feed Feed, cursorSecret []byte, opts ...Option) *Dispatcher {
 	cfg := newConfig(opts)
-	return &Dispatcher{cfg: cfg, store: store, feed: feed, tok: newTokens(cursorSecret), slots: newSlots(cfg.total, cfg.perAccount), held: map[string]*held{}}
+	return &Dispatcher{cfg: cfg, store: store, feed: feed, heads: headOf(feed), tok: newTokens(cursorSecret),
+		slots: newSlots(cfg.total, cfg.perAccount), held: map[string]*held{}}
 }
 
 // Run delivers until ctx ends: every poll interval it claims endpoints
@@ -277,11 +286,13 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 		if !ok {
 			st = Stream{FormID: form}
 		}
-		if st.Resync || st.NextAt.After(now) {
+		// A stream stopped for a resync is read all the same: it starts
+		// over if its form was created again (fill).
+		if st.NextAt.After(now) {
 			continue
 		}
 		t := &turn{st: st, stored: ok}
-		if c := carried[form]; c != nil && ok && c.st.Cursor == st.Cursor && c.st.Floor == st.Floor {
+		if c := carried[form]; c != nil && ok && c.st.Cursor == st.Cursor && c.st.Floor == st.Floor && c.st.Incarnation == st.Incarnation {
 			t.pending, t.last, t.more = c.pending, c.last, c.more
 		}
 		rr.line = append(rr.line, t)
@@ -438,21 +449,50 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, dea
 // fill reads the entries of t's form after its cursor into t.pending.
 // It reports false when there is nothing to send: the feed's end, a
 // deleted form, a failed read or a resync (r says whether the endpoint
-// is still the dispatcher's).
+// is still the dispatcher's). A page of another incarnation of the form
+// than the stream's starts the stream over (incarnation).
 func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bool, result) {
 	st := &t.st
-	p, err := d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, d.cfg.batch)
-	if errors.Is(err, formsapi.ErrFormNotFound) {
-		return false, caughtUp // the form was deleted (or is not the account's): nothing to send
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			d.cfg.log.Error("webhook: read the feed", "endpoint", e.ID, "error", err)
+	var p formsapi.FeedPage
+	for restarted := false; ; {
+		limit := d.cfg.batch
+		if st.Resync {
+			limit = 1 // only to learn whether the form was created again
 		}
-		return false, caughtUp
-	}
-	if !t.stored {
-		st.Floor, t.stored = max(st.Cursor, p.Purged), true
+		var err error
+		p, err = d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, limit)
+		if errors.Is(err, formsapi.ErrFormNotFound) {
+			return false, caughtUp // the form was deleted (or is not the account's): nothing to send
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.log.Error("webhook: read the feed", "endpoint", e.ID, "error", err)
+			}
+			return false, caughtUp
+		}
+		if p.Incarnation != st.Incarnation {
+			again, ok := d.incarnation(ctx, e, st, p.Incarnation)
+			if !ok || again && restarted {
+				return false, caughtUp // the next pass reads it again
+			}
+			if again {
+				restarted, t.stored = true, false
+				continue // the page was of another form than the cursor's: read the form from its start
+			}
+		}
+		if st.Resync {
+			return false, caughtUp // stopped until the host replays the form
+		}
+		if !t.stored {
+			st.Floor, t.stored = max(st.Cursor, p.Purged), true
+		}
+		if restarted {
+			if r := d.save(ctx, h, *st); r != caughtUp {
+				return false, r
+			}
+			d.changed(ctx, observe.EndpointChange{State: "restart", Reason: "recreated", AccountID: e.AccountID, EndpointID: e.ID, FormID: st.FormID})
+		}
+		break
 	}
 	if st.Cursor > 0 && p.Purged > st.Cursor && p.Purged > st.Floor {
 		// Deletions after the cursor are forgotten: sending on would
@@ -468,6 +508,7 @@ func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bo
 	if !placed {
 		// A store that does not place deletions: read one entry at a
 		// time, whose position is the page's Next.
+		var err error
 		if p, err = d.feed.SyncSubmissions(ctx, e.AccountID, st.FormID, st.Cursor, 1); err != nil {
 			return false, caughtUp
 		}
@@ -478,6 +519,42 @@ func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bo
 	}
 	t.pending, t.last, t.more = xs, xs[len(xs)-1].pos, p.More
 	return true, caughtUp
+}
+
+// incarnation gives *st the incarnation inc of its form, as a page of
+// the form's feed read after st's cursor gave it (the store reads it with
+// the page's entries), when st has another. again reports that *st now
+// starts over at the form's first entry, for its cursor is a position of
+// another form, one deleted since whose ID the form took: the cursor,
+// floor, retries and resync of that other form go. ok is false when that
+// cannot be decided now (logged if a failure).
+//
+//   - A feed that tells no incarnation (inc 0): none, st goes on.
+//   - A stream of none yet (a new one, or one written before streams
+//     kept theirs): the form's, unless its cursor is past the form's feed
+//     head, which only another form's cursor can be (read when the feed
+//     is one of this module's stores: wire.Head).
+//   - A stream of another incarnation: started over.
+func (d *Dispatcher) incarnation(ctx context.Context, e Endpoint, st *Stream, inc uint64) (again, ok bool) {
+	if inc != 0 && st.Incarnation != 0 {
+		*st = Stream{FormID: st.FormID, Incarnation: inc, LastSuccess: st.LastSuccess}
+		return true, true
+	}
+	if inc != 0 && st.Cursor > 0 && d.heads != nil {
+		head, now, err := d.heads.FeedHead(ctx, e.AccountID, st.FormID, nil)
+		if err != nil || now != inc {
+			if err != nil && !errors.Is(err, formsapi.ErrFormNotFound) && ctx.Err() == nil {
+				d.cfg.log.Error("webhook: read the form's feed head", "endpoint", e.ID, "error", err)
+			}
+			return false, false // failed, or the form was created again since the page
+		}
+		if st.Cursor > head {
+			*st = Stream{FormID: st.FormID, Incarnation: inc, LastSuccess: st.LastSuccess}
+			return true, true
+		}
+	}
+	st.Incarnation = inc // saved with the cursor's next move
+	return false, true
 }
 
 // one returns the single entry of a page read with limit 1.
@@ -501,8 +578,8 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 	if x.deleted {
 		refPos = x.of
 	}
-	ref := d.tok.ref(e.AccountID, st.FormID, refPos)
-	thin := thinURL(d.cfg.apiBase, st.FormID, d.tok.syncToken(e.AccountID, st.FormID, x.pos-1))
+	ref := d.tok.ref(e.AccountID, st.FormID, st.Incarnation, refPos)
+	thin := thinURL(d.cfg.apiBase, st.FormID, d.tok.syncToken(e.AccountID, st.FormID, st.Incarnation, x.pos-1))
 	ev, err := eventOf(st.FormID, x, ref, thin)
 	if err != nil {
 		// A damaged stored submission (the handler leaves it out of its

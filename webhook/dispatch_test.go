@@ -47,20 +47,28 @@ func newRig(t *testing.T, forms ...string) *rig {
 			t.Fatal(err)
 		}
 	}
-	key, err := formsapi.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.store.AddKey(r.ctx, key, account); err != nil {
-		t.Fatal(err)
-	}
-	r.key = key
+	r.key = newKey(t, r.store)
 	r.api = formsapi.NewHandler(r.store, r.store, formsapi.WithCursorSecret(r.secret))
 	opts := r.options()
 	r.eps = webhook.NewEndpoints(r.store, r.store, r.secret, opts...)
 	r.disp = webhook.NewDispatcher(r.store, r.store, r.secret, opts...)
 	t.Cleanup(r.disp.Close)
 	return r
+}
+
+// newKey adds an API key of account to store and returns it.
+func newKey(t *testing.T, store interface {
+	AddKey(ctx context.Context, key, accountID string) error
+}) string {
+	t.Helper()
+	key, err := formsapi.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddKey(context.Background(), key, account); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 func (r *rig) options(more ...webhook.Option) []webhook.Option {

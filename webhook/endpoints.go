@@ -73,14 +73,14 @@ func (m *Endpoints) Add(ctx context.Context, accountID, rawURL string, forms []s
 	}
 	streams := make([]Stream, 0, len(all))
 	for _, f := range all {
-		end, purged, err := feedEnd(ctx, m.feed, accountID, f)
+		end, purged, inc, err := feedEnd(ctx, m.feed, accountID, f)
 		if errors.Is(err, formsapi.ErrFormNotFound) {
 			return Endpoint{}, fmt.Errorf("%w: %q is not a form of the account", ErrInvalidEndpoint, f)
 		}
 		if err != nil {
 			return Endpoint{}, fmt.Errorf("webhook: add endpoint: %w", err)
 		}
-		streams = append(streams, Stream{FormID: f, Cursor: end, Floor: max(end, purged)})
+		streams = append(streams, Stream{FormID: f, Incarnation: inc, Cursor: end, Floor: max(end, purged)})
 	}
 	secret, err := NewSecret()
 	if err != nil {
@@ -107,16 +107,23 @@ func newEndpointID() (string, error) {
 }
 
 // feedEnd returns the position of the last entry of form's feed (0 for
-// none) and the feed's Purged.
-func feedEnd(ctx context.Context, feed Feed, accountID, form string) (end, purged int64, err error) {
-	for {
+// none), the feed's Purged and the form's incarnation as its first page
+// gave it (0: not known). A form created again during the walk leaves the
+// incarnation of the first page with the position of the new form: the
+// dispatcher then starts the stream over at the new form's start, as for
+// a form created after the endpoint (see Dispatcher).
+func feedEnd(ctx context.Context, feed Feed, accountID, form string) (end, purged int64, inc uint64, err error) {
+	for first := true; ; first = false {
 		p, err := feed.SyncSubmissions(ctx, accountID, form, end, 1000)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
+		}
+		if first {
+			inc = p.Incarnation
 		}
 		end, purged = p.Next, p.Purged
 		if !p.More {
-			return end, purged, nil
+			return end, purged, inc, nil
 		}
 	}
 }
@@ -229,17 +236,19 @@ func (m *Endpoints) RotateSecret(ctx context.Context, accountID, id string, over
 // webhook-id and body, and entries never attempted come too. A token
 // older than the feed's tombstone retention stops the form for a
 // resync at once, as the feed would answer it 410. An empty token
-// replays the whole feed, as a resync does.
+// replays the whole feed, as a resync does. A token of a form deleted
+// since, whose ID a new form took, is refused (ErrInvalidEndpoint), as
+// the feed answers it 410: replay the new form from the start.
 func (m *Endpoints) Replay(ctx context.Context, accountID, id, formID, syncToken string) error {
-	pos := int64(0)
+	pos, inc := int64(0), uint64(0)
 	if syncToken != "" {
-		p, ok := m.tok.openSync(accountID, formID, syncToken)
+		s, ok := m.tok.openSync(accountID, formID, syncToken)
 		if !ok {
 			return fmt.Errorf("%w: not a sync token of this form's feed", ErrInvalidEndpoint)
 		}
-		pos = p
+		pos, inc = s.Pos, s.Incarnation
 	}
-	return m.rewind(ctx, accountID, id, formID, pos)
+	return m.rewind(ctx, accountID, id, formID, pos, inc)
 }
 
 // ReplaySince sends a form's entries again from the first submission,
@@ -248,26 +257,33 @@ func (m *Endpoints) Replay(ctx context.Context, accountID, id, formID, syncToken
 // reads the feed from its start to find that submission.
 func (m *Endpoints) ReplaySince(ctx context.Context, accountID, id, formID string, since time.Time) error {
 	var after int64
-	for {
+	var inc uint64 // of the walk's first page
+	for first := true; ; first = false {
 		p, err := m.feed.SyncSubmissions(ctx, accountID, formID, after, 1000)
 		if err != nil {
 			return fmt.Errorf("webhook: replay: %w", err)
 		}
+		if first {
+			inc = p.Incarnation
+		}
 		for i, s := range p.Items {
 			if !s.CreatedAt.Before(since) {
-				return m.rewind(ctx, accountID, id, formID, p.Positions[i]-1)
+				return m.rewind(ctx, accountID, id, formID, p.Positions[i]-1, inc)
 			}
 		}
 		after = p.Next
 		if !p.More {
-			return m.rewind(ctx, accountID, id, formID, after)
+			return m.rewind(ctx, accountID, id, formID, after, inc)
 		}
 	}
 }
 
-// rewind moves the stream of formID back to pos, ending any lease on the
-// endpoint so that no dispatcher writes over it.
-func (m *Endpoints) rewind(ctx context.Context, accountID, id, formID string, pos int64) error {
+// rewind moves the stream of formID back to pos, a position of the
+// form's incarnation inc (0: not known, as in a sync token of an earlier
+// version: the dispatcher then takes the form's), ending any lease on the
+// endpoint so that no dispatcher writes over it. A position of another
+// incarnation than the form's is refused.
+func (m *Endpoints) rewind(ctx context.Context, accountID, id, formID string, pos int64, inc uint64) error {
 	e, streams, err := m.store.Endpoint(ctx, accountID, id)
 	if err != nil {
 		return err
@@ -279,9 +295,15 @@ func (m *Endpoints) rewind(ctx context.Context, accountID, id, formID string, po
 	if err != nil {
 		return fmt.Errorf("webhook: replay: %w", err)
 	}
-	st := Stream{FormID: formID, Cursor: pos, Floor: p.Purged}
+	if !sameIncarnation(inc, p.Incarnation) {
+		return fmt.Errorf("%w: a position of a form deleted since, whose ID a new form took: replay the form from the start", ErrInvalidEndpoint)
+	}
+	if pos == 0 {
+		inc = p.Incarnation // the start of any incarnation is the form's
+	}
+	st := Stream{FormID: formID, Incarnation: inc, Cursor: pos, Floor: p.Purged}
 	for _, old := range streams {
-		if old.FormID == formID && pos > 0 {
+		if old.FormID == formID && pos > 0 && sameIncarnation(old.Incarnation, inc) {
 			st.Floor = old.Floor // the receiver's copy is the one it had
 		}
 	}

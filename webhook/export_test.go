@@ -1,6 +1,9 @@
 package webhook
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // WithRand sets where the retry schedule's jitter comes from (rand.Float64
 // unless set), so that a test knows each wait exactly.
@@ -22,8 +25,18 @@ func WithPassDone(f func()) Option {
 }
 
 // RefOf returns the feed's ref of the submission at position pos of
-// form, as the handler with cursorSecret gives it: tests map refs back
-// to positions with it.
-func RefOf(cursorSecret []byte, account, form string, pos int64) string {
-	return newTokens(cursorSecret).ref(account, form, pos)
+// form, of incarnation inc, as the handler with cursorSecret gives it:
+// tests map refs back to positions with it.
+func RefOf(cursorSecret []byte, account, form string, inc uint64, pos int64) string {
+	return newTokens(cursorSecret).ref(account, form, inc, pos)
+}
+
+// IncarnationOf returns the incarnation of form that feed's pages give
+// (0: none), and panics if it cannot be read.
+func IncarnationOf(feed Feed, account, form string) uint64 {
+	p, err := feed.SyncSubmissions(context.Background(), account, form, 0, 1)
+	if err != nil {
+		panic(err)
+	}
+	return p.Incarnation
 }

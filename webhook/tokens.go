@@ -1,31 +1,52 @@
 package webhook
 
-import "github.com/formsapi/formsapi/internal/token"
+import (
+	"github.com/formsapi/formsapi/internal/token"
+	"github.com/formsapi/formsapi/internal/wire"
+)
 
 // tokens makes the refs and sync tokens of a form's feed exactly as the
 // handler does from the same cursor secret (formsapi.WithCursorSecret):
 // the refs that events carry and receivers key their copies by, the
-// sync tokens of thin events' URLs, and those Replay reads.
+// sync tokens of thin events' URLs, and those Replay reads. Each is of
+// one incarnation of the form (0: not known), as the handler's are.
 type tokens struct {
 	c *token.Codec
 }
 
 func newTokens(secret []byte) tokens { return tokens{c: token.New(secret)} }
 
-// ref returns the feed's ref of the submission at position pos of form.
-func (t tokens) ref(account, form string, pos int64) string {
-	return string(t.c.AppendRef(nil, token.List{Account: account, FormID: form}, pos))
+// ref returns the feed's ref of the submission at position pos of form,
+// of incarnation inc.
+func (t tokens) ref(account, form string, inc uint64, pos int64) string {
+	return string(t.c.AppendRef(nil, token.List{Account: account, FormID: form}, inc, pos))
 }
 
 // syncToken returns the sync token of form's feed at position pos (floor
-// 0), the same every time it is asked for, so that a thin event's body
-// is byte-identical on every attempt.
-func (t tokens) syncToken(account, form string, pos int64) string {
-	return t.c.SealSyncStable(token.List{Account: account, FormID: form}, token.Sync{Pos: pos})
+// 0), of incarnation inc, the same every time it is asked for, so that a
+// thin event's body is byte-identical on every attempt. Brought to a form
+// of another incarnation, the handler answers it 410.
+func (t tokens) syncToken(account, form string, inc uint64, pos int64) string {
+	return t.c.SealSyncStable(token.List{Account: account, FormID: form}, token.Sync{Pos: pos, Incarnation: inc})
 }
 
-// openSync returns the position a sync token of form's feed carries.
-func (t tokens) openSync(account, form, tok string) (int64, bool) {
-	s, ok := t.c.OpenSync(token.List{Account: account, FormID: form}, tok)
-	return s.Pos, ok
+// openSync returns what a sync token of form's feed carries.
+func (t tokens) openSync(account, form, tok string) (token.Sync, bool) {
+	return t.c.OpenSync(token.List{Account: account, FormID: form}, tok)
+}
+
+// sameIncarnation reports whether incarnations a and b may be of one
+// form: equal, or either not known (0), as the handler takes them.
+func sameIncarnation(a, b uint64) bool { return a == 0 || b == 0 || a == b }
+
+// headOf returns feed as a wire.Head, which tells its forms'
+// incarnations, if feed is one of this module's stores itself; nil
+// otherwise. A type that embeds one may serve another feed than the
+// embedded store's (as for the handler's fast path), and the handler
+// then seals its refs with no incarnation, as the dispatcher must too.
+func headOf(feed Feed) wire.Head {
+	if h, ok := feed.(wire.Head); ok && h.FastPath().Store == any(feed) {
+		return h
+	}
+	return nil
 }

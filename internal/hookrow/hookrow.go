@@ -119,7 +119,12 @@ func Endpoints(ls []hookstore.Lease) []hookstore.Endpoint {
 const EndpointColumns = "id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at, lease_gen, lease_until"
 
 // StreamColumns are the columns ScanStream reads, in its order.
-const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since, last_success, resync"
+const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since, last_success, resync, incarnation"
+
+// StreamUpdate is the SET clause of a stream's upsert: every column of
+// StreamColumns but form_id, from the row the insert would have added.
+const StreamUpdate = `cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts, next_at = excluded.next_at,
+failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync, incarnation = excluded.incarnation`
 
 // ScanEndpoint reads a row of EndpointColumns with scan (a Rows' or a
 // Row's Scan), into a lease: its endpoint, generation and end.
@@ -151,17 +156,18 @@ func EndpointArgs(e hookstore.Endpoint) []any {
 // ScanStream reads a row of StreamColumns with scan.
 func ScanStream(scan func(dest ...any) error) (hookstore.Stream, error) {
 	var s hookstore.Stream
-	var nextAt, failing, success int64
-	if err := scan(&s.FormID, &s.Cursor, &s.Floor, &s.Attempts, &nextAt, &failing, &success, &s.Resync); err != nil {
+	var nextAt, failing, success, inc int64
+	if err := scan(&s.FormID, &s.Cursor, &s.Floor, &s.Attempts, &nextAt, &failing, &success, &s.Resync, &inc); err != nil {
 		return s, err
 	}
 	s.NextAt, s.FailingSince, s.LastSuccess = Time(nextAt), Time(failing), Time(success)
+	s.Incarnation = uint64(inc) // stored as the signed 64 bits
 	return s, nil
 }
 
 // StreamArgs returns s's values for StreamColumns, in order.
 func StreamArgs(s hookstore.Stream) []any {
-	return []any{s.FormID, s.Cursor, s.Floor, s.Attempts, Nanos(s.NextAt), Nanos(s.FailingSince), Nanos(s.LastSuccess), s.Resync}
+	return []any{s.FormID, s.Cursor, s.Floor, s.Attempts, Nanos(s.NextAt), Nanos(s.FailingSince), Nanos(s.LastSuccess), s.Resync, int64(s.Incarnation)}
 }
 
 // Rows is what the rows of both SQL stores' drivers have; the caller

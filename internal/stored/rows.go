@@ -82,9 +82,10 @@ func Submissions(rows Rows, formID string, q formsapi.Query) (formsapi.Page[form
 // Feed reads one page of a form's sync feed from rows that select
 // feed_pos, created_at, data, attachments and of_pos in feed order, after
 // feed position after: first the form's row, at position 0, whose of_pos
-// is its feed_purged, then submissions (of_pos 0) and tombstones (of_pos
-// the position of the submission deleted), limit+1 entries at most. found
-// reports whether the form's row was among them.
+// is its feed_purged and created_at its incarnation, then submissions
+// (of_pos 0) and tombstones (of_pos the position of the submission
+// deleted), limit+1 entries at most. found reports whether the form's row
+// was among them.
 func Feed(rows Rows, formID string, after int64, limit int) (p formsapi.FeedPage, found bool, err error) {
 	p = formsapi.FeedPage{Next: after, Items: make([]formsapi.Submission, 0, min(limit, prealloc))}
 	for rows.Next() {
@@ -93,8 +94,8 @@ func Feed(rows Rows, formID string, after int64, limit int) (p formsapi.FeedPage
 		if err := rows.Scan(&pos, &at, &data, &attachments, &of); err != nil {
 			return formsapi.FeedPage{}, false, err
 		}
-		if pos == 0 { // the form's row: first
-			p.Purged, found = of, true
+		if pos == 0 { // the form's row, first: its incarnation in at
+			p.Purged, p.Incarnation, found = of, uint64(at), true
 			continue
 		}
 		if len(p.Items)+len(p.Deleted) == limit { // the extra row: more follow

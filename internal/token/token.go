@@ -16,7 +16,7 @@
 // The API, in short: New(secret) gives a Codec; Seal and Open a token of
 // a Kind (a cursor: the caller's payload, the form's incarnation), SealSync
 // and OpenSync a sync token (position, floor, incarnation), AppendRef the
-// ref of a feed position.
+// ref of a feed position of a form's incarnation.
 package token
 
 import (
@@ -306,20 +306,32 @@ func (c *Codec) unseal(ad []byte, tok string) ([]byte, bool) {
 const RefBytes = 16
 
 // AppendRef appends to b the ref of the submission at position pos of
-// l's feed, unquoted: the base64url (no padding) of an HMAC-SHA256 of the
-// account, the form and the position, cut to RefBytes. The sync feed gives
-// it for each submission, and for each deletion the ref of the submission
-// it deleted. It is stable (the same submission has the same ref on every
-// page and every node that shares the secret) and reveals nothing: not the
-// position, not how many submissions the form has, and it cannot be
-// turned back into either. Consumers key their copy by it.
-func (c *Codec) AppendRef(b []byte, l List, pos int64) []byte {
-	m := hmac.New(sha256.New, c.refKey[:])
-	m.Write(l.appendLegacyAD(nil))
-	m.Write(binary.BigEndian.AppendUint64(nil, uint64(pos)))
-	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.AppendEncode(b, m.Sum(sum[:0])[:RefBytes])
+// l's feed, of a form of incarnation inc, unquoted: the base64url (no
+// padding) of an HMAC-SHA256 of the account, the form and the position,
+// and of inc when inc is a RefIncarnation, cut to RefBytes. The sync feed
+// gives it for each submission, and for each deletion the ref of the
+// submission it deleted. It is stable (the same submission has the same
+// ref on every page and every node that shares the secret) and reveals
+// nothing: not the position, not how many submissions the form has, and
+// it cannot be turned back into either. Consumers key their copy by it.
+//
+// A form created again with a deleted form's ID starts its feed over at
+// position 1: with an incarnation that is a RefIncarnation (every form
+// this module's stores made since they mark them), its refs are not the
+// deleted form's, so no ref, and no webhook-id made from one, names two
+// submissions (RELIABILITY case 101). A form of an incarnation that is
+// not one (made before, or of a store that tells none: 0) keeps the refs
+// it always had, those of its account, form and position alone.
+func (c *Codec) AppendRef(b []byte, l List, inc uint64, pos int64) []byte {
+	return c.Refs(l, inc).Append(b, pos)
 }
+
+// RefIncarnation is the bit that marks an incarnation whose form's refs
+// carry it (see AppendRef): this module's stores give it to every form
+// they make (memstore always; sqlitestore from migration 0016, pgstore
+// from migration 0022), and forms made before keep incarnations without
+// it, and so the refs their consumers hold.
+const RefIncarnation uint64 = 1 << 63
 
 // Refs makes the refs of one list's feed, as AppendRef does, with one
 // keyed hash reset for each ref instead of a new one: for a stream of
@@ -327,23 +339,32 @@ func (c *Codec) AppendRef(b []byte, l List, pos int64) []byte {
 // allocations were most of a JSON Lines line's cost. A Refs is not safe
 // for concurrent use; make one per stream.
 type Refs struct {
-	m  hash.Hash
-	ad []byte
+	m   hash.Hash
+	ad  []byte
+	inc []byte // hashed after the position, for a RefIncarnation
 }
 
-// Refs returns the ref maker of l's feed.
-func (c *Codec) Refs(l List) *Refs {
-	return &Refs{m: hmac.New(sha256.New, c.refKey[:]), ad: l.appendLegacyAD(nil)}
+// Refs returns the ref maker of l's feed, of a form of incarnation inc.
+func (c *Codec) Refs(l List, inc uint64) *Refs {
+	r := &Refs{m: hmac.New(sha256.New, c.refKey[:]), ad: l.appendLegacyAD(nil)}
+	if inc&RefIncarnation != 0 {
+		// The list names itself with lengths and the position has 8
+		// bytes, so a hash of 8 more bytes is never one of a ref
+		// without them.
+		r.inc = binary.BigEndian.AppendUint64(nil, inc)
+	}
+	return r
 }
 
 // Append appends to b the ref of the submission at position pos, the
-// same bytes as the Codec's AppendRef for the same list.
+// same bytes as the Codec's AppendRef for the same list and incarnation.
 func (r *Refs) Append(b []byte, pos int64) []byte {
 	r.m.Reset()
 	r.m.Write(r.ad)
 	var p [8]byte
 	binary.BigEndian.PutUint64(p[:], uint64(pos))
 	r.m.Write(p[:])
+	r.m.Write(r.inc)
 	var sum [sha256.Size]byte
 	return base64.RawURLEncoding.AppendEncode(b, r.m.Sum(sum[:0])[:RefBytes])
 }

@@ -49,7 +49,7 @@ func TestTokensOfEarlierVersionsOpen(t *testing.T) {
 	if s, ok := c.OpenSync(subsList, fixtureSyncFloor); !ok || s != (Sync{Pos: 42, Floor: 7}) {
 		t.Errorf("sync token with a floor: got (%+v, %v), want position 42, floor 7", s, ok)
 	}
-	if got := string(c.AppendRef(nil, subsList, 42)); got != fixtureRef {
+	if got := string(c.AppendRef(nil, subsList, 0, 42)); got != fixtureRef {
 		t.Errorf("ref of position 42: got %s, want %s", got, fixtureRef)
 	}
 	// Each opens as its own kind alone.
@@ -130,10 +130,10 @@ func TestRoundTrips(t *testing.T) {
 			t.Errorf("a sync token of payload %x opened as %+v", payload, s)
 		}
 	}
-	if string(c.AppendRef(nil, subsList, 1)) != string(same.AppendRef(nil, subsList, 1)) {
+	if string(c.AppendRef(nil, subsList, 0, 1)) != string(same.AppendRef(nil, subsList, 0, 1)) {
 		t.Error("two codecs of one secret make different refs")
 	}
-	if string(c.AppendRef(nil, subsList, 1)) == string(other.AppendRef(nil, subsList, 1)) {
+	if string(c.AppendRef(nil, subsList, 0, 1)) == string(other.AppendRef(nil, subsList, 0, 1)) {
 		t.Error("two secrets make the same ref")
 	}
 }
@@ -243,18 +243,48 @@ func TestSealSyncStable(t *testing.T) {
 func TestRefsMakeAppendRefs(t *testing.T) {
 	t.Parallel()
 	c := New(testSecret)
-	refs, other := c.Refs(subsList), c.Refs(List{Account: "acct", FormID: "form2"})
-	if got := string(refs.Append(nil, 42)); got != fixtureRef {
-		t.Fatalf("ref of 42: %s, want the fixture %s", got, fixtureRef)
-	}
-	buf := []byte("prefix:")
-	for _, pos := range []int64{1, 2, 42, 1 << 20, MaxPosition, 3} {
-		want := string(c.AppendRef(nil, subsList, pos))
-		if got := string(refs.Append(buf[:7], pos)); got != "prefix:"+want {
-			t.Errorf("ref of %d: %s, want prefix:%s", pos, got, want)
+	const marked = RefIncarnation | 12345
+	for _, inc := range []uint64{0, 7, marked} {
+		refs, other := c.Refs(subsList, inc), c.Refs(List{Account: "acct", FormID: "form2"}, inc)
+		if got := string(refs.Append(nil, 42)); inc&RefIncarnation == 0 && got != fixtureRef {
+			t.Fatalf("ref of 42, incarnation %d: %s, want the fixture %s", inc, got, fixtureRef)
 		}
-		if got := string(other.Append(nil, pos)); got == want {
-			t.Errorf("ref of %d: another form's Refs gave the same %s", pos, got)
+		buf := []byte("prefix:")
+		for _, pos := range []int64{1, 2, 42, 1 << 20, MaxPosition, 3} {
+			want := string(c.AppendRef(nil, subsList, inc, pos))
+			if got := string(refs.Append(buf[:7], pos)); got != "prefix:"+want {
+				t.Errorf("ref of %d, incarnation %d: %s, want prefix:%s", pos, inc, got, want)
+			}
+			if got := string(other.Append(nil, pos)); got == want {
+				t.Errorf("ref of %d, incarnation %d: another form's Refs gave the same %s", pos, inc, got)
+			}
+		}
+	}
+}
+
+// TestRefsOfIncarnations: a form's refs are those of its account, form
+// and position alone (the fixture's) for an incarnation without
+// RefIncarnation, 0 included, so the refs of forms made before stores
+// marked incarnations never change; with it, each incarnation of a form
+// (one created again with a deleted form's ID) has refs of its own, none
+// another incarnation's or an unmarked one's, at any position
+// (RELIABILITY case 101).
+func TestRefsOfIncarnations(t *testing.T) {
+	t.Parallel()
+	c := New(testSecret)
+	for _, inc := range []uint64{0, 1, 1 << 62, RefIncarnation - 1} {
+		if got := string(c.AppendRef(nil, subsList, inc, 42)); got != fixtureRef {
+			t.Errorf("ref of 42, unmarked incarnation %#x: %s, want the fixture %s", inc, got, fixtureRef)
+		}
+	}
+	seen := map[string]uint64{}
+	for _, inc := range []uint64{0, RefIncarnation, RefIncarnation | 1, RefIncarnation | 2, RefIncarnation | 1<<40, ^uint64(0)} {
+		for pos := int64(1); pos <= 50; pos++ {
+			ref := string(c.AppendRef(nil, subsList, inc, pos))
+			if was, ok := seen[ref]; ok {
+				t.Fatalf("ref %s of position %d, incarnation %#x, is one incarnation %#x had", ref, pos, inc, was)
+			}
+			seen[ref] = inc
 		}
 	}
 }

@@ -5,6 +5,7 @@
 package wire
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"unicode/utf8"
@@ -291,6 +292,19 @@ func (p *Page) Rewind(m Mark) {
 type Self struct {
 	Store  any
 	Secret []byte
+}
+
+// Head is a store of this module, which tells where a form's feed ends
+// and the form's incarnation (see Page.Incarnation): the handler's export
+// reads both, and webhook's dispatcher reads the incarnation to know
+// which form a stream's cursor is a position of. As for the fast path,
+// only the store itself is asked (Self), never a type that embeds one.
+type Head interface {
+	FastPath() Self
+	// FeedHead returns the position of the form's last feed entry and
+	// the form's incarnation (0 when the store cannot tell), or
+	// formsapi.ErrFormNotFound. form is the combined lookup's, or nil.
+	FeedHead(ctx context.Context, accountID, formID string, form *Form) (head int64, incarnation uint64, err error)
 }
 
 // Budget ends a page at a number of bytes: before an item that would take

@@ -54,6 +54,14 @@ type EndpointSecret struct {
 // cursor over the form's feed and the retries of the entry after it.
 type Stream struct {
 	FormID string
+	// Incarnation is the incarnation of the form whose feed Cursor and
+	// Floor are positions of: a value a form keeps for its life, which a
+	// form created again with a deleted form's ID does not have (see
+	// formsapi's docs/lifecycle.md). A dispatcher that finds the form of
+	// another incarnation starts the stream over at the new form's first
+	// entry. 0 is an incarnation not known: a stream written before
+	// streams kept one, or of a feed that tells none.
+	Incarnation uint64
 	// Cursor is the feed position of the last entry that got a 2xx (or
 	// where the stream started): the next entry sent is the first after
 	// it.
@@ -118,7 +126,9 @@ var (
 //     ErrEndpointNotFound, exactly like one that does not exist.
 //   - Fields. An endpoint reads back exactly as added or last updated:
 //     every field, Forms and Secrets in their order, times at the same
-//     instant (in any location). Nil and empty Forms are the same.
+//     instant (in any location). Nil and empty Forms are the same. A
+//     stream reads back as added, saved or reset: every field, all 64
+//     bits of Incarnation.
 //     Results are the caller's: no slice in them is shared with the store
 //     or another result.
 //   - Add. AddEndpoint stores e with the given streams (the cursor each

@@ -303,7 +303,9 @@ func main() {
 	// The checks, against the final feed.
 	codec := token.New(secret)
 	ref := func(f string, pos int64) string {
-		return string(codec.AppendRef(nil, token.List{Account: account, FormID: f}, pos))
+		_, inc, err := store.FeedHead(ctx, account, f, nil) // refs are of the form's incarnation
+		check(err)
+		return string(codec.AppendRef(nil, token.List{Account: account, FormID: f}, inc, pos))
 	}
 	pos := map[string]map[event]int64{}
 	for _, f := range forms {
