@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/observe"
 )
 
@@ -266,7 +267,10 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		o(&cfg)
 	}
 	if cfg.cursorSecret == nil {
-		cfg.cursorSecret = keptSecret(store, cfg.feed, keys)
+		// The first of store, feed and keys that is one of this
+		// module's stores, or embeds one (the secret belongs to the
+		// data), as webhook's dispatcher takes it.
+		cfg.cursorSecret = wire.KeptSecret(store, cfg.feed, keys)
 	}
 	warn := cfg.cursorSecret == nil
 	if warn {
@@ -306,20 +310,6 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 			"so cursors, sync tokens, feed refs and ETags end with this process and differ on every other")
 	}
 	return a
-}
-
-// keptSecret returns the cursor secret that the first of store, feed and
-// keys to be one of this module's stores keeps with its data (see
-// wire.Self), or nil when none is. A host's type that embeds such a store
-// keeps the embedded store's: the secret belongs to the data, and a fast
-// path is not taken through it.
-func keptSecret(store Store, feed FeedStore, keys KeyResolver) []byte {
-	for _, v := range []any{store, feed, keys} {
-		if f, ok := v.(fastStore); ok && len(f.FastPath().Secret) > 0 {
-			return f.FastPath().Secret
-		}
-	}
-	return nil
 }
 
 // withRequestID gives every response an X-Request-Id: the client's own if

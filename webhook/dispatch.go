@@ -74,12 +74,17 @@ type held struct {
 }
 
 // NewDispatcher returns a dispatcher of the endpoints of store, whose
-// events come from feed. cursorSecret must be the handler's
-// (formsapi.WithCursorSecret): events carry the refs the sync feed gives,
-// which are keyed by it.
+// events come from feed. Events carry the refs the sync feed gives, and
+// thin events the feed's sync tokens, all keyed by the handler's cursor
+// secret: pass nil to take the secret that feed (or else store) keeps
+// when it is one of this module's stores, or embeds one, as the handler
+// without formsapi.WithCursorSecret does (RELIABILITY case 102); pass the
+// secret given to the handler's WithCursorSecret otherwise. It panics
+// when cursorSecret is empty and neither keeps one: refs keyed by any
+// other secret would be no ref the API gives.
 func NewDispatcher(store Store, feed Feed, cursorSecret []byte, opts ...Option) *Dispatcher {
 	cfg := newConfig(opts)
-	return &Dispatcher{cfg: cfg, store: store, feed: feed, heads: headOf(feed), tok: newTokens(cursorSecret),
+	return &Dispatcher{cfg: cfg, store: store, feed: feed, heads: headOf(feed), tok: newTokens(secretOf(cursorSecret, feed, store)),
 		slots: newSlots(cfg.total, cfg.perAccount), held: map[string]*held{}}
 }
 

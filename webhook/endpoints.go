@@ -37,10 +37,11 @@ type Endpoints struct {
 }
 
 // NewEndpoints returns the API over store, whose endpoints follow forms
-// of feed. cursorSecret is the handler's (formsapi.WithCursorSecret), by
-// which ReplayFromToken reads the sync tokens the API gave.
+// of feed. cursorSecret is the handler's, by which Replay reads the sync
+// tokens the API gave: nil takes the one feed (or else store) keeps, as
+// NewDispatcher does, and it panics as NewDispatcher does.
 func NewEndpoints(store Store, feed Feed, cursorSecret []byte, opts ...Option) *Endpoints {
-	return &Endpoints{cfg: newConfig(opts), store: store, feed: feed, tok: newTokens(cursorSecret)}
+	return &Endpoints{cfg: newConfig(opts), store: store, feed: feed, tok: newTokens(secretOf(cursorSecret, feed, store))}
 }
 
 // Add registers rawURL to receive the events of accountID's forms: of

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/formsapi/formsapi/webhook"
 )
@@ -290,4 +291,78 @@ func TestStreamKeepsItsIncarnation(t *testing.T) {
 			t.Errorf("a stream stopped for a resync, its form created again: delivered %v, want the new form's one", summary(got))
 		}
 	})
+}
+
+// TestKeptSecret is issue 42's third finding, on memstore, SQLite and
+// PostgreSQL: a handler given no cursor secret seals with the one its
+// store keeps, and so do a Dispatcher and Endpoints given none (they took
+// none: 0 of 13 refs matched the feed's, thin events' URLs answered 400
+// and Replay refused the API's sync tokens). Every event's ref is the
+// feed's ref of its submission, a thin event's URL answers 200 with it,
+// and Replay takes a sync token the API gave (RELIABILITY case 102).
+func TestKeptSecret(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, c storeCase) {
+		r := newStoreRig(t, c, nil, "f")
+		rc := newReceiver(t)
+		e, err := r.eps.Add(r.ctx, account, rc.srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			r.add("f", fmt.Sprintf("s-%d", i), i == 3)
+		}
+		r.disp.Step(r.ctx)
+		ds := rc.deliveries()
+		refs := r.feedRefs("f")
+		if len(ds) != 3 || len(refs) != 3 || !ds[2].thin {
+			t.Fatalf("%d deliveries %v and %d refs in the feed, want 3 of each, the last thin", len(ds), summary(ds), len(refs))
+		}
+		for i, d := range ds {
+			if d.ref != refs[i] {
+				t.Errorf("%s has ref %s, the feed gives it %s", idOf(d), d.ref, refs[i])
+			}
+		}
+		w := r.get(ds[2].url)
+		var p struct{ Refs []string }
+		if err := json.Unmarshal(w.Body.Bytes(), &p); w.Code != 200 || err != nil || len(p.Refs) != 1 || p.Refs[0] != ds[2].ref {
+			t.Errorf("the thin event's URL: %d %.200s, want its submission with ref %s", w.Code, w.Body, ds[2].ref)
+		}
+		w = r.get("/v1/forms/f/submissions?sync=start&limit=1")
+		var first struct{ SyncToken string }
+		if err := json.Unmarshal(w.Body.Bytes(), &first); err != nil || first.SyncToken == "" {
+			t.Fatalf("the feed's first page: %d %.200s", w.Code, w.Body)
+		}
+		if err := r.eps.Replay(r.ctx, account, e.ID, "f", first.SyncToken); err != nil {
+			t.Fatalf("Replay of a sync token the API gave: %v", err)
+		}
+		n := rc.count()
+		r.disp.Step(r.ctx)
+		if again := rc.deliveries()[n:]; len(again) != 2 || again[0].id() != ds[1].id() || again[1].id() != ds[2].id() {
+			t.Errorf("replayed after the first entry: %v, want the second and third again", summary(again))
+		}
+	})
+}
+
+// TestNoSecretAnywherePanics: a Dispatcher or Endpoints given no secret
+// over a feed and store that keep none would make refs the API never
+// gives: NewDispatcher and NewEndpoints panic, saying what to pass.
+func TestNoSecretAnywherePanics(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	feed := struct{ webhook.Feed }{s} // a host's feed: it keeps no secret
+	store := struct{ webhook.Store }{s}
+	for name, f := range map[string]func(){
+		"NewDispatcher": func() { webhook.NewDispatcher(store, feed, nil) },
+		"NewEndpoints":  func() { webhook.NewEndpoints(store, feed, nil) },
+	} {
+		func() {
+			defer func() {
+				if msg := fmt.Sprint(recover()); !strings.Contains(msg, "WithCursorSecret") {
+					t.Errorf("%s without a secret anywhere: panic %q, want one naming WithCursorSecret", name, msg)
+				}
+			}()
+			f()
+		}()
+	}
+	webhook.NewDispatcher(store, feed, []byte("a secret given")).Close() // given one: no panic
 }

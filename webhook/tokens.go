@@ -39,6 +39,21 @@ func (t tokens) openSync(account, form, tok string) (token.Sync, bool) {
 // form: equal, or either not known (0), as the handler takes them.
 func sameIncarnation(a, b uint64) bool { return a == 0 || b == 0 || a == b }
 
+// secretOf returns secret, or when it is empty the cursor secret that
+// feed, or else store, keeps: the one the handler takes without
+// formsapi.WithCursorSecret (wire.KeptSecret). It panics when there is
+// none.
+func secretOf(secret []byte, feed Feed, store Store) []byte {
+	if len(secret) > 0 {
+		return secret
+	}
+	if kept := wire.KeptSecret(feed, store); kept != nil {
+		return kept
+	}
+	panic("webhook: no cursor secret: pass the one the handler has from formsapi.WithCursorSecret, " +
+		"or a Feed of this module's stores, which keeps one")
+}
+
 // headOf returns feed as a wire.Head, which tells its forms'
 // incarnations, if feed is one of this module's stores itself; nil
 // otherwise. A type that embeds one may serve another feed than the

@@ -20,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
+	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
 )
 
 // startArgs runs the server with args on a free port. The demo key is
@@ -218,4 +220,19 @@ func TestCursorSecretSources(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(string(secret), strings.Repeat("k", 43)) // an earlier version's file is kept
 	is.Equal(from, legacy)
+}
+
+// TestPostgresWebhookRefsAreTheFeeds is TestWebhookRefsAreTheFeeds over
+// PostgreSQL.
+func TestPostgresWebhookRefsAreTheFeeds(t *testing.T) {
+	dsn, schema := pgtest.Name(t)
+	args := []string{"-postgres", dsn, "-schema", schema, "-demo-key-file", filepath.Join(t.TempDir(), "demo-key")}
+	checkWebhookRefs(t, args, func(t *testing.T) formsapi.Writer {
+		s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }

@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/testenv"
+	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/webhook"
 	"github.com/matryer/is"
 )
@@ -95,5 +100,98 @@ func TestEndpointURLMessages(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "-endpoint-url: ") {
 			t.Errorf("-endpoint-url %s: %v; want the flag named first", url, err)
 		}
+	}
+}
+
+// TestWebhookRefsAreTheFeeds is issue 42's third finding on SQLite (and
+// TestPostgresWebhookRefsAreTheFeeds on PostgreSQL): in the server's
+// default set-up, without -cursor-secret-file, the dispatcher seals with
+// the secret the store keeps, as the handler does. Every event's ref is
+// the feed's ref of its submission (0 of 13 were), and a thin event's URL
+// answers 200 with it (it answered 400 invalid sync).
+func TestWebhookRefsAreTheFeeds(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "forms.db")
+	checkWebhookRefs(t, []string{"-db", db}, func(t *testing.T) formsapi.Writer {
+		s, err := sqlitestore.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// checkWebhookRefs registers an endpoint of the demo account with the
+// server's store args (and no secret), runs the server with -webhooks,
+// adds a submission too large for an event to carry through the store
+// that open returns, and checks every delivery against the feed.
+func checkWebhookRefs(t *testing.T, args []string, open func(t *testing.T) formsapi.Writer) {
+	is := is.New(t)
+	var mu sync.Mutex
+	var got []webhookEvent
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev webhookEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Errorf("a delivery that is not JSON: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, ev)
+	}))
+	t.Cleanup(rc.Close)
+	is.NoErr(run(context.Background(), append(args, "-new-endpoint", "demo", "-endpoint-url", rc.URL, "-webhook-allow-loopback"), io.Discard, io.Discard))
+	srv := startArgs(t, append(args, "-webhooks", "-webhook-allow-loopback", "-webhook-poll", "20ms")...)
+	big := fmt.Sprintf(`{"note":%q}`, strings.Repeat("x", webhook.MaxSubmissionBytes))
+	is.NoErr(open(t).AddSubmission(context.Background(), formsapi.Submission{FormID: "contact", Data: []byte(big)}, formsapi.Metadata{}))
+
+	// Every form's refs, in the feed, from its start.
+	code, body := srv.get(t, "/v1/forms", srv.key)
+	is.Equal(code, 200)
+	var forms struct{ Forms []struct{ FormID string } }
+	is.NoErr(json.Unmarshal(body, &forms))
+	refs := map[string][]string{}
+	total := 0
+	for _, f := range forms.Forms {
+		code, body := srv.get(t, "/v1/forms/"+f.FormID+"/submissions?sync=start&limit=1000", srv.key)
+		is.Equal(code, 200)
+		var page struct{ Refs []string }
+		is.NoErr(json.Unmarshal(body, &page))
+		refs[f.FormID] = page.Refs
+		total += len(page.Refs)
+	}
+	is.True(total > 10) // the demo data and the big one
+	events := func() []webhookEvent {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	testenv.WaitFor(t, func() bool { return len(events()) >= total })
+	thin := 0
+	for _, ev := range events() {
+		if !slices.Contains(refs[ev.Data.FormID], ev.Data.Ref) {
+			t.Errorf("an event of form %s has ref %s, which the feed does not give (%v)", ev.Data.FormID, ev.Data.Ref, refs[ev.Data.FormID])
+		}
+		if ev.Data.Thin {
+			thin++
+			code, body := srv.get(t, ev.Data.URL, srv.key)
+			var page struct{ Refs []string }
+			is.NoErr(json.Unmarshal(body, &page))
+			is.Equal(code, 200)                        // the thin event's URL answers
+			is.Equal(page.Refs, []string{ev.Data.Ref}) // with its submission alone
+		}
+	}
+	is.NoErr(srv.stop())
+	is.Equal(thin, 1) // the big submission's event
+}
+
+// webhookEvent is what the tests read of a delivery's body.
+type webhookEvent struct {
+	Type string
+	Data struct {
+		FormID string
+		Ref    string
+		Thin   bool
+		URL    string
 	}
 }

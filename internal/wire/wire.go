@@ -294,6 +294,22 @@ type Self struct {
 	Secret []byte
 }
 
+// KeptSecret returns the cursor secret that the first of vs that is one
+// of this module's stores, or embeds one, keeps (its Self's Secret), and
+// nil when none of them is. The handler without
+// formsapi.WithCursorSecret, and webhook's Dispatcher and Endpoints given
+// no secret, all take theirs here, so that over one store every token
+// and ref is sealed with one secret, obtained the same way (RELIABILITY
+// case 102).
+func KeptSecret(vs ...any) []byte {
+	for _, v := range vs {
+		if f, ok := v.(interface{ FastPath() Self }); ok && len(f.FastPath().Secret) > 0 {
+			return f.FastPath().Secret
+		}
+	}
+	return nil
+}
+
 // Head is a store of this module, which tells where a form's feed ends
 // and the form's incarnation (see Page.Incarnation): the handler's export
 // reads both, and webhook's dispatcher reads the incarnation to know
