@@ -246,16 +246,7 @@ func TestAccountShare(t *testing.T) {
 	t.Parallel()
 	forms := []string{"f1", "f2", "f3", "f4"}
 	r := newRig(t, forms...)
-	hole := newReceiver(t)
-	release := make(chan struct{})
-	var gaveUp atomic.Int64 // attempts the dispatcher gave up on (its attempt timeout)
-	hole.setAnswer(func(_ int, d delivery, _ http.ResponseWriter) {
-		select {
-		case <-release:
-		case <-d.ctx.Done():
-			gaveUp.Add(1)
-		}
-	})
+	hole, release, gaveUp := hangingReceiver(t)
 	for range 20 {
 		r.endpoint(hole.srv.URL, forms...)
 	}
@@ -277,18 +268,9 @@ func TestAccountShare(t *testing.T) {
 	for i := range 10 {
 		r.add("theirs", fmt.Sprint(i))
 	}
-	done := make(chan struct{})
-	go func() {
-		r.disp.Step(r.ctx)
-		close(done)
-	}()
-	defer func() {
-		if t.Failed() {
-			t.Logf("the other account got %d of its 10 events; the hanging endpoints, %d attempts", good.count(), hole.count())
-		}
-		close(release)
-		<-done
-	}()
+	defer stepUntil(t, r, release, func() string {
+		return fmt.Sprintf("the other account got %d of its 10 events; the hanging endpoints, %d attempts", good.count(), hole.count())
+	})()
 	testenv.WaitFor(t, func() bool { return good.count() == 10 })
 	if n := gaveUp.Load(); n > 0 {
 		t.Fatalf("the other account's events came only when %d hanging attempts timed out", n)
@@ -310,16 +292,7 @@ func TestOneAccountPastItsShare(t *testing.T) {
 	t.Parallel()
 	forms := []string{"f1", "f2", "f3", "f4"}
 	r := newRig(t, append(forms, "mine")...)
-	hole := newReceiver(t)
-	release := make(chan struct{})
-	var gaveUp atomic.Int64
-	hole.setAnswer(func(_ int, d delivery, _ http.ResponseWriter) {
-		select {
-		case <-release:
-		case <-d.ctx.Done():
-			gaveUp.Add(1)
-		}
-	})
+	hole, release, gaveUp := hangingReceiver(t)
 	for range 4 {
 		r.endpoint(hole.srv.URL, forms...)
 	}
@@ -331,20 +304,44 @@ func TestOneAccountPastItsShare(t *testing.T) {
 	for i := range 10 {
 		r.add("mine", fmt.Sprint(i))
 	}
+	defer stepUntil(t, r, release, func() string {
+		return fmt.Sprintf("the healthy endpoint got %d of its 10 events; the hanging ones, %d attempts", good.count(), hole.count())
+	})()
+	testenv.WaitFor(t, func() bool { return hole.count() == webhook.DefaultPerAccount && good.count() == 10 })
+	if n := gaveUp.Load(); n > 0 {
+		t.Fatalf("the healthy endpoint's events came only when %d hanging attempts timed out", n)
+	}
+}
+
+// hangingReceiver is a receiver that holds every attempt until release is
+// closed, counting in gaveUp those the dispatcher gave up on first (its
+// attempt timeout).
+func hangingReceiver(t *testing.T) (hole *receiver, release chan struct{}, gaveUp *atomic.Int64) {
+	hole, release, gaveUp = newReceiver(t), make(chan struct{}), new(atomic.Int64)
+	hole.setAnswer(func(_ int, d delivery, _ http.ResponseWriter) {
+		select {
+		case <-release:
+		case <-d.ctx.Done():
+			gaveUp.Add(1)
+		}
+	})
+	return hole, release, gaveUp
+}
+
+// stepUntil starts one step of r's dispatcher and returns what ends it:
+// logging failed() if the test failed, releasing the hanging attempts and
+// waiting for the step.
+func stepUntil(t *testing.T, r *rig, release chan struct{}, failed func() string) func() {
 	done := make(chan struct{})
 	go func() {
 		r.disp.Step(r.ctx)
 		close(done)
 	}()
-	defer func() {
+	return func() {
 		if t.Failed() {
-			t.Logf("the healthy endpoint got %d of its 10 events; the hanging ones, %d attempts", good.count(), hole.count())
+			t.Log(failed())
 		}
 		close(release)
 		<-done
-	}()
-	testenv.WaitFor(t, func() bool { return hole.count() == webhook.DefaultPerAccount && good.count() == 10 })
-	if n := gaveUp.Load(); n > 0 {
-		t.Fatalf("the healthy endpoint's events came only when %d hanging attempts timed out", n)
 	}
 }
