@@ -47,6 +47,24 @@
 // of order or outside the requested range, the same page over and over)
 // ends the iteration with an error wrapping [ErrPaging] rather than loop.
 //
+// # Pages
+//
+// Each list also has a page call, on which its iterator is built:
+// [Client.FormsPage], [Client.SubmissionsPage] and [Client.SyncPage]
+// return one page's items and a [*Response] with what the server said
+// about it: the cursor of the next page (or the sync token), the ETag,
+// whether the answer was a 304 for [IfNoneMatch], the RateLimit fields,
+// Retry-After, the request ID and the total asked for with [ExactTotal].
+// A caller keeps a cursor to resume from later ([Cursor]), polls with
+// one 304 per unchanged page, or paces itself by the rate limit. A page
+// may be short or empty and still lead on (filtered and searched pages
+// do bounded work): it is a page like any other, for the page calls and
+// the iterators alike.
+//
+// The predicates [IsRetryable], [RateLimited], [IsNotModified],
+// [NeedsResync], [IsUnauthorized] and [IsNotFound] say what an error
+// means, and [RequestID] which answer it came from.
+//
 // Responses are read within [WithMaxResponseSize], counted both as sent
 // (gzip-coded, which the client asks for and decodes itself) and as
 // decoded, so that a hostile or broken server cannot make the client
@@ -298,10 +316,16 @@ func (c *Client) endpoint(escapedPath string, q url.Values) string {
 
 // Error is an HTTP error answer of the server, other than one the client
 // retried its way past, or an answer that is not the API's JSON (a
-// proxy's HTML page, a truncated body, one over the size limit).
+// proxy's HTML page, a truncated body, one over the size limit). The
+// predicates ([IsRetryable], [RateLimited], [IsNotModified],
+// [NeedsResync], [IsUnauthorized], [IsNotFound]) and errors.Is with
+// [ErrNotModified], [ErrRateLimited], [ErrResync],
+// [formsapi.ErrInvalidKey] and [formsapi.ErrFormNotFound] tell them
+// apart; [RequestID] finds the request ID in any error of the package.
 type Error struct {
 	// StatusCode is the HTTP status of the answer, 200 included when the
-	// body of a 200 is not a usable page.
+	// body of a 200 is not a usable page, and 304 for a page not modified
+	// since the tag given with [IfNoneMatch].
 	StatusCode int
 	// Message is the server's "message" when the body is the API's JSON
 	// envelope; otherwise the client's description of what came back.
@@ -313,10 +337,11 @@ type Error struct {
 	// 429 or 503 that was not retried further; 0 if none.
 	RetryAfter time.Duration
 
-	op           string // what the client was doing, for Error
-	formNotFound bool   // the API's 404 for a form's submissions
-	badToken     bool   // the API's 400 for a sync token it does not accept
-	tooLarge     bool   // a 2xx body over the size limit
+	op           string        // what the client was doing, for Error
+	formNotFound bool          // the API's 404 for a form's submissions
+	badToken     bool          // the API's 400 for a sync token it does not accept
+	tooLarge     bool          // a 2xx body over the size limit
+	reset        time.Duration // a 429's RateLimit t: the wait when it has no Retry-After
 }
 
 // Error returns what the client was doing, the status, the message and the
@@ -334,12 +359,14 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is reports whether e is the formsapi sentinel target:
-// [formsapi.ErrInvalidKey] for any 401, and [formsapi.ErrFormNotFound] for
-// a 404 in the API's JSON answering a form's submissions (the API does not
-// tell a missing form from another account's). A 404 of the forms list,
-// a 404 that is not the API's JSON, and the API's 404 for a path it does
-// not serve all mean the base URL is wrong, and match neither.
+// Is reports whether e is the sentinel target: [formsapi.ErrInvalidKey]
+// for any 401, [formsapi.ErrFormNotFound] for a 404 in the API's JSON
+// answering a form's submissions (the API does not tell a missing form
+// from another account's), [ErrResync] for a 410 and for the 400 of a
+// sync token the server refuses, [ErrNotModified] for a 304 and
+// [ErrRateLimited] for a 429. A 404 of the forms list, a 404 that is not
+// the API's JSON, and the API's 404 for a path it does not serve all
+// mean the base URL is wrong, and match neither 404 sentinel.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case formsapi.ErrInvalidKey:
@@ -348,6 +375,10 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusNotFound && e.formNotFound
 	case ErrResync:
 		return e.StatusCode == http.StatusGone || e.badToken
+	case ErrNotModified:
+		return e.StatusCode == http.StatusNotModified
+	case ErrRateLimited:
+		return e.StatusCode == http.StatusTooManyRequests
 	}
 	return false
 }

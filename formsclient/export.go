@@ -110,7 +110,8 @@ func (c *Client) exportOnce(ctx context.Context, formID string, q url.Values, w 
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		e := &Error{StatusCode: res.StatusCode, RequestID: res.Header.Get("X-Request-Id"), op: "export " + formID}
+		e := newError(res) // with the same status, request ID and waits as a page's
+		e.op = "export " + formID
 		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		var env struct{ Message string }
 		if json.Unmarshal(body, &env) == nil && env.Message != "" {
@@ -119,9 +120,6 @@ func (c *Client) exportOnce(ctx context.Context, formID string, q url.Values, w 
 			e.Message = notJSON(res)
 		}
 		e.formNotFound = res.StatusCode == http.StatusNotFound
-		if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
-			e.RetryAfter = retryAfter(res.Header.Get("Retry-After"), time.Now())
-		}
 		return "", false, e.RetryAfter, e
 	}
 	token := res.Header.Get("Sync-Token")

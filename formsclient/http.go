@@ -16,39 +16,46 @@ import (
 	"time"
 )
 
-// response is a successful answer, read whole.
+// response is an answer of the server: its status and headers, and for
+// a successful answer its body, read whole.
 type response struct {
 	status    int
 	requestID string
-	body      []byte
+	header    http.Header
+	body      []byte // nil unless the answer is a 2xx in JSON
 }
 
 // get sends a GET for u, retrying 429 and 503 as WithRetries says, and
 // returns a 2xx answer in JSON or an error: an *Error for any other
-// answer, the context's error (wrapped) when ctx ends first, or the
-// transport's error. form says whether u is a form's list, whose 404
-// means the form is not found. sc is memory to read the body into.
-func (c *Client) get(ctx context.Context, u string, form bool, sc *scratch) (*response, error) {
+// answer (a 304 included), the context's error (wrapped) when ctx ends
+// first, or the transport's error. The response is the last answer's,
+// with or without an error; nil when no answer came. form says whether u
+// is a form's list, whose 404 means the form is not found. inm, when not
+// empty, is sent as If-None-Match. sc is memory to read the body into.
+func (c *Client) get(ctx context.Context, u string, form bool, inm string, sc *scratch) (*response, error) {
 	for try := 1; ; try++ {
-		res, err := c.send(ctx, u, form, sc)
+		res, err := c.send(ctx, u, form, inm, sc)
 		if err == nil {
 			return res, nil
 		}
 		e, ok := err.(*Error)
 		if !ok || (e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusServiceUnavailable) {
-			return nil, err
+			return res, err
 		}
 		if try >= c.maxTries || e.RetryAfter > c.maxWait {
-			return nil, e
+			return res, e
 		}
 		if err := c.sleep(ctx, c.wait(try, e.RetryAfter)); err != nil {
-			return nil, fmt.Errorf("waiting to retry after %d %s: %w", e.StatusCode, http.StatusText(e.StatusCode), err)
+			return res, fmt.Errorf("waiting to retry after %d %s: %w", e.StatusCode, http.StatusText(e.StatusCode), err)
 		}
 	}
 }
 
+// msgNotModified is the Message of the *Error of a 304.
+const msgNotModified = "not modified: the page is the one whose ETag was sent with IfNoneMatch"
+
 // send makes one request.
-func (c *Client) send(ctx context.Context, u string, form bool, sc *scratch) (*response, error) {
+func (c *Client) send(ctx context.Context, u string, form bool, inm string, sc *scratch) (*response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -62,12 +69,22 @@ func (c *Client) send(ctx context.Context, u string, form bool, sc *scratch) (*r
 	// readBody, which bounds the coded and the decoded bytes alike.
 	req.Header.Set("Accept-Encoding", "gzip")
 	req.Header.Set("User-Agent", c.userAgent)
+	if inm != "" {
+		req.Header.Set("If-None-Match", inm)
+	}
 	res, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
 
+	meta := &response{status: res.StatusCode, requestID: res.Header.Get("X-Request-Id"), header: res.Header}
+	e := newError(res)
+	if res.StatusCode == http.StatusNotModified {
+		// No body: keep the page whose tag was sent.
+		e.Message = msgNotModified
+		return meta, e
+	}
 	ok := 200 <= res.StatusCode && res.StatusCode < 300
 	limit := int64(maxErrorBody)
 	if !ok {
@@ -75,30 +92,27 @@ func (c *Client) send(ctx context.Context, u string, form bool, sc *scratch) (*r
 	} else {
 		limit = c.maxBody
 	}
-	e := &Error{StatusCode: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
-	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
-		e.RetryAfter = retryAfter(res.Header.Get("Retry-After"), time.Now())
-	}
 	body, over, err := readBody(res, limit, sc)
 	var ce *codingError
 	switch {
 	case errors.As(err, &ce):
 		e.Message = ce.Error()
-		return nil, e
+		return meta, e
 	case err != nil:
-		return nil, fmt.Errorf("reading the %d response: %w", res.StatusCode, err)
+		return meta, fmt.Errorf("reading the %d response: %w", res.StatusCode, err)
 	case ok && over != notOver:
 		e.Message = fmt.Sprintf("%s is larger than %d bytes%s (see WithMaxResponseSize)", over.what(), limit, over.how())
 		e.tooLarge = true
-		return nil, e
+		return meta, e
 	}
 	isJSON := jsonContent(res.Header.Get("Content-Type"))
 	switch {
 	case ok && !isJSON:
 		e.Message = notJSON(res)
-		return nil, e
+		return meta, e
 	case ok:
-		return &response{status: res.StatusCode, requestID: e.RequestID, body: body}, nil
+		meta.body = body
+		return meta, nil
 	}
 	var env struct {
 		Success *bool   `json:"success"`
@@ -112,7 +126,23 @@ func (c *Client) send(ctx context.Context, u string, form bool, sc *scratch) (*r
 	} else {
 		e.Message = notJSON(res)
 	}
-	return nil, e
+	return meta, e
+}
+
+// newError is the *Error of the answer res, without its Message: its
+// status, request ID, and for a 429 or 503 the wait the server asked for
+// (Retry-After, or else on a 429 the t of its RateLimit field).
+func newError(res *http.Response) *Error {
+	e := &Error{StatusCode: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
+	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
+		e.RetryAfter = retryAfter(res.Header.Get("Retry-After"), time.Now())
+	}
+	if res.StatusCode == http.StatusTooManyRequests {
+		if rl := parseRateLimit(res.Header); rl != nil {
+			e.reset = rl.Reset
+		}
+	}
+	return e
 }
 
 // overLimit says whether and how a body was over the size limit.

@@ -2,11 +2,11 @@ package formsclient
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"net/url"
 	"reflect"
 	"slices"
@@ -18,10 +18,13 @@ import (
 )
 
 // ListOption narrows or orders a list: [Since], [Until], [Oldest],
-// [Newest], [PageSize], and for submissions [Filter] and [Fields]. A call
+// [Newest], [PageSize], for submissions [Filter], [Search] and [Fields],
+// and for the page calls ([Client.SubmissionsPage] and the others)
+// [Cursor], [IfNoneMatch], [ExactTotal] and [EstimatedTotal]. A call
 // given a ListOption it cannot honour (a nil one, PageSize(0), a Filter
-// or Fields on the forms list, or any but PageSize for [Client.Sync])
-// reports an error before any request.
+// or Fields on the forms list, a page call's option given to an
+// iterator, or any but PageSize for [Client.Sync]) reports an error
+// before any request.
 type ListOption func(*listQuery)
 
 // listQuery is what the options of one call asked for.
@@ -29,7 +32,10 @@ type listQuery struct {
 	order        formsapi.Order
 	since, until time.Time
 	limit        int        // 0: the server's default
-	filters      url.Values // filter[<field>] and fields, as sent
+	filters      url.Values // filter[<field>], q and fields, as sent
+	cursor       string     // Cursor: where the page starts; "" for the first
+	ifNoneMatch  string     // IfNoneMatch: the tag to send
+	total        string     // ExactTotal, EstimatedTotal: "exact" or "estimate"
 	given        []string   // the options given, by name, in order
 	err          error      // the first option that cannot be used
 }
@@ -192,18 +198,10 @@ func Fields(names ...string) ListOption {
 
 // Forms yields the forms of the key's account, newest first unless
 // [Oldest] is given, fetching pages as the loop goes. On an error it
-// yields the error with a zero Form and stops.
+// yields the error with a zero Form and stops. [Client.FormsPage] reads
+// one page and what the server said about it.
 func (c *Client) Forms(ctx context.Context, opts ...ListOption) iter.Seq2[formsapi.Form, error] {
-	l := list[formsapi.Form]{
-		op:        "list forms",
-		path:      "/v1/forms",
-		field:     "forms",
-		createdAt: func(f formsapi.Form) time.Time { return f.CreatedAt },
-	}
-	if q := listOptions(opts); q.filters != nil {
-		l.err = fmt.Errorf("formsclient: %s: Filter, Search and Fields apply to submissions only", l.op)
-	}
-	return walk(ctx, c, l, opts)
+	return walk(ctx, c, formsList(), opts)
 }
 
 // Submissions yields the submissions of the form formID, newest first
@@ -211,11 +209,31 @@ func (c *Client) Forms(ctx context.Context, opts ...ListOption) iter.Seq2[formsa
 // it yields the error with a zero Submission and stops; a form that does
 // not exist or belongs to another account is an [*Error] matching
 // [formsapi.ErrFormNotFound]. formID is sent percent-escaped.
+// [Client.SubmissionsPage] reads one page and what the server said about
+// it.
 func (c *Client) Submissions(ctx context.Context, formID string, opts ...ListOption) iter.Seq2[formsapi.Submission, error] {
+	return walk(ctx, c, submissionsList(fmt.Sprintf("list submissions of form %q", formID), formID), opts)
+}
+
+// formsList is the forms list.
+func formsList() list[formsapi.Form] {
+	return list[formsapi.Form]{
+		op:        "list forms",
+		path:      "/v1/forms",
+		field:     "forms",
+		pageCall:  "FormsPage",
+		createdAt: func(f formsapi.Form) time.Time { return f.CreatedAt },
+	}
+}
+
+// submissionsList is the list of formID's submissions (or its feed),
+// named op in errors.
+func submissionsList(op, formID string) list[formsapi.Submission] {
 	l := list[formsapi.Submission]{
-		op:        fmt.Sprintf("list submissions of form %q", formID),
+		op:        op,
 		path:      "/v1/forms/" + url.PathEscape(formID) + "/submissions",
 		field:     "submissions",
+		pageCall:  "SubmissionsPage",
 		createdAt: func(s formsapi.Submission) time.Time { return s.CreatedAt },
 		form:      true,
 	}
@@ -223,7 +241,7 @@ func (c *Client) Submissions(ctx context.Context, formID string, opts ...ListOpt
 		// Not a path segment at all: no server could have such a form.
 		l.err = fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
 	}
-	return walk(ctx, c, l, opts)
+	return l
 }
 
 // list describes one of the API's lists to walk.
@@ -231,18 +249,45 @@ type list[T any] struct {
 	op        string // for error messages
 	path      string // below the base URL, segments escaped
 	field     string // the envelope field that holds the items
+	pageCall  string // the Client's method that reads one page of it
 	createdAt func(T) time.Time
 	form      bool  // a form's list: its 404 is ErrFormNotFound
 	err       error // a problem found before any request
 }
 
-// Bounds on pages that make no progress. The API never sends an empty
-// page with a nextCursor (such a page is full), nor the same items on two
-// pages in a row, unless distinct submissions are identical to the
-// nanosecond; a server that does either forever (one behind a proxy that
-// drops the query string, say, answers the first page again and again,
-// each time with a freshly sealed cursor) must not keep the client busy
-// forever.
+// pageOptions are the options that concern one page, which the
+// iterators cannot honour.
+var pageOptions = []string{"Cursor", "IfNoneMatch", "ExactTotal", "EstimatedTotal"}
+
+// refuse returns the error of a call of l that cannot honour q: a
+// problem of its arguments or options found before any request, nil if
+// none. iterator says whether the call walks the whole list.
+func (l list[T]) refuse(q listQuery, iterator bool) error {
+	if q.err != nil {
+		return q.err
+	}
+	if l.field == "forms" && (q.filters != nil || q.total != "") {
+		return fmt.Errorf("formsclient: %s: Filter, Search, Fields, ExactTotal and EstimatedTotal apply to submissions only", l.op)
+	}
+	if iterator {
+		for _, name := range q.given {
+			if slices.Contains(pageOptions, name) {
+				return fmt.Errorf("formsclient: %s: %s applies to one page: read pages with %s", l.op, name, l.pageCall)
+			}
+		}
+	}
+	return l.err
+}
+
+// Bounds on pages that make no progress. The API sends an empty page
+// with a nextCursor only for a filtered or searched list, whose pages
+// each examine a bounded number of entries (and otherwise only where it
+// left out every stored item the page read as damaged), and never the
+// same items on two pages in a row, unless distinct submissions are
+// identical to the nanosecond; a server that does either forever (one
+// behind a proxy that drops the query string, say, answers the first
+// page again and again, each time with a freshly sealed cursor) must not
+// keep the client busy forever.
 const (
 	maxEmptyPages    = 5
 	maxRepeatedPages = 10
@@ -256,46 +301,68 @@ const (
 // A host may change it; the client assumes it only to halve it.
 const defaultPageSize = 100
 
-// walk yields the items of l page by page. The first request carries the
-// options; later ones carry only the cursor and the same limit, since the
-// cursor carries the order and the range. A page over the response size
-// limit is asked for again with half the limit, down to one item, and the
-// walk goes on with the smaller limit.
+// params are the query parameters of a page that q asks for, without
+// its limit: q's cursor, if any, and every other parameter q's options
+// set. The order is sent when given, or for a first page (the API's
+// default order is the client's too); a cursor carries its order, and
+// repeating it is fine, contradicting it a 400.
+func (q *listQuery) params() url.Values {
+	p := url.Values{}
+	if q.cursor != "" {
+		p.Set("cursor", q.cursor)
+	}
+	if q.cursor == "" || slices.Contains(q.given, "Oldest") || slices.Contains(q.given, "Newest") {
+		p.Set("order", q.order.String())
+	}
+	if !q.since.IsZero() {
+		p.Set("since", q.since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.until.IsZero() {
+		p.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+	}
+	for k, v := range q.filters {
+		p[k] = v
+	}
+	if q.total != "" {
+		p.Set("total", q.total)
+	}
+	return p
+}
+
+// filtered reports whether q's pages do bounded work and may be empty
+// while they lead on: a Filter or a Search.
+func (q *listQuery) filtered() bool {
+	return q.filters.Has("fields") && len(q.filters) > 1 || !q.filters.Has("fields") && len(q.filters) > 0
+}
+
+// walk yields the items of l page by page, through listPage. The first
+// request carries the options; later ones carry only the cursor and the
+// same limit, since the cursor carries the order, the range and the
+// filters. A page over the response size limit is asked for again with
+// half the limit (listPage), and the walk goes on with the smaller limit.
 func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) iter.Seq2[T, error] {
 	q := listOptions(opts)
 	return func(yield func(T, error) bool) {
 		var zero T
 		fail := func(err error) { yield(zero, err) }
-		for _, err := range []error{c.ready(), l.err, q.err} {
+		for _, err := range []error{c.ready(), l.refuse(q, true)} {
 			if err != nil {
 				fail(err)
 				return
 			}
 		}
 		limit := q.limit // 0 until a page is too large for the server's default
-		params := url.Values{"order": {q.order.String()}}
-		if limit > 0 {
-			params.Set("limit", strconv.Itoa(limit))
-		}
-		if !q.since.IsZero() {
-			params.Set("since", q.since.UTC().Format(time.RFC3339Nano))
-		}
-		if !q.until.IsZero() {
-			params.Set("until", q.until.UTC().Format(time.RFC3339Nano))
-		}
-		for k, v := range q.filters {
-			params[k] = v
-		}
+		params := q.params()
 		// A filtered list may give many empty pages in a row, each after
 		// a bounded walk of the server's index: the cursors, never seen
 		// twice, still guard against a loop.
 		emptyBound := maxEmptyPages
-		if q.filters.Has("fields") && len(q.filters) > 1 || !q.filters.Has("fields") && len(q.filters) > 0 {
+		if q.filtered() {
 			emptyBound = maxFilteredEmptyPages
 		}
 		var (
-			seen    = map[[sha256.Size]byte]bool{} // cursors already followed
-			last    time.Time                      // createdAt of the last item yielded
+			seen    = tokenSet{} // cursors already followed
+			last    time.Time    // createdAt of the last item yielded
 			yielded bool
 			empty   int     // consecutive empty pages with a next cursor
 			repeats int     // consecutive pages with the same items as the one before
@@ -303,22 +370,12 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 			sc      scratch // the memory of a page too large, for the smaller request after it
 		)
 		for page := 1; ; page++ {
-			items, next, err := fetchPage[T](ctx, c, l, params, &sc)
-			if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
-				// Ask again from the same place for fewer items: the
-				// answer is the first half of the page that did not fit.
-				if limit == 0 {
-					limit = defaultPageSize
-				}
-				limit /= 2
-				params.Set("limit", strconv.Itoa(limit))
-				page--
-				continue
-			}
+			items, _, resp, err := listPage(ctx, c, l, params, limit, "", &sc)
 			if err != nil {
 				fail(err)
 				return
 			}
+			limit = resp.PageSize
 			// Usually the first items differ and the comparison stops there.
 			if len(items) > 0 && reflect.DeepEqual(items, prev) {
 				repeats++
@@ -327,7 +384,7 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 			}
 			prev = items
 			if repeats >= maxRepeatedPages {
-				fail(fmt.Errorf("%w: %s: %d pages in a row repeat the items of the page before; stopping so as not to loop", ErrPaging, l.op, repeats+1))
+				fail(withRequestID(fmt.Errorf("%w: %s: %d pages in a row repeat the items of the page before; stopping so as not to loop", ErrPaging, l.op, repeats+1), resp.RequestID))
 				return
 			}
 			for _, it := range items {
@@ -337,7 +394,7 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 				}
 				t := l.createdAt(it)
 				if err := q.check(t, last, yielded); err != nil {
-					fail(fmt.Errorf("%w: %s: page %d: %s", ErrPaging, l.op, page, err))
+					fail(withRequestID(fmt.Errorf("%w: %s: page %d: %s", ErrPaging, l.op, page, err), resp.RequestID))
 					return
 				}
 				last, yielded = t, true
@@ -345,28 +402,24 @@ func walk[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) i
 					return
 				}
 			}
+			next := resp.NextCursor
 			if next == "" {
 				return
 			}
-			h := sha256.Sum256([]byte(next))
-			if seen[h] {
-				fail(fmt.Errorf("%w: %s: page %d: the server returned a nextCursor it had returned before; stopping so as not to loop", ErrPaging, l.op, page))
+			if !seen.add(next) {
+				fail(withRequestID(fmt.Errorf("%w: %s: page %d: the server returned a nextCursor it had returned before; stopping so as not to loop", ErrPaging, l.op, page), resp.RequestID))
 				return
 			}
-			seen[h] = true
 			if len(items) == 0 {
 				empty++
 			} else {
 				empty = 0
 			}
 			if empty >= emptyBound {
-				fail(fmt.Errorf("%w: %s: %d empty pages in a row each point to a next page; stopping so as not to loop", ErrPaging, l.op, empty))
+				fail(withRequestID(fmt.Errorf("%w: %s: %d empty pages in a row each point to a next page; stopping so as not to loop", ErrPaging, l.op, empty), resp.RequestID))
 				return
 			}
 			params = url.Values{"cursor": {next}}
-			if limit > 0 {
-				params.Set("limit", strconv.Itoa(limit))
-			}
 		}
 	}
 }
@@ -390,7 +443,7 @@ func (q *listQuery) check(t, last time.Time, yielded bool) error {
 }
 
 // envelope is a list page as the API sends it. Only the field of the
-// list being walked is used.
+// list being read is used.
 type envelope[T any] struct {
 	Success     *bool    `json:"success"`
 	Message     *string  `json:"message"`
@@ -407,62 +460,85 @@ type envelope[T any] struct {
 	} `json:"total"`
 }
 
-// fetchPage gets one page of l and decodes its items and nextCursor.
-func fetchPage[T any](ctx context.Context, c *Client, l list[T], params url.Values, sc *scratch) ([]T, string, error) {
-	items, env, err := fetchEnvelope(ctx, c, l, params, sc)
-	if err != nil {
-		return nil, "", err
-	}
-	var next string
-	if env.NextCursor != nil {
-		next = *env.NextCursor
-	}
-	return items, next, nil
-}
-
-// fetchEnvelope gets one page of l and decodes it, checking that it is a
-// successful page of the API with its items array. sc is the memory of
-// an earlier response that was over the size limit, reused for this one.
-func fetchEnvelope[T any](ctx context.Context, c *Client, l list[T], params url.Values, sc *scratch) ([]T, envelope[T], error) {
+// listPage gets one page of l, the one code path of every call that
+// reads pages: params as given, limit when above 0, and inm as
+// If-None-Match when not empty. It checks that the answer is a
+// successful page of the API with its items array and decodes it. A page
+// over the response size limit is asked for again with half the limit
+// (from the server's default when limit is 0), down to one item; the
+// Response's PageSize says the limit of the request that answered. The
+// Response is the last answer's, with or without an error; nil when none
+// came. sc is the memory of an earlier response that was over the size
+// limit, reused for this one.
+func listPage[T any](ctx context.Context, c *Client, l list[T], params url.Values, limit int, inm string, sc *scratch) ([]T, envelope[T], *Response, error) {
 	var env envelope[T]
-	res, err := c.get(ctx, c.endpoint(l.path, params), l.form, sc)
-	if e, ok := err.(*Error); ok {
-		e.op = l.op
-		return nil, env, e
-	}
-	if err != nil {
-		return nil, env, fmt.Errorf("formsclient: %s: %w", l.op, err)
-	}
-	fail := func(msg string) ([]T, envelope[T], error) {
-		return nil, env, &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
-	}
-	if err := json.Unmarshal(res.body, &env); err != nil {
-		var syntaxErr *json.SyntaxError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syntaxErr):
-			return fail("the response is not a page of the API: its body is not JSON")
-		case errors.As(err, &typeErr) && typeErr.Field == "":
-			return fail("the response is not a page of the API: its body is not a JSON object")
-		case errors.As(err, &typeErr):
-			return fail(fmt.Sprintf("the response is not a page of the API: %q is a JSON %s where the API sends %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type)))
+	for {
+		p := params
+		if limit > 0 {
+			p = maps.Clone(params)
+			p.Set("limit", strconv.Itoa(limit))
 		}
-		return fail("the response is not a page of the API: " + err.Error())
-	}
-	if env.Success == nil || !*env.Success {
-		if env.Success != nil && env.Message != nil && *env.Message != "" {
-			return fail(*env.Message)
+		res, err := c.get(ctx, c.endpoint(l.path, p), l.form, inm, sc)
+		resp := newResponse(res, limit)
+		if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
+			// Ask again from the same place for fewer items: the
+			// answer is the first half of the page that did not fit.
+			if limit == 0 {
+				limit = defaultPageSize
+			}
+			limit /= 2
+			continue
 		}
-		return fail(`the response is not a page of the API: "success" is not true`)
+		if e, ok := err.(*Error); ok {
+			e.op = l.op
+			return nil, env, resp, e
+		}
+		if err != nil {
+			return nil, env, resp, fmt.Errorf("formsclient: %s: %w", l.op, err)
+		}
+		fail := func(msg string) ([]T, envelope[T], *Response, error) {
+			return nil, env, resp, &Error{StatusCode: res.status, Message: msg, RequestID: res.requestID, op: l.op}
+		}
+		if err := json.Unmarshal(res.body, &env); err != nil {
+			var syntaxErr *json.SyntaxError
+			var typeErr *json.UnmarshalTypeError
+			switch {
+			case errors.As(err, &syntaxErr):
+				return fail("the response is not a page of the API: its body is not JSON")
+			case errors.As(err, &typeErr) && typeErr.Field == "":
+				return fail("the response is not a page of the API: its body is not a JSON object")
+			case errors.As(err, &typeErr):
+				return fail(fmt.Sprintf("the response is not a page of the API: %q is a JSON %s where the API sends %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type)))
+			}
+			return fail("the response is not a page of the API: " + err.Error())
+		}
+		if env.Success == nil || !*env.Success {
+			if env.Success != nil && env.Message != nil && *env.Message != "" {
+				return fail(*env.Message)
+			}
+			return fail(`the response is not a page of the API: "success" is not true`)
+		}
+		items := env.Submissions
+		if l.field == "forms" {
+			items = env.Forms
+		}
+		if items == nil {
+			return fail(fmt.Sprintf("the response is not a page of the API: %q is not an array", l.field))
+		}
+		if env.NextCursor != nil {
+			resp.NextCursor = *env.NextCursor
+		}
+		if env.SyncToken != nil {
+			resp.SyncToken = *env.SyncToken
+		}
+		if env.HasMore != nil {
+			resp.HasMore = *env.HasMore
+		}
+		if env.Total != nil {
+			resp.Total = &formsapi.Total{Value: env.Total.Value, Kind: env.Total.Kind}
+		}
+		return *items, env, resp, nil
 	}
-	items := env.Submissions
-	if l.field == "forms" {
-		items = env.Forms
-	}
-	if items == nil {
-		return fail(fmt.Sprintf("the response is not a page of the API: %q is not an array", l.field))
-	}
-	return *items, env, nil
 }
 
 // jsonKind names the JSON type that decodes into t, for error messages.
@@ -486,50 +562,43 @@ func jsonKind(t reflect.Type) string {
 }
 
 // Count returns how many submissions of the form formID the options
-// select ([Since], [Until], [Filter]; the others do not change a count),
-// as the server counts them in one request (total=exact when exact is
-// true, else total=estimate): the Total's Kind ("exact", "at_least" or
-// "estimate") says how far to trust its Value (see docs/api.md). A server whose store
-// cannot count answers 501, an [*Error].
+// select ([Since], [Until], [Filter], [Search]; Fields, the order and
+// PageSize do not change a count), as the server counts them in one
+// request (total=exact when exact is true, else total=estimate): the
+// Total's Kind ("exact", "at_least" or "estimate") says how far to trust
+// its Value (see docs/api.md). It is [Client.SubmissionsPage] with
+// PageSize(1) and [ExactTotal] or [EstimatedTotal], the Total of its
+// Response; the options of a page call are an error here. A server whose
+// store cannot count answers 501, an [*Error].
 func (c *Client) Count(ctx context.Context, formID string, exact bool, opts ...ListOption) (formsapi.Total, error) {
-	l := list[formsapi.Submission]{
-		op:    fmt.Sprintf("count submissions of form %q", formID),
-		path:  "/v1/forms/" + url.PathEscape(formID) + "/submissions",
-		field: "submissions",
-		form:  true,
-	}
+	l := submissionsList(fmt.Sprintf("count submissions of form %q", formID), formID)
 	if err := c.ready(); err != nil {
 		return formsapi.Total{}, err
 	}
 	q := listOptions(opts)
-	if q.err != nil {
-		return formsapi.Total{}, q.err
+	if err := l.refuse(q, true); err != nil {
+		return formsapi.Total{}, err
 	}
-	if formID == "" || formID == "." || formID == ".." {
-		return formsapi.Total{}, fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
-	}
-	params := url.Values{"limit": {"1"}, "total": {"estimate"}}
+	// One item, in the server's default order, with the range and the
+	// filters: what the count needs and nothing else.
+	count := listQuery{since: q.since, until: q.until, limit: 1, total: "estimate"}
 	if exact {
-		params.Set("total", "exact")
-	}
-	if !q.since.IsZero() {
-		params.Set("since", q.since.UTC().Format(time.RFC3339Nano))
-	}
-	if !q.until.IsZero() {
-		params.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+		count.total = "exact"
 	}
 	for k, v := range q.filters {
 		if k != "fields" {
-			params[k] = v
+			if count.filters == nil {
+				count.filters = url.Values{}
+			}
+			count.filters[k] = v
 		}
 	}
-	var sc scratch
-	_, env, err := fetchEnvelope(ctx, c, l, params, &sc)
+	_, resp, err := page(ctx, c, l, count)
 	if err != nil {
 		return formsapi.Total{}, err
 	}
-	if env.Total == nil {
-		return formsapi.Total{}, fmt.Errorf("%w: %s: the page has no total", ErrPaging, l.op)
+	if resp.Total == nil {
+		return formsapi.Total{}, withRequestID(fmt.Errorf("%w: %s: the page has no total", ErrPaging, l.op), resp.RequestID)
 	}
-	return formsapi.Total{Value: env.Total.Value, Kind: env.Total.Kind}, nil
+	return *resp.Total, nil
 }

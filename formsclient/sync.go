@@ -3,10 +3,6 @@ package formsclient
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/formsapi/formsapi"
 )
@@ -55,9 +51,12 @@ type Change struct {
 // ErrResync means the server will not continue from the token (it is
 // past the server's retention of deletions, or sealed with a cursor
 // secret the server no longer has): empty the copy and read again from
-// SyncStart, as the program in docs/client.md does. A server whose pages claim
-// more but bring nothing new ends the call with an error wrapping
-// ErrPaging rather than a loop.
+// SyncStart, as the program in docs/client.md does. A page that brings
+// nothing but says more follows is read on from, like any other; a
+// server that gives such pages 5 times in a row, or a token it gave
+// before, ends the call with an error wrapping ErrPaging rather than a
+// loop. Sync reads its pages with [Client.SyncPage]'s code; call that to
+// read one page at a time.
 //
 // Of the list options only [PageSize] applies: it sets the page size, and
 // a page over [WithMaxResponseSize] is asked for again with half as many
@@ -66,12 +65,7 @@ type Change struct {
 // error naming the option, as do a nil fn, an empty token, an empty form
 // ID and PageSize(0), all before any request and with token unchanged.
 func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change) error, opts ...ListOption) (string, error) {
-	l := list[formsapi.Submission]{
-		op:    fmt.Sprintf("sync submissions of form %q", formID),
-		path:  "/v1/forms/" + url.PathEscape(formID) + "/submissions",
-		field: "submissions",
-		form:  true,
-	}
+	l := submissionsList(fmt.Sprintf("sync submissions of form %q", formID), formID)
 	if err := c.ready(); err != nil {
 		return token, err
 	}
@@ -84,8 +78,8 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change)
 			return token, fmt.Errorf("formsclient: %s: %s cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize applies)", l.op, name)
 		}
 	}
-	if formID == "" || formID == "." || formID == ".." {
-		return token, fmt.Errorf("formsclient: %s: %w", l.op, formsapi.ErrFormNotFound)
+	if l.err != nil {
+		return token, l.err
 	}
 	if token == "" {
 		return token, fmt.Errorf("formsclient: %s: an empty token: pass SyncStart the first time", l.op)
@@ -95,57 +89,32 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change)
 	}
 	limit := q.limit // 0 until a page is too large for the server's default
 	var sc scratch   // the memory of a page too large, for the smaller request after it
+	seen := tokenSet{}
 	for empty := 0; ; {
-		params := url.Values{"sync": {token}}
-		if limit > 0 {
-			params.Set("limit", strconv.Itoa(limit))
-		}
-		items, env, err := fetchEnvelope(ctx, c, l, params, &sc)
-		if e, ok := err.(*Error); ok && e.StatusCode == http.StatusBadRequest && token != SyncStart && strings.HasPrefix(e.Message, msgBadSyncPrefix) {
-			e.badToken = true // ErrResync: the only parameters sent are the token and a limit the client checked
-		}
-		if e, ok := err.(*Error); ok && e.tooLarge && limit != 1 {
-			// Ask again from the same token for fewer items.
-			if limit == 0 {
-				limit = defaultPageSize
-			}
-			limit /= 2
-			continue
-		}
+		changes, resp, err := syncPage(ctx, c, l, token, limit, "", &sc)
 		if err != nil {
 			return token, err
 		}
-		if env.SyncToken == nil || *env.SyncToken == "" || env.HasMore == nil {
-			return token, fmt.Errorf("formsclient: %s: %w: a feed page without syncToken and hasMore", l.op, ErrPaging)
-		}
-		if env.Refs != nil && len(env.Refs) != len(items) {
-			return token, fmt.Errorf("formsclient: %s: %w: a feed page with %d refs for %d submissions", l.op, ErrPaging, len(env.Refs), len(items))
-		}
-		// A submission is deleted after it was added, so additions first,
-		// then deletions, leave the copy as the page's order would.
-		for i, s := range items {
-			ch := Change{Submission: s}
-			if env.Refs != nil {
-				ch.Ref = env.Refs[i]
-			}
+		limit = resp.PageSize // less than asked when a page was too large
+		for _, ch := range changes {
 			if err := fn(ch); err != nil {
 				return token, err
 			}
 		}
-		for _, ref := range env.Deleted {
-			if err := fn(Change{Ref: ref, Deleted: true}); err != nil {
-				return token, err
-			}
-		}
-		token = *env.SyncToken
-		if !*env.HasMore {
+		sent := token
+		token = resp.SyncToken
+		if !resp.HasMore {
 			return token, nil
 		}
-		// More promised and nothing brought, page after page: a broken
-		// server, not a feed to follow forever.
-		if len(items)+len(env.Deleted) == 0 {
-			if empty++; empty >= 3 {
-				return token, fmt.Errorf("formsclient: %s: %w: hasMore with empty pages", l.op, ErrPaging)
+		// More promised from a token followed before, or with nothing
+		// brought page after page: a broken server, not a feed to follow
+		// forever. (An empty page that leads on is a page like another.)
+		if token == sent || !seen.add(token) {
+			return token, withRequestID(fmt.Errorf("formsclient: %s: %w: hasMore from a syncToken it had returned before", l.op, ErrPaging), resp.RequestID)
+		}
+		if len(changes) == 0 {
+			if empty++; empty >= maxEmptyPages {
+				return token, withRequestID(fmt.Errorf("formsclient: %s: %w: hasMore with %d empty pages in a row", l.op, ErrPaging, empty), resp.RequestID)
 			}
 		} else {
 			empty = 0
