@@ -130,7 +130,7 @@ func ExactTotal() ListOption {
 }
 
 // EstimatedTotal is [ExactTotal] with total=estimate: for a filtered
-// list an uncheked count of the index entries, of Kind "estimate"; for
+// list an unchecked count of the index entries, of Kind "estimate"; for
 // an unfiltered one the same count as ExactTotal.
 func EstimatedTotal() ListOption {
 	return func(q *listQuery) { q.note("EstimatedTotal"); q.total = "estimate" }
