@@ -1,6 +1,9 @@
 package formsapi
 
-import "context"
+import (
+	"context"
+	"iter"
+)
 
 // Writer is the write side that memstore, sqlitestore and pgstore share,
 // so a host can swap one store for another behind this interface: the
@@ -97,4 +100,40 @@ type Writer interface {
 	// The data is deleted from the store, not hidden; what that means on
 	// disk (free pages, a write-ahead log, backups) is each store's to say.
 	Erase(ctx context.Context, accountID, field, value string) (int, error)
+}
+
+// BatchWriter is a [Writer] that also writes many submissions in one
+// transaction: the way to import, migrate or seed a store, at a fraction
+// of the cost of one AddSubmission a submission. memstore, sqlitestore
+// and pgstore implement it, and storetest checks it. It is an interface
+// of its own, beside Writer rather than in it, so that a host's own
+// Writer stays a Writer: a caller that has a Writer asks for a
+// BatchWriter with a type assertion, and falls back to AddSubmission one
+// at a time when the store has none.
+type BatchWriter interface {
+	Writer
+
+	// AddSubmissions stores every submission batch yields, with its
+	// metadata, in order, as that many AddSubmission calls would (each
+	// under the same rules and limits, a zero CreatedAt the current
+	// time), but in one transaction: the lists, filters, searches, feed
+	// positions, fields and counts it leaves are those the same
+	// submissions written one at a time leave, and a read sees either
+	// none of the batch or all of it.
+	//
+	// If any submission is refused, nothing of the batch is written, and
+	// the error says which one (its index, from 0, in the order batch
+	// yields them) and wraps what AddSubmission would have returned for
+	// it: ErrFormNotFound, ErrInvalidInput naming the field, and so on; a
+	// [Metadata.ID] already stored in the form, or given to an earlier
+	// submission of the batch to the same form, is ErrInvalidInput. A
+	// canceled or expired ctx, before or while the batch is written,
+	// writes nothing either. A batch that yields nothing writes nothing
+	// and returns nil.
+	//
+	// The transaction holds the whole batch until it commits: other
+	// writers to its forms wait for it (on SQLite, every other writer).
+	// Batches of a few thousand submissions keep those waits short; the
+	// store's documentation says what a batch costs.
+	AddSubmissions(ctx context.Context, batch iter.Seq2[Submission, Metadata]) error
 }

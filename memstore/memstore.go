@@ -2,7 +2,7 @@
 // implements formsapi.Store, formsapi.FeedStore (the sync feed) with
 // formsapi.FieldStore (the CSV export's columns),
 // formsapi.KeyManager (scoped and expiring keys, last used; a
-// formsapi.KeyAuthorizer and KeyResolver) and formsapi.Writer, exactly as
+// formsapi.KeyAuthorizer and KeyResolver) and formsapi.Writer with formsapi.BatchWriter, exactly as
 // sqlitestore and pgstore do, and is safe for concurrent use, so tests and
 // small hosts can use it in place of a database.
 package memstore
@@ -34,7 +34,7 @@ import (
 // a formsapi.Store, a formsapi.FeedStore (the sync feed) and
 // formsapi.FieldStore (the CSV export's columns), a formsapi.KeyResolver
 // and formsapi.KeyAuthorizer (scoped and expiring keys) and
-// formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store (webhook
+// formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, and a hookstore.Store (webhook
 // endpoints and their streams); it also counts lists for total= (see
 // formsapi.Total). Give it to formsapi.NewHandler as both store and keys.
 // The zero value is not usable; call New.
@@ -219,34 +219,79 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: add submission: %w", err)
 	}
+	r, err := s.prepareSubmission(sub, m)
+	if err != nil {
+		return fmt.Errorf("memstore: add submission: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fm, err := s.addable(r, nil)
+	if err != nil {
+		return fmt.Errorf("memstore: add submission to form %q: %w", r.sub.FormID, err)
+	}
+	s.add(fm, r)
+	return nil
+}
+
+// newSubmission is a submission made ready to add, once checked against
+// the store's limits: a copy of the caller's, its JSON as the API sends
+// it, and the names of its fields.
+type newSubmission struct {
+	sub     formsapi.Submission
+	m       formsapi.Metadata
+	encoded []byte
+	names   []string
+}
+
+// prepareSubmission does for AddSubmission and AddSubmissions what needs
+// no lock: a zero CreatedAt becomes the current time, the store's limits
+// are checked, and the submission copied and encoded.
+func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) (newSubmission, error) {
 	if sub.CreatedAt.IsZero() {
 		sub.CreatedAt = s.now()
 	}
 	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
-		return fmt.Errorf("memstore: add submission: %w", err)
+		return newSubmission{}, err
 	}
 	sub = cloneSubmission(sub)
 	m.Geo = bytes.Clone(m.Geo)
 	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
 	if err != nil {
-		return fmt.Errorf("memstore: add submission: %w", err)
+		return newSubmission{}, err
 	}
-	names := wire.FieldNames(sub.Data) // outside the lock
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fm, ok := s.forms[sub.FormID]
+	return newSubmission{sub: sub, m: m, encoded: encoded, names: wire.FieldNames(sub.Data)}, nil
+}
+
+// addable returns the form r is added to, or why it cannot be: its form
+// is not stored, or its metadata ID is one the form has or, when batch is
+// not nil, one an earlier submission of the batch gave the form (batch
+// holds them, by form ID and metadata ID). It needs s.mu.
+func (s *Store) addable(r newSubmission, batch map[[2]string]bool) (*form, error) {
+	fm, ok := s.forms[r.sub.FormID]
 	if !ok {
-		return fmt.Errorf("memstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
+		return nil, formsapi.ErrFormNotFound
 	}
-	if _, dup := fm.ids[m.ID]; dup && m.ID != "" {
-		return fmt.Errorf("memstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
+	if r.m.ID == "" {
+		return fm, nil
 	}
+	if _, dup := fm.ids[r.m.ID]; dup || batch[[2]string{r.sub.FormID, r.m.ID}] {
+		return nil, fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.m.ID)
+	}
+	if batch != nil {
+		batch[[2]string{r.sub.FormID, r.m.ID}] = true
+	}
+	return fm, nil
+}
+
+// add adds r to fm, its form, at the end of its feed. It needs s.mu
+// held for writing, and addable's consent.
+func (s *Store) add(fm *form, r newSubmission) {
 	s.seq++
-	rec := &submission{pos: keyset.Pos{At: sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: sub, json: encoded, meta: m}
+	rec := &submission{pos: keyset.Pos{At: r.sub.CreatedAt.UnixNano(), Seq: s.seq}, sub: r.sub, json: r.encoded, meta: r.m}
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
 	fm.feed = append(fm.feed, feedEntry{sub: rec})
 	rec.feedPos = int64(len(fm.feed))
-	for _, n := range names {
+	for _, n := range r.names {
 		if !fm.named[n] {
 			if fm.named == nil {
 				fm.named = map[string]bool{}
@@ -255,13 +300,12 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			fm.fields = append(fm.fields, field{name: n, first: rec.feedPos})
 		}
 	}
-	if m.ID != "" {
+	if r.m.ID != "" {
 		if fm.ids == nil {
 			fm.ids = map[string]*submission{}
 		}
-		fm.ids[m.ID] = rec
+		fm.ids[r.m.ID] = rec
 	}
-	return nil
 }
 
 // AddKey registers key as an API key of accountID. Only its hash is kept.

@@ -23,13 +23,15 @@ func TestFieldsMigrationFillsTheTable(t *testing.T) {
 	is := is.New(t)
 	dsn, schema := pgtest.Schema(t)
 	s := load(t, mustOpenIn(t, dsn, schema), storetest.DefaultSeed())
+	var subs []formsapi.Submission
 	for i := range 2500 { // past two batches of the backfill
 		data := fmt.Sprintf(`{"i":%d,"f%d":1}`, i, i%1200)
 		if i == 1700 {
 			data = `{"nul\u0000name":1,"caf\u00e9":2,"i":3}`
 		}
-		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(data)}, formsapi.Metadata{}))
+		subs = append(subs, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(data)})
 	}
+	is.NoErr(s.AddSubmissions(ctx, submissions(subs...)))
 	type fields struct {
 		Names []string
 		First []int64

@@ -3,7 +3,7 @@
 // formsapi.FeedStore (the sync feed) with formsapi.FieldStore (the CSV
 // export's columns), formsapi.KeyManager (scoped and
 // expiring keys, last used; a formsapi.KeyAuthorizer and KeyResolver) and
-// formsapi.Writer, exactly as sqlitestore and memstore do: the same data
+// formsapi.Writer with formsapi.BatchWriter, exactly as sqlitestore and memstore do: the same data
 // gives the same API responses, byte for byte. [Store.RateLimiter] is a
 // ratelimit.Limiter shared by every node on the database.
 //
@@ -241,7 +241,7 @@ func WithClock(now func() time.Time) Option {
 // module has for a store: a formsapi.Store, a formsapi.FeedStore (the sync
 // feed) and formsapi.FieldStore (the CSV export's columns), a
 // formsapi.KeyResolver and formsapi.KeyAuthorizer (scoped and expiring
-// keys) and formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store
+// keys) and formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, and a hookstore.Store
 // (webhook endpoints and their streams); it also counts lists for total=
 // (see formsapi.Total), and its RateLimiter is a ratelimit.Limiter shared
 // by the nodes. Give it to formsapi.NewHandler as both store and keys. It

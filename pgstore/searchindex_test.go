@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"encoding/json"
+	"iter"
 	"slices"
 	"testing"
 
@@ -48,6 +49,7 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 	if err := pgstore.Pool(before).QueryRow(ctx, `SELECT count(*) FROM `+quote(schema)+`.formsapi_submissions s, unnest(s.find_keys) k WHERE k < 0`).Scan(&computed); err != nil || computed != 0 {
 		t.Fatalf("%d trigram keys computed while the index is off (%v), want none", computed, err)
 	}
+	stale := mustOpenIn(t, dsn, schema) // for a batch, below
 	on := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
 	if n := trigrams(t, on); n != want {
 		t.Fatalf("turned on: %d trigram entries, want %d", n, want)
@@ -63,16 +65,44 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 	if a, b := trigrams(t, before), trigrams(t, indexed); a != b {
 		t.Fatalf("a write of the store opened before: %d trigram entries, want %d", a, b)
 	}
+	// A batch of a store that has not written since the index was
+	// turned on is made again with the trigrams.
+	batch := func(s *pgstore.Store) {
+		t.Helper()
+		if err := s.AddSubmissions(ctx, submissions(
+			formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(`{"b":"uvwx"}`)},
+			formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(`{"b":"tuvw"}`)},
+		)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(stale)
+	batch(indexed)
+	if a, b := trigrams(t, stale), trigrams(t, indexed); a != b {
+		t.Fatalf("a batch of a store opened before the index was turned on: %d trigram entries, want %d", a, b)
+	}
 	again := mustOpenIn(t, dsn, schema)
 	add(again, `{"n":"vwxy"}`)
 	add(indexed, `{"n":"vwxy"}`)
 	if a, b := trigrams(t, again), trigrams(t, indexed); a != b {
 		t.Fatalf("opened again without the option: %d trigram entries, want %d (still on)", a, b)
 	}
-	for _, s := range []*pgstore.Store{before, again} {
+	for _, s := range []*pgstore.Store{before, again, stale} {
 		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormSearch, formsapi.Query{Limit: 10, Search: "vwxy"})
 		if err != nil || len(p.Items) != 1 {
 			t.Fatalf("q vwxy: %d items, %v; want the one", len(p.Items), err)
+		}
+	}
+}
+
+// submissions yields subs, without metadata, as a batch for
+// AddSubmissions.
+func submissions(subs ...formsapi.Submission) iter.Seq2[formsapi.Submission, formsapi.Metadata] {
+	return func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for _, s := range subs {
+			if !yield(s, formsapi.Metadata{}) {
+				return
+			}
 		}
 	}
 }
@@ -85,14 +115,16 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 func TestSearchWithoutIndexExaminesABoundedNumber(t *testing.T) {
 	t.Parallel()
 	s := load(t, mustOpen(t), storetest.DefaultSeed())
+	var subs []formsapi.Submission
 	for i := range 2500 {
 		data := `{"a":"foo b","b":"o bar","n":` + itoa(i) + `}`
 		if i == 2400 {
 			data = `{"a":"Foo Bär","c":"zyxw","n":2400}`
 		}
-		if err := s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)}, formsapi.Metadata{}); err != nil {
-			t.Fatal(err)
-		}
+		subs = append(subs, formsapi.Submission{FormID: storetest.FormEmpty, Data: []byte(data)})
+	}
+	if err := s.AddSubmissions(ctx, submissions(subs...)); err != nil {
+		t.Fatal(err)
 	}
 	if n := trigrams(t, s); n != 0 {
 		t.Fatalf("%d trigram entries, want none", n)

@@ -65,39 +65,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = s.now()
-	}
-	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
-		return fmt.Errorf("pgstore: add submission: %w", err)
-	}
-	data, err := compact(sub.Data)
+	r, err := s.prepareSubmission(sub, m)
 	if err != nil {
 		return fmt.Errorf("pgstore: add submission: %w", err)
 	}
-	attachments := []byte("[]")
-	if len(sub.Attachments) > 0 {
-		if attachments, err = json.Marshal(sub.Attachments); err != nil {
-			return fmt.Errorf("pgstore: add submission: %w", err)
-		}
-	}
-	// The JSON the API sends is made once here, from the compacted data,
-	// so that reads copy it out without decoding or encoding anything.
-	sub.Data = data
-	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
-	if err != nil {
-		return fmt.Errorf("pgstore: add submission: %w", err)
-	}
-	var geo []byte // NULL when absent
-	if len(m.Geo) > 0 {
-		if geo, err = compact(m.Geo); err != nil {
-			return fmt.Errorf("pgstore: add submission: %w", err)
-		}
-	}
-	// data and attachments go to text columns: PrepareSubmission checked
-	// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
-	// writes valid UTF-8.
-	//
 	// The trigram keys of search are computed only once the search index
 	// is on (RELIABILITY case 104): an index that is off would not store
 	// them. The statement writes nothing when they are left out while the
@@ -105,20 +76,12 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// looked), and the write is made again with them.
 	for {
 		on := s.searchOn.Load()
-		keys := find.Keys(data)
-		if on {
-			keys = find.IndexKeys(data, stored.URLs(sub.Attachments))
-		}
-		tag, err := s.exec(ctx, s.sql.addSubmission, sub.FormID, sub.CreatedAt.UnixNano(), string(data), string(attachments), encoded,
-			[]byte(m.ClientIP), []byte(m.UserAgent), geo, []byte(m.TraceID), stored.Version, m.ID, fieldNames(data), keys, on)
+		tag, err := s.exec(ctx, s.sql.addSubmission, r.args(on)...)
 		if err == nil && tag.RowsAffected() == 0 && !on {
 			err = s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on)
 		}
-		if isUniqueViolation(err) {
-			return fmt.Errorf("pgstore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
-		}
 		if err != nil {
-			return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, withCtx(ctx, err))
+			return fmt.Errorf("pgstore: add submission to form %q: %w", r.formID, r.insertError(ctx, err))
 		}
 		switch {
 		case tag.RowsAffected() > 0:
@@ -127,8 +90,83 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			s.searchOn.Store(true)
 			continue
 		}
-		return fmt.Errorf("pgstore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
+		return fmt.Errorf("pgstore: add submission to form %q: %w", r.formID, formsapi.ErrFormNotFound)
 	}
+}
+
+// newSubmission is a submission made ready for sqlAddSubmission, once
+// checked against the store's limits: its data compacted, its JSON as the
+// API sends it encoded.
+type newSubmission struct {
+	formID      string
+	at          int64
+	data        []byte // compacted
+	attachments []byte
+	urls        []string // of the attachments, which search looks in
+	encoded     []byte
+	geo         []byte // NULL when absent
+	m           formsapi.Metadata
+}
+
+// prepareSubmission does for AddSubmission and AddSubmissions what
+// needs no database: a zero CreatedAt becomes the current time, the
+// store's limits are checked and the columns made.
+func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) (newSubmission, error) {
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = s.now()
+	}
+	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
+		return newSubmission{}, err
+	}
+	data, err := compact(sub.Data)
+	if err != nil {
+		return newSubmission{}, err
+	}
+	attachments := []byte("[]")
+	if len(sub.Attachments) > 0 {
+		if attachments, err = json.Marshal(sub.Attachments); err != nil {
+			return newSubmission{}, err
+		}
+	}
+	// The JSON the API sends is made once here, from the compacted data,
+	// so that reads copy it out without decoding or encoding anything.
+	sub.Data = data
+	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+	if err != nil {
+		return newSubmission{}, err
+	}
+	var geo []byte // NULL when absent
+	if len(m.Geo) > 0 {
+		if geo, err = compact(m.Geo); err != nil {
+			return newSubmission{}, err
+		}
+	}
+	return newSubmission{formID: sub.FormID, at: sub.CreatedAt.UnixNano(), data: data, attachments: attachments,
+		urls: stored.URLs(sub.Attachments), encoded: encoded, geo: geo, m: m}, nil
+}
+
+// args returns sqlAddSubmission's arguments, with search's trigram keys
+// when the search index is on.
+//
+// data and attachments go to text columns: PrepareSubmission checked
+// that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
+// writes valid UTF-8.
+func (r *newSubmission) args(on bool) []any {
+	keys := find.Keys(r.data)
+	if on {
+		keys = find.IndexKeys(r.data, r.urls)
+	}
+	return []any{r.formID, r.at, string(r.data), string(r.attachments), r.encoded,
+		[]byte(r.m.ClientIP), []byte(r.m.UserAgent), r.geo, []byte(r.m.TraceID), stored.Version, r.m.ID, fieldNames(r.data), keys, on}
+}
+
+// insertError is the error of sqlAddSubmission's failed insert of r: a
+// metadata ID the form already has is invalid input.
+func (r *newSubmission) insertError(ctx context.Context, err error) error {
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.m.ID)
+	}
+	return withCtx(ctx, err)
 }
 
 // fieldNames returns the names of data's top-level members, in order,

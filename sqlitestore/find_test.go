@@ -304,6 +304,8 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 	var computed int
 	is.NoErr(sqlitestore.ReadDB(before).QueryRow(`SELECT count(*) FROM formsapi_submissions s, json_each(s.find_keys) j WHERE j.value < 0`).Scan(&computed))
 	is.Equal(computed, 0) // no trigram key computed while off
+	// A store opened before the index is turned on, for a batch below.
+	stale := mustOpen(t, path)
 	on := mustOpen(t, path, sqlitestore.WithSearchIndex())
 	is.Equal(trigrams(on), want) // every row's trigrams, once
 
@@ -313,12 +315,21 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 	add(indexed, `{"qqqq":"wxyz"}`)
 	add(before, `{"qqqq":"wxyz"}`)
 	is.Equal(trigrams(before), trigrams(indexed)) // the store opened before reads the file's setting
+	batch := func(s *sqlitestore.Store) {
+		is.NoErr(s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+			_ = yield(formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(`{"b":"uvwx"}`)}, formsapi.Metadata{}) &&
+				yield(formsapi.Submission{FormID: storetest.FormSearch, Data: []byte(`{"b":"tuvw"}`)}, formsapi.Metadata{})
+		}))
+	}
+	batch(stale)
+	batch(indexed)
+	is.Equal(trigrams(stale), trigrams(indexed)) // a batch of a store that has not written since reads the setting too
 
 	again := mustOpen(t, path)
 	add(again, `{"n":"vwxy"}`)
 	add(indexed, `{"n":"vwxy"}`)
 	is.Equal(trigrams(again), trigrams(indexed)) // still on
-	for _, s := range []*sqlitestore.Store{before, again} {
+	for _, s := range []*sqlitestore.Store{before, again, stale} {
 		p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormSearch, formsapi.Query{Limit: 10, Search: "vwxy"})
 		is.NoErr(err)
 		is.Equal(len(p.Items), 1) // found through the index

@@ -3,7 +3,7 @@
 // formsapi.Store, formsapi.FeedStore (the sync feed) with formsapi.FieldStore (the CSV
 // export's columns), formsapi.KeyManager
 // (scoped and expiring keys, last used; a formsapi.KeyAuthorizer and
-// KeyResolver) and formsapi.Writer, exactly as memstore and pgstore do, so
+// KeyResolver) and formsapi.Writer with formsapi.BatchWriter, exactly as memstore and pgstore do, so
 // a host can swap one for another.
 //
 // [Open] opens a database file the store owns; [New] uses a *sql.DB the host
@@ -150,7 +150,7 @@ func WithClock(now func() time.Time) Option {
 // module has for a store: a formsapi.Store, a formsapi.FeedStore (the sync
 // feed) and formsapi.FieldStore (the CSV export's columns), a
 // formsapi.KeyResolver and formsapi.KeyAuthorizer (scoped and expiring
-// keys) and formsapi.KeyManager, a formsapi.Writer, and a hookstore.Store
+// keys) and formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, and a hookstore.Store
 // (webhook endpoints and their streams); it also counts lists for total=
 // (see formsapi.Total). Give it to formsapi.NewHandler as both store and
 // keys. It is safe for concurrent use. Make one with Open or New.

@@ -113,7 +113,7 @@ func seededPath(t *testing.T, seed storetest.Seed, opts ...sqlitestore.Option) (
 // paths, the search index, lifecycle, grants, export, fields and damaged
 // data) run the same statements over the same connections and are held on
 // Open's store alone, which halves the suite's cost.
-var onNew = []string{"Store", "Keys", "Writes", "Feed", "Webhooks"}
+var onNew = []string{"Store", "Keys", "Writes", "Batch", "Feed", "Webhooks"}
 
 // TestContract holds the store made by Open to every contract it
 // implements, its fast paths and the damaged-data clauses included, with

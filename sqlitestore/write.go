@@ -52,36 +52,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
 	}
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = s.now()
-	}
-	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
-		return fmt.Errorf("sqlitestore: add submission: %w", err)
-	}
-	data, err := compact(sub.Data)
+	r, err := s.prepareSubmission(sub, m)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add submission: %w", err)
-	}
-	attachments := "[]"
-	if len(sub.Attachments) > 0 {
-		b, err := json.Marshal(sub.Attachments)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: add submission: %w", err)
-		}
-		attachments = string(b)
-	}
-	// The JSON the API sends is made once here, from the compacted data,
-	// so that reads copy it out without decoding or encoding anything.
-	sub.Data = []byte(data)
-	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: add submission: %w", err)
-	}
-	var geo any // NULL when absent
-	if len(m.Geo) > 0 {
-		if geo, err = compact(m.Geo); err != nil {
-			return fmt.Errorf("sqlitestore: add submission: %w", err)
-		}
 	}
 	// The trigram keys of search are computed only once the search index
 	// is on (RELIABILITY case 104): an index that is off would not store
@@ -90,13 +63,12 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// looked), and the write is made again with them.
 	for {
 		on := s.searchOn.Load()
-		keys := findKeys(sub.Data, stored.URLs(sub.Attachments), on)
+		args := r.args(on)
 		done, err := s.writing(ctx)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, err)
 		}
-		res, err := s.addSubmission.ExecContext(ctx, sub.CreatedAt.UnixNano(), data, attachments, encoded, stored.Version,
-			m.ClientIP, m.UserAgent, geo, m.TraceID, m.ID, sub.FormID, keys, on)
+		res, err := s.addSubmission.ExecContext(ctx, args...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -105,11 +77,8 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			err = s.write.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on)
 		}
 		done()
-		if isUniqueViolation(err) {
-			return fmt.Errorf("sqlitestore: add submission to form %q: %w: metadata ID %q is already a submission of the form", sub.FormID, formsapi.ErrInvalidInput, m.ID)
-		}
 		if err != nil {
-			return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, err)
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, r.insertError(err))
 		}
 		switch {
 		case n > 0:
@@ -118,8 +87,77 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			s.searchOn.Store(true)
 			continue
 		}
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w", sub.FormID, formsapi.ErrFormNotFound)
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, formsapi.ErrFormNotFound)
 	}
+}
+
+// newSubmission is a submission made ready for sqlAddSubmission, once
+// checked against the store's limits: its data compacted, its JSON as the
+// API sends it encoded.
+type newSubmission struct {
+	formID      string
+	at          int64
+	data        []byte // compacted
+	attachments string
+	urls        []string // of the attachments, which search looks in
+	encoded     []byte
+	geo         any // NULL when absent
+	m           formsapi.Metadata
+}
+
+// prepareSubmission does for AddSubmission and AddSubmissions what
+// needs no database: a zero CreatedAt becomes the current time, the
+// store's limits are checked and the columns made.
+func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) (newSubmission, error) {
+	if sub.CreatedAt.IsZero() {
+		sub.CreatedAt = s.now()
+	}
+	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
+		return newSubmission{}, err
+	}
+	data, err := compact(sub.Data)
+	if err != nil {
+		return newSubmission{}, err
+	}
+	attachments := "[]"
+	if len(sub.Attachments) > 0 {
+		b, err := json.Marshal(sub.Attachments)
+		if err != nil {
+			return newSubmission{}, err
+		}
+		attachments = string(b)
+	}
+	// The JSON the API sends is made once here, from the compacted data,
+	// so that reads copy it out without decoding or encoding anything.
+	sub.Data = []byte(data)
+	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
+	if err != nil {
+		return newSubmission{}, err
+	}
+	var geo any // NULL when absent
+	if len(m.Geo) > 0 {
+		if geo, err = compact(m.Geo); err != nil {
+			return newSubmission{}, err
+		}
+	}
+	return newSubmission{formID: sub.FormID, at: sub.CreatedAt.UnixNano(), data: sub.Data, attachments: attachments,
+		urls: stored.URLs(sub.Attachments), encoded: encoded, geo: geo, m: m}, nil
+}
+
+// args returns sqlAddSubmission's arguments, with search's trigram keys
+// when the search index is on.
+func (r *newSubmission) args(on bool) []any {
+	return []any{r.at, string(r.data), r.attachments, r.encoded, stored.Version,
+		r.m.ClientIP, r.m.UserAgent, r.geo, r.m.TraceID, r.m.ID, r.formID, findKeys(r.data, r.urls, on), on}
+}
+
+// insertError is the error of sqlAddSubmission's failed insert of r: a
+// metadata ID the form already has is invalid input.
+func (r *newSubmission) insertError(err error) error {
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.m.ID)
+	}
+	return err
 }
 
 // compact returns JSON without insignificant space, as text: the column

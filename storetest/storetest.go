@@ -67,16 +67,24 @@ type SeedKey struct {
 	Revoked        bool
 }
 
-// Load writes seed into w: forms, then submissions, then keys.
+// Load writes seed into w: forms, then submissions, then keys. The
+// submissions go in one batch when w is a [formsapi.BatchWriter], one
+// AddSubmission at a time otherwise, in the order given either way.
 func Load(ctx context.Context, w formsapi.Writer, seed Seed) error {
 	for _, f := range seed.Forms {
 		if err := w.AddForm(ctx, f.AccountID, f.Form); err != nil {
 			return fmt.Errorf("storetest: load form %q: %w", f.Form.ID, err)
 		}
 	}
-	for i, s := range seed.Submissions {
-		if err := w.AddSubmission(ctx, s.Submission, s.Metadata); err != nil {
-			return fmt.Errorf("storetest: load submission %d: %w", i, err)
+	if bw, ok := w.(formsapi.BatchWriter); ok {
+		if err := bw.AddSubmissions(ctx, seq(seed.Submissions)); err != nil {
+			return fmt.Errorf("storetest: load submissions: %w", err)
+		}
+	} else {
+		for i, s := range seed.Submissions {
+			if err := w.AddSubmission(ctx, s.Submission, s.Metadata); err != nil {
+				return fmt.Errorf("storetest: load submission %d: %w", i, err)
+			}
 		}
 	}
 	for _, k := range seed.Keys {

@@ -32,7 +32,7 @@ type config struct {
 
 // groupNames are the names of Run's groups of clauses, in the order it
 // runs them.
-var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage"}
+var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Batch", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage"}
 
 // Groups has Run check only the named groups of clauses (the names of
 // [Run]'s list), and leave the others out: they are not run, not skipped.
@@ -136,6 +136,13 @@ func (c *config) parallel(t *testing.T) {
 //   - Writes: the formsapi.Writer contract (a Writer that is also a
 //     KeyResolver): refused writes change nothing, formsapi.DefaultLimits
 //     enforced byte for byte, accepted writes readable through a handler.
+//   - Batch: the formsapi.BatchWriter contract, on a store with it and
+//     the Writes group's: a batch leaves the same answers (lists, filters,
+//     searches, counts, feed, fields) as the same submissions written one
+//     at a time, with the search index off and on (see
+//     [WithSearchIndex]); a refused batch, whichever of its submissions is
+//     refused and why, or a context that ends, writes nothing and names
+//     the submission; a reader sees none of a batch or all of it.
 //   - Lifecycle: UpdateForm, DeleteForm, DeleteSubmission and Erase of
 //     formsapi.Writer (on the same stores as Writes), each seen by the very
 //     next read, of the store and of a handler over it, cursors and feed
@@ -245,6 +252,13 @@ func Run(t *testing.T, open Open, opts ...Option) {
 	}
 	group("Writes", writes, func(t *testing.T) {
 		writeClauses(t, func(t *testing.T, seed Seed) writeStore { return as[writeStore](t, open(t, seed)) }, c)
+	})
+	batch := writes
+	if _, ok := probe.(formsapi.BatchWriter); !ok && batch == "" {
+		batch = "the store does not implement formsapi.BatchWriter"
+	}
+	group("Batch", batch, func(t *testing.T) {
+		batchClauses(t, func(t *testing.T, seed Seed) batchStore { return as[batchStore](t, open(t, seed)) }, c)
 	})
 	group("Lifecycle", writes, func(t *testing.T) {
 		lifecycleClauses(t, func(t *testing.T, seed Seed) writeStore { return as[writeStore](t, open(t, seed)) }, c)

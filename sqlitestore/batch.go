@@ -1,0 +1,111 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/stored"
+)
+
+var _ formsapi.BatchWriter = (*Store)(nil)
+
+// AddSubmissions stores every submission batch yields, with its
+// metadata, in one transaction, as that many AddSubmission calls would:
+// the same rows, index entries, feed positions and fields, but one commit
+// (one sync of the write-ahead log) for the batch, and the insert
+// statement prepared once. A read sees none of the batch or all of it.
+//
+// If a submission is refused, nothing of the batch is written, and the
+// error names it (its index in the batch, from 0) and wraps what
+// AddSubmission would have returned: formsapi.ErrFormNotFound, or
+// formsapi.ErrInvalidInput naming the field (a metadata ID the form has,
+// or an earlier submission of the batch gave it, among others). So does
+// a ctx that ends before the commit.
+//
+// The batch is one write transaction from its first submission to its
+// commit, iteration of batch included: every other write of the file
+// (this store's, the host's, other processes') waits for it, and a
+// write that waits longer than its busy_timeout fails. Batches of a few
+// thousand submissions take milliseconds to a few hundred of them
+// (BENCHMARKS.md).
+func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: add submissions: %w", err)
+	}
+	if err := s.addBatch(ctx, batch); err != nil {
+		return fmt.Errorf("sqlitestore: add submissions: %w", err)
+	}
+	return nil
+}
+
+// addBatch writes batch in a BEGIN IMMEDIATE transaction on one
+// connection, whatever the handle's DSN says (see deleting): the search
+// setting is read in it and cannot change before it commits, so every
+// submission is written with the trigram keys the setting asks for, and
+// an insert that writes nothing means the form is not stored.
+func (s *Store) addBatch(ctx context.Context, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) (err error) {
+	done, err := s.writing(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	committed := false
+	defer func() { // also when batch panics: the connection goes back to the pool without a transaction
+		if !committed {
+			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			err = errors.Join(err, rerr)
+		}
+	}()
+	var on bool
+	if err := conn.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
+		return fmt.Errorf("search index setting: %w", err)
+	}
+	if on {
+		s.searchOn.Store(true)
+	}
+	insert, err := conn.PrepareContext(ctx, sqlAddSubmission)
+	if err != nil {
+		return err
+	}
+	defer insert.Close()
+	i := 0
+	for sub, m := range batch {
+		r, err := s.prepareSubmission(sub, m)
+		if err != nil {
+			return &stored.ItemError{Item: i, Err: err}
+		}
+		res, err := insert.ExecContext(ctx, r.args(on)...)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			return &stored.ItemError{Item: i, Form: r.formID, Err: r.insertError(err)}
+		case n == 0:
+			return &stored.ItemError{Item: i, Form: r.formID, Err: formsapi.ErrFormNotFound}
+		}
+		i++
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
