@@ -528,7 +528,7 @@ const demoAccount = "demo"
 type backend interface {
 	formsapi.Store
 	formsapi.KeyResolver
-	formsapi.Writer
+	formsapi.BatchWriter
 	formsapi.KeyManager
 	formsapi.FeedStore
 	webhook.Store
@@ -699,10 +699,16 @@ func seedDemo(ctx context.Context, store backend, keyFile string) (key string, c
 			return "", false, err
 		}
 	}
-	for _, s := range demoSubmissions() {
-		if err := store.AddSubmission(ctx, s.sub, s.meta); err != nil {
-			return "", false, err
+	// One transaction for them all (formsapi.BatchWriter).
+	err = store.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for _, s := range demoSubmissions() {
+			if !yield(s.sub, s.meta) {
+				return
+			}
 		}
+	})
+	if err != nil {
+		return "", false, err
 	}
 	key, err = formsapi.NewKey()
 	if err != nil {

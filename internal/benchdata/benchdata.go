@@ -51,25 +51,27 @@ func Submission(formID string, i int) (formsapi.Submission, formsapi.Metadata) {
 }
 
 // Load adds one form per entry of counts to w, form f with counts[f]
-// submissions, and key for Account when key is not empty. progress, if not
-// nil, is called every 10,000 submissions.
+// submissions (in batches, see AddAll), and key for Account when key is
+// not empty. progress, if not nil, is called about every 10,000
+// submissions.
 func Load(ctx context.Context, w formsapi.Writer, counts []int, key string, progress func(done int)) error {
-	done := 0
+	done, reported := 0, 0
 	for f, perForm := range counts {
 		id := FormID(f)
 		if err := w.AddForm(ctx, Account, formsapi.Form{ID: id, Title: fmt.Sprintf("Benchmark form %d", f),
 			Icon: "mail", NotificationEmail: "bench@example.com", CreatedAt: Start.Add(-time.Duration(f) * time.Hour)}); err != nil {
 			return fmt.Errorf("benchdata: %w", err)
 		}
-		for i := 0; i < perForm; i++ {
-			s, m := Submission(id, i)
-			if err := w.AddSubmission(ctx, s, m); err != nil {
-				return fmt.Errorf("benchdata: %w", err)
+		err := AddAll(ctx, w, perForm, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return Submission(id, i) }, func(n int) {
+			if progress != nil && (done+n)/10000 > reported/10000 {
+				reported = done + n
+				progress(reported)
 			}
-			if done++; progress != nil && done%10000 == 0 {
-				progress(done)
-			}
+		})
+		if err != nil {
+			return err
 		}
+		done += perForm
 	}
 	if key != "" {
 		if err := w.AddKey(ctx, key, Account); err != nil {
@@ -92,4 +94,48 @@ func WideSubmission(formID string, i int) (formsapi.Submission, formsapi.Metadat
 	s.Data = []byte(fmt.Sprintf(`{"name":"Person %d","email":"person%d@example.com","phone":"+31 6 %08d","company":"Example Holdings %d Ltd","role":"Operations lead","teamSize":%d,"country":"%s","newsletter":%t,"source":"%s","message":"Could someone call me back this week about plans for teams?"}`,
 		i, i, i%100000000, i%97, i%50+2, countries[i%len(countries)], i%3 == 0, sources[i%len(sources)]))
 	return s, m
+}
+
+// BatchSize is how many submissions the generators write in one
+// transaction through formsapi.BatchWriter: a few thousand, as
+// docs/stores.md advises, so a long load never holds other writers up for
+// long.
+const BatchSize = 2000
+
+// AddAll writes item(i) for every i from 0 to n-1, in that order, through
+// w: in batches of size (BatchSize when size is 0) when w is a
+// formsapi.BatchWriter, one AddSubmission at a time otherwise. progress,
+// if not nil, is called with the number written after each batch (after
+// each BatchSize single writes).
+func AddAll(ctx context.Context, w formsapi.Writer, n, size int, item func(i int) (formsapi.Submission, formsapi.Metadata), progress func(done int)) error {
+	if size <= 0 {
+		size = BatchSize
+	}
+	bw, ok := w.(formsapi.BatchWriter)
+	for start := 0; start < n; start += size {
+		end := min(start+size, n)
+		if ok {
+			err := bw.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+				for i := start; i < end; i++ {
+					if !yield(item(i)) {
+						return
+					}
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("benchdata: submissions %d to %d: %w", start, end-1, err)
+			}
+		} else {
+			for i := start; i < end; i++ {
+				s, m := item(i)
+				if err := w.AddSubmission(ctx, s, m); err != nil {
+					return fmt.Errorf("benchdata: submission %d: %w", i, err)
+				}
+			}
+		}
+		if progress != nil {
+			progress(end)
+		}
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func TenantForm(a, f int) string { return fmt.Sprintf("t%02d-form-%02d", a, f) }
 
 // LoadTenants adds accounts accounts to w, each with a new key from
 // formsapi.NewKey and forms forms of perForm submissions each (the same
-// realistic submissions as Load), and returns them. progress, if not nil,
+// realistic submissions as Load, in batches), and returns them. progress, if not nil,
 // is called after each form with the submissions added so far.
 func LoadTenants(ctx context.Context, w formsapi.Writer, accounts, forms, perForm int, progress func(done int)) ([]Tenant, error) {
 	var ts []Tenant
@@ -43,11 +43,8 @@ func LoadTenants(ctx context.Context, w formsapi.Writer, accounts, forms, perFor
 				return nil, fmt.Errorf("benchdata: %w", err)
 			}
 			t.Forms = append(t.Forms, id)
-			for i := range perForm {
-				s, m := Submission(id, i)
-				if err := w.AddSubmission(ctx, s, m); err != nil {
-					return nil, fmt.Errorf("benchdata: %w", err)
-				}
+			if err := AddAll(ctx, w, perForm, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return Submission(id, i) }, nil); err != nil {
+				return nil, err
 			}
 			done += perForm
 			if progress != nil {
