@@ -233,12 +233,19 @@ func Canonical(raw []byte) (string, bool) {
 // are the negative ones). Different members may share a key; readers
 // check every match with Match.
 func Key(field, value string) int64 {
-	h := sha256.New()
-	h.Write([]byte(field))
-	h.Write([]byte{0})
-	h.Write([]byte(value))
-	var sum [sha256.Size]byte
-	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])) >> 1)
+	return key(field, value)
+}
+
+// key is Key of a name and a value as strings or byte slices: the hash
+// is taken over a buffer on the stack, without allocating.
+func key[F, V string | []byte](field F, value V) int64 {
+	var buf [MaxFieldBytes + 1 + MaxValueBytes]byte
+	b := buf[:0]
+	b = append(b, field...)
+	b = append(b, 0)
+	b = append(b, value...)
+	sum := sha256.Sum256(b)
+	return int64(binary.BigEndian.Uint64(sum[:]) >> 1)
 }
 
 // members decodes data's top-level members, the last of each name
@@ -256,34 +263,143 @@ func members(data []byte) map[string]json.RawMessage {
 // canonical text is at most MaxValueBytes. A name given twice is indexed
 // by each of its values, so the index holds every value an erasure
 // matches (stored.Holds) as well as the last one a filter matches. Nil
-// for data that is not a JSON object. Each key appears once, in
+// for data that is not one JSON object. Each key appears once, in
 // ascending order.
+//
+// Every write calls it: it reads data in one pass without decoding it,
+// and allocates only the keys unless a name or a string has escapes or a
+// number is not a plain integer of up to 15 digits (whose canonical text
+// is itself).
 func Keys(data []byte) []int64 {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	if !json.Valid(data) {
+		return nil
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
 		return nil
 	}
 	var keys []int64
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		nameStart, nameEnd := i, valueEnd(data, i)
+		name := data[nameStart+1 : nameEnd-1]
+		i = skipSpace(data, skipSpace(data, nameEnd)+1) // past the colon
+		end := valueEnd(data, i)
+		raw := data[i:end]
+		if i = skipSpace(data, end); data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil
+		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD).
+			var n string
+			if err := json.Unmarshal(data[nameStart:nameEnd], &n); err != nil {
+				return nil
+			}
+			name = []byte(n)
 		}
-		name, _ := t.(string)
 		if len(name) > MaxFieldBytes {
+			continue
+		}
+		if v, ok := plainCanonical(raw); ok {
+			if len(v) <= MaxValueBytes {
+				keys = append(keys, key(name, v))
+			}
 			continue
 		}
 		v, ok := Canonical(raw)
 		if !ok || len(v) > MaxValueBytes {
 			continue
 		}
-		keys = append(keys, Key(name, v))
+		keys = append(keys, key(name, v))
 	}
 	return sortedUnique(keys)
+}
+
+// plainCanonical returns the JSON value raw (valid JSON) when it is its
+// own canonical text (Canonical) and that is plain to see: a string
+// without escapes whose every character encoding/json writes as it is,
+// a literal, or an integer of up to 15 digits without a leading zero
+// (exact as a float64, which prints it alike), but for -0. It reports
+// false for anything else, which Canonical decides.
+func plainCanonical(raw []byte) ([]byte, bool) {
+	switch c := raw[0]; {
+	case c == '"':
+		s := raw[1 : len(raw)-1]
+		for i := 0; i < len(s); {
+			b := s[i]
+			if b < utf8.RuneSelf {
+				if b < 0x20 || b == '\\' || b == '"' {
+					return nil, false
+				}
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+				return nil, false // encoding/json escapes these
+			}
+			i += size
+		}
+		return raw, true
+	case c == 't' || c == 'f' || c == 'n':
+		return raw, true
+	}
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || digits[0] == '0' && len(digits) > 1 || string(raw) == "-0" {
+		return nil, false
+	}
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return nil, false
+		}
+	}
+	return raw, true
+}
+
+// skipSpace returns the index of the first byte of data at or after i
+// that is not JSON white space.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value that starts at
+// data[i], in data that is valid JSON.
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		for j := i + 1; ; j++ {
+			switch data[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for j := i; ; j++ {
+			switch data[j] {
+			case '"':
+				j = valueEnd(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	}
+	j := i
+	for j < len(data) && !(data[j] == ',' || data[j] == '}' || data[j] == ']' || data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+		j++
+	}
+	return j
 }
 
 // StringKey returns the index key of the member field with the string

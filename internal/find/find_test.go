@@ -1,6 +1,10 @@
 package find
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -96,4 +100,74 @@ func TestMatchShortcutAgrees(t *testing.T) {
 			t.Errorf("Match(%q, a=%s) = %t, want %t", c.data, c.value, got, c.match)
 		}
 	}
+}
+
+// keysReference is Keys as it was written first, through encoding/json's
+// decoder and Canonical, for data that is valid JSON (stored.Holds and
+// Match find nothing in any other): Keys must give the same keys for
+// every input.
+func keysReference(data []byte) []int64 {
+	if !json.Valid(data) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []int64
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil
+		}
+		name, _ := t.(string)
+		if len(name) > MaxFieldBytes {
+			continue
+		}
+		v, ok := Canonical(raw)
+		if !ok || len(v) > MaxValueBytes {
+			continue
+		}
+		h := sha256.Sum256([]byte(name + "\x00" + v))
+		keys = append(keys, int64(binary.BigEndian.Uint64(h[:])>>1))
+	}
+	return sortedUnique(keys)
+}
+
+var keysCases = []string{
+	`{"a":1,"b":"x","c":true,"d":null,"e":false}`,
+	` { "a" : 1 , "b" : [1, {"x":"}"}], "c" : {"d":"]"} } `,
+	`{"n":-0,"m":0,"o":-12,"p":012,"q":1.0,"r":1e2,"s":123456789012345,"t":1234567890123456,"u":-123456789012345}`,
+	`{"a":"\u00e9","b":"é","c":"\"q\"","d":"a\\b","e":"\u2028","f":"` + "\u2028" + `","g":"<&>","h":"\u0001"}`,
+	`{"caf\u00e9":1,"café":1,"a\"b":2,"` + "\xff" + `":3,"v":"` + "\xff\xfe" + `","w":"` + "\uFFFD" + `"}`,
+	`{"dup":1,"dup":2,"dup":1}`,
+	`{"` + strings.Repeat("k", MaxFieldBytes) + `":1,"` + strings.Repeat("k", MaxFieldBytes+1) + `":1}`,
+	`{"long":"` + strings.Repeat("v", MaxValueBytes-2) + `","longer":"` + strings.Repeat("v", MaxValueBytes-1) + `"}`,
+	`{"big":1e400,"neg":-1e400,"x":"\ud83d\ude00","lone":"\ud83d"}`,
+	`{}`, `[]`, `"x"`, `1`, `{"a":1}{"b":2}`, `{"a":1} x`, `{"a":`, ``, `{"a":1,}`, `{"a":1}  `,
+}
+
+// TestKeysAsDecoded: Keys, which reads data in one pass, gives the keys
+// of the decoder's reading of it on every case (see also FuzzKeys).
+func TestKeysAsDecoded(t *testing.T) {
+	for _, c := range keysCases {
+		if got, want := Keys([]byte(c)), keysReference([]byte(c)); !slices.Equal(got, want) {
+			t.Errorf("Keys(%q) = %v, want %v", c, got, want)
+		}
+	}
+}
+
+func FuzzKeys(f *testing.F) {
+	for _, c := range keysCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Keys(data), keysReference(data); !slices.Equal(got, want) {
+			t.Errorf("Keys(%q) = %v, want %v", data, got, want)
+		}
+	})
 }
