@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
@@ -136,3 +138,13 @@ func SearchIndexOn(opts ...Option) bool {
 	}
 	return cfg.searchIndex
 }
+
+// WithProgressClock gives the store's start-up progress log (see
+// WithLogger) the clock now and the ticker tick, which tests move and
+// send on instead of waiting.
+func WithProgressClock(now func() time.Time, tick func(time.Duration) (<-chan time.Time, func())) Option {
+	return func(c *config) { c.progress.Now, c.progress.Tick = now, tick }
+}
+
+// LockKey is the advisory lock under which the schema is migrated.
+func LockKey(schema string) int64 { return lockKey(schema) }

@@ -61,13 +61,19 @@ func lockKey(schema string) int64 {
 // if there is none (see internal/stored/secret.go), and returns it: nodes
 // starting together on an empty schema queue on the lock, and every one
 // after the first finds the first one's secret.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex bool) (secret []byte, err error) {
+//
+// p logs the progress of the steps that take long (see WithLogger): the
+// wait for another node's migration among them.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex bool, p *stored.Progress) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
+		wait := p.Begin(stepLock, -1)
+		_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema))
+		wait.End(err)
+		if err != nil {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}
 		// CREATE SCHEMA IF NOT EXISTS would need the CREATE privilege on
@@ -102,7 +108,10 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 			return fmt.Errorf("schema %s has version %d, this package knows up to %d: %w", schema, current, latest, ErrSchemaTooNew)
 		}
 		for _, m := range ms[current:] {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			step := p.Begin(stepMigration+m.Name, -1)
+			_, err := tx.Exec(ctx, m.SQL)
+			step.End(err)
+			if err != nil {
 				return fmt.Errorf("apply %s: %w", m.Name, err)
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO formsapi_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
@@ -110,19 +119,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 				return fmt.Errorf("record %s: %w", m.Name, err)
 			}
 			if m.Name == fieldsMigration {
-				if err := backfillFields(ctx, tx); err != nil {
+				if err := backfillFields(ctx, tx, p); err != nil {
 					return fmt.Errorf("apply %s: fill the field table: %w", m.Name, err)
 				}
 			}
 		}
-		if err := reencode(ctx, tx); err != nil {
+		if err := reencode(ctx, tx, p); err != nil {
 			return fmt.Errorf("re-encode stored submissions: %w", err)
 		}
-		if err := indexUnindexed(ctx, tx); err != nil {
+		if err := indexUnindexed(ctx, tx, p); err != nil {
 			return fmt.Errorf("index submitted values: %w", err)
 		}
 		if searchIndex {
-			if err := enableSearchIndex(ctx, tx); err != nil {
+			if err := enableSearchIndex(ctx, tx, p); err != nil {
 				return fmt.Errorf("turn the search index on: %w", err)
 			}
 		}
@@ -147,7 +156,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 // row written without its trigrams, and each write after it waits for
 // the setting and reads it on (a write that computed none then writes
 // nothing, and is made again: see AddSubmission).
-func enableSearchIndex(ctx context.Context, tx pgx.Tx) error {
+func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
 	var on bool
 	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
 		return fmt.Errorf("read the setting: %w", err)
@@ -161,6 +170,12 @@ func enableSearchIndex(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = $1`, stored.SearchIndexSetting); err != nil {
 		return fmt.Errorf("set the setting: %w", err)
 	}
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions`).Scan(&total); err != nil {
+		return fmt.Errorf("count the submissions: %w", err)
+	}
+	step := p.Begin(stepSearchIndex, total)
+	defer func() { step.End(err) }()
 	if _, err := tx.Exec(ctx, `INSERT INTO formsapi_find (form_seq, key, created_at, seq)
 SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.find_keys) k
 WHERE k < 0
@@ -169,7 +184,7 @@ ON CONFLICT DO NOTHING`); err != nil {
 	}
 	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
 WHERE seq > $1 AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(s.find_keys) k WHERE k < 0)
-ORDER BY seq LIMIT 500`, true); err != nil {
+ORDER BY seq LIMIT 500`, true, step); err != nil {
 		return fmt.Errorf("index the trigrams of submissions stored without them: %w", err)
 	}
 	return nil
@@ -187,7 +202,16 @@ const backfillBatch = 1000
 // AddSubmission's are, so that stored and new submissions give the same
 // fields: it reads each form's submissions in feed order, a batch at a
 // time, and adds each name at the first position that has it.
-func backfillFields(ctx context.Context, tx pgx.Tx) error {
+func backfillFields(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stepFields, total)
+	defer func() { step.End(err) }()
 	var form, pos int64
 	seen := map[string]bool{}
 	for {
@@ -227,6 +251,7 @@ SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::bigint[])`, fo
 				return err
 			}
 		}
+		step.Add(int64(n))
 		if n < backfillBatch {
 			return nil
 		}
@@ -263,7 +288,16 @@ WHERE s.json_version <> ` + strconv.Itoa(stored.Version) + ` ORDER BY s.seq LIMI
 // the migration's transaction and under its lock, so every node serves
 // the new encoding or none does. In normal operation it finds nothing,
 // through an empty index.
-func reencode(ctx context.Context, tx pgx.Tx) error {
+func reencode(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions WHERE json_version <> `+strconv.Itoa(stored.Version)).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stepReencode, total)
+	defer func() { step.End(err) }()
 	for {
 		rows, err := tx.Query(ctx, sqlStale)
 		if err != nil {
@@ -293,6 +327,7 @@ func reencode(ctx context.Context, tx pgx.Tx) error {
 FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seqs, encoded, stored.Version); err != nil {
 			return err
 		}
+		step.Add(int64(len(seqs)))
 	}
 }
 
@@ -302,20 +337,29 @@ FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seq
 // that does not set the column. Like reencode, it runs in the
 // migration's transaction, and in normal operation finds nothing,
 // through an empty index.
-func indexUnindexed(ctx context.Context, tx pgx.Tx) error {
+func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
 	var on bool
 	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
 		return fmt.Errorf("read the search index setting: %w", err)
 	}
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions WHERE find_keys IS NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stepIndex, total)
+	defer func() { step.End(err) }()
 	return indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
-WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500`, on)
+WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step)
 }
 
 // indexRows sets the find_keys of the rows that query (which takes the
 // last seq of the batch before, and selects seq, data and attachments in
 // seq order, a batch at a time) selects, with their trigram keys when
-// trigrams says so.
-func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool) error {
+// trigrams says so, counting them done on step.
+func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool, step *stored.Step) error {
 	var last int64
 	for {
 		rows, err := tx.Query(ctx, query, last)
@@ -345,6 +389,7 @@ func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool) erro
 FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
 			return err
 		}
+		step.Add(int64(len(seqs)))
 		last = seqs[len(seqs)-1]
 	}
 }

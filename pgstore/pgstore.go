@@ -126,6 +126,8 @@ type config struct {
 	keep         time.Duration // see WithTombstoneRetention
 	replica      *pgxpool.Pool // see WithReplica
 	searchIndex  bool          // see WithSearchIndex
+	progress     stored.Progress
+	quiet        bool // WithLogger(nil)
 }
 
 // Option configures a store from Open or New.
@@ -345,7 +347,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
 		}
 	}
-	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex)
+	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex, cfg.startProgress())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/formsapi/formsapi"
 )
@@ -74,7 +75,7 @@ func MigrateBefore(ctx context.Context, db *sql.DB, name string) error {
 	}
 	for i, m := range ms {
 		if strings.HasSuffix(m.Name, "_"+name+".sql") {
-			return migrateThrough(ctx, db, ms[:i])
+			return migrateThrough(ctx, db, ms[:i], nil)
 		}
 	}
 	return fmt.Errorf("no migration named %s", name)
@@ -146,7 +147,7 @@ func MigrateFile(path string, opts ...Option) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	_, err = migrate(context.Background(), db, cfg.searchIndex)
+	_, err = migrate(context.Background(), db, cfg.searchIndex, nil)
 	return errors.Join(err, db.Close())
 }
 
@@ -157,4 +158,11 @@ func SearchIndexOn(opts ...Option) bool {
 		o(&cfg)
 	}
 	return cfg.searchIndex
+}
+
+// WithProgressClock gives the store's start-up progress log (see
+// WithLogger) the clock now and the ticker tick, which tests move and
+// send on instead of waiting.
+func WithProgressClock(now func() time.Time, tick func(time.Duration) (<-chan time.Time, func())) Option {
+	return func(c *config) { c.progress.Now, c.progress.Tick = now, tick }
 }

@@ -35,23 +35,24 @@ func migrations() ([]migration, error) {
 // the search index on when searchIndex says so (see WithSearchIndex). Each
 // migration runs in its own transaction with its row in
 // formsapi_migrations, so a failure leaves the last complete version. It
-// returns whether the search index is on.
-func migrate(ctx context.Context, db *sql.DB, searchIndex bool) (on bool, err error) {
+// returns whether the search index is on. p logs the progress of the
+// steps that take long (see WithLogger).
+func migrate(ctx context.Context, db *sql.DB, searchIndex bool, p *stored.Progress) (on bool, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return false, fmt.Errorf("migrate: %w", err)
 	}
-	if err := migrateThrough(ctx, db, ms); err != nil {
+	if err := migrateThrough(ctx, db, ms, p); err != nil {
 		return false, err
 	}
-	if err := reencode(ctx, db); err != nil {
+	if err := reencode(ctx, db, p); err != nil {
 		return false, fmt.Errorf("migrate: re-encode stored submissions: %w", err)
 	}
-	if err := indexUnindexed(ctx, db); err != nil {
+	if err := indexUnindexed(ctx, db, p); err != nil {
 		return false, fmt.Errorf("migrate: index submitted values: %w", err)
 	}
 	if searchIndex {
-		if err := enableSearchIndex(ctx, db); err != nil {
+		if err := enableSearchIndex(ctx, db, p); err != nil {
 			return false, fmt.Errorf("migrate: turn the search index on: %w", err)
 		}
 	}
@@ -73,7 +74,7 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex bool) (on bool, err er
 // own statement once the setting is on (see AddSubmission). Rows whose
 // find_keys is NULL get theirs from the update trigger when Open indexes
 // them.
-func enableSearchIndex(ctx context.Context, db *sql.DB) error {
+func enableSearchIndex(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -86,6 +87,12 @@ func enableSearchIndex(ctx context.Context, db *sql.DB) error {
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return err // already on
 	}
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions`).Scan(&total); err != nil {
+		return err
+	}
+	step := p.Begin(stepSearchIndex, total)
+	defer func() { step.End(err) }()
 	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find (form_seq, key, created_at, seq)
 SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
 WHERE s.find_keys IS NOT NULL AND j.value < 0`); err != nil {
@@ -93,7 +100,7 @@ WHERE s.find_keys IS NOT NULL AND j.value < 0`); err != nil {
 	}
 	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
 WHERE seq > ? AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)
-ORDER BY seq LIMIT 500`, true); err != nil {
+ORDER BY seq LIMIT 500`, true, step); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -102,8 +109,8 @@ ORDER BY seq LIMIT 500`, true); err != nil {
 // indexRows sets the find_keys of the rows that query (which takes the
 // last seq of the batch before, selects seq, data and attachments in
 // seq order, a batch at a time) selects, with their trigram keys when
-// trigrams says so, a batch at a time.
-func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool) error {
+// trigrams says so, a batch at a time, counting them done on step.
+func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool, step *stored.Step) error {
 	type row struct {
 		seq  int64
 		keys string
@@ -136,6 +143,7 @@ func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool) err
 				return err
 			}
 		}
+		step.Add(int64(len(batch)))
 		last = batch[len(batch)-1].seq
 	}
 }
@@ -145,7 +153,7 @@ func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool) err
 // search index setting first (trigram keys only while it is on): rows
 // stored before the index, or inserted by SQL that does not set the
 // column. In normal operation it finds nothing, through an empty index.
-func indexUnindexed(ctx context.Context, db *sql.DB) error {
+func indexUnindexed(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -155,8 +163,17 @@ func indexUnindexed(ctx context.Context, db *sql.DB) error {
 	if err := tx.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
 		return err
 	}
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE find_keys IS NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stepIndex, total)
+	defer func() { step.End(err) }()
 	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
-WHERE seq > ? AND find_keys IS NULL ORDER BY seq LIMIT 500`, on); err != nil {
+WHERE seq > ? AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -185,7 +202,7 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 
 // migrateThrough applies the migrations of ms that db lacks; ms is every
 // migration this package knows, or for tests a prefix of them.
-func migrateThrough(ctx context.Context, db *sql.DB, ms []migration) error {
+func migrateThrough(ctx context.Context, db *sql.DB, ms []migration, p *stored.Progress) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS formsapi_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT    NOT NULL,
@@ -201,7 +218,10 @@ func migrateThrough(ctx context.Context, db *sql.DB, ms []migration) error {
 		return fmt.Errorf("migrate: the database has schema version %d, this package knows up to %d: %w", current, latest, ErrSchemaTooNew)
 	}
 	for _, m := range ms[current:] {
-		if err := apply(ctx, db, m); err != nil {
+		step := p.Begin(stepMigration+m.Name, -1)
+		err := apply(ctx, db, m)
+		step.End(err)
+		if err != nil {
 			return fmt.Errorf("migrate to %s: %w", m.Name, err)
 		}
 	}
@@ -219,11 +239,20 @@ WHERE s.json_version <> ` + strconv.Itoa(stored.Version) + ` ORDER BY s.seq LIMI
 // encoding from its source columns, a batch per transaction (see package
 // internal/stored). In normal operation it finds nothing, through an
 // empty index.
-func reencode(ctx context.Context, db *sql.DB) error {
+func reencode(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
 	type row struct {
 		seq  int64
 		json []byte
 	}
+	var total int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE json_version <> `+strconv.Itoa(stored.Version)).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stepReencode, total)
+	defer func() { step.End(err) }()
 	for {
 		rows, err := db.QueryContext(ctx, sqlStale)
 		if err != nil {
@@ -261,6 +290,7 @@ func reencode(ctx context.Context, db *sql.DB) error {
 		if err := tx.Commit(); err != nil {
 			return err
 		}
+		step.Add(int64(len(batch)))
 	}
 }
 

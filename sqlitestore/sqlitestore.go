@@ -55,6 +55,8 @@ type config struct {
 	now          func() time.Time
 	keep         time.Duration // see WithTombstoneRetention
 	searchIndex  bool          // see WithSearchIndex
+	progress     stored.Progress
+	quiet        bool // WithLogger(nil)
 }
 
 // Option configures a store from Open or New.
@@ -218,6 +220,11 @@ var (
 // Open returns an error wrapping [ErrSchemaTooNew] if a newer version of
 // this package has already migrated the file.
 func Open(path string, opts ...Option) (*Store, error) {
+	return openCtx(context.Background(), path, opts...)
+}
+
+// openCtx is Open, whose migrations end when ctx does (see Migrate).
+func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: open: empty path")
 	}
@@ -228,7 +235,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	ctx := context.Background()
 	uri := "file:" + escapePath(path)
 	// busy_timeout comes first so every later pragma waits for locks rather
 	// than failing. _pragma (not an Exec after opening) reaches every
@@ -262,7 +268,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
 	}
-	on, err := migrate(ctx, write, cfg.searchIndex)
+	on, err := migrate(ctx, write, cfg.searchIndex, cfg.startProgress())
 	if err != nil {
 		return fail(err)
 	}
@@ -325,7 +331,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	ctx := context.Background()
-	on, err := migrate(ctx, db, cfg.searchIndex)
+	on, err := migrate(ctx, db, cfg.searchIndex, cfg.startProgress())
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
