@@ -24,6 +24,8 @@
 # on, in each tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/wait.sh
+source bench/wait.sh
 BASE=${1:-02c672b}
 N=${N:-200}
 REQS=${REQS:-5}
@@ -54,9 +56,9 @@ start() { # TREE DB FLAGS...
   port=$((port + 1))
   local t=$1 d=$2
   shift 2
-  (cd "$DIR" && exec "./$t-server" -addr 127.0.0.1:$port -db "$d" -access-log=false "$@" >/dev/null 2>"$DIR/term.log") &
+  (cd "$DIR" && exec "./$t-server" -addr 127.0.0.1:$port -db "$d" -access-log=false "$@" >"$DIR/out.log" 2>"$DIR/term.log") &
   pid=$!
-  for _ in $(seq 600); do grep -q "forms API on" "$DIR/term.log" 2>/dev/null && return; sleep 0.1; done
+  wait_banner "$DIR/term.log" "$pid" "$DIR/out.log" && return # as long as its start logs progress
   echo "the server did not start" >&2
   exit 1
 }

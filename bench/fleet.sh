@@ -273,13 +273,11 @@ start_nodes() {
   NODE_URL=
   for i in $(seq "$n"); do
     p=${pids[$((i - 1))]}
+    # Ready once it prints its banner; a first start over a big schema
+    # migrates and builds the search index for minutes, logging its
+    # progress, which the wait follows (bench/wait.sh).
     u=
-    for _ in $(seq 600); do
-      u=$(sed -n 's/^forms API on \(http:[^ ]*\) over.*/\1/p' "$DIR/$name-$i.err" 2>/dev/null || true)
-      [ -n "$u" ] && break
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.1
-    done
+    if wait_banner "$DIR/$name-$i.err" "$p" "$DIR/$name-$i.log"; then u=$url; fi
     if [ -z "$u" ]; then
       echo "node $name-$i did not start:" >&2
       cat "$DIR/$name-$i.err" >&2

@@ -20,11 +20,14 @@ if ! command -v wrk >/dev/null; then
 fi
 go build -o "$DIR/" ./examples/server ./internal/cmd/cpuwatch ./internal/cmd/probe ./internal/cmd/gendata
 LUA=$PWD/bench
+# shellcheck source=bench/wait.sh
+source "$LUA/wait.sh"
 
 # start_server NAME ARGS...: starts examples/server ($SERVER_BIN, a path
 # relative to $DIR, if set) with ARGS on a free port of 127.0.0.1 (no
-# access log), waits until it listens, and sets $pid and $url. Its stderr
-# (the banner) goes to $DIR/NAME.err.
+# access log), waits until it is ready (its banner; as long as it logs
+# progress, see bench/wait.sh), and sets $pid and $url. Its stderr (the
+# banner) goes to $DIR/NAME.err, its log to $DIR/NAME.log.
 start_server() {
   local name=$1
   shift
@@ -32,13 +35,7 @@ start_server() {
   (cd "$DIR" && exec "${SERVER_BIN:-./server}" -addr 127.0.0.1:0 -access-log=false "$@" >"$name.log" 2>"$name.err") &
   pid=$!
   SERVERS+=("$pid")
-  url=
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^forms API on \(http:[^ ]*\) over.*/\1/p' "$DIR/$name.err" 2>/dev/null || true) # the file may not be there yet
-    [ -n "$url" ] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_banner "$DIR/$name.err" "$pid" "$DIR/$name.log" && return 0
   echo "server $name did not start:" >&2
   cat "$DIR/$name.err" >&2
   return 1

@@ -21,6 +21,8 @@
 # Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/wait.sh
+source bench/wait.sh
 DUR=${DUR:-10s}
 CONN=${CONN:-32}
 THREADS=${THREADS:-2}
@@ -50,13 +52,18 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18090 >/dev/null & pids+=($!)
 "$WORK/bin/benchserver" -mode mem -addr 127.0.0.1:18091 >/dev/null & pids+=($!)
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false -rate-limit 0 >/dev/null & SERVER=$!; pids+=($SERVER)
-up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
-up 18092 # seeded the demo account before the second server opens the file
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -rate-limit 0 -cache-mib 0 >/dev/null & pids+=($!)
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18092 -access-log=false -rate-limit 0 >"$WORK/server-18092.log" & SERVER=$!; pids+=($SERVER)
+# up PORT PID: waits until the server on PORT is ready, as long as its log
+# shows progress (bench/wait.sh); the benchservers have no log.
+up() { wait_ready "http://127.0.0.1:$1" "$2" "$WORK/server-$1.log" || { echo "the server on port $1 did not start" >&2; exit 1; }; }
+up 18092 "$SERVER" # seeded the demo account before the second server opens the file
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18094 -access-log=false -rate-limit 0 -cache-mib 0 >"$WORK/server-18094.log" & NOCACHE=$!; pids+=($NOCACHE)
 FORMSAPI_POSTGRES="${PGQ}application_name=$PGAPP" "$WORK/bin/server" -schema "$PGSCHEMA" -demo-key-file "$WORK/pg.demo-key" \
-  -addr 127.0.0.1:18096 -access-log=false -rate-limit 0 >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
-for port in 18090 18091 18094 18096; do up $port; done
+  -addr 127.0.0.1:18096 -access-log=false -rate-limit 0 >"$WORK/server-18096.log" & PGSERVER=$!; pids+=($PGSERVER)
+up 18090 "${pids[0]}"
+up 18091 "${pids[1]}"
+up 18094 "$NOCACHE"
+up 18096 "$PGSERVER"
 
 SUB=/v1/forms/bench-form-000/submissions
 # deep ORDER BASE: the cursor that starts 99% into the big form, found by

@@ -63,6 +63,8 @@
 # Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/wait.sh
+source bench/wait.sh
 DUR=${DUR:-8s}
 CONN=${CONN:-32}
 THREADS=${THREADS:-2}
@@ -97,17 +99,16 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 # openonce PORT FLAGS...: start the server once over a new dataset, wait
-# until it answers (indexing 100,000 submissions takes minutes), stop it.
+# until it is ready (building the search index of 100,000 submissions
+# takes minutes, which it logs, and the wait follows: bench/wait.sh),
+# stop it.
 openonce() {
   local port=$1 p
   shift
   # shellcheck disable=SC2086
-  "$WORK/bin/server" "$@" -addr "127.0.0.1:$port" -access-log=false $INDEX_FLAG >/dev/null & p=$!
-  for _ in $(seq 1 18000); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-    kill -0 "$p" 2>/dev/null || { echo "the server stopped opening the new dataset" >&2; exit 1; }
-    sleep 0.1
-  done
+  "$WORK/bin/server" "$@" -addr "127.0.0.1:$port" -access-log=false $INDEX_FLAG >"$WORK/open-$port.log" 2>"$WORK/open-$port.err" & p=$!
+  wait_ready "http://127.0.0.1:$port" "$p" "$WORK/open-$port.log" "$WORK/open-$port.err" ||
+    { echo "the server stopped opening the new dataset:" >&2; cat "$WORK/open-$port.err" >&2; exit 1; }
   kill "$p"; wait "$p" || true
 }
 if [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; then
@@ -126,16 +127,18 @@ cp "$PRISTINE" "$DB"
 if [ -f "$PRISTINE-wal" ]; then cp "$PRISTINE-wal" "$DB-wal"; fi # not checkpointed: part of the data
 "$WORK/bin/benchserver" -mode static -addr 127.0.0.1:18190 >/dev/null & BASELINE=$!; pids+=($BASELINE)
 # shellcheck disable=SC2086
-"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $INDEX_FLAG $SERVER_FLAGS >/dev/null & SERVER=$!; pids+=($SERVER)
-up() { for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0 || sleep 0.1; done; return 1; }
+"$WORK/bin/server" -db "$DB" -addr 127.0.0.1:18192 -access-log=false -rate-limit 0 $INDEX_FLAG $SERVER_FLAGS >"$WORK/server-18192.log" & SERVER=$!; pids+=($SERVER)
+# up PORT PID: waits until the server on PORT is ready, as long as its log
+# shows progress (bench/wait.sh); the static baseline has no log.
+up() { wait_ready "http://127.0.0.1:$1" "$2" "$WORK/server-$1.log" || { echo "the server on port $1 did not start" >&2; exit 1; }; }
 if [ -n "$PG" ]; then
   # shellcheck disable=SC2086
   "$WORK/bin/server" -postgres "$(case $PG in *\?*) echo "$PG&application_name=$APP" ;; *) echo "$PG?application_name=$APP" ;; esac)" -schema "$PGSCHEMA" -addr 127.0.0.1:18193 -access-log=false -rate-limit 0 \
-    -demo-key-file "$WORK/mixed-pg.demo-key" $INDEX_FLAG >/dev/null & PGSERVER=$!; pids+=($PGSERVER)
-  up 18193
+    -demo-key-file "$WORK/mixed-pg.demo-key" $INDEX_FLAG >"$WORK/server-18193.log" & PGSERVER=$!; pids+=($PGSERVER)
+  up 18193 "$PGSERVER"
 fi
-up 18190
-up 18192
+up 18190 "$BASELINE"
+up 18192 "$SERVER"
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/${1:-$SERVER}/status"; }
 
 # rps NAME PID wrk-args...: one wrk run under cpuwatch; prints "NAME rps

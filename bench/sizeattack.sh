@@ -10,6 +10,8 @@ N=${1:-100}
 WALKS=${2:-2}
 DIR=$(mktemp -d /tmp/sizeattack.XXXXXX)
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/wait.sh
+source bench/wait.sh
 go build -o "$DIR/server" ./examples/server
 go build -o "$DIR/sizeattack" ./internal/cmd/sizeattack
 cd "$DIR"
@@ -18,7 +20,7 @@ start() { # page-mib
   port=$((port + 1))
   ./server -addr 127.0.0.1:$port -access-log=false -rate-limit 0 -page-mib "$1" >out.log 2>term.log &
   pid=$!
-  for _ in $(seq 600); do grep -q "forms API on" term.log 2>/dev/null && break; sleep 0.1; done
+  wait_banner term.log "$pid" out.log # as long as its start logs progress
 }
 start 4
 kill $pid; wait $pid 2>/dev/null || true

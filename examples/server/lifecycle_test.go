@@ -118,7 +118,7 @@ func TestDeleteAndEraseFromTheCommandLine(t *testing.T) {
 		is.True(err != nil && strings.Contains(err.Error(), "want FIELD=VALUE"))
 	}
 	_, err = command("-db", db, "-delete", "contact/contact-3", "-erase", "email=x")
-	is.True(err != nil && strings.Contains(err.Error(), "one of -new-key, -delete and -erase"))
+	is.True(err != nil && strings.Contains(err.Error(), "one of -new-key, -delete, -erase and -migrate"))
 	_, err = command("-db", db, "contact/contact-3")
 	is.True(err != nil && strings.Contains(err.Error(), "unexpected argument")) // a flag forgotten
 }

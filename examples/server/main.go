@@ -118,6 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	corsOrigins := fs.String("cors-origins", "", "comma-separated origins of browser apps allowed to call the API (https://app.example.com,http://localhost:5173), or * for any (default: none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file, for go tool pprof, when the server stops (default: none)")
+	migrateOnly := fs.Bool("migrate", false, "migrate the store to this version (and build the search index, with -search-index) and exit, logging the progress: a deploy step ahead of the new servers, which then start without waiting")
 	hooks := addWebhookFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,8 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			commands++
 		}
 	}
+	if *migrateOnly {
+		commands++
+	}
 	if commands > 1 {
-		return errors.New("give one of -new-key, -delete and -erase at a time")
+		return errors.New("give one of -new-key, -delete, -erase and -migrate at a time")
 	}
 	if *deleteArg != "" {
 		if _, _, err := parseDelete(*deleteArg); err != nil {
@@ -186,120 +190,112 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var (
-		store       backend
-		where       string
-		dbSystem    = "sqlite" // for db.system.name
-		lockSeeding func(context.Context) (unlock func(), err error)
-		replicaLog  = func(*slog.Logger) {} // with -replica: logs how its reads went
-	)
-	if *dsn != "" {
-		// The search index is on unless -search-index=false: the
-		// example's seed has "Zoë Ünal" to find with q=zoe, and a search
-		// costs its matches, not the form.
-		opts := []pgstore.Option{pgstore.WithCacheSize(*cacheMiB << 20)}
-		if *searchIndex {
-			opts = append(opts, pgstore.WithSearchIndex())
-		}
-		if *schema != "" {
-			opts = append(opts, pgstore.WithSchema(*schema))
-		}
-		pool, err := openPool(ctx, *dsn)
-		if err != nil {
-			return err
-		}
-		defer pool.Close() // after the store's Close, which writes key uses
-		if *replicaDSN != "" {
-			replica, err := openPool(ctx, *replicaDSN)
-			if err != nil {
-				return fmt.Errorf("replica: %w", err)
-			}
-			defer replica.Close() // after the store's Close
-			opts = append(opts, pgstore.WithReplica(replica))
-		}
-		pg, err := pgstore.New(ctx, pool, opts...)
-		if err != nil {
-			return err
-		}
-		if *replicaDSN != "" {
-			replicaLog = func(l *slog.Logger) {
-				r := pg.ReplicaReads()
-				l.Info("replica reads", "served", r.Served, "stale", r.Stale, "failed", r.Failed)
-			}
-		}
-		defer pg.Close()
-		store, where, dbSystem = pg, "PostgreSQL schema "+pg.Schema(), "postgresql"
-		lockSeeding = func(ctx context.Context) (func(), error) { return seedLock(ctx, pool, pg.Schema()) }
-		if *keyFile == "" {
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex}
+	if *keyFile == "" {
+		*keyFile = *dbPath + ".demo-key"
+		if *dsn != "" {
 			*keyFile = "postgres.demo-key"
 		}
-	} else {
-		opts := []sqlitestore.Option{sqlitestore.WithCacheSize(*cacheMiB << 20)}
-		if *searchIndex { // as pgstore's above
-			opts = append(opts, sqlitestore.WithSearchIndex())
-		}
-		lite, err := sqlitestore.Open(*dbPath, opts...)
-		if err != nil {
-			return err
-		}
-		defer lite.Close()
-		store, where = lite, *dbPath
-		if *keyFile == "" {
-			*keyFile = *dbPath + ".demo-key"
-		}
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	if *migrateOnly {
+		return migrateAhead(ctx, sf, logger, stderr)
 	}
 
-	if *newKey != "" {
-		key, err := formsapi.NewKey()
+	if *newKey != "" || *deleteArg != "" || *eraseArg != "" || hooks.isCommand() {
+		// A command's output is on stdout: the store's progress, if its
+		// start takes long, goes to stderr.
+		o, err := openBackend(ctx, sf, slog.New(slog.NewTextHandler(stderr, nil)))
 		if err != nil {
 			return err
 		}
-		var o formsapi.KeyOptions
-		if *keyForms != "" {
-			o.Forms = strings.Split(*keyForms, ",")
+		defer o.close()
+		store := o.store
+		switch {
+		case *newKey != "":
+			key, err := formsapi.NewKey()
+			if err != nil {
+				return err
+			}
+			var o formsapi.KeyOptions
+			if *keyForms != "" {
+				o.Forms = strings.Split(*keyForms, ",")
+			}
+			if *keyTTL > 0 {
+				o.ExpiresAt = time.Now().Add(*keyTTL)
+			}
+			if err := store.AddKeyWith(ctx, key, *newKey, o); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "new API key for account %q (shown once, only its hash is stored):\n%s\n", *newKey, key)
+			return nil
+		case *deleteArg != "" || *eraseArg != "":
+			auth := "'Authorization: Bearer YOUR_KEY'"
+			if _, err := os.Stat(*keyFile); err == nil {
+				auth = keyFileAuth(*keyFile)
+			}
+			if *deleteArg != "" {
+				return deleteSubmission(ctx, store, *account, *deleteArg, stdout, serverURL(*addr), auth)
+			}
+			return erase(ctx, store, *account, *eraseArg, stdout, serverURL(*addr), auth)
 		}
-		if *keyTTL > 0 {
-			o.ExpiresAt = time.Now().Add(*keyTTL)
-		}
-		if err := store.AddKeyWith(ctx, key, *newKey, o); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "new API key for account %q (shown once, only its hash is stored):\n%s\n", *newKey, key)
-		return nil
-	}
-	if *deleteArg != "" || *eraseArg != "" {
-		auth := "'Authorization: Bearer YOUR_KEY'"
-		if _, err := os.Stat(*keyFile); err == nil {
-			auth = keyFileAuth(*keyFile)
-		}
-		if *deleteArg != "" {
-			return deleteSubmission(ctx, store, *account, *deleteArg, stdout, serverURL(*addr), auth)
-		}
-		return erase(ctx, store, *account, *eraseArg, stdout, serverURL(*addr), auth)
-	}
-	hooks.apiBase = *baseURL
-	if done, err := hooks.command(ctx, store, secret, stdout); done {
+		hooks.apiBase = *baseURL
+		_, err = hooks.command(ctx, store, secret, stdout)
 		return err
 	}
+	hooks.apiBase = *baseURL
 
-	logger := slog.New(slog.NewJSONHandler(stdout, nil))
-	// Listen before seeding: a port taken must stop the server before it
-	// makes a demo key that it would then never show.
+	// Listen before the store opens: a port taken must stop the server
+	// before it migrates anything or makes a demo key that it would then
+	// never show; and while the store opens (migrations, a search index
+	// to build: minutes on a big database), /healthz answers 200 and
+	// /readyz and the API 503 (see startGate), and the store logs its
+	// progress.
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	defer ln.Close() // if seeding fails; Serve closes it otherwise
+	defer ln.Close() // if the start fails; Serve closes it otherwise
 	var m *metrics
 	if *metricsAddr != "" {
-		if m, err = newMetrics(*metricsAddr, dbSystem, logger); err != nil {
+		if m, err = newMetrics(*metricsAddr, sf.dbSystem(), logger); err != nil {
 			return err
 		}
 		defer m.ln.Close()
 	}
-	demoKey, created, err := seed(ctx, store, *keyFile, lockSeeding)
+	base := "http://" + ln.Addr().String()
+	gate := &startGate{}
+	srv := &http.Server{
+		Handler:           withHealth(gate, gate.ready, logger),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	stopEarly := func(err error) error {
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return errors.Join(err, srv.Shutdown(shutdown))
+	}
+	logger.Info("starting", slog.String("url", base))
+	fmt.Fprintf(stderr, "forms API starting on %s: /healthz answers now, /readyz and the API once the store is open (its progress is logged)\n", base)
+
+	if hook, ok := ctx.Value(beforeOpen{}).(func()); ok {
+		hook() // a test's: the store takes as long to open as it says
+	}
+	o, err := openBackend(ctx, sf, logger)
 	if err != nil {
-		return err
+		return stopEarly(err)
+	}
+	defer o.close()
+	store, where := o.store, o.where
+	demoKey, created, err := seed(ctx, store, *keyFile, o.lockSeeding)
+	if err != nil {
+		return stopEarly(err)
 	}
 
 	opts := []formsapi.Option{formsapi.WithLogger(logger), formsapi.WithStoreTimeout(storeTimeout), formsapi.WithPageBytes(*pageMiB << 20)}
@@ -351,17 +347,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *accessLog {
 		handler = logRequests(logger, api)
 	}
-	handler = withHealth(handler, storeReady(store), logger)
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	base := "http://" + ln.Addr().String()
+	gate.open(handler, storeReady(store))
 	attrs := []any{slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter), slog.String("cursor_secret", secretFrom)}
 	if m != nil {
 		attrs = append(attrs, slog.String("metrics", m.url()))
@@ -380,8 +366,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		waitDispatcher()
 	}()
 
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
 	if m != nil {
 		go func() { errc <- m.serve() }()
 	}
@@ -396,7 +380,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := srv.Shutdown(shutdown); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	replicaLog(logger)
+	o.replicaLog(logger)
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -52,7 +52,8 @@ func storeReady(store formsapi.Store) func(context.Context) error {
 //     failing one means restart it).
 //   - /readyz: 200 when ready says the store answers within
 //     readyTimeout, 503 otherwise (readiness: send no traffic to it
-//     for now; restarting would not help a database that is down).
+//     for now; restarting would not help a database that is down), and
+//     503 "starting" while the store opens (ready says errStarting).
 //
 // Neither is logged per request (probes come every few seconds); a
 // change of readiness is, once, without the error's text, which may name
@@ -95,7 +96,12 @@ func withHealth(next http.Handler, ready func(context.Context) error, logger *sl
 				writeHealth(w, r, http.StatusMethodNotAllowed, "") // before any check
 				return
 			}
-			if err := check(); err != nil {
+			err := check()
+			if errors.Is(err, errStarting) {
+				writeHealth(w, r, http.StatusServiceUnavailable, "starting")
+				return
+			}
+			if err != nil {
 				if !notReady.Swap(true) {
 					logger.Warn("not ready: the store does not answer", slog.Bool("timeout", errors.Is(err, context.DeadlineExceeded)))
 				}

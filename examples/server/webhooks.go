@@ -89,6 +89,9 @@ func onLoopback(host string) bool {
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
+// isCommand reports whether -new-endpoint or -list-endpoints is given.
+func (w *webhookFlags) isCommand() bool { return w.add != "" || w.list != "" }
+
 // command runs -new-endpoint or -list-endpoints, if given; done reports
 // that one ran and the server should exit.
 func (w *webhookFlags) command(ctx context.Context, store backend, secret []byte, stdout io.Writer) (done bool, err error) {
