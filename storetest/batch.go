@@ -61,6 +61,17 @@ func seq(subs []SeedSubmission) iter.Seq2[formsapi.Submission, formsapi.Metadata
 	}
 }
 
+// addAll writes subs through w, as Load writes a seed's: in one batch
+// on a formsapi.BatchWriter, one at a time otherwise. It is for a
+// clause's own data, which the clause reads, not for what it checks of
+// the writes.
+func addAll(t *testing.T, w formsapi.Writer, subs []SeedSubmission) {
+	t.Helper()
+	if err := Load(context.Background(), w, Seed{Submissions: subs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // answers is everything the read side answers about the seed's forms,
 // as text, one answer a line: the forms lists; each form's submissions
 // in both orders, over pages; the find forms' filtered pages and

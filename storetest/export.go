@@ -89,11 +89,11 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 	ctx := context.Background()
 	add := func(t *testing.T, s formsapi.Writer, subs []formsapi.Submission) {
 		t.Helper()
-		for _, sub := range subs {
-			if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
-				t.Fatalf("AddSubmission: %v", err)
-			}
+		seeds := make([]SeedSubmission, len(subs))
+		for i, sub := range subs {
+			seeds[i].Submission = sub
 		}
+		addAll(t, s, seeds)
 	}
 
 	t.Run("SameBytesAsMemstore", func(t *testing.T) {
@@ -149,11 +149,11 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 	t.Run("AsOfTokenWithWritersAndDeleters", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)
-		for i := range 500 {
-			if err := s.AddSubmission(ctx, formsapi.Submission{FormID: FormBusy, Data: []byte(fmt.Sprintf(`{"i":%d}`, i))}, formsapi.Metadata{ID: fmt.Sprint("pre-", i)}); err != nil {
-				t.Fatal(err)
-			}
+		pre := make([]SeedSubmission, 500)
+		for i := range pre {
+			pre[i] = SeedSubmission{formsapi.Submission{FormID: FormBusy, Data: []byte(fmt.Sprintf(`{"i":%d}`, i))}, formsapi.Metadata{ID: fmt.Sprint("pre-", i)}}
 		}
+		addAll(t, s, pre)
 		h := exportHandler(s, formsapi.WithPageBytes(2048))
 		srv := httptest.NewServer(h)
 		defer srv.Close()
