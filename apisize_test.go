@@ -12,7 +12,12 @@ import (
 // maxRootNames is the budget of exported package-level names of the root
 // package: each one something a host mounting the handler or writing a
 // store needs. The rest lives in ratelimit, the stores and internal/.
-const maxRootNames = 51
+// It was 50 until BatchWriter (issue 37), and issue 40, which gave hosts
+// back the names the budget had hidden from them: the counting contract
+// (Counter) and the kinds of a Total (TotalExact, TotalAtLeast,
+// TotalEstimate). A name a host needs is not
+// kept from it to fit the budget: raise it, and say why here.
+const maxRootNames = 55
 
 // TestRootAPIStaysSmall counts the root package's exported package-level
 // names (functions, types, constants and variables; methods aside).

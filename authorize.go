@@ -141,61 +141,6 @@ func (a *api) lookup(ctx context.Context, token, formID string) (Grant, found, e
 	return g, fd, nil
 }
 
-// formAuthorizer is one of this module's stores that answers a key
-// lookup with the requested form's lookup, in one round trip to its
-// database: the form's ownership and its version, which the store's read
-// cache checks its pages against. The handler then gives the form back
-// to the same store with the page (wire.Page.Form), and the store reads
-// nothing more for a page it holds. Its KeyAuthorizer contract is
-// Authorize's: the key's row is read on every call.
-type formAuthorizer interface {
-	AuthorizeForm(ctx context.Context, key, formID string) (Grant, wire.Form, error)
-}
-
-// formsAuthorizer is one of this module's stores that answers the key
-// lookup of a request for the forms list with the version of the
-// account's forms list, read in the same statement, and reads pages of
-// forms at that version (ListFormsAt), serving those its read cache
-// holds at it without a statement. The handler hands the version it got
-// with the key to every ListFormsAt of the request (lists.go), and to
-// that store only. Its KeyAuthorizer contract is Authorize's, and
-// ListFormsAt's is ListForms'.
-type formsAuthorizer interface {
-	AuthorizeForms(ctx context.Context, key string) (Grant, wire.Forms, error)
-	ListFormsAt(ctx context.Context, accountID string, q Query, at *wire.Forms) (Page[Form], error)
-}
-
-// combinedLookup returns keys as a formAuthorizer when the handler may
-// take its forms to store: both are the same store of this module, itself
-// and not a host's type that embeds it (whose overrides must be called),
-// so that a form found in the key's statement is one of the database the
-// page is read from.
-func combinedLookup(store Store, keys KeyResolver) formAuthorizer {
-	f, ok := keys.(formAuthorizer)
-	if !ok || !sameStore(store, keys) {
-		return nil
-	}
-	return f
-}
-
-// combinedFormsLookup is combinedLookup for the forms list: keys as a
-// formsAuthorizer when it is store itself, one of this module's stores.
-func combinedFormsLookup(store Store, keys KeyResolver) formsAuthorizer {
-	f, ok := keys.(formsAuthorizer)
-	if !ok || !sameStore(store, keys) {
-		return nil
-	}
-	return f
-}
-
-// sameStore reports whether store and keys are one and the same store of
-// this module, itself.
-func sameStore(store Store, keys KeyResolver) bool {
-	s, ok1 := fastPathOf(store)
-	k, ok2 := fastPathOf(keys)
-	return ok1 && ok2 && s.FastPath().Store == k.FastPath().Store
-}
-
 // keyGate bounds the key lookups in flight for keys that have not
 // authenticated through this handler recently: a flood of well-formed
 // keys that are not registered (their checksum is public, so anyone can

@@ -10,6 +10,7 @@ import (
 
 	"github.com/matryer/is"
 
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -41,7 +42,7 @@ type blockingStore struct {
 	blockingKeys
 }
 
-func (b *blockingStore) FastPath() wire.Self { return wire.Self{Store: b} }
+func (b *blockingStore) FastPath() storecontract.Self { return storecontract.Self{Store: b} }
 
 func (b *blockingStore) AppendSubmissions(context.Context, string, string, Query, *wire.Page) error {
 	return nil

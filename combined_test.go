@@ -11,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/ratelimit"
@@ -30,7 +31,7 @@ type combined struct {
 
 func newCombined(t *testing.T) *combined { return &combined{Store: seeded(t)} }
 
-func (c *combined) FastPath() wire.Self { return wire.Self{Store: c} }
+func (c *combined) FastPath() storecontract.Self { return storecontract.Self{Store: c} }
 
 func (c *combined) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
 	c.mu.Lock()

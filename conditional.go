@@ -117,7 +117,7 @@ type pageItems struct {
 // to its items, without the sealed cursor, and items says where they are
 // in it; next says where the next page begins: the store's own position
 // of it ("" on the last page), or whatever else identifies it.
-func (a *api) pageTag(req request, next string, body []byte, items pageItems) string {
+func (a *api) pageTag(req listRequest, next string, body []byte, items pageItems) string {
 	start := items.start
 	var sum [aes.BlockSize]byte
 	switch {

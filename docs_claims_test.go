@@ -160,6 +160,7 @@ var storeContracts = map[string]reflect.Type{
 	"formsapi.KeyManager":    reflect.TypeFor[formsapi.KeyManager](),
 	"formsapi.Writer":        reflect.TypeFor[formsapi.Writer](),
 	"formsapi.BatchWriter":   reflect.TypeFor[formsapi.BatchWriter](),
+	"formsapi.Counter":       reflect.TypeFor[formsapi.Counter](),
 	"hookstore.Store":        reflect.TypeFor[hookstore.Store](),
 }
 

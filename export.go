@@ -34,6 +34,7 @@ import (
 
 	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/observe"
 )
 
 // Export formats.
@@ -59,7 +60,19 @@ type export struct {
 // parseExport is the export route's parse: unlike the lists, which
 // ignore unknown parameters, it refuses them (a misspelt after would
 // otherwise restart a long export from the beginning).
-func (a *api) parseExport(raw string, req *request) string {
+func (a *api) parseExport(raw string, base request) (req exportRequest, msg string) {
+	req.request = base
+	return req, a.readExport(raw, &req)
+}
+
+// exportRequest is a request of the export, with what parseExport read.
+type exportRequest struct {
+	request
+	export export
+}
+
+// readExport reads the query string into req (parseExport).
+func (a *api) readExport(raw string, req *exportRequest) string {
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
@@ -150,7 +163,7 @@ const exportPage = 1000
 // serveExport answers an export: its headers, once the form's feed head
 // and the first page are read (so a missing form or a failing store is a
 // clean error answer), then its lines as they are read.
-func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
+func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequest) {
 	if a.feed == nil {
 		a.fail(w, r, errNoFeed)
 		return
@@ -163,7 +176,9 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	// The head is read even to resume (the as-of position is then the
 	// resumed export's): it checks that the form is there, and the tag
 	// changes with it.
-	head, inc, err := a.feed.FeedHead(req.ctx, req.account, req.list.FormID, form)
+	ctx, done := a.observeCall(req.ctx, observe.OpFeedHead, req.account, req.list.FormID)
+	head, inc, err := a.feed.FeedHead(ctx, req.account, req.list.FormID, form)
+	done(err)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -192,7 +207,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return
 	}
-	x := &exporter{a: a, req: req, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
+	x := &exporter{a: a, req: req.request, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
 	if e.format == formatCSV {
 		columns := x.columns
 		if a.fields != nil {
@@ -287,7 +302,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req request) {
 // submissions), the as-of position, where it starts, the format with its
 // options, and the content coding (a strong tag names one byte
 // sequence).
-func (a *api) exportTag(req request, head int64, inc uint64, asOf int64, gz bool) string {
+func (a *api) exportTag(req exportRequest, head int64, inc uint64, asOf int64, gz bool) string {
 	m := hmac.New(sha256.New, a.tags.exportKey[:])
 	for _, s := range []string{req.list.Account, req.list.FormID, req.export.format} {
 		m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
@@ -872,4 +887,39 @@ func (c *chunkWriter) flush() error {
 		return err
 	}
 	return nil
+}
+
+// headChunk is how many entries one call of a host's FeedStore reads
+// when FeedHead walks its feed.
+const headChunk = 1000
+
+// FeedHead walks a host's feed to its end, keeping nothing but where it
+// ends and the form's incarnation (FeedPage.Incarnation, 0 when the store
+// does not tell): a FeedStore has no cheaper way to say it. Its cost is a
+// read of the whole feed, in calls of headChunk entries; a walk that
+// meets another incarnation (the form was created again meanwhile) starts
+// over, up to maxRecuts times.
+func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
+	var next int64
+	var inc uint64
+	for walks := 0; ; {
+		page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, headChunk)
+		if err != nil {
+			return 0, 0, err
+		}
+		if otherIncarnation(inc, page.Incarnation) {
+			if walks++; walks == maxRecuts {
+				return 0, 0, fmt.Errorf("sync submissions: the form was created again %d times while its feed was walked", walks)
+			}
+			next, inc = 0, 0
+			continue
+		}
+		if page.Next < next || (page.Next == next && page.More) {
+			return 0, 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
+		}
+		next, inc = page.Next, max(inc, page.Incarnation) // 0 on a page, of a store that does not tell, leaves it
+		if !page.More {
+			return next, inc, nil
+		}
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/observe"
 )
 
@@ -138,57 +138,16 @@ func WithFeed(f FeedStore) Option {
 	return func(c *config) { c.feed = f }
 }
 
-// readers returns how the handler reads pages of store and its feed:
-// straight from one of this module's stores (the fast path) when store or
-// feed is one itself, and through checkedReader for any other, including
-// a type that embeds one of this module's stores, whose own methods are
-// the ones to call. feed is nil without WithFeed; the result's feed is
-// nil when there is none to serve.
-func readers(store Store, feed FeedStore) (pages, feeds pageReader, fields FieldStore) {
-	pages = checkedReader{store: store}
-	if f, ok := fastPathOf(store); ok {
-		pages = f
-	}
-	if feed == nil {
-		if f, ok := store.(FeedStore); ok && !embedsStore(store) {
-			feed = f
-		}
-	}
-	switch f, ok := fastPathOf(feed); {
-	case ok:
-		feeds = f
-	case feed != nil:
-		feeds = checkedReader{feed: feed}
-	}
-	// The fields are those of the feed served: a type that embeds one of
-	// this module's stores would answer with the embedded store's.
-	if f, ok := feed.(FieldStore); ok && !embedsStore(feed) {
-		fields = f
-	}
-	return pages, feeds, fields
-}
-
 type api struct {
-	store Store
-	pages pageReader // reads pages of submissions: store's fast path, or checked
-	feed  pageReader // reads the sync feed; nil without one (501)
-	// fields are the feed's fields (the CSV export's columns), when the
-	// feed is a FieldStore; nil otherwise.
-	fields FieldStore
-	count  counter // counts lists for total=; nil without one (501)
-	keys   KeyResolver
-	authz  KeyAuthorizer // keys as an authorizer, if it is one
-	both   bool          // keys embeds a store: ask ResolveKey and Authorize both
-	// formAuthz is keys when it is store itself, with the combined lookup
-	// of key and form (authorize.go); nil otherwise.
-	formAuthz formAuthorizer
-	feedForm  bool         // the feed is read from formAuthz's store too
-	gate      *keyGate     // bounds lookups of keys not seen before
-	authFail  authThrottle // paces the answers to refused keys
-	busyPace  busyThrottle // paces each key's 429s
-	cfg       config
-	tokens    tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
-	tags      *tagger    // computes page ETags, keyed by the cursor secret
+	store        Store
+	capabilities // what store, feed and keys are read through (storecontract.go)
+	keys         KeyResolver
+	gate         *keyGate     // bounds lookups of keys not seen before
+	authFail     authThrottle // paces the answers to refused keys
+	busyPace     busyThrottle // paces each key's 429s
+	cfg          config
+	tokens       tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
+	tags         *tagger    // computes page ETags, keyed by the cursor secret
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -199,11 +158,6 @@ type api struct {
 	limiterAnswered atomic.Int64
 
 	throttles [numLogKinds]throttle // of the logs of failures (logthrottle.go)
-
-	// formsAuthz is formAuthz for the forms list: keys when it is store
-	// itself, with the version of the account's forms list read with the
-	// key, and pages of forms read at it (authorize.go); nil otherwise.
-	formsAuthz formsAuthorizer
 
 	// Requests in flight per key (by the gate's hash) and per account
 	// (concurrency.go).
@@ -270,7 +224,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		// The first of store, feed and keys that is one of this
 		// module's stores, or embeds one (the secret belongs to the
 		// data), as webhook's dispatcher takes it.
-		cfg.cursorSecret = wire.KeptSecret(store, cfg.feed, keys)
+		cfg.cursorSecret = storecontract.KeptSecret(store, cfg.feed, keys)
 	}
 	warn := cfg.cursorSecret == nil
 	if warn {
@@ -278,20 +232,7 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 		rand.Read(cfg.cursorSecret) // never fails (crypto/rand docs)
 	}
 	a := &api{store: store, keys: keys, cfg: cfg, tokens: newTokenCodec(cfg.cursorSecret), tags: newTagger(cfg.cursorSecret), idPrefix: rand.Text()[:10]}
-	a.pages, a.feed, a.fields = readers(store, cfg.feed)
-	// A type that embeds one of this module's stores has its CountSubmissions
-	// promoted, which would count past the host's own ListSubmissions.
-	if c, ok := store.(counter); ok && !embedsStore(store) {
-		a.count = c
-	}
-	a.authz, _ = keys.(KeyAuthorizer)
-	a.both = a.authz != nil && embedsStore(keys)
-	a.formsAuthz = combinedFormsLookup(store, keys)
-	if a.formAuthz = combinedLookup(store, keys); a.formAuthz != nil {
-		// WithFeed may name another store, to which the form means nothing.
-		f, ok := a.feed.(fastStore)
-		a.feedForm = ok && f.FastPath().Store == a.formAuthz.(fastStore).FastPath().Store
-	}
+	a.capabilities = capabilitiesOf(store, cfg.feed, keys)
 	a.gate = newKeyGate()
 	a.msgNoRoute = noRouteMessage()
 	a.keysInFlight, a.accountsInFlight = newInFlight[uint64](cfg.access.perKey), newInFlight[string](cfg.access.perAccount)

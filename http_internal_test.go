@@ -179,22 +179,22 @@ func TestPageTag(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	a := &api{tags: newTagger([]byte("secret"))}
-	base := request{list: token.List{Account: "acct", FormID: "f"}}
+	base := listRequest{request: request{list: token.List{Account: "acct", FormID: "f"}}}
 	base.q.Limit = 10
 	tag := a.pageTag(base, "next", []byte("body"), pageItems{})
 	is.True(strings.HasPrefix(tag, `W/"`) && strings.HasSuffix(tag, `"`)) // a weak tag
 	is.Equal(a.pageTag(base, "next", []byte("body"), pageItems{}), tag)   // the same page, the same tag
 
-	other := func(f func(r *request)) request { r := base; f(&r); return r }
-	for name, r := range map[string]request{
-		"account": other(func(r *request) { r.list.Account = "acct2" }),
-		"form":    other(func(r *request) { r.list.FormID = "g" }),
-		"order":   other(func(r *request) { r.q.Order = Oldest }),
-		"limit":   other(func(r *request) { r.q.Limit = 11 }),
-		"since":   other(func(r *request) { r.q.Since = time.Unix(1, 0) }),
-		"until":   other(func(r *request) { r.q.Until = time.Unix(0, 1) }),
+	other := func(f func(r *listRequest)) listRequest { r := base; f(&r); return r }
+	for name, r := range map[string]listRequest{
+		"account": other(func(r *listRequest) { r.list.Account = "acct2" }),
+		"form":    other(func(r *listRequest) { r.list.FormID = "g" }),
+		"order":   other(func(r *listRequest) { r.q.Order = Oldest }),
+		"limit":   other(func(r *listRequest) { r.q.Limit = 11 }),
+		"since":   other(func(r *listRequest) { r.q.Since = time.Unix(1, 0) }),
+		"until":   other(func(r *listRequest) { r.q.Until = time.Unix(0, 1) }),
 		// A field boundary cannot be moved between account and form.
-		"boundary": other(func(r *request) { r.list = token.List{Account: "acctf"} }),
+		"boundary": other(func(r *listRequest) { r.list = token.List{Account: "acctf"} }),
 	} {
 		if a.pageTag(r, "next", []byte("body"), pageItems{}) == tag {
 			t.Errorf("changing the %s keeps the tag", name)
@@ -217,7 +217,7 @@ func TestPageTagHeldDigest(t *testing.T) {
 	t.Parallel()
 	a := &api{tags: newTagger([]byte("secret"))}
 	b := &api{tags: newTagger([]byte("another secret"))}
-	req := request{list: token.List{Account: "acct", FormID: "f"}}
+	req := listRequest{request: request{list: token.List{Account: "acct", FormID: "f"}}}
 	req.q.Limit = 10
 	env := `{"success":true,"message":"m","submissions":[`
 	page := func(items string) []byte { return []byte(env + items) }

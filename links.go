@@ -53,7 +53,7 @@ func (req request) path() string {
 
 // next seals the store's cursor for the client and sets the Link header;
 // it returns "" when the store says the list ends here.
-func (a *api) next(w http.ResponseWriter, r *http.Request, req request, storeNext string) string {
+func (a *api) next(w http.ResponseWriter, r *http.Request, req listRequest, storeNext string) string {
 	if storeNext == "" {
 		return ""
 	}

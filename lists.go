@@ -18,61 +18,8 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// pageReader reads pages of submissions into a response body. Both
-// methods end a page before a submission that would take its
-// submissions past the byte budget, unless it would be the page's first,
-// each counted as the length of its JSON as sent; they leave damaged
-// submissions out, recorded in p.Skipped.
-type pageReader interface {
-	// AppendSubmissions appends one page of a list, as q asks (q.MaxBytes
-	// is the budget), and sets p.NextCursor to the store's cursor after
-	// it, "" at the end.
-	AppendSubmissions(ctx context.Context, accountID, formID string, q Query, p *wire.Page) error
-	// AppendFeed appends at most q.Limit submissions of the form's feed
-	// after position q.After, within q.MaxBytes, and returns the position of
-	// the last one read (after itself when none) and whether more can be
-	// read at once.
-	AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error)
-	// FeedHead returns the position of the last entry of the form's feed
-	// as visible now: every entry at or below it is visible to the reads
-	// that follow, and the form's incarnation (see wire.Page.Incarnation;
-	// 0 when the store cannot tell). It returns ErrFormNotFound as
-	// AppendFeed does. form is the combined lookup's (see
-	// wire.Page.Form), or nil.
-	FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (head int64, incarnation uint64, err error)
-}
-
-// fastStore is a store of this module: its own pageReader, appending the
-// JSON it stored for each submission, made by AppendSubmissionJSON when
-// it was written. The parameter types are internal, so only stores of
-// this module have these methods; FastPath tells the store itself from a
-// host's type that embeds it (see wire.Self).
-type fastStore interface {
-	pageReader
-	FastPath() wire.Self
-}
-
-// embedsStore reports whether v is a type that embeds one of this
-// module's stores rather than the store itself: it has the store's
-// methods, promoted, but its own may override any of them, so the
-// handler must call only the methods of the interfaces it was given.
-func embedsStore(v any) bool {
-	f, ok := v.(fastStore)
-	return ok && f.FastPath().Store != v
-}
-
-// fastPathOf returns v's fast path if v is one of this module's stores
-// itself.
-func fastPathOf(v any) (fastStore, bool) {
-	f, ok := v.(fastStore)
-	if !ok || f.FastPath().Store != v {
-		return nil, false
-	}
-	return f, true
-}
-
 // serveForms answers a page of the forms list.
-func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req request) {
+func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req listRequest) {
 	req.q.MaxBytes = a.cfg.pageBytes
 	withBuffer(func(b []byte) []byte {
 		b = appendEnvelope(b, msgForms, "forms")
@@ -90,7 +37,7 @@ func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req request) {
 
 // serveSubmissions answers a page of a form's submissions, or of its
 // sync feed.
-func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req request) {
+func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req listRequest) {
 	formID := req.list.FormID
 	if req.sync {
 		a.listFeed(w, r, req, formID)
@@ -104,7 +51,7 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 		// any answer (charge.go).
 		ctx, meter := wire.WithMeter(req.ctx)
 		tagNext, items, err := a.readSubmissions(ctx, &req, &p)
-		a.chargeWork(w, r, req, meter.Examined())
+		a.chargeWork(w, r, req.request, meter.Examined())
 		if err != nil {
 			a.fail(w, r, err)
 			return p.Body
@@ -118,7 +65,7 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req reque
 // into req.totalJSON when asked for, under ctx. It returns what the
 // page's tag covers besides its items (where the next page begins, and
 // the total) and where the items are.
-func (a *api) readSubmissions(ctx context.Context, req *request, p *wire.Page) (tagNext string, items pageItems, err error) {
+func (a *api) readSubmissions(ctx context.Context, req *listRequest, p *wire.Page) (tagNext string, items pageItems, err error) {
 	formID := req.list.FormID
 	start := len(p.Body) // where the items begin
 	err = a.pages.AppendSubmissions(ctx, req.account, formID, req.q, p)
@@ -142,7 +89,7 @@ func (a *api) readSubmissions(ctx context.Context, req *request, p *wire.Page) (
 	if a.count == nil {
 		return "", pageItems{}, errNoCount
 	}
-	t, err := a.count.CountSubmissions(ctx, req.account, formID, req.q, req.total == "exact")
+	t, err := a.count.CountSubmissions(ctx, req.account, formID, req.q, req.total == TotalExact)
 	if err != nil {
 		return "", pageItems{}, fmt.Errorf("count submissions: %w", err)
 	}
@@ -156,7 +103,7 @@ func (a *api) readSubmissions(ctx context.Context, req *request, p *wire.Page) (
 // hasMore. The last page carries a token too, so a poller always has one
 // to store. A store without the feed gets 501, since the request is good
 // and the server cannot serve it.
-func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req request, formID string) {
+func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, formID string) {
 	if a.feed == nil {
 		a.fail(w, r, errNoFeed)
 		return
@@ -297,7 +244,7 @@ func (a *api) anyForm(ctx context.Context, g Grant, q Query, at *wire.Forms) (bo
 // listForms reads one page of the forms of accountID: through the store's
 // ListFormsAt at at, the version of the forms list that the combined
 // lookup read with the request's key (non-nil only then, and only for
-// that store itself: see combinedFormsLookup), so that every page of one
+// that store itself: see capabilitiesOf), so that every page of one
 // request is read at that version or, once the store has read a later
 // one, at that; else through Store.ListForms.
 func (a *api) listForms(ctx context.Context, accountID string, q Query, at *wire.Forms) (Page[Form], error) {
@@ -420,41 +367,6 @@ func (c checkedReader) AppendFeed(ctx context.Context, accountID, formID string,
 			}
 			// Ask for the items that fit: that page's Next follows them.
 			want = max(min(cut, want-1), 1)
-		}
-	}
-}
-
-// headChunk is how many entries one call of a host's FeedStore reads
-// when FeedHead walks its feed.
-const headChunk = 1000
-
-// FeedHead walks a host's feed to its end, keeping nothing but where it
-// ends and the form's incarnation (FeedPage.Incarnation, 0 when the store
-// does not tell): a FeedStore has no cheaper way to say it. Its cost is a
-// read of the whole feed, in calls of headChunk entries; a walk that
-// meets another incarnation (the form was created again meanwhile) starts
-// over, up to maxRecuts times.
-func (c checkedReader) FeedHead(ctx context.Context, accountID, formID string, _ *wire.Form) (int64, uint64, error) {
-	var next int64
-	var inc uint64
-	for walks := 0; ; {
-		page, err := c.feed.SyncSubmissions(ctx, accountID, formID, next, headChunk)
-		if err != nil {
-			return 0, 0, err
-		}
-		if otherIncarnation(inc, page.Incarnation) {
-			if walks++; walks == maxRecuts {
-				return 0, 0, fmt.Errorf("sync submissions: the form was created again %d times while its feed was walked", walks)
-			}
-			next, inc = 0, 0
-			continue
-		}
-		if page.Next < next || (page.Next == next && page.More) {
-			return 0, 0, fmt.Errorf("sync submissions: the store moved from position %d to %d", next, page.Next)
-		}
-		next, inc = page.Next, max(inc, page.Incarnation) // 0 on a page, of a store that does not tell, leaves it
-		if !page.More {
-			return next, inc, nil
 		}
 	}
 }

@@ -53,7 +53,7 @@ func observedIn(ctx context.Context) *observed {
 
 // observe wraps what a has been given so that its calls are reported to
 // o; the readers must have been chosen first (the wrappers hide the fast
-// path from fastPathOf).
+// path from capabilitiesOf).
 func (a *api) observe(o observe.Observer) {
 	a.store = observedStore{a.store, o}
 	a.pages = observedReader{a.pages, o}
@@ -150,6 +150,19 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the writer underneath.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// observeCall reports a call to the store that a route makes itself (a
+// read of the module-private contract beyond the wrappers below: see
+// docs/architecture.md, "Adding a store read") to the handler's
+// observer, if it has one: the call takes the returned ctx, and done
+// takes its error.
+func (a *api) observeCall(ctx context.Context, op, accountID, formID string) (context.Context, func(error)) {
+	if a.cfg.observer == nil {
+		return ctx, func(error) {}
+	}
+	observedIn(ctx).formID = formID
+	return call(a.cfg.observer, ctx, op, accountID, formID)
+}
+
 func call(o observe.Observer, ctx context.Context, op, account, form string) (context.Context, func(error)) {
 	return o.Call(ctx, observe.Call{Op: op, AccountID: account, FormID: form})
 }
@@ -198,15 +211,6 @@ func (r observedReader) AppendFeed(ctx context.Context, accountID, formID string
 	return next, more, err
 }
 
-func (r observedReader) FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (int64, uint64, error) {
-	seen := observedIn(ctx)
-	seen.formID = formID
-	ctx, done := call(r.o, ctx, observe.OpFeedHead, accountID, formID)
-	head, inc, err := r.pageReader.FeedHead(ctx, accountID, formID, form)
-	done(err)
-	return head, inc, err
-}
-
 // observedFields reports a CSV export's read of its columns.
 type observedFields struct {
 	FieldStore
@@ -222,13 +226,13 @@ func (f observedFields) DataFields(ctx context.Context, accountID, formID string
 
 // observedCounter reports a total's count.
 type observedCounter struct {
-	counter
+	Counter
 	o observe.Observer
 }
 
 func (c observedCounter) CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error) {
 	ctx, done := call(c.o, ctx, observe.OpCount, accountID, formID)
-	t, err := c.counter.CountSubmissions(ctx, accountID, formID, q, exact)
+	t, err := c.Counter.CountSubmissions(ctx, accountID, formID, q, exact)
 	done(err)
 	return t, err
 }

@@ -54,18 +54,16 @@ func TestEveryQueryFieldIsAParameter(t *testing.T) {
 		if !ok || inc != 7 || opened.Cursor != "pos" || !bytes.Equal(opened.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the cursor does not carry it: sealed %+v, opened %+v", p.name, q, opened)
 		}
-		if a.pageTag(request{list: l, q: q}, "", nil, pageItems{}) == a.pageTag(request{list: l}, "", nil, pageItems{}) {
+		if a.pageTag(listRequest{request: request{list: l}, q: q}, "", nil, pageItems{}) == a.pageTag(listRequest{request: request{list: l}}, "", nil, pageItems{}) {
 			t.Errorf("%s: the page tag is the same with and without it", p.name)
 		}
 		// Through the query string, and through a cursor on page 2.
-		var req request
-		req.list, req.route = l, routeNamed("submissions")
-		if msg := a.parseQuery(p.sampleQuery(), &req); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
+		var base request
+		base.list, base.route = l, routeNamed("submissions")
+		if req, msg := a.parseQuery(p.sampleQuery(), base); msg != "" || !bytes.Equal(req.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: the query string gives %+v (%s), want %+v", p.name, req.q, msg, q)
 		}
-		var next request
-		next.list, next.route = l, routeNamed("submissions")
-		if msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, 0, q, "pos"), &next); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
+		if next, msg := a.parseQuery("cursor="+a.tokens.seal(token.SubmissionsCursor, l, 0, q, "pos"), base); msg != "" || !bytes.Equal(next.q.AppendKey(nil), q.AppendKey(nil)) {
 			t.Errorf("%s: a cursor alone gives %+v (%s), want %+v", p.name, next.q, msg, q)
 		}
 	}

@@ -17,22 +17,35 @@ import (
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
-// request is what authenticate and the route's parse established about
-// an authenticated request.
+// request is what authenticate established about an authenticated
+// request: what every keyed route has. A route's parse makes the route's
+// own request from it (listRequest, exportRequest), which embeds it.
 type request struct {
 	route   *route          // what is asked for
 	key     string          // the API key, for the limiter's later decisions (export)
 	httpCtx context.Context // the request's own, without the store timeout
-	export  export          // the export's parameters
 	ctx     context.Context
 	cancel  context.CancelFunc
 	account string
 	grant   Grant      // what the key may read
 	form    *wire.Form // the form, from the combined lookup (authorize.go), or nil
-	list    token.List
-	q       Query
-	limit   string // the limit parameter as given, "" if absent
-	total   string // the total parameter: "", "exact" or "estimate"
+	// forms is the version of the account's forms list, from the combined
+	// lookup of a request for the forms list, or nil: every page of forms
+	// the request reads is read at it (appendForms).
+	forms *wire.Forms
+	list  token.List // the account and form the route reads
+
+	start time.Time // when authenticate began: the server's WriteTimeout runs from about then
+	room  *roomHold // the page's share of the handler's room (room.go), once reserved
+}
+
+// listRequest is a request of one of the lists (the forms, a form's
+// submissions or its sync feed), with what parseQuery read.
+type listRequest struct {
+	request
+	q     Query
+	limit string // the limit parameter as given, "" if absent
+	total string // the total parameter: "", TotalExact or TotalEstimate
 	// totalJSON is the page's "total" member, once counted, or nil.
 	totalJSON []byte
 	sync      bool  // a feed request: ?sync=start or ?sync=<token>
@@ -42,14 +55,6 @@ type request struct {
 	// sync token was sealed for (0: none, or not known); once the store
 	// has read the page, the form's own, which the next token carries.
 	inc uint64
-
-	// forms is the version of the account's forms list, from the combined
-	// lookup of a request for the forms list, or nil: every page of forms
-	// the request reads is read at it (appendForms).
-	forms *wire.Forms
-
-	start time.Time // when authenticate began: the server's WriteTimeout runs from about then
-	room  *roomHold // the page's share of the handler's room (room.go), once reserved
 }
 
 // authenticate checks r's key for route rt, counts the request in flight
@@ -123,10 +128,16 @@ func (req request) cursorKind() token.Kind {
 	return req.route.kind("cursor")
 }
 
-// parseQuery is the parse of the two lists: it fills req.q from the
-// query string, or returns the message of a 400 that names the offending
-// parameter.
-func (a *api) parseQuery(raw string, req *request) string {
+// parseQuery is the parse of the two lists: it makes the list's request
+// from base and the query string, or returns the message of a 400 that
+// names the offending parameter.
+func (a *api) parseQuery(raw string, base request) (req listRequest, msg string) {
+	req.request = base
+	return req, a.readQuery(raw, &req)
+}
+
+// readQuery reads the query string into req (parseQuery).
+func (a *api) readQuery(raw string, req *listRequest) string {
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
 		return "the query string is malformed: check its percent-encoding"
@@ -177,7 +188,7 @@ func (a *api) parseQuery(raw string, req *request) string {
 // parseSync reads the sync parameter of a feed request: "start" for the
 // beginning of the form's feed, or a syncToken of an earlier page of the
 // same feed. Only limit may stand beside it; the feed has its own order.
-func (a *api) parseSync(vals url.Values, req *request) string {
+func (a *api) parseSync(vals url.Values, req *listRequest) string {
 	if req.list.FormID == "" {
 		return "invalid sync: the feed is per form, at /v1/forms/{formId}/submissions?sync=start"
 	}

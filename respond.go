@@ -175,13 +175,13 @@ const (
 // storeNext), Link and tag. tagNext is what the tag says of where the
 // next page begins, and items where the page's items are (see pageTag).
 // It returns the body's buffer for reuse.
-func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, body []byte, storeNext, tagNext string, items pageItems) []byte {
+func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req listRequest, body []byte, storeNext, tagNext string, items pageItems) []byte {
 	tag := a.pageTag(req, tagNext, body, items)
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
 	body = appendNext(body, req.totalJSON, a.next(w, r, req, storeNext))
-	a.writePage(w, r, req, tag, body)
+	a.writePage(w, r, req.request, tag, body)
 	return body
 }
 
@@ -190,13 +190,13 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req request, b
 // at once: a 304 as for a list, otherwise the page with the sealed token
 // to resume from. The tag covers the items and where the page ends, not
 // the token, which is sealed afresh on every answer.
-func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req request, body []byte, next int64, more bool) []byte {
+func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req listRequest, body []byte, next int64, more bool) []byte {
 	tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), body, pageItems{})
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
 	}
 	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor, Incarnation: req.inc}), more)
-	a.writePage(w, r, req, tag, body)
+	a.writePage(w, r, req.request, tag, body)
 	return body
 }
 

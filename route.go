@@ -76,11 +76,9 @@ type route struct {
 	// room is what its requests take of the room for pages in flight
 	// (keyed routes).
 	room roomUse
-	// parse reads the route's parameters from the raw query string into
-	// req, which authenticate filled, or returns the message of a 400
-	// naming the parameter. nil for a route without parameters.
-	parse func(a *api, raw string, req *request) string
-	// serve answers an authenticated, parsed request (keyed routes).
+	// serve reads the route's parameters and answers a request that
+	// authenticate has let through (keyed routes): made by keyed from
+	// the route's own parse and serve.
 	serve func(a *api, w http.ResponseWriter, r *http.Request, req request)
 	// static answers a request of a route without a key.
 	static func(a *api) http.Handler
@@ -104,8 +102,7 @@ var routes = []*route{
 		tokens:     map[string]token.Kind{"cursor": token.FormsCursor},
 		link:       func(string) string { return pathForms },
 		operations: [2]string{"listForms", "headForms"},
-		parse:      (*api).parseQuery,
-		serve:      (*api).serveForms,
+		serve:      keyed((*api).parseQuery, (*api).serveForms),
 	},
 	{
 		name:  "submissions",
@@ -115,8 +112,7 @@ var routes = []*route{
 		tokens:     map[string]token.Kind{"cursor": token.SubmissionsCursor, "sync": token.SyncToken},
 		link:       submissionsPath,
 		operations: [2]string{"listSubmissions", "headSubmissions"},
-		parse:      (*api).parseQuery,
-		serve:      (*api).serveSubmissions,
+		serve:      keyed((*api).parseQuery, (*api).serveSubmissions),
 	},
 	{
 		name:  "export",
@@ -127,8 +123,7 @@ var routes = []*route{
 		// Its Link is the feed to read on from its Sync-Token.
 		link:       submissionsPath,
 		operations: [2]string{"exportSubmissions", "headExportSubmissions"},
-		parse:      (*api).parseExport,
-		serve:      (*api).serveExport,
+		serve:      keyed((*api).parseExport, (*api).serveExport),
 	},
 	{
 		name:  "openapi",
@@ -163,20 +158,38 @@ func (a *api) handle(rt *route) http.Handler {
 			return
 		}
 		defer req.cancel()
-		if rt.parse != nil {
-			if msg := rt.parse(a, r.URL.RawQuery, &req); msg != "" {
-				a.fail(w, r, badRequest(msg))
-				return
-			}
-		}
-		if rt.room == roomPage || rt.room == roomStream {
-			if !a.reservePage(w, r, &req) {
-				return
-			}
-			defer req.room.release()
-		}
 		rt.serve(a, w, r, req)
 	})
+}
+
+// base returns the authenticated request a route's own request embeds.
+func (req *listRequest) base() *request   { return &req.request }
+func (req *exportRequest) base() *request { return &req.request }
+
+// keyed makes a keyed route's serve from its own parse, which makes the
+// route's request R from the authenticated one and the raw query string
+// (or returns the message of a 400 naming the parameter), and its own
+// serve, which answers it. Between them, before any store read, the
+// request takes its room (room.go) as the route's room says.
+func keyed[R any, P interface {
+	*R
+	base() *request
+}](parse func(a *api, raw string, req request) (R, string), serve func(a *api, w http.ResponseWriter, r *http.Request, req R)) func(*api, http.ResponseWriter, *http.Request, request) {
+	return func(a *api, w http.ResponseWriter, r *http.Request, base request) {
+		req, msg := parse(a, r.URL.RawQuery, base)
+		if msg != "" {
+			a.fail(w, r, badRequest(msg))
+			return
+		}
+		if rt := base.route; rt.room == roomPage || rt.room == roomStream {
+			b := P(&req).base()
+			if !a.reservePage(w, r, b) {
+				return
+			}
+			defer b.room.release()
+		}
+		serve(a, w, r, req)
+	}
 }
 
 // noRouteMessage is the message of the 404 of a path the API does not

@@ -97,8 +97,8 @@ func missingPieces(rt *route, ops map[string]map[string]openAPIOperation, kinds 
 		}
 		return miss
 	}
-	if rt.serve == nil || (len(rt.params) > 0 && rt.parse == nil) {
-		miss = append(miss, "no handler or no parse of its parameters")
+	if rt.serve == nil {
+		miss = append(miss, "no handler (keyed: its parse and serve)")
 	}
 	if rt.rate == rateKeyless {
 		miss = append(miss, "a keyed route that the rate limiter does not count")

@@ -9,48 +9,61 @@ import (
 	"context"
 	"errors"
 	"strconv"
+
+	"github.com/formsapi/formsapi/internal/find"
 )
 
-// Total is the size of a list of submissions as a store counted it, and
-// how far it can be trusted. The handler answers total=exact and
-// total=estimate through the store's method
-//
-//	CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error)
-//
-// (memstore, sqlitestore and pgstore have it), and 501 over a store
-// without it. Its contract (storetest's Find/Total clause):
-//
-//   - It counts the submissions of formID, a form of accountID, within
-//     q's Since, Until, Filters and Search (filters below are both);
-//     q's Cursor, Limit, Order, MaxBytes and
-//     Fields are ignored. A form that is not accountID's is
-//     ErrFormNotFound, as for ListSubmissions.
-//   - Without filters, it counts at most 100,000 rows: the exact number
-//     of items ("exact"), or 100,000 "at_least". exact makes no
-//     difference.
-//   - With filters and exact, it checks at most 10,000 candidates against
-//     every clause, and none past the one that finds those checked
-//     holding 32 MiB of data and attachments as the store keeps them: the
-//     exact number of matches when it checked every candidate, else the
-//     matches it found, "at_least".
-//   - With filters and not exact, it may count candidates without
-//     checking them ("estimate"), at most 100,000 of them; a store that
-//     checks them may answer as for exact.
-//   - Nothing is counted unless the handler calls it, which it does only
-//     for a request that asks.
+// Counter is a store that counts the lists of submissions it serves,
+// which the handler needs to answer total=exact and total=estimate: it
+// answers 501 to either over a store that is not a Counter. memstore,
+// sqlitestore and pgstore are Counters; a host's type that embeds one of
+// them is not taken as one (its count would be the embedded store's,
+// past the host's own ListSubmissions) unless it is given as a store of
+// its own. storetest's Find/Total clauses check this contract.
+type Counter interface {
+	// CountSubmissions counts the submissions of formID, a form of
+	// accountID, within q's Since, Until, Filters and Search (filters
+	// below are both); q's Cursor, Limit, Order, MaxBytes and Fields are
+	// ignored. A form that is not accountID's is ErrFormNotFound, as for
+	// ListSubmissions. Its work is bounded, and the Total's Kind says how
+	// far its Value can be trusted:
+	//
+	//   - Without filters, it counts at most 100,000 rows: the exact
+	//     number of items (TotalExact), or 100,000 TotalAtLeast. exact
+	//     makes no difference.
+	//   - With filters and exact, it checks at most 10,000 candidates
+	//     against every clause, and none past the one that finds those
+	//     checked holding 32 MiB of data and attachments as the store
+	//     keeps them: the exact number of matches when it checked every
+	//     candidate, else the matches it found, TotalAtLeast.
+	//   - With filters and not exact, it may count candidates without
+	//     checking them (TotalEstimate), at most 100,000 of them; a store
+	//     that checks them may answer as for exact.
+	//
+	// The handler calls it only for a request that asks for a total.
+	CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error)
+}
+
+// Total is the size of a list of submissions as a [Counter] counted it,
+// and how far it can be trusted. A page answers it as
+// "total": {"value": Value, "kind": Kind}.
 type Total struct {
 	Value int64
-	// Kind is "exact" (the list holds exactly Value items), "at_least"
-	// (the count stopped at its bound: the list holds at least Value) or
-	// "estimate" (counted without checking every item, index entries
-	// rather than matches: the list may hold fewer or more).
+	// Kind is TotalExact, TotalAtLeast or TotalEstimate.
 	Kind string
 }
 
-// counter is a store with CountSubmissions (see Total).
-type counter interface {
-	CountSubmissions(ctx context.Context, accountID, formID string, q Query, exact bool) (Total, error)
-}
+// The kinds of a [Total].
+const (
+	// TotalExact: the list holds exactly Value items.
+	TotalExact = find.Exact
+	// TotalAtLeast: the count stopped at its bound; the list holds at
+	// least Value items.
+	TotalAtLeast = find.AtLeast
+	// TotalEstimate: counted without checking every item (index entries
+	// rather than matches); the list may hold fewer or more.
+	TotalEstimate = find.Estimate
+)
 
 // errNoCount: total was asked of a store that cannot count (501).
 var errNoCount = errors.New("the store cannot count submissions")
@@ -59,7 +72,7 @@ var errNoCount = errors.New("the store cannot count submissions")
 // "estimate".
 func parseTotal(v string) (mode string, msg string) {
 	switch v {
-	case "", "exact", "estimate":
+	case "", TotalExact, TotalEstimate:
 		return v, ""
 	}
 	return "", `invalid total: must be "exact" (counted, within a bound) or "estimate" (cheaper, may be off)`

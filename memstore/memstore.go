@@ -23,6 +23,7 @@ import (
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/keyuse"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -34,9 +35,9 @@ import (
 // a formsapi.Store, a formsapi.FeedStore (the sync feed) and
 // formsapi.FieldStore (the CSV export's columns), a formsapi.KeyResolver
 // and formsapi.KeyAuthorizer (scoped and expiring keys) and
-// formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, and a hookstore.Store (webhook
-// endpoints and their streams); it also counts lists for total= (see
-// formsapi.Total). Give it to formsapi.NewHandler as both store and keys.
+// formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, a hookstore.Store (webhook
+// endpoints and their streams) and a formsapi.Counter (it
+// counts lists for total=). Give it to formsapi.NewHandler as both store and keys.
 // The zero value is not usable; call New.
 type Store struct {
 	mu       sync.RWMutex
@@ -478,6 +479,18 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 	return err
 }
 
+// The parts of the module-private store contract (internal/storecontract)
+// and of the optional public interfaces the store implements. The
+// private contract's methods (FastPath, AppendSubmissions, AppendFeed,
+// FeedHead and, where the store has them, AuthorizeForm, AuthorizeForms
+// and ListFormsAt) are exported only so that the handler, in another
+// package, can call them: their types are internal, so a host cannot, and
+// they are not part of the store's API.
+var (
+	_ storecontract.Store[formsapi.Query] = (*Store)(nil)
+	_ formsapi.Counter                    = (*Store)(nil)
+)
+
 // FastPath is for this module's handler, which reads pages straight from
 // the store's encoded JSON when it is given the store itself. A host's
 // type that embeds the store has this method too, but it returns the
@@ -487,7 +500,7 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 // It also hands the handler the store's cursor secret, drawn from
 // crypto/rand by New: handlers over one store share cursors, sync tokens
 // and feed refs, which end with the process, as its data does.
-func (s *Store) FastPath() wire.Self { return wire.Self{Store: s, Secret: s.secret} }
+func (s *Store) FastPath() storecontract.Self { return storecontract.Self{Store: s, Secret: s.secret} }
 
 // submissions visits one page of a form of accountID under the read lock,
 // and sets *inc, unless nil, to the form's incarnation.
@@ -650,7 +663,7 @@ func cloneSubmission(s formsapi.Submission) formsapi.Submission {
 // swap one for another behind that interface too.
 func (s *Store) Close() error { return nil }
 
-// CountSubmissions is the count the handler asks for total= (see formsapi.Total), as the database stores
+// CountSubmissions is the count the handler asks for total= (see formsapi.Counter), as the database stores
 // do, over the submissions in memory: the candidates of a filtered list
 // are those that match its first clause (the database stores count the
 // entries of their rarest clause's index key instead: the same exact

@@ -243,9 +243,9 @@ func WithClock(now func() time.Time) Option {
 // module has for a store: a formsapi.Store, a formsapi.FeedStore (the sync
 // feed) and formsapi.FieldStore (the CSV export's columns), a
 // formsapi.KeyResolver and formsapi.KeyAuthorizer (scoped and expiring
-// keys) and formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, and a hookstore.Store
-// (webhook endpoints and their streams); it also counts lists for total=
-// (see formsapi.Total), and its RateLimiter is a ratelimit.Limiter shared
+// keys) and formsapi.KeyManager, a formsapi.Writer and formsapi.BatchWriter, a hookstore.Store
+// (webhook endpoints and their streams) and a formsapi.Counter
+// (it counts lists for total=), and its RateLimiter is a ratelimit.Limiter shared
 // by the nodes. Give it to formsapi.NewHandler as both store and keys. It
 // is safe for concurrent use. Make one with Open or New.
 type Store struct {

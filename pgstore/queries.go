@@ -176,7 +176,7 @@ LATERAL (SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (SELECT
     WHERE form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) f) e
 ORDER BY k.i`
 
-	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
+	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
 	// range and the index entries of one key in a range, both bounded (an
 	// exact count of a filtered list reads the data of a key's entries
 	// with the oldest-first page statement, in batches: newCountRows). The

@@ -111,7 +111,7 @@ ORDER BY created_at ASC, seq ASC`
 WHERE form_seq = ?1 AND key = j.value ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `))
 FROM json_each(?2) j`
 
-	// Totals (total=exact|estimate; see formsapi.Total): the rows of a
+	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
 	// range, the index entries of one key in a range, both bounded, and
 	// the data of a key's entries to check against the filters.
 	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions

@@ -11,6 +11,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/observe"
@@ -129,6 +130,19 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	return p, nil
 }
 
+// The parts of the module-private store contract (internal/storecontract)
+// and of the optional public interfaces the store implements. The
+// private contract's methods (FastPath, AppendSubmissions, AppendFeed,
+// FeedHead and, where the store has them, AuthorizeForm, AuthorizeForms
+// and ListFormsAt) are exported only so that the handler, in another
+// package, can call them: their types are internal, so a host cannot, and
+// they are not part of the store's API.
+var (
+	_ storecontract.Store[formsapi.Query]          = (*Store)(nil)
+	_ storecontract.FormAuthorizer[formsapi.Grant] = (*Store)(nil)
+	_ formsapi.Counter                             = (*Store)(nil)
+)
+
 // FastPath is for this module's handler, which reads pages straight from
 // the store's encoded JSON when it is given the store itself. A host's
 // type that embeds the store has this method too, but it returns the
@@ -139,7 +153,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 // formsapi_secrets, made at the first Open or New): cursors, sync tokens,
 // feed refs and page ETags then outlive a restart and hold in every
 // process over the file, with no formsapi.WithCursorSecret to set.
-func (s *Store) FastPath() wire.Self { return wire.Self{Store: s, Secret: s.secret} }
+func (s *Store) FastPath() storecontract.Self { return storecontract.Self{Store: s, Secret: s.secret} }
 
 // AppendSubmissions is ListSubmissions for the handler's fast path: it
 // appends the stored JSON of each submission to p.Body, one column per
@@ -347,7 +361,7 @@ func (s *Store) filteredStmt(ctx context.Context, args []any, q formsapi.Query, 
 	return stored.ByOrder(o, s.findAsc, s.findDesc), withKey(args, key), true, nil
 }
 
-// CountSubmissions is the count the handler asks for total= (see formsapi.Total): it counts the rows of
+// CountSubmissions is the count the handler asks for total= (see formsapi.Counter): it counts the rows of
 // q's range, or for a filtered list the entries of the index of
 // submitted values it walks, checked against the filters when exact, all
 // within the bounds formsapi.Total documents.

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/storecontract"
 )
 
 // damagedContent is in every damaged value the suite writes: it must
@@ -70,12 +71,12 @@ func damageClauses(t *testing.T, open Open, cfg *config) {
 				keys = r
 			}
 			paths := []readPath{{"ListSubmissions", checkedOnly{s}, false}}
-			if fp, ok := s.(fastStore); ok && fp.FastPath().Store == s {
+			if _, ok := storecontract.Of[fastStore](s); ok {
 				paths = append(paths, readPath{"fast path", s, false})
 			}
 			if f, ok := s.(formsapi.FeedStore); ok {
 				paths = append(paths, readPath{"SyncSubmissions", checkedFeed{s, f}, true})
-				if fp, ok := s.(fastFeed); ok && fp.FastPath().Store == s {
+				if _, ok := storecontract.Of[fastFeedStore](s); ok {
 					paths = append(paths, readPath{"feed fast path", s, true})
 				}
 			}

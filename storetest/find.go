@@ -281,11 +281,6 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 	})
 }
 
-// counter is a store that counts (see formsapi.Total).
-type counter interface {
-	CountSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, exact bool) (formsapi.Total, error)
-}
-
 // totalClauses hold the contract of CountSubmissions (see formsapi.Total)
 // on a store that counts.
 func totalClauses(t *testing.T, open Open, cfg *config) {
@@ -295,7 +290,7 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 	t.Run("Find/Total", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)
-		c, ok := s.(counter)
+		c, ok := s.(formsapi.Counter)
 		if !ok {
 			// An optional method: a store without it answers total with 501 (the
 			// handler's clause), so there is nothing of the store's to hold here.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
@@ -379,10 +380,10 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 		// cannot tell.
 		cfg.parallel(t)
 		s := open(t, seed)
-		if fp, ok := s.(fastStore); !ok || fp.FastPath().Store != s {
+		if _, ok := storecontract.Of[fastStore](s); !ok {
 			t.Skip("the store has no page fast path: the handler cannot learn a form's incarnation from it")
 		}
-		_, feed := s.(fastFeed)
+		_, feed := s.(fastFeedStore)
 		const form = "created-twice"
 		make := func(n int) {
 			t.Helper()

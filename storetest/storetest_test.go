@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
@@ -888,8 +889,8 @@ func (s *doubleClaim) ClaimEndpoints(ctx context.Context, now time.Time, d time.
 // a cursor or sync token of a deleted form then reads the new form's.
 type oneIncarnation struct{ *memstore.Store }
 
-func (o oneIncarnation) FastPath() wire.Self {
-	return wire.Self{Store: o, Secret: o.Store.FastPath().Secret}
+func (o oneIncarnation) FastPath() storecontract.Self {
+	return storecontract.Self{Store: o, Secret: o.Store.FastPath().Secret}
 }
 
 func (o oneIncarnation) AppendSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query, p *wire.Page) error {

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/fastpath"
-	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/internal/storecontract"
 )
 
 // Open makes a fresh store loaded with seed. Run calls it once for each
@@ -202,17 +201,17 @@ func Run(t *testing.T, open Open, opts ...Option) {
 	group("Store", "", func(t *testing.T) { storeClauses(t, open, c) })
 
 	fast := ""
-	switch fp, ok := probe.(fastStore); {
+	switch _, ok := probe.(fastStore); {
 	case !ok:
 		fast = "the store has no page fast path (AppendSubmissions): the handler reads it through ListSubmissions, which Store checks"
-	case fp.FastPath().Store != probe:
+	case !storecontract.IsStore(probe):
 		fast = "the store embeds one of this module's stores: the handler reads it through its own ListSubmissions, which Store checks, never the embedded fast path"
 	case !isWriter(probe):
 		fast = "the fast path is checked on stores with formsapi.Writer"
 	}
 	group("FastPath", fast, func(t *testing.T) {
 		storeClauses(t, func(t *testing.T, seed Seed) formsapi.Store {
-			return fastpath.Store{WriteLister: as[fastpath.WriteLister](t, open(t, seed))}
+			return fastLists{as[fastWriter](t, open(t, seed))}
 		}, c)
 	})
 
@@ -228,7 +227,7 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		t.Run("FastPath", func(t *testing.T) {
 			c.parallel(t)
 			searchClauses(t, func(t *testing.T, seed Seed) formsapi.Store {
-				return fastpath.Store{WriteLister: as[fastpath.WriteLister](t, c.indexed(t, seed))}
+				return fastLists{as[fastWriter](t, c.indexed(t, seed))}
 			}, c)
 		})
 	})
@@ -288,16 +287,16 @@ func Run(t *testing.T, open Open, opts ...Option) {
 
 	feedFast := feed
 	if feedFast == "" {
-		switch fp, ok := probe.(fastFeed); {
+		switch _, ok := probe.(fastFeedStore); {
 		case !ok:
 			feedFast = "the store has no feed fast path (AppendFeed): the handler reads its feed through SyncSubmissions, which Feed checks"
-		case fp.FastPath().Store != probe:
+		case !storecontract.IsStore(probe):
 			feedFast = "the store embeds one of this module's stores: the handler reads its feed through its own SyncSubmissions, which Feed checks"
 		}
 	}
 	group("FeedFastPath", feedFast, func(t *testing.T) {
 		feedClauses(t, func(t *testing.T, seed Seed) syncStore {
-			return fastpath.Feed{FeedLister: as[fastpath.FeedLister](t, open(t, seed))}
+			return fastFeed{as[fastFeedStore](t, open(t, seed))}
 		}, c)
 	})
 
@@ -336,19 +335,6 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		damage = "no storetest.WithDamage option: the suite cannot damage the store's stored data to check the damaged-data clause"
 	}
 	group("Damage", damage, func(t *testing.T) { damageClauses(t, open, c) })
-}
-
-// fastStore is a store with the handler's page fast path, which the
-// handler takes only on the store itself (see wire.Self).
-type fastStore interface {
-	fastpath.Lister
-	FastPath() wire.Self
-}
-
-// fastFeed is a store with the handler's feed fast path.
-type fastFeed interface {
-	fastpath.FeedLister
-	FastPath() wire.Self
 }
 
 func isWriter(s formsapi.Store) bool     { _, ok := s.(formsapi.Writer); return ok }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/observe"
 )
 
@@ -53,7 +53,7 @@ type Dispatcher struct {
 	cfg   config
 	store Store
 	feed  Feed
-	heads wire.Head // feed, if one of this module's stores itself: its forms' feed heads; nil otherwise
+	heads storecontract.Head // feed, if one of this module's stores itself: its forms' feed heads; nil otherwise
 	tok   tokens
 	slots *slots // attempts in flight: in all, per account
 
@@ -538,7 +538,7 @@ func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bo
 //   - A stream of none yet (a new one, or one written before streams
 //     kept theirs): the form's, unless its cursor is past the form's feed
 //     head, which only another form's cursor can be (read when the feed
-//     is one of this module's stores: wire.Head).
+//     is one of this module's stores: storecontract.Head).
 //   - A stream of another incarnation: started over.
 func (d *Dispatcher) incarnation(ctx context.Context, e Endpoint, st *Stream, inc uint64) (again, ok bool) {
 	if inc != 0 && st.Incarnation != 0 {

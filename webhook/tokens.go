@@ -1,8 +1,8 @@
 package webhook
 
 import (
+	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/token"
-	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // tokens makes the refs and sync tokens of a form's feed exactly as the
@@ -41,27 +41,25 @@ func sameIncarnation(a, b uint64) bool { return a == 0 || b == 0 || a == b }
 
 // secretOf returns secret, or when it is empty the cursor secret that
 // feed, or else store, keeps: the one the handler takes without
-// formsapi.WithCursorSecret (wire.KeptSecret). It panics when there is
+// formsapi.WithCursorSecret (storecontract.KeptSecret). It panics when there is
 // none.
 func secretOf(secret []byte, feed Feed, store Store) []byte {
 	if len(secret) > 0 {
 		return secret
 	}
-	if kept := wire.KeptSecret(feed, store); kept != nil {
+	if kept := storecontract.KeptSecret(feed, store); kept != nil {
 		return kept
 	}
 	panic("webhook: no cursor secret: pass the one the handler has from formsapi.WithCursorSecret, " +
 		"or a Feed of this module's stores, which keeps one")
 }
 
-// headOf returns feed as a wire.Head, which tells its forms'
+// headOf returns feed as a storecontract.Head, which tells its forms'
 // incarnations, if feed is one of this module's stores itself; nil
 // otherwise. A type that embeds one may serve another feed than the
 // embedded store's (as for the handler's fast path), and the handler
 // then seals its refs with no incarnation, as the dispatcher must too.
-func headOf(feed Feed) wire.Head {
-	if h, ok := feed.(wire.Head); ok && h.FastPath().Store == any(feed) {
-		return h
-	}
-	return nil
+func headOf(feed Feed) storecontract.Head {
+	h, _ := storecontract.Of[storecontract.Head](feed)
+	return h
 }

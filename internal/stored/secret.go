@@ -8,7 +8,7 @@ import (
 // The cursor secret a database store keeps in its formsapi_secrets table
 // (migration 0008 in sqlitestore, 0010 in pgstore), under the name
 // CursorSecret, and hands to the handler through its FastPath (see
-// wire.Self): the handler keys cursors, sync tokens, feed refs and page
+// storecontract.Self): the handler keys cursors, sync tokens, feed refs and page
 // ETags with it unless the host gives WithCursorSecret.
 //
 // The store makes it once, at the first Open or New of a database that

@@ -5,7 +5,6 @@
 package wire
 
 import (
-	"context"
 	"math"
 	"sync/atomic"
 	"unicode/utf8"
@@ -272,55 +271,6 @@ func (p *Page) Rewind(m Mark) {
 	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
 	p.Ends = p.Ends[:min(len(p.Ends), m.positions)]
 	p.Digests, p.DigestItems = nil, 0
-}
-
-// Self is what a store of this module returns from its FastPath method:
-// the store itself. A host's type that embeds one of these stores has the
-// method too, promoted, and it returns the embedded store, not the host's
-// value. The handler compares the two, and takes the fast path (and the
-// store's other optional methods) only for the store itself, so that a
-// host's overrides are never bypassed.
-//
-// Secret is the store's cursor secret: key material the store keeps with
-// its data (in its database, for sqlitestore and pgstore; per store value
-// for memstore, whose data ends with the process), made once from
-// crypto/rand and the same for every process over that data. The handler
-// keys cursors, sync tokens, feed refs and page ETags with it unless
-// formsapi.WithCursorSecret gives another, so that they outlive a restart
-// and hold on every node; unlike the fast path, it takes the secret from
-// a type that embeds a store too, since the secret belongs to the data.
-type Self struct {
-	Store  any
-	Secret []byte
-}
-
-// KeptSecret returns the cursor secret that the first of vs that is one
-// of this module's stores, or embeds one, keeps (its Self's Secret), and
-// nil when none of them is. The handler without
-// formsapi.WithCursorSecret, and webhook's Dispatcher and Endpoints given
-// no secret, all take theirs here, so that over one store every token
-// and ref is sealed with one secret, obtained the same way (RELIABILITY
-// case 102).
-func KeptSecret(vs ...any) []byte {
-	for _, v := range vs {
-		if f, ok := v.(interface{ FastPath() Self }); ok && len(f.FastPath().Secret) > 0 {
-			return f.FastPath().Secret
-		}
-	}
-	return nil
-}
-
-// Head is a store of this module, which tells where a form's feed ends
-// and the form's incarnation (see Page.Incarnation): the handler's export
-// reads both, and webhook's dispatcher reads the incarnation to know
-// which form a stream's cursor is a position of. As for the fast path,
-// only the store itself is asked (Self), never a type that embeds one.
-type Head interface {
-	FastPath() Self
-	// FeedHead returns the position of the form's last feed entry and
-	// the form's incarnation (0 when the store cannot tell), or
-	// formsapi.ErrFormNotFound. form is the combined lookup's, or nil.
-	FeedHead(ctx context.Context, accountID, formID string, form *Form) (head int64, incarnation uint64, err error)
 }
 
 // Budget ends a page at a number of bytes: before an item that would take
