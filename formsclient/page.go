@@ -145,15 +145,7 @@ func EstimatedTotal() ListOption {
 // [Client.Forms], and a 304 for IfNoneMatch; the Response comes with an
 // error answer too.
 func (c *Client) FormsPage(ctx context.Context, opts ...ListOption) ([]formsapi.Form, *Response, error) {
-	l := formsList()
-	if err := c.ready(); err != nil {
-		return nil, nil, err
-	}
-	q := listOptions(opts)
-	if err := l.refuse(q, false); err != nil {
-		return nil, nil, err
-	}
-	return page(ctx, c, l, q)
+	return pageOf(ctx, c, formsList(), opts)
 }
 
 // SubmissionsPage returns one page of the submissions of the form
@@ -171,7 +163,12 @@ func (c *Client) FormsPage(ctx context.Context, opts ...ListOption) ([]formsapi.
 // do. Errors are those of [Client.Submissions], and a 304 for
 // IfNoneMatch; the Response comes with an error answer too.
 func (c *Client) SubmissionsPage(ctx context.Context, formID string, opts ...ListOption) ([]formsapi.Submission, *Response, error) {
-	l := submissionsList(fmt.Sprintf("list submissions of form %q", formID), formID)
+	return pageOf(ctx, c, submissionsList(fmt.Sprintf("list submissions of form %q", formID), formID), opts)
+}
+
+// pageOf is the page call of l (FormsPage, SubmissionsPage): the page
+// that opts ask for, once they are checked.
+func pageOf[T any](ctx context.Context, c *Client, l list[T], opts []ListOption) ([]T, *Response, error) {
 	if err := c.ready(); err != nil {
 		return nil, nil, err
 	}
