@@ -10,6 +10,7 @@ package formsapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -412,4 +413,29 @@ func appendWithin(p *wire.Page, formID string, items []Submission, positions []i
 // earlier version, a store that does not tell), which matches any.
 func otherIncarnation(tok, form uint64) bool {
 	return tok != 0 && form != 0 && tok != form
+}
+
+// Totals: total=exact or total=estimate asks a page of submissions to say
+// how many items its list holds, counted by the store (a Counter).
+
+// errNoCount: total was asked of a store that cannot count (501).
+var errNoCount = errors.New("the store cannot count submissions")
+
+// parseTotal reads the total parameter: "" (absent), "exact" or
+// "estimate".
+func parseTotal(v string) (mode string, msg string) {
+	switch v {
+	case "", TotalExact, TotalEstimate:
+		return v, ""
+	}
+	return "", `invalid total: must be "exact" (counted, within a bound) or "estimate" (cheaper, may be off)`
+}
+
+// appendTotal appends the "total" member of a page.
+func appendTotal(b []byte, t Total) []byte {
+	b = append(b, `,"total":{"value":`...)
+	b = strconv.AppendInt(b, t.Value, 10)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, string(t.Kind))
+	return append(b, '}')
 }

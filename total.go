@@ -7,8 +7,6 @@ package formsapi
 
 import (
 	"context"
-	"errors"
-	"strconv"
 
 	"github.com/formsapi/formsapi/internal/find"
 )
@@ -64,25 +62,3 @@ const (
 	// rather than matches); the list may hold fewer or more.
 	TotalEstimate = find.Estimate
 )
-
-// errNoCount: total was asked of a store that cannot count (501).
-var errNoCount = errors.New("the store cannot count submissions")
-
-// parseTotal reads the total parameter: "" (absent), "exact" or
-// "estimate".
-func parseTotal(v string) (mode string, msg string) {
-	switch v {
-	case "", TotalExact, TotalEstimate:
-		return v, ""
-	}
-	return "", `invalid total: must be "exact" (counted, within a bound) or "estimate" (cheaper, may be off)`
-}
-
-// appendTotal appends the "total" member of a page.
-func appendTotal(b []byte, t Total) []byte {
-	b = append(b, `,"total":{"value":`...)
-	b = strconv.AppendInt(b, t.Value, 10)
-	b = append(b, `,"kind":`...)
-	b = appendString(b, string(t.Kind))
-	return append(b, '}')
-}
