@@ -121,7 +121,7 @@ func answers(t *testing.T, s formsapi.Store, seed Seed) string {
 				q.Filters, q.Search = c.q.Filters, c.q.Search
 				line(fmt.Sprintf("%s %s %s", form, c.name, q.Order), walkFiltered(t, s, account, form, q))
 			}
-			if n, ok := s.(counter); ok {
+			if n, ok := s.(formsapi.Counter); ok {
 				q := c.q
 				q.Limit = 1
 				for _, exact := range []bool{true, false} {
