@@ -163,27 +163,9 @@ func localNames(f *ast.File) map[string]bool {
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.FuncDecl:
-			for _, l := range []*ast.FieldList{n.Recv, n.Type.Params, n.Type.Results} {
-				if l == nil {
-					continue
-				}
-				for _, fd := range l.List {
-					for _, id := range fd.Names {
-						names[id.Name] = true
-					}
-				}
-			}
+			fieldNames(names, n.Recv, n.Type.Params, n.Type.Results)
 		case *ast.FuncLit:
-			for _, l := range []*ast.FieldList{n.Type.Params, n.Type.Results} {
-				if l == nil {
-					continue
-				}
-				for _, fd := range l.List {
-					for _, id := range fd.Names {
-						names[id.Name] = true
-					}
-				}
-			}
+			fieldNames(names, n.Type.Params, n.Type.Results)
 		case *ast.AssignStmt:
 			if n.Tok == token.DEFINE {
 				for _, e := range n.Lhs {
@@ -212,4 +194,19 @@ func localNames(f *ast.File) map[string]bool {
 		return true
 	})
 	return names
+}
+
+// fieldNames adds the names of the fields of lists (a function's
+// receiver, parameters or results; nil for none) to names.
+func fieldNames(names map[string]bool, lists ...*ast.FieldList) {
+	for _, l := range lists {
+		if l == nil {
+			continue
+		}
+		for _, fd := range l.List {
+			for _, id := range fd.Names {
+				names[id.Name] = true
+			}
+		}
+	}
 }
