@@ -103,13 +103,17 @@ func SpliceSQL(s *Store) string { return s.sql.splice }
 // key, the keyset bounds (lower at and seq, upper at and seq) and the
 // entries to read, as does an exact total's walk ("count/matches", the
 // oldest-first page statement read in batches); "count/entries" takes the
-// form's seq, the bounds and the key.
+// form's seq, the bounds and the key. Those of searches ("search/…",
+// "…/search") walk the form's unfolded tail beside the key's entries.
 func FindSQL(s *Store) map[string]string {
 	q := s.sql
 	return map[string]string{
 		"page/newest": q.findDesc, "page/oldest": q.findAsc,
 		"encoded/newest": q.findEncodedDesc, "encoded/oldest": q.findEncodedAsc,
 		"count/entries": q.countEntries, "count/matches": q.findAsc,
+		"search/page/newest": q.searchDesc, "search/page/oldest": q.searchAsc,
+		"search/encoded/newest": q.searchEncodedDesc, "search/encoded/oldest": q.searchEncodedAsc,
+		"count/entries/search": q.countSearchEntries, "count/matches/search": q.searchAsc,
 	}
 }
 

@@ -141,6 +141,31 @@ FROM (` + sqlFindEntries + `) i
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
+	// A search's walk (a trigram's entries: a negative key): the entries
+	// of the key and the form's unfolded tail (migration 0023), merged.
+	// A submission is in one or the other, as one statement sees the
+	// schema (the fold moves tail rows into the entries in one
+	// transaction), and each batch of a walk is one statement over a
+	// range of its own.
+	sqlSearch = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json) AS size
+FROM (` + sqlSearchEntries + `) i
+CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
+ORDER BY i.created_at {DIR}, i.seq {DIR}`
+
+	sqlSearchEncoded = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
+FROM (` + sqlSearchEntries + `) i
+CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
+ORDER BY i.created_at {DIR}, i.seq {DIR}`
+
+	sqlSearchEntries = `(` + sqlFindEntries + `)
+    UNION ALL
+    (SELECT seq, created_at FROM formsapi_find_tail
+    WHERE form_seq = $1 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
+    ORDER BY created_at {DIR}, seq {DIR}
+    LIMIT $7)
+    ORDER BY created_at {DIR}, seq {DIR}
+    LIMIT $7`
+
 	sqlFindEntries = `SELECT seq, created_at FROM formsapi_find
     WHERE form_seq = $1 AND key = $2 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
     ORDER BY created_at {DIR}, seq {DIR}
@@ -192,6 +217,11 @@ ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
+
+	// The same count of a trigram's entries, with the form's unfolded
+	// tail in the range (see sqlSearch).
+	sqlCountSearchEntries = `SELECT (` + sqlCountEntries + `) + (SELECT count(*) FROM formsapi_find_tail
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5))`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
@@ -491,6 +521,8 @@ type queries struct {
 	splice                                                          string
 
 	findEncodedDesc, findEncodedAsc, findDesc, findAsc           string
+	searchEncodedDesc, searchEncodedAsc, searchDesc, searchAsc   string
+	countSearchEntries                                           string
 	scanEncodedDesc, scanEncodedAsc, scanDesc, scanAsc           string
 	searchIndexed                                                string
 	countRows, countEntries, eraseCandidates                     string
@@ -532,6 +564,7 @@ func qualifyTables(schema, s string) string {
 func newQueries(schema string) queries {
 	q := func(s string) string { return qualifyTables(schema, s) }
 	findEncoded, find := byteBounded(sqlFindEncoded, "json", "$8"), byteBounded(sqlFind, "size", "$8")
+	searchEncoded, search := byteBounded(sqlSearchEncoded, "json", "$8"), byteBounded(sqlSearch, "size", "$8")
 	scanEncoded, scan := byteBounded(sqlScanEncoded, "json", "$7"), byteBounded(sqlScan, "size", "$7")
 	return queries{
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
@@ -541,7 +574,10 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(findEncoded, "DESC")), findEncodedAsc: q(ordered(findEncoded, "ASC")),
 		findDesc: q(ordered(find, "DESC")), findAsc: q(ordered(find, "ASC")),
-		scanEncodedDesc: q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
+		searchEncodedDesc: q(ordered(searchEncoded, "DESC")), searchEncodedAsc: q(ordered(searchEncoded, "ASC")),
+		searchDesc: q(ordered(search, "DESC")), searchAsc: q(ordered(search, "ASC")),
+		countSearchEntries: q(sqlCountSearchEntries),
+		scanEncodedDesc:    q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
 		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),
 		searchIndexed: q(sqlSearchIndexed),
 		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),

@@ -615,7 +615,9 @@ func (s *Store) listFiltered(ctx context.Context, accountID, formID string, q fo
 // walks: its only candidate (stored.Candidates), or the one with the
 // fewest entries, counted up to stored.Probed each in one statement (see
 // stored.Rarest for ties). It
-// reports false when a candidate has no entries: nothing matches. scan
+// reports false when a filter's key has no entries: nothing matches (a
+// trigram's entries leave out the form's unfolded tail, which its walk
+// reads). scan
 // says the page walks the form's submissions instead (a search without
 // filters while the search index is off); the setting is read for
 // searches only.
@@ -653,7 +655,9 @@ func (s *Store) walkKey(ctx context.Context, formSeq int64, q formsapi.Query) (k
 		return 0, false, false, fmt.Errorf("probe: %d counts for %d keys", len(probes), len(keys))
 	}
 	key, found = stored.Rarest(keys, probes)
-	return key, found, false, nil
+	// A trigram without entries may still be in the form's unfolded
+	// tail, which its walk reads too (migration 0023).
+	return key, found || key < 0, false, nil
 }
 
 // appendFiltered is appendSubmissions for a query with filters: it walks
@@ -732,11 +736,19 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 			// bound as a walked key's entries are.
 			err = s.pool.QueryRow(ctx, s.sql.countRows, args...).Scan(&n)
 		} else {
-			err = s.pool.QueryRow(ctx, s.sql.countEntries, append(args, key)...).Scan(&n)
+			countEntries := s.sql.countEntries
+			if key < 0 {
+				countEntries = s.sql.countSearchEntries // with the unfolded tail
+			}
+			err = s.pool.QueryRow(ctx, countEntries, append(args, key)...).Scan(&n)
 		}
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	count := newCountRows(ctx, s.pool, s.sql.findAsc, form.Seq, key, b)
+	walk := s.sql.findAsc
+	if key < 0 {
+		walk = s.sql.searchAsc // with the unfolded tail
+	}
+	count := newCountRows(ctx, s.pool, walk, form.Seq, key, b)
 	if scan {
 		count.sql, count.scan = s.sql.scanAsc, true
 	}
@@ -751,7 +763,7 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 }
 
 // filteredRows is the walk of a filtered or searched page: the entries of
-// key (walkKey's), or with scan the form's submissions themselves (a
+// key (walkKey's; a trigram's with the form's unfolded tail), or with scan the form's submissions themselves (a
 // search without its index), in q's order, each row with its data
 // (encoded: with its JSON as the API sends it).
 func (s *Store) filteredRows(ctx context.Context, formSeq, key int64, scan, encoded bool, q formsapi.Query, b pageBounds) *walkRows {
@@ -762,6 +774,10 @@ func (s *Store) filteredRows(ctx context.Context, formSeq, key int64, scan, enco
 		st = stored.ByOrder(o, s.sql.scanEncodedAsc, s.sql.scanEncodedDesc)
 	case scan:
 		st = stored.ByOrder(o, s.sql.scanAsc, s.sql.scanDesc)
+	case encoded && key < 0:
+		st = stored.ByOrder(o, s.sql.searchEncodedAsc, s.sql.searchEncodedDesc)
+	case key < 0:
+		st = stored.ByOrder(o, s.sql.searchAsc, s.sql.searchDesc)
 	case encoded:
 		st = stored.ByOrder(o, s.sql.findEncodedAsc, s.sql.findEncodedDesc)
 	default:

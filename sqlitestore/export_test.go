@@ -115,6 +115,9 @@ var FindSQL = map[string]string{
 	"find encoded desc": sqlFindEncodedDesc, "find encoded asc": sqlFindEncodedAsc,
 	"find desc": sqlFindDesc, "find asc": sqlFindAsc,
 	"count entries": sqlCountEntries, "count matches": sqlCountMatches,
+	"search encoded desc": sqlSearchEncodedDesc, "search encoded asc": sqlSearchEncodedAsc,
+	"search desc": sqlSearchDesc, "search asc": sqlSearchAsc,
+	"count search entries": sqlCountSearchEntries, "count search matches": sqlCountSearchMatches,
 }
 
 // ScanSQL returns the statements of a search while the search index is

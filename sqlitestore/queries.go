@@ -84,6 +84,48 @@ FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 ORDER BY i.created_at ASC, i.seq ASC`
 
+	// Searched pages (a walk of a trigram's entries: a negative key):
+	// the entries of the key and the form's unfolded tail (migration
+	// 0017), merged in keyset order, each joined to its submission by
+	// rowid. A submission is in one or the other, as one statement sees
+	// the file: the fold moves the tail's rows into the entries in one
+	// transaction. The tail holds at most 64 rows.
+	sqlSearchEncodedDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
+UNION ALL
+SELECT t.seq, t.created_at, s.data, s.attachments, s.json
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
+ORDER BY 2 DESC, 1 DESC`
+
+	sqlSearchEncodedAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
+UNION ALL
+SELECT t.seq, t.created_at, s.data, s.attachments, s.json
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
+ORDER BY 2 ASC, 1 ASC`
+
+	sqlSearchDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
+UNION ALL
+SELECT t.seq, t.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
+ORDER BY 2 DESC, 1 DESC`
+
+	sqlSearchAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
+UNION ALL
+SELECT t.seq, t.created_at, s.data, s.attachments, length(s.json)
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
+ORDER BY 2 ASC, 1 ASC`
+
 	// A search without filters while the search index is off
 	// (stored.Candidates gives no key): the form's submissions in keyset
 	// order, each checked as a filtered page's entry. The list without
@@ -123,6 +165,19 @@ WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, s
 	sqlCountMatches = `SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 LIMIT ` + stored.MatchesLimit
+
+	// The same counts of a trigram's entries, with the form's unfolded
+	// tail in the range (see sqlSearchDesc).
+	sqlCountSearchEntries = `SELECT (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
+WHERE form_seq = ?1 AND key = ?2 AND (created_at, seq) > (?3, ?4) AND (created_at, seq) < (?5, ?6) LIMIT ` + stored.CountLimit + `))
++ (SELECT count(*) FROM formsapi_find_tail WHERE form_seq = ?1 AND (created_at, seq) > (?3, ?4) AND (created_at, seq) < (?5, ?6))`
+
+	sqlCountSearchMatches = `SELECT data, attachments FROM (SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
+WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
+LIMIT ` + stored.MatchesLimit + `)
+UNION ALL
+SELECT s.data, s.attachments FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)`
 
 	// The data of a range's rows to check against a search, when the
 	// search index is off and there is no filter.

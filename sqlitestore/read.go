@@ -233,7 +233,8 @@ func withKey(args []any, key int64) []any {
 // walks: its only candidate (stored.Candidates), or the one with the
 // fewest entries, counted up to stored.Probed each (see stored.Rarest for
 // ties). It reports false when
-// a candidate has no entries: nothing matches. scan says the page walks
+// a filter's key has no entries: nothing matches (a trigram's entries
+// leave out the form's unfolded tail, which its walk reads). scan says the page walks
 // the form's submissions instead (a search without filters while the
 // search index is off); the setting is read for searches only.
 func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key int64, found, scan bool, err error) {
@@ -288,7 +289,9 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 		return 0, false, false, err
 	}
 	key, found = stored.Rarest(keys, probes)
-	return key, found, false, nil
+	// A trigram without entries may still be in the form's unfolded
+	// tail, which its walk reads too (migration 0017).
+	return key, found || key < 0, false, nil
 }
 
 // listFiltered is listSubmissions for a query with filters: it walks the
@@ -340,9 +343,10 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 
 // filteredStmt returns the statement of a filtered page of q and its
 // arguments (args are listArgs', the form's first): the entries of the
-// key walkKey picks or, for a search without its index, the form's
-// submissions, with the handler's encoded JSON when encoded, in q's
-// order. found is false when nothing can match.
+// key walkKey picks (a trigram's with the form's unfolded tail, migration
+// 0017) or, for a search without its index, the form's submissions,
+// with the handler's encoded JSON when encoded, in q's order. found is
+// false when nothing can match.
 func (s *Store) filteredStmt(ctx context.Context, args []any, q formsapi.Query, encoded bool) (st *sql.Stmt, stmtArgs []any, found bool, err error) {
 	key, found, scan, err := s.walkKey(ctx, args[0], q)
 	if err != nil || !found {
@@ -355,6 +359,10 @@ func (s *Store) filteredStmt(ctx context.Context, args []any, q formsapi.Query, 
 	case scan:
 		// The plain list's columns are those of a filtered page's.
 		return stored.ByOrder(o, s.subsAsc, s.subsDesc), args, true, nil
+	case encoded && key < 0:
+		return stored.ByOrder(o, s.searchEncodedAsc, s.searchEncodedDesc), withKey(args, key), true, nil
+	case key < 0:
+		return stored.ByOrder(o, s.searchAsc, s.searchDesc), withKey(args, key), true, nil
 	case encoded:
 		return stored.ByOrder(o, s.findEncodedAsc, s.findEncodedDesc), withKey(args, key), true, nil
 	}
@@ -393,11 +401,16 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		return formsapi.Total{Kind: find.Exact}, err
 	}
 	countEntries, countMatches := sqlCountEntries, sqlCountMatches
-	if scan {
+	switch {
+	case scan:
 		// Without the search index: the range's rows, an upper bound
 		// as a walked key's entries are.
 		countEntries, countMatches = sqlCountRows, sqlCountScan
-	} else {
+	case key < 0:
+		// A trigram's entries and the form's unfolded tail.
+		countEntries, countMatches = sqlCountSearchEntries, sqlCountSearchMatches
+		args = withKey(args, key)
+	default:
 		args = withKey(args, key)
 	}
 	if !exact {

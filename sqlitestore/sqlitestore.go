@@ -180,6 +180,8 @@ type Store struct {
 	encodedDesc, encodedAsc                     *sql.Stmt // on read
 	findEncodedDesc, findEncodedAsc             *sql.Stmt // on read: filtered pages
 	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
+	searchEncodedDesc, searchEncodedAsc         *sql.Stmt // on read: searched pages (a trigram's entries and the tail)
+	searchDesc, searchAsc                       *sql.Stmt // on read: searched pages
 	feed, feedEncoded                           *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
@@ -420,6 +422,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.findEncodedAsc, s.read, sqlFindEncodedAsc},
 		{&s.findDesc, s.read, sqlFindDesc},
 		{&s.findAsc, s.read, sqlFindAsc},
+		{&s.searchEncodedDesc, s.read, sqlSearchEncodedDesc},
+		{&s.searchEncodedAsc, s.read, sqlSearchEncodedAsc},
+		{&s.searchDesc, s.read, sqlSearchDesc},
+		{&s.searchAsc, s.read, sqlSearchAsc},
 		{&s.feed, s.read, sqlFeed},
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.formOf, s.read, sqlFormOf},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,6 +218,11 @@ func searchClauses(t *testing.T, open Open, cfg *config) {
 		}
 	})
 
+	t.Run("Find/SearchWhileWriting", func(t *testing.T) {
+		cfg.parallel(t)
+		searchWhileWriting(t, open(t, seed))
+	})
+
 	t.Run("Find/SearchAfterDelete", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)
@@ -272,4 +278,82 @@ func searchClauses(t *testing.T, open Open, cfg *config) {
 			}
 		}
 	})
+}
+
+// searchWhileWriting is the clause Find/SearchWhileWriting: while 4
+// writers add 40 matches each to FormSearch, spread over its range (past
+// any batch a store folds its index in), searches and a filter walked
+// page by page find every match whose write returned before the walk
+// began, each once; once the writers are done, all 160.
+func searchWhileWriting(t *testing.T, s formsapi.Store) {
+	w, ok := s.(adder)
+	if !ok {
+		t.Log("the store has no AddSubmission: writes during a search cannot be checked")
+		return
+	}
+	ctx := context.Background()
+	const writers, each = 4, 40
+	var mu sync.Mutex
+	var written []int
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				n := 10000 + g*each + i
+				data := fmt.Sprintf(`{"n":%d,"name":"Quökka %d","tag":"qq"}`, n, n)
+				at := base.Add(time.Duration(n%searchCount)*500*time.Millisecond + time.Duration(n)*time.Microsecond)
+				if err := w.AddSubmission(ctx, formsapi.Submission{FormID: FormSearch, Data: []byte(data), CreatedAt: at}, formsapi.Metadata{}); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				written = append(written, n)
+				mu.Unlock()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	check := func(final bool) {
+		mu.Lock()
+		before := slices.Clone(written)
+		mu.Unlock()
+		for _, q := range []formsapi.Query{
+			{Limit: 7, Search: "quokka"},
+			{Limit: 5, Order: formsapi.Oldest, Search: "okka 1"},
+			{Limit: 9, Filters: []formsapi.Filter{{Field: "tag", Value: `"qq"`}}},
+		} {
+			got := findNs(t, walkFiltered(t, s, AccountA, FormSearch, q))
+			seen := map[int]int{}
+			for _, n := range got {
+				if seen[n]++; seen[n] == 2 {
+					t.Errorf("%+v: n %d found twice while writers added", q, n)
+				}
+			}
+			for _, n := range before {
+				if seen[n] == 0 {
+					t.Errorf("%+v: n %d, written before the walk began, not found (found %d of %d)", q, n, len(got), len(before))
+				}
+			}
+			if final && len(got) != writers*each {
+				t.Errorf("%+v: found %d once the writers were done, want %d", q, len(got), writers*each)
+			}
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			check(false)
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatalf("AddSubmission: %v", err)
+	}
+	check(true)
 }

@@ -1,0 +1,177 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// tailState reads the unfolded tail of the search index (migration 0023)
+// in s's schema: the rows in it, the rows with trigram entries, and the
+// rows in both, which must be none.
+func tailState(t *testing.T, s *pgstore.Store) (tail, folded, both int) {
+	t.Helper()
+	schema := quote(s.Schema())
+	err := pgstore.Pool(s).QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.formsapi_find_tail),
+    (SELECT count(DISTINCT seq) FROM `+schema+`.formsapi_find WHERE key < 0),
+    (SELECT count(*) FROM `+schema+`.formsapi_find_tail t WHERE EXISTS (SELECT 1 FROM `+schema+`.formsapi_find i
+        WHERE i.form_seq = t.form_seq AND i.key < 0 AND i.created_at = t.created_at AND i.seq = t.seq))`).Scan(&tail, &folded, &both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tail, folded, both
+}
+
+// walkAll walks every page of q of form and returns the n of each item.
+func walkAll(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []int {
+	t.Helper()
+	var got []int
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range p.Items {
+			var d struct{ N int }
+			if err := json.Unmarshal(sub.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.N)
+		}
+		if p.NextCursor == "" {
+			return got
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestSearchTailFolds: with the search index on, a write puts its
+// submission in the unfolded tail, not its trigram entries, until a write
+// whose seq is a multiple of 64 folds the tail into the index; a search
+// finds every match at every step, each once, and in its exact total,
+// whichever side a match is on, and so does a filter, whose entries every
+// write inserts at once; a deleted row leaves its side; no row is ever in
+// the tail and folded.
+func TestSearchTailFolds(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "tail"}))
+	var want []int
+	add := func(n int) int64 {
+		data := `{"n":` + strconv.Itoa(n) + `,"a":"plain"}`
+		if n%3 == 0 {
+			data = `{"n":` + strconv.Itoa(n) + `,"a":"Zoë Needle"}`
+			want = append(want, n)
+		}
+		at := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC).Add(-time.Duration(1+7*(n%11)) * time.Second)
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "tail", Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: strconv.Itoa(n)}))
+		var seq int64
+		is.NoErr(pgstore.Pool(s).QueryRow(ctx, `SELECT max(seq) FROM `+quote(s.Schema())+`.formsapi_submissions`).Scan(&seq))
+		return seq
+	}
+	check := func(when string) {
+		t.Helper()
+		filter := []formsapi.Filter{{Field: "a", Value: `"Zoë Needle"`}}
+		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+			for _, limit := range []int{1, 2, 100} {
+				for _, q := range []formsapi.Query{{Search: "zoe needle"}, {Filters: filter}} {
+					q.Limit, q.Order = limit, o
+					got := walkAll(t, s, "tail", q)
+					sorted := slices.Clone(got)
+					slices.Sort(sorted)
+					if !slices.Equal(sorted, want) {
+						t.Fatalf("%s, %+v: got n %v, want %v", when, q, got, want)
+					}
+				}
+			}
+		}
+		for _, q := range []formsapi.Query{{Limit: 1, Search: "needle"}, {Limit: 1, Filters: filter}} {
+			total, err := s.CountSubmissions(ctx, storetest.AccountA, "tail", q, true)
+			is.NoErr(err)
+			is.Equal(total, formsapi.Total{Value: int64(len(want)), Kind: find.Exact}) // the exact count sees both sides
+		}
+	}
+	n, folds := 0, 0
+	for folds < 2 {
+		seq := add(n)
+		n++
+		tail, folded, both := tailState(t, s)
+		is.Equal(both, 0) // never on both sides
+		if seq%64 == 0 {
+			folds++
+			is.Equal(tail, 0)   // the fold took every row
+			is.Equal(folded, n) // into the index
+			check("just folded")
+		} else if tail > 0 && tail%20 == 0 {
+			check(fmt.Sprintf("%d rows in the tail", tail))
+		}
+	}
+	for range 10 {
+		add(n)
+		n++
+	}
+	tail, folded, _ := tailState(t, s)
+	is.True(tail > 0 && folded > 0)
+	check("rows on both sides")
+	// A match in the tail deleted, and one folded.
+	for _, m := range []int{n - 3, 3} {
+		if m%3 != 0 {
+			m -= m % 3
+		}
+		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "tail", strconv.Itoa(m)))
+		want = slices.DeleteFunc(want, func(k int) bool { return k == m })
+	}
+	_, _, both := tailState(t, s)
+	is.Equal(both, 0)
+	check("after deletions")
+}
+
+// TestSearchTailMigration: migration 0023 over a schema whose index
+// entries are all in formsapi_find (as 0022 left every schema) and no tail
+// table,
+// and again over itself: the entries stay and are found, the tail starts
+// empty, and the writes after it go to the tail, found beside them.
+func TestSearchTailMigration(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "old"}))
+	for n := range 5 {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "old", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"Needle %d"}`, n, n)), CreatedAt: time.Unix(0, int64(n))}, formsapi.Metadata{}))
+	}
+	s.Close()
+	q := quote(schema)
+	// The entries all folded and the tail table gone, as before 0023.
+	pgtest.Exec(t, dsn, fmt.Sprintf(`SET search_path TO %[1]s; SELECT formsapi_fold_tail(); DROP TABLE %[1]s.formsapi_find_tail; DELETE FROM %[1]s.formsapi_migrations WHERE version >= 23`, q))
+	again := mustOpenIn(t, dsn, schema)
+	tail, folded, both := tailState(t, again)
+	is.Equal([]int{tail, folded, both}, []int{0, 5, 0}) // the entries kept, the tail empty
+	search := formsapi.Query{Limit: 2, Order: formsapi.Oldest, Search: "needle"}
+	is.Equal(walkAll(t, again, "old", search), []int{0, 1, 2, 3, 4})
+	for n := 5; n < 8; n++ {
+		is.NoErr(again.AddSubmission(ctx, formsapi.Submission{FormID: "old", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"needle"}`, n)), CreatedAt: time.Unix(0, int64(n))}, formsapi.Metadata{}))
+	}
+	tail, folded, both = tailState(t, again)
+	is.Equal([]int{tail, folded, both}, []int{3, 5, 0})
+	is.Equal(walkAll(t, again, "old", search), []int{0, 1, 2, 3, 4, 5, 6, 7})
+	again.Close()
+
+	// And again over itself, with rows in the tail.
+	pgtest.Exec(t, dsn, fmt.Sprintf(`DELETE FROM %[1]s.formsapi_migrations WHERE version >= 23`, q))
+	third := mustOpenIn(t, dsn, schema)
+	tail, folded, both = tailState(t, third)
+	is.Equal([]int{tail, folded, both}, []int{3, 5, 0})
+	is.Equal(walkAll(t, third, "old", search), []int{0, 1, 2, 3, 4, 5, 6, 7})
+}

@@ -1,0 +1,163 @@
+package sqlitestore_test
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/sqlitestore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// tailState reads the unfolded tail of the search index (migration 0017):
+// the rows in it, the rows with trigram entries, and the rows in both,
+// which must be none.
+func tailState(t *testing.T, db *sql.DB) (tail, folded, both int) {
+	t.Helper()
+	is := is.New(t)
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.NoErr(db.QueryRow(`SELECT count(DISTINCT seq) FROM formsapi_find WHERE key < 0`).Scan(&folded))
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail t WHERE EXISTS (SELECT 1 FROM formsapi_find i
+WHERE i.form_seq = t.form_seq AND i.key < 0 AND i.created_at = t.created_at AND i.seq = t.seq)`).Scan(&both))
+	return tail, folded, both
+}
+
+// searchAll walks every page of a search of form, limit items a page, in
+// order o, and returns the n of each item.
+func searchAll(t *testing.T, s formsapi.Store, form, term string, limit int, o formsapi.Order) []int {
+	t.Helper()
+	return walkAll(t, s, form, formsapi.Query{Limit: limit, Order: o, Search: find.Normalize(term)})
+}
+
+// walkAll walks every page of q of form and returns the n of each item.
+func walkAll(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []int {
+	t.Helper()
+	var got []int
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ns(t, p.Items)...)
+		if p.NextCursor == "" {
+			return got
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestSearchTailFolds: with the search index on, a write puts its
+// submission in the unfolded tail, not its trigram entries, until the
+// tail reaches 64 rows, whose write folds them all into the index at
+// once; a search finds every match at every step, each once, and in its
+// exact total, whichever side a match is on, and so does a filter, whose
+// entries every write inserts at once; a deleted row leaves its side; no
+// row is ever in the tail and folded.
+func TestSearchTailFolds(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	db := sqlitestore.ReadDB(s)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "tail"}))
+	var want []int // the n of the matches, oldest first
+	add := func(n int) {
+		data := `{"n":` + strconv.Itoa(n) + `,"a":"plain"}`
+		if n%3 == 0 {
+			data = `{"n":` + strconv.Itoa(n) + `,"a":"Zoë Needle"}`
+			want = append(want, n)
+		}
+		// Created out of order: a walk's order is not the tail's.
+		at := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC).Add(-time.Duration(1+7*(n%11)) * time.Second)
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "tail", Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: strconv.Itoa(n)}))
+	}
+	check := func(when string) {
+		t.Helper()
+		filter := []formsapi.Filter{{Field: "a", Value: `"Zoë Needle"`}}
+		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+			for _, limit := range []int{1, 2, 100} {
+				for _, q := range []formsapi.Query{{Search: "zoe needle"}, {Filters: filter}} {
+					q.Limit, q.Order = limit, o
+					got := walkAll(t, s, "tail", q)
+					sorted := slices.Clone(got)
+					slices.Sort(sorted)
+					if !slices.Equal(sorted, want) {
+						t.Fatalf("%s, %+v: got n %v, want %v", when, q, got, want)
+					}
+				}
+			}
+		}
+		for _, q := range []formsapi.Query{{Limit: 1, Search: "needle"}, {Limit: 1, Filters: filter}} {
+			total, err := s.CountSubmissions(ctx, storetest.AccountA, "tail", q, true)
+			is.NoErr(err)
+			is.Equal(total, formsapi.Total{Value: int64(len(want)), Kind: find.Exact}) // the exact count sees both sides
+		}
+	}
+	for n := range 63 {
+		add(n)
+	}
+	tail, folded, both := tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{63, 0, 0}) // all 63 in the tail
+	check("63 rows in the tail")
+
+	add(63) // the 64th: folds
+	tail, folded, both = tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{0, 64, 0}) // all 64 folded
+	check("64 rows folded")
+
+	for n := 64; n < 64+10; n++ {
+		add(n)
+	}
+	tail, folded, both = tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{10, 64, 0}) // both sides at once
+	check("64 rows folded and 10 in the tail")
+
+	// A match in the tail deleted, and one folded.
+	for _, n := range []int{66, 3} {
+		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "tail", fmt.Sprint(n)))
+		want = slices.DeleteFunc(want, func(m int) bool { return m == n })
+	}
+	tail, folded, both = tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{9, 63, 0}) // each left its side
+	check("after deletions")
+}
+
+// TestSearchTailMigration: a file whose search index was on before
+// migration 0017 keeps every row's trigram entries through it (its
+// searches find them with an empty tail), and the writes after it go to
+// the tail, found beside them.
+func TestSearchTailMigration(t *testing.T) {
+	is := is.New(t)
+	db := hostDB(t, dbPath(t))
+	is.NoErr(sqlitestore.MigrateBefore(ctx, db, "find_tail"))
+	_, err := db.ExecContext(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = 'search_index'`)
+	is.NoErr(err) // the search index on, as WithSearchIndex left it
+	_, err = db.ExecContext(ctx, `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at) VALUES ('old', ?, '', '', '', 0)`, storetest.AccountA)
+	is.NoErr(err) // add a form as the old version did
+	for n := range 5 {
+		data := fmt.Sprintf(`{"n":%d,"a":"Needle %d"}`, n, n)
+		keys := find.IndexKeys([]byte(data), nil)
+		list := make([]string, len(keys))
+		for i, k := range keys {
+			list[i] = strconv.FormatInt(k, 10)
+		}
+		_, err := db.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys)
+SELECT seq, feed_last + 1, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id = 'old'`, n, data, "["+strings.Join(list, ",")+"]")
+		is.NoErr(err) // add a submission with its keys as the old version did
+	}
+	s := mustNew(t, db) // migrates
+	tail, folded, both := tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{0, 5, 0}) // the entries kept, the tail empty
+	is.Equal(searchAll(t, s, "old", "needle", 2, formsapi.Oldest), []int{0, 1, 2, 3, 4})
+	for n := 5; n < 8; n++ {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "old", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"needle"}`, n)), CreatedAt: time.Unix(0, int64(n))}, formsapi.Metadata{}))
+	}
+	tail, folded, both = tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{3, 5, 0})
+	is.Equal(searchAll(t, s, "old", "needle", 2, formsapi.Oldest), []int{0, 1, 2, 3, 4, 5, 6, 7})
+}
