@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The CPU a write costs sqlitestore's process: bench/writecost.sh's
+# BenchmarkAddSubmission, run for a fixed number of writes (N, 3000)
+# under /usr/bin/time, its user and system CPU divided by N, on BASE (a
+# commit, default ff675d3: main before the index of submitted values)
+# and on this tree with the search index off and on, interleaved COUNT
+# times (3). writecost.sh's ns/op is wall time, which on a loaded machine
+# is mostly waiting for a CPU; this is the work. Each figure includes the
+# benchmark's set-up (opening and migrating a file, one form), a few
+# hundredths of a second, the same in every run. Not part of `go test`
+# or CI.
+#
+#   bash bench/writecpu.sh ff675d3
+#   N=5000 COUNT=5 bash bench/writecpu.sh ff675d3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE=${1:-ff675d3}
+N=${N:-3000}
+COUNT=${COUNT:-3}
+DIR=$(mktemp -d /tmp/formsapi-writecpu.XXXXXX)
+OLD=$DIR/base
+cleanup() {
+  git worktree remove --force "$OLD" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+git worktree add --detach "$OLD" "$BASE" >/dev/null 2>&1
+NEW=$PWD
+echo "this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'); base: $(git -C "$OLD" rev-parse --short HEAD); $N writes a run"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
+(cd "$NEW" && go test -c -o "$DIR/new.test" ./sqlitestore/)
+(cd "$OLD" && go test -c -o "$DIR/old.test" ./sqlitestore/)
+run() { # TREE (old, new, or idx: new with the search index on)
+  local dir=$NEW bin=$1 flags=()
+  [ "$1" = old ] && dir=$OLD
+  [ "$1" = idx ] && bin=new flags=(-bench.search-index)
+  (cd "$dir/sqlitestore" && /usr/bin/time -f "%U %S" -o "$DIR/time" "$DIR/$bin.test" -test.run '^$' \
+    -test.bench '^BenchmarkAddSubmission$' -test.benchtime "${N}x" "${flags[@]}" >/dev/null)
+  awk -v t="$1" -v n="$N" '{ printf "%s %.1f\n", t, ($1 + $2) * 1e6 / n }' "$DIR/time" | tee -a "$DIR/lines"
+}
+for i in $(seq "$COUNT"); do
+  if [ $((i % 2)) = 1 ]; then run old; run new; run idx; else run idx; run new; run old; fi
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo "| tree | runs | CPU µs per write (median) | rounds |"
+echo "|---|---:|---:|---|"
+for t in old new idx; do
+  case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; esac
+  echo "| $name | $(awk -v t="$t" '$1 == t' "$DIR/lines" | wc -l) | $(awk -v t="$t" '$1 == t { print $2 }' "$DIR/lines" | median) |$(awk -v t="$t" '$1 == t { printf " %s", $2 }' "$DIR/lines") |"
+done
+echo
+for t in new idx; do
+  ratios=$(awk -v t="$t" '$1 == "old" { o[++i] = $2 } $1 == t { x[++j] = $2 } END { for (k = 1; k <= i && k <= j; k++) printf "%.2f\n", x[k] / o[k] }' "$DIR/lines")
+  echo "$([ "$t" = new ] && echo "search index off" || echo "search index on") / base: median of the rounds' ratios $(echo "$ratios" | median) (rounds: $(echo $ratios))"
+done
