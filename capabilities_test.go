@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -167,6 +169,81 @@ func TestHostStoreNotComparable(t *testing.T) {
 			if res.status != c.status {
 				t.Errorf("%s, GET %s: %d, want %d", set.name, c.target, res.status, c.status)
 			}
+		}
+	}
+}
+
+// callsObserver keeps every Call it is told of, whole.
+type callsObserver struct {
+	mu    sync.Mutex
+	calls []observe.Call
+	reqs  []observe.Request
+}
+
+func (o *callsObserver) Call(ctx context.Context, c observe.Call) (context.Context, func(error)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, c)
+	return context.WithValue(ctx, opKey{}, c.Op), func(error) {}
+}
+
+func (o *callsObserver) Request(_ context.Context, r observe.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reqs = append(o.reqs, r)
+}
+
+// opFeed records the op its SyncSubmissions' callers' contexts carry.
+type opFeed struct {
+	formsapi.FeedStore
+	seen *[]any
+}
+
+func (f opFeed) SyncSubmissions(ctx context.Context, a, form string, after int64, limit int) (formsapi.FeedPage, error) {
+	*f.seen = append(*f.seen, ctx.Value(opKey{}))
+	return f.FeedStore.SyncSubmissions(ctx, a, form, after, limit)
+}
+
+// TestObserverSeesTheFeedHead: an export's read of where the form's feed
+// ends, now called and observed in export.go (a.observeCall) rather than
+// by a wrapper of the feed, is reported once, as feed_head with the
+// request's account and form, over this module's store and over a host's
+// feed alike; the request is reported with its form; and a host's feed,
+// walked to its end, is called with the context the observer returned.
+func TestObserverSeesTheFeedHead(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	var seen []any
+	host := opFeed{s, &seen}
+	for _, c := range []struct {
+		name string
+		opts []formsapi.Option
+	}{
+		{"the store's own", nil},
+		{"a host's feed", []formsapi.Option{formsapi.WithFeed(host)}},
+	} {
+		o := &callsObserver{}
+		h := formsapi.NewHandler(s, s, append(c.opts, formsapi.WithObserver(o))...)
+		seen = nil
+		res := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/export", bearer(storetest.KeyA)...)
+		if res.status != 200 {
+			t.Fatalf("%s: export: %d", c.name, res.status)
+		}
+		var heads []observe.Call
+		for _, call := range o.calls {
+			if call.Op == observe.OpFeedHead {
+				heads = append(heads, call)
+			}
+		}
+		want := observe.Call{Op: observe.OpFeedHead, AccountID: storetest.AccountA, FormID: storetest.FormBusy}
+		if len(heads) != 1 || heads[0] != want {
+			t.Errorf("%s: feed_head calls %+v, want one %+v", c.name, heads, want)
+		}
+		if len(o.reqs) != 1 || o.reqs[0].FormID != storetest.FormBusy || o.reqs[0].AccountID != storetest.AccountA {
+			t.Errorf("%s: requests %+v, want one of %s's %s", c.name, o.reqs, storetest.AccountA, storetest.FormBusy)
+		}
+		if c.opts != nil && (len(seen) == 0 || seen[0] != observe.OpFeedHead) {
+			t.Errorf("%s: the feed's calls carried %v, want the walk's first with %q", c.name, seen, observe.OpFeedHead)
 		}
 	}
 }
