@@ -93,8 +93,8 @@
 # PgBouncer (apt-get install pgbouncer) runs from a config of its own on a
 # free port, as nobody, and is stopped at the end. The SQLite dataset is
 # generated once into $WORK (/tmp/formsapi-fleet) and copied for each run;
-# the PostgreSQL one once into schema formsapi_fleet (one transaction per
-# submission: a few minutes), kept with its keys file in $WORK and reused
+# the PostgreSQL one once into schema formsapi_fleet (2,000 submissions a
+# transaction, formsapi.BatchWriter), kept with its keys file in $WORK and reused
 # (the writer's additions accumulate; remove $WORK/pg-*.keys to start
 # afresh). Everything runs on 127.0.0.1 and stops by itself.
 set -euo pipefail

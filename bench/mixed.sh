@@ -15,7 +15,7 @@
 # With PG=DSN (a PostgreSQL URL), two more rows run the same requests and
 # writer against examples/server -postgres DSN (pgstore, with its read
 # cache), on the same dataset in schema formsapi_mixed. That dataset is
-# generated once (one transaction per submission: minutes) with its keys
+# generated once (2,000 submissions a transaction) with its keys
 # in $WORK/mixed-pg.keys, and each run's writer adds to it; remove the
 # keys file to start afresh.
 #
