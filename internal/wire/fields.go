@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // errNotObject is Members' error for data that is not a JSON object.
@@ -40,10 +41,15 @@ func Members(data []byte, fn func(name string, value json.RawMessage)) error {
 // submission gives its form's field table (formsapi.FieldStore). Data
 // that is not a JSON object (damaged, never from the write side) gives
 // the names read before the damage, possibly none.
+//
+// Every write calls it: valid JSON, all a writer stores, is read in one
+// pass without decoding its values (a name with escapes or invalid
+// UTF-8 is decoded as Members decodes it); anything else goes through
+// Members.
 func FieldNames(data []byte) []string {
 	var names []string
 	var seen map[string]bool // past a few names, a set
-	Members(data, func(name string, _ json.RawMessage) {
+	add := func(name string) {
 		if seen != nil {
 			if seen[name] {
 				return
@@ -64,6 +70,75 @@ func FieldNames(data []byte) []string {
 			}
 		}
 		names = append(names, name)
-	})
+	}
+	if !json.Valid(data) {
+		Members(data, func(name string, _ json.RawMessage) { add(name) })
+		return names
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return nil
+	}
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		start, end := i, valueEnd(data, i)
+		i = skipSpace(data, valueEnd(data, skipSpace(data, skipSpace(data, end)+1)))
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		raw := data[start+1 : end-1]
+		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			add(string(raw))
+			continue
+		}
+		var name string
+		if err := json.Unmarshal(data[start:end], &name); err != nil {
+			return names
+		}
+		add(name)
+	}
 	return names
+}
+
+// skipSpace returns the index of the first byte of data at or after i
+// that is not JSON white space.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value that starts at
+// data[i], in data that is valid JSON.
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		for j := i + 1; ; j++ {
+			switch data[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for j := i; ; j++ {
+			switch data[j] {
+			case '"':
+				j = valueEnd(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	}
+	j := i
+	for j < len(data) && !(data[j] == ',' || data[j] == '}' || data[j] == ']' || data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+		j++
+	}
+	return j
 }
