@@ -13,7 +13,8 @@
 // it cannot name the root's types: the interfaces take them as type
 // parameters, and the root instantiates them once, in storecontract.go
 // (formsapi.Query for Q, formsapi.Grant for G, formsapi.Page[formsapi.Form]
-// for FP); storetest and webhook use the same instantiations.
+// for FP); storetest uses the same instantiation of Store, and webhook
+// needs only Head, which takes none of them.
 //
 // A new store read is a method here, its implementation in each store,
 // and the handler's use of it: see docs/architecture.md, "Adding a store
