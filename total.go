@@ -7,8 +7,6 @@ package formsapi
 
 import (
 	"context"
-
-	"github.com/formsapi/formsapi/internal/find"
 )
 
 // Counter is a store that counts the lists of submissions it serves,
@@ -54,11 +52,11 @@ type Total struct {
 // The kinds of a [Total].
 const (
 	// TotalExact: the list holds exactly Value items.
-	TotalExact = find.Exact
+	TotalExact = "exact"
 	// TotalAtLeast: the count stopped at its bound; the list holds at
 	// least Value items.
-	TotalAtLeast = find.AtLeast
+	TotalAtLeast = "at_least"
 	// TotalEstimate: counted without checking every item (index entries
 	// rather than matches); the list may hold fewer or more.
-	TotalEstimate = find.Estimate
+	TotalEstimate = "estimate"
 )
