@@ -111,6 +111,12 @@ type pageItems struct {
 	start int
 	held  *wire.Digests
 	n     int
+	// sign reports that the items are submissions, whose attachments'
+	// URLs WithAttachmentURLs has signed on the way out (attachments.go).
+	sign bool
+	// window, when not zero, is the start of the signing window (Unix
+	// nanoseconds) the answer's URLs are signed in, which the tag covers.
+	window int64
 }
 
 // pageTag returns the weak ETag of a page. body is the page as encoded up
@@ -141,6 +147,10 @@ func (a *api) pageTag(req listRequest, next string, body []byte, items pageItems
 	b = binary.BigEndian.AppendUint64(b, uint64(req.q.Limit))
 	b = req.q.AppendKey(b)
 	b = binary.BigEndian.AppendUint64(b, uint64(start))
+	if items.window != 0 {
+		b = append(b, "signed"...)
+		b = binary.BigEndian.AppendUint64(b, uint64(items.window))
+	}
 	b = append(b, body[:start]...)
 	b = append(b, sum[:]...)
 	n0 := len(b)

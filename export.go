@@ -295,7 +295,8 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	}
 }
 
-// exportTag is the strong ETag of an export: a MAC, under the cursor
+// exportTag is the strong ETag of an export (a weak one, covering the
+// signing window too, when WithAttachmentURLs signs its URLs): a MAC, under the cursor
 // secret, of the account, the form, the feed's head (every addition
 // and deletion moves it), the form's incarnation (a form created again
 // with the ID of a deleted one may reach the same head with other
@@ -319,6 +320,14 @@ func (a *api) exportTag(req exportRequest, head int64, inc uint64, asOf int64, g
 		} else {
 			b = append(b, 0)
 		}
+	}
+	if s := a.cfg.signer; s != nil {
+		// Signed URLs change from window to window: the tag does too, and
+		// is weak, since an export that outlasts a window signs its later
+		// lines in the next (attachments.go).
+		b = binary.BigEndian.AppendUint64(b, uint64(s.windowAt(a.now()).UnixNano()))
+		m.Write(b)
+		return `W/"` + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + `"`
 	}
 	m.Write(b)
 	return `"` + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + `"`
@@ -357,6 +366,7 @@ type exporter struct {
 	tmp      []byte   // CSV: a decoded or compacted value
 	cells    [][]byte // CSV: the data columns' values
 	otherBuf []byte   // CSV: the otherData cell
+	signed   []byte   // the submission with its attachments' URLs signed
 }
 
 // maxColumns bounds the CSV's data columns: the members of data past the
@@ -549,6 +559,16 @@ func (x *exporter) stream() error {
 func (x *exporter) writeLine(pos int64, obj []byte) error {
 	if err := x.account(); err != nil {
 		return err
+	}
+	if s := x.a.cfg.signer; s != nil {
+		// Signed as of the window the line is sent in: a long export's
+		// later lines carry URLs as fresh as its first (attachments.go).
+		var err error
+		x.signed, err = s.appendSignedObject(x.req.httpCtx, x.signed[:0], x.req.account, x.req.list.FormID, s.windowAt(x.a.now()), obj)
+		if err != nil {
+			return err
+		}
+		obj = x.signed
 	}
 	b := x.line[:0]
 	x.ref = x.refs.Append(x.ref[:0], pos)

@@ -37,6 +37,7 @@ type config struct {
 	sleep        func(context.Context, time.Duration) // nil: a timer; tests set it
 	access       accessConfig                         // keys' scopes and rate limits (access.go)
 	cors         *corsPolicy                          // from WithCORS; nil: no CORS header
+	signer       *urlSigner                           // from WithAttachmentURLs; nil: URLs as stored
 
 	// Tests only (export_test.go): the timer of waits for room, and where
 	// to put a function that reads the bytes held.

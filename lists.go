@@ -77,7 +77,7 @@ func (a *api) readSubmissions(ctx context.Context, req *listRequest, p *wire.Pag
 		return "", pageItems{}, err
 	}
 	req.inc = p.Incarnation
-	items = pageItems{start: start, held: p.Digests, n: p.DigestItems}
+	items = pageItems{start: start, held: p.Digests, n: p.DigestItems, sign: true}
 	if req.q.Fields != nil {
 		p.Body = append(p.Body[:start], projectItems(p.Body[start:], req.q.Fields)...)
 		items.held = nil // the digest held is of the items as stored
@@ -111,6 +111,7 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 	}
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
+		itemsStart := len(p.Body)
 		if a.feedForm {
 			p.Form = req.form
 		}
@@ -142,8 +143,9 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 		a.logSkipped(w, r, p.Skipped)
 		// The refs of the page's form: of its incarnation, as the
 		// store read it with the page (internal/token's AppendRef).
+		start, end := itemsStart, len(p.Body)
 		body := appendFeedEntries(p.Body, a.tokens.Refs(req.list, p.Incarnation), p.Positions, p.Deleted)
-		return a.respondFeed(w, r, req, body, next, more)
+		return a.respondFeed(w, r, req, body, start, end, next, more)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/formsapi/formsapi/internal/token"
 )
@@ -176,9 +177,28 @@ const (
 // next page begins, and items where the page's items are (see pageTag).
 // It returns the body's buffer for reuse.
 func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req listRequest, body []byte, storeNext, tagNext string, items pageItems) []byte {
+	signer := a.cfg.signer
+	if !items.sign {
+		signer = nil
+	}
+	var at time.Time
+	if signer != nil {
+		// The tag covers the stored page and the signing window, never
+		// the signatures (attachments.go).
+		at = signer.windowAt(a.now())
+		items.window = at.UnixNano()
+	}
 	tag := a.pageTag(req, tagNext, body, items)
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
+	}
+	if signer != nil {
+		signed, err := signer.signPage(req.ctx, req.account, req.list.FormID, tag, at, body, items.start, len(body))
+		if err != nil {
+			a.fail(w, r, err)
+			return body
+		}
+		body = signed
 	}
 	body = appendNext(body, req.totalJSON, a.next(w, r, req, storeNext))
 	a.writePage(w, r, req.request, tag, body)
@@ -190,10 +210,29 @@ func (a *api) respondPage(w http.ResponseWriter, r *http.Request, req listReques
 // at once: a 304 as for a list, otherwise the page with the sealed token
 // to resume from. The tag covers the items and where the page ends, not
 // the token, which is sealed afresh on every answer.
-func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req listRequest, body []byte, next int64, more bool) []byte {
-	tag := a.pageTag(req, "sync:"+strconv.FormatInt(next, 10)+":"+strconv.FormatBool(more), body, pageItems{})
+//
+// The page's items are body[start:end]: their attachments' URLs are
+// signed after the tag, when WithAttachmentURLs asks for it.
+func (a *api) respondFeed(w http.ResponseWriter, r *http.Request, req listRequest, body []byte, start, end int, next int64, more bool) []byte {
+	tagNext := "sync:" + strconv.FormatInt(next, 10) + ":" + strconv.FormatBool(more)
+	signer := a.cfg.signer
+	var at time.Time
+	var items pageItems
+	if signer != nil {
+		at = signer.windowAt(a.now())
+		items.window = at.UnixNano()
+	}
+	tag := a.pageTag(req, tagNext, body, items)
 	if notModified(w, r, tag, cachePage, varyPage) {
 		return body
+	}
+	if signer != nil {
+		signed, err := signer.signPage(req.ctx, req.account, req.list.FormID, tag, at, body, start, end)
+		if err != nil {
+			a.fail(w, r, err)
+			return body
+		}
+		body = signed
 	}
 	body = appendFeedEnd(body, a.tokens.SealSync(req.list, token.Sync{Pos: next, Floor: req.floor, Incarnation: req.inc}), more)
 	a.writePage(w, r, req.request, tag, body)
