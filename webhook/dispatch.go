@@ -29,7 +29,9 @@ import (
 // on the Schedule, the form's later entries waiting behind it; the other
 // forms of the endpoint, and other endpoints, go on. Delivery is at least
 // once: a node that dies between an event's 2xx and the cursor's write
-// sends that event again, with the same webhook-id and body.
+// sends that event again, with the same webhook-id and body (but for
+// attachments' URLs, signed afresh for each attempt under
+// WithAttachmentURLs).
 //
 // A pass over an endpoint reads its settings (disabled or not, its URL
 // and secrets) once, and starts attempts with them for one poll interval
@@ -585,6 +587,16 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 	}
 	ref := d.tok.ref(e.AccountID, st.FormID, st.Incarnation, refPos)
 	thin := thinURL(d.cfg.apiBase, st.FormID, d.tok.syncToken(e.AccountID, st.FormID, st.Incarnation, x.pos-1))
+	if d.cfg.signer != nil && !x.deleted && len(x.sub.Attachments) > 0 {
+		signed, err := signAttachments(ctx, d.cfg.signer, e.AccountID, st.FormID, x.sub.Attachments, d.cfg.now())
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.log.Error("webhook: sign the attachments of a feed entry", "endpoint", e.ID, "position", x.pos, "error", err)
+			}
+			return st, false, caughtUp // tried again on the next pass
+		}
+		x.sub.Attachments = signed
+	}
 	ev, err := eventOf(st.FormID, x, ref, thin)
 	if err != nil {
 		// A damaged stored submission (the handler leaves it out of its

@@ -3,10 +3,12 @@ package webhook
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/formsapi/formsapi"
 )
@@ -57,7 +59,8 @@ func entries(p formsapi.FeedPage) (out []entry, ok bool) {
 	return out, true
 }
 
-// event is one delivery's content, the same on every attempt.
+// event is one delivery's content, the same on every attempt but for
+// attachments' URLs that WithAttachmentURLs signs for each attempt.
 type event struct {
 	typ  string
 	id   string // webhook-id: MessageID(typ, ref)
@@ -115,4 +118,18 @@ func appendJSONString(b []byte, s string) []byte {
 // base (the API's public URL, such as https://api.example.com/api).
 func thinURL(base, formID, token string) string {
 	return base + "/v1/forms/" + url.PathEscape(formID) + "/submissions?sync=" + url.QueryEscape(token) + "&limit=1"
+}
+
+// signAttachments returns a copy of atts, of a submission of formID of
+// account, with each URL sign made of it as of at (WithAttachmentURLs).
+func signAttachments(ctx context.Context, sign formsapi.AttachmentSigner, account, formID string, atts []formsapi.Attachment, at time.Time) ([]formsapi.Attachment, error) {
+	out := slices.Clone(atts)
+	for i, a := range atts {
+		u, err := sign(ctx, account, formID, a, at)
+		if err != nil {
+			return nil, fmt.Errorf("sign attachment %d: %w", i, err)
+		}
+		out[i].FileURL = u
+	}
+	return out, nil
 }

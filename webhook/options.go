@@ -63,6 +63,7 @@ type config struct {
 	maxEndpoints int
 	batch        int
 	retryScale   float64
+	signer       formsapi.AttachmentSigner                      // from WithAttachmentURLs; nil: URLs as stored
 	ticker       func(time.Duration) (<-chan time.Time, func()) // Run's polls; a test's own through export_test.go
 	passDone     func()                                         // tests only: called by Run when it learns a pass ended
 }
@@ -97,6 +98,24 @@ func WithClock(now func() time.Time) Option {
 		panic("webhook: WithClock with a nil clock")
 	}
 	return func(c *config) { c.now = now }
+}
+
+// WithAttachmentURLs has the dispatcher send, as the fileUrl of each
+// attachment of a submission.created event, the URL sign makes of the
+// stored attachment, as the handler's formsapi.WithAttachmentURLs does
+// for pages: give both the same signer. An event is signed afresh for
+// every attempt, as of the attempt's time, so a retry hours later
+// carries URLs valid from then for the signer's whole lifetime; only the
+// URLs differ between attempts (the webhook-id, and the rest of the
+// body, do not). A thin event carries no submission: its URL leads to a
+// feed page, which the handler signs. A signer's error holds the event
+// back, logged without the URL, and the stream tries again on its next
+// pass; it counts as no attempt. It panics if sign is nil.
+func WithAttachmentURLs(sign formsapi.AttachmentSigner) Option {
+	if sign == nil {
+		panic("webhook: WithAttachmentURLs with a nil signer")
+	}
+	return func(c *config) { c.signer = sign }
 }
 
 // WithLogger sets where the dispatcher logs failures of its store and
