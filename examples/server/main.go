@@ -22,6 +22,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -118,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	corsOrigins := fs.String("cors-origins", "", "comma-separated origins of browser apps allowed to call the API (https://app.example.com,http://localhost:5173), or * for any (default: none)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, on a listener of its own (default: off)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file, for go tool pprof, when the server stops (default: none)")
+	fileSecret := fs.String("attachment-secret-file", "", "sign the attachments' URLs (pages, feed, exports, webhook events) with the secret in this file, at least 32 characters, as URLs of this server's own /files route, which checks them and serves a stand-in for each file: the demo of a private bucket's presigned URLs (default: URLs as stored)")
+	fileLifetime := fs.Duration("attachment-url-lifetime", 10*time.Minute, "with -attachment-secret-file: how long a signed attachment URL is valid; every URL a client receives is valid for at least half of it")
 	migrateOnly := fs.Bool("migrate", false, "migrate the store to this version (and build the search index, with -search-index) and exit, logging the progress: a deploy step ahead of the new servers, which then start without waiting")
 	hooks := addWebhookFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -163,6 +166,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The options from flags are checked before anything is opened or
 	// seeded: a typo stops the server before it makes a demo key.
 	var flagOpts []formsapi.Option
+	var files *fileSigner
+	if *fileSecret != "" {
+		key, err := readFileSecret(*fileSecret)
+		if err != nil {
+			return err
+		}
+		files = &fileSigner{key: key, lifetime: *fileLifetime, now: time.Now}
+		o, err := checked("-attachment-url-lifetime", func() formsapi.Option { return formsapi.WithAttachmentURLs(files.sign, *fileLifetime) })
+		if err != nil {
+			return err
+		}
+		flagOpts = append(flagOpts, o)
+		hooks.signer = files.sign
+	}
 	if *baseURL != "" {
 		o, err := checked("-base-url", func() formsapi.Option { return formsapi.WithBaseURL(*baseURL) })
 		if err != nil {
@@ -346,6 +363,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	handler := api
 	if *accessLog {
 		handler = logRequests(logger, api)
+	}
+	if files != nil {
+		files.base = strings.TrimSuffix(cmp.Or(*baseURL, base), "/")
+		handler = withFiles(handler, files)
 	}
 	gate.open(handler, storeReady(store))
 	attrs := []any{slog.String("url", base), slog.String("store", where), slog.String("rate_limiter", limiter), slog.String("cursor_secret", secretFrom)}

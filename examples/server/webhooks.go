@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/webhook"
 )
@@ -28,6 +29,7 @@ type webhookFlags struct {
 	timeout  time.Duration
 	scale    float64
 	apiBase  string
+	signer   formsapi.AttachmentSigner // from -attachment-secret-file, or nil
 }
 
 func addWebhookFlags(fs *flag.FlagSet) *webhookFlags {
@@ -51,6 +53,9 @@ func (w *webhookFlags) options(logger *slog.Logger, obs observe.DeliveryObserver
 	}
 	if obs != nil {
 		opts = append(opts, webhook.WithObserver(obs))
+	}
+	if w.signer != nil {
+		opts = append(opts, webhook.WithAttachmentURLs(w.signer))
 	}
 	return opts
 }
