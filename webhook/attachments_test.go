@@ -104,3 +104,44 @@ func TestAttachmentURLsInEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowEventIsSentNextPass: an event whose making outlasts the pass's
+// poll interval (here a signer that takes two of them on the clock; in
+// CI, a 256 KiB submission encoded under -race beside a 20 ms poll) is
+// not attempted with settings read longer ago than the interval, and is
+// sent by the next pass as made, not made again: before, every pass made
+// it anew, ran out of time again, and the event was never sent.
+func TestSlowEventIsSentNextPass(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	const poll = time.Second
+	signs := 0
+	sign := func(_ context.Context, _, _ string, a formsapi.Attachment, _ time.Time) (string, error) {
+		signs++
+		r.clock.Advance(2 * poll)
+		return a.FileURL + "?signed", nil
+	}
+	disp := webhook.NewDispatcher(r.store, r.store, r.secret, r.options(webhook.WithAttachmentURLs(sign), webhook.WithPollInterval(poll))...)
+	t.Cleanup(disp.Close)
+	rc := newReceiver(t)
+	r.endpoint(rc.srv.URL + "/hook")
+	sub := formsapi.Submission{FormID: "f", Data: []byte(`{}`), Attachments: []formsapi.Attachment{{FieldName: "cv", FileURL: "https://files.example.com/1.pdf", FileSize: 3, MIMEType: "application/pdf"}}}
+	if err := r.store.AddSubmission(r.ctx, sub, formsapi.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	disp.Step(r.ctx)
+	if n := rc.count(); n != 0 {
+		t.Fatalf("%d deliveries after a pass whose time ran out making the event, want 0", n)
+	}
+	disp.Step(r.ctx)
+	ds := rc.deliveries()
+	if len(ds) != 1 {
+		t.Fatalf("%d deliveries after the next pass, want the event made by the first", len(ds))
+	}
+	if signs != 1 {
+		t.Errorf("the attachment was signed %d times, want once", signs)
+	}
+	if !strings.Contains(string(ds[0].body), `https://files.example.com/1.pdf?signed`) {
+		t.Errorf("the event sent is not the one made: %s", ds[0].body)
+	}
+}

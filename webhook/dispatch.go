@@ -300,7 +300,7 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 		}
 		t := &turn{st: st, stored: ok}
 		if c := carried[form]; c != nil && ok && c.st.Cursor == st.Cursor && c.st.Floor == st.Floor && c.st.Incarnation == st.Incarnation {
-			t.pending, t.last, t.more = c.pending, c.last, c.more
+			t.pending, t.last, t.more, t.ready = c.pending, c.last, c.more, c.ready
 		}
 		rr.line = append(rr.line, t)
 	}
@@ -336,6 +336,11 @@ type turn struct {
 	pending []entry // read, not sent yet
 	last    int64   // the position of the last entry read
 	more    bool    // the feed has entries after those read
+	// ready is the event of pending[0] when a pass made it and its time
+	// ran out before the attempt: the next pass sends it as it is, for
+	// an event that takes longer to make than a poll interval (a large
+	// submission on a slow machine) would otherwise never be sent.
+	ready *event
 }
 
 // rotation is the line of a pass's forms: a worker takes the form at its
@@ -444,7 +449,7 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, dea
 			return false, r
 		}
 	}
-	st, ok, r := d.deliver(ctx, h, e, t.st, t.pending[0], t.last, deadline)
+	st, ok, r := d.deliver(ctx, h, e, t.st, t.pending[0], &t.ready, t.last, deadline)
 	t.st = st
 	if !ok {
 		return false, r
@@ -579,8 +584,38 @@ func one(p formsapi.FeedPage) []entry {
 // time is up at deadline when it has a slot (r is then timeUp), and
 // saves what it did to the stream: the cursor at x after a 2xx, the
 // retry otherwise. ok reports that the stream may go on to the next
-// entry; otherwise r says why not.
-func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, x entry, last int64, deadline time.Time) (Stream, bool, result) {
+// entry; otherwise r says why not. *ready is x's event if an earlier
+// pass made it; deliver leaves there the one it made when the time was
+// up, and nil otherwise.
+func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, x entry, ready **event, last int64, deadline time.Time) (Stream, bool, result) {
+	ev := *ready
+	*ready = nil
+	if ev == nil {
+		made, st, ok, r := d.prepare(ctx, h, e, st, x)
+		if made == nil {
+			return st, ok, r
+		}
+		ev = made
+	}
+	if err := d.slots.acquire(ctx, e.AccountID, e.ID); err != nil {
+		return st, false, caughtUp
+	}
+	start := d.cfg.now()
+	if !start.Before(deadline) {
+		// The event's making or the wait for a slot outlasted the pass:
+		// the settings it read may be stale. The next pass sends the
+		// event it made.
+		d.slots.release(e.AccountID, e.ID)
+		*ready = ev
+		return st, false, timeUp
+	}
+	return d.attempt(ctx, h, e, st, x, *ev, last, start)
+}
+
+// prepare makes the event of entry x of st's form. When it cannot, ev is
+// nil and st, ok and r are deliver's answer: a damaged entry is passed
+// (its cursor saved), a failed signing is tried again on the next pass.
+func (d *Dispatcher) prepare(ctx context.Context, h *held, e Endpoint, st Stream, x entry) (ev *event, _ Stream, ok bool, r result) {
 	refPos := x.pos
 	if x.deleted {
 		refPos = x.of
@@ -593,11 +628,11 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 			if ctx.Err() == nil {
 				d.cfg.log.Error("webhook: sign the attachments of a feed entry", "endpoint", e.ID, "position", x.pos, "error", err)
 			}
-			return st, false, caughtUp // tried again on the next pass
+			return nil, st, false, caughtUp // tried again on the next pass
 		}
 		x.sub.Attachments = signed
 	}
-	ev, err := eventOf(st.FormID, x, ref, thin)
+	made, err := eventOf(st.FormID, x, ref, thin)
 	if err != nil {
 		// A damaged stored submission (the handler leaves it out of its
 		// pages too): it can never be sent, so it does not hold back
@@ -605,18 +640,15 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 		d.cfg.log.Error("webhook: a feed entry cannot be sent", "endpoint", e.ID, "position", x.pos, "error", err)
 		st.Cursor = x.pos
 		r := d.save(ctx, h, st)
-		return st, r == caughtUp, r
+		return nil, st, r == caughtUp, r
 	}
-	if err := d.slots.acquire(ctx, e.AccountID, e.ID); err != nil {
-		return st, false, caughtUp
-	}
-	start := d.cfg.now()
-	if !start.Before(deadline) {
-		// The wait for a slot outlasted the pass: the settings it read
-		// may be stale.
-		d.slots.release(e.AccountID, e.ID)
-		return st, false, timeUp
-	}
+	return &made, st, false, caughtUp
+}
+
+// attempt sends ev, the event of entry x of st's form, to e once, from
+// start, holding a slot that it releases, and saves the outcome to the
+// stream as deliver says.
+func (d *Dispatcher) attempt(ctx context.Context, h *held, e Endpoint, st Stream, x entry, ev event, last int64, start time.Time) (Stream, bool, result) {
 	status, header, err := d.send(ctx, h.client, e, ev, start)
 	d.slots.release(e.AccountID, e.ID)
 	if ctx.Err() != nil {
