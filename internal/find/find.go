@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // The limits on filters. The handler answers 400 naming the limit for a
@@ -274,19 +276,19 @@ func Keys(data []byte) []int64 {
 	if !json.Valid(data) {
 		return nil
 	}
-	i := skipSpace(data, 0)
+	i := wire.SkipSpace(data, 0)
 	if data[i] != '{' {
 		return nil
 	}
 	var keys []int64
-	for i = skipSpace(data, i+1); data[i] != '}'; {
-		nameStart, nameEnd := i, valueEnd(data, i)
+	for i = wire.SkipSpace(data, i+1); data[i] != '}'; {
+		nameStart, nameEnd := i, wire.ValueEnd(data, i)
 		name := data[nameStart+1 : nameEnd-1]
-		i = skipSpace(data, skipSpace(data, nameEnd)+1) // past the colon
-		end := valueEnd(data, i)
+		i = wire.SkipSpace(data, wire.SkipSpace(data, nameEnd)+1) // past the colon
+		end := wire.ValueEnd(data, i)
 		raw := data[i:end]
-		if i = skipSpace(data, end); data[i] == ',' {
-			i = skipSpace(data, i+1)
+		if i = wire.SkipSpace(data, end); data[i] == ',' {
+			i = wire.SkipSpace(data, i+1)
 		}
 		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
 			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD).
@@ -358,49 +360,6 @@ func plainCanonical(raw []byte) ([]byte, bool) {
 	return raw, true
 }
 
-// skipSpace returns the index of the first byte of data at or after i
-// that is not JSON white space.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value that starts at
-// data[i], in data that is valid JSON.
-func valueEnd(data []byte, i int) int {
-	switch data[i] {
-	case '"':
-		for j := i + 1; ; j++ {
-			switch data[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-	case '{', '[':
-		depth := 0
-		for j := i; ; j++ {
-			switch data[j] {
-			case '"':
-				j = valueEnd(data, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-	}
-	j := i
-	for j < len(data) && !(data[j] == ',' || data[j] == '}' || data[j] == ']' || data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
-		j++
-	}
-	return j
-}
 
 // StringKey returns the index key of the member field with the string
 // value, and whether such a member is indexed (see Keys): what an erasure

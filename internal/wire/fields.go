@@ -75,15 +75,15 @@ func FieldNames(data []byte) []string {
 		Members(data, func(name string, _ json.RawMessage) { add(name) })
 		return names
 	}
-	i := skipSpace(data, 0)
+	i := SkipSpace(data, 0)
 	if data[i] != '{' {
 		return nil
 	}
-	for i = skipSpace(data, i+1); data[i] != '}'; {
-		start, end := i, valueEnd(data, i)
-		i = skipSpace(data, valueEnd(data, skipSpace(data, skipSpace(data, end)+1)))
+	for i = SkipSpace(data, i+1); data[i] != '}'; {
+		start, end := i, ValueEnd(data, i)
+		i = SkipSpace(data, ValueEnd(data, SkipSpace(data, SkipSpace(data, end)+1)))
 		if data[i] == ',' {
-			i = skipSpace(data, i+1)
+			i = SkipSpace(data, i+1)
 		}
 		raw := data[start+1 : end-1]
 		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
@@ -99,46 +99,3 @@ func FieldNames(data []byte) []string {
 	return names
 }
 
-// skipSpace returns the index of the first byte of data at or after i
-// that is not JSON white space.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value that starts at
-// data[i], in data that is valid JSON.
-func valueEnd(data []byte, i int) int {
-	switch data[i] {
-	case '"':
-		for j := i + 1; ; j++ {
-			switch data[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-	case '{', '[':
-		depth := 0
-		for j := i; ; j++ {
-			switch data[j] {
-			case '"':
-				j = valueEnd(data, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-	}
-	j := i
-	for j < len(data) && !(data[j] == ',' || data[j] == '}' || data[j] == ']' || data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
-		j++
-	}
-	return j
-}
