@@ -70,7 +70,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		wait := p.Begin(stepLock, -1)
+		wait := p.Begin(stored.StepLock, -1)
 		_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema))
 		wait.End(err)
 		if err != nil {
@@ -108,7 +108,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 			return fmt.Errorf("schema %s has version %d, this package knows up to %d: %w", schema, current, latest, ErrSchemaTooNew)
 		}
 		for _, m := range ms[current:] {
-			step := p.Begin(stepMigration+m.Name, -1)
+			step := p.Begin(stored.StepMigration+m.Name, -1)
 			_, err := tx.Exec(ctx, m.SQL)
 			step.End(err)
 			if err != nil {
@@ -174,7 +174,7 @@ func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err 
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions`).Scan(&total); err != nil {
 		return fmt.Errorf("count the submissions: %w", err)
 	}
-	step := p.Begin(stepSearchIndex, total)
+	step := p.Begin(stored.StepSearchIndex, total)
 	defer func() { step.End(err) }()
 	if _, err := tx.Exec(ctx, `INSERT INTO formsapi_find (form_seq, key, created_at, seq)
 SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.find_keys) k
@@ -210,7 +210,7 @@ func backfillFields(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err err
 	if total == 0 {
 		return nil
 	}
-	step := p.Begin(stepFields, total)
+	step := p.Begin(stored.StepFields, total)
 	defer func() { step.End(err) }()
 	var form, pos int64
 	seen := map[string]bool{}
@@ -296,7 +296,7 @@ func reencode(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
 	if total == 0 {
 		return nil
 	}
-	step := p.Begin(stepReencode, total)
+	step := p.Begin(stored.StepReencode, total)
 	defer func() { step.End(err) }()
 	for {
 		rows, err := tx.Query(ctx, sqlStale)
@@ -349,7 +349,7 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err err
 	if total == 0 {
 		return nil
 	}
-	step := p.Begin(stepIndex, total)
+	step := p.Begin(stored.StepIndex, total)
 	defer func() { step.End(err) }()
 	return indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
 WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step)

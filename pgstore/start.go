@@ -8,16 +8,6 @@ import (
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
-// The steps of a start that may take long, as the log names them.
-const (
-	stepLock        = "wait for another node's migration"
-	stepMigration   = "migration "
-	stepFields      = "fill the field table"
-	stepReencode    = "re-encode stored submissions"
-	stepIndex       = "index submitted values"
-	stepSearchIndex = "build the search index"
-)
-
 // WithLogger sends the store's progress logs to l instead of
 // slog.Default(), and WithLogger(nil) turns them off. Open and New log
 // the steps of a start that take long: waiting for another node that
@@ -36,12 +26,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // startProgress is the progress logger of the store's start.
 func (c *config) startProgress() *stored.Progress {
-	p := c.progress
-	if p.Logger == nil && !c.quiet {
-		p.Logger = slog.Default()
-	}
-	p.Attrs = append(p.Attrs, slog.String("store", "pgstore"))
-	return &p
+	return c.progress.ForStore("pgstore", c.quiet)
 }
 
 // Migrate brings the store's schema at dsn (WithSchema, or the

@@ -91,7 +91,7 @@ func enableSearchIndex(ctx context.Context, db *sql.DB, p *stored.Progress) (err
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions`).Scan(&total); err != nil {
 		return err
 	}
-	step := p.Begin(stepSearchIndex, total)
+	step := p.Begin(stored.StepSearchIndex, total)
 	defer func() { step.End(err) }()
 	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find (form_seq, key, created_at, seq)
 SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
@@ -170,7 +170,7 @@ func indexUnindexed(ctx context.Context, db *sql.DB, p *stored.Progress) (err er
 	if total == 0 {
 		return nil
 	}
-	step := p.Begin(stepIndex, total)
+	step := p.Begin(stored.StepIndex, total)
 	defer func() { step.End(err) }()
 	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
 WHERE seq > ? AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step); err != nil {
@@ -218,7 +218,7 @@ func migrateThrough(ctx context.Context, db *sql.DB, ms []migration, p *stored.P
 		return fmt.Errorf("migrate: the database has schema version %d, this package knows up to %d: %w", current, latest, ErrSchemaTooNew)
 	}
 	for _, m := range ms[current:] {
-		step := p.Begin(stepMigration+m.Name, -1)
+		step := p.Begin(stored.StepMigration+m.Name, -1)
 		err := apply(ctx, db, m)
 		step.End(err)
 		if err != nil {
@@ -251,7 +251,7 @@ func reencode(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
 	if total == 0 {
 		return nil
 	}
-	step := p.Begin(stepReencode, total)
+	step := p.Begin(stored.StepReencode, total)
 	defer func() { step.End(err) }()
 	for {
 		rows, err := db.QueryContext(ctx, sqlStale)

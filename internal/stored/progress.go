@@ -3,6 +3,7 @@ package stored
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,29 @@ type Progress struct {
 	Now    func() time.Time                                            // nil: time.Now
 	Tick   func(every time.Duration) (c <-chan time.Time, stop func()) // nil: a time.Ticker
 	Attrs  []slog.Attr                                                 // on every line: the store's, its schema's
+}
+
+// The steps of a start that may take long, as the log names them: the
+// stores' Begin calls name them with these (StepMigration followed by the
+// migration's name).
+const (
+	StepLock        = "wait for another node's migration"
+	StepMigration   = "migration "
+	StepFields      = "fill the field table"
+	StepReencode    = "re-encode stored submissions"
+	StepIndex       = "index submitted values"
+	StepSearchIndex = "build the search index"
+)
+
+// ForStore returns a copy of p for the start of the store named store
+// (its name on every line): its Logger slog.Default() when p has none,
+// unless quiet (the host turned the logs off).
+func (p Progress) ForStore(store string, quiet bool) *Progress {
+	if p.Logger == nil && !quiet {
+		p.Logger = slog.Default()
+	}
+	p.Attrs = append(slices.Clip(p.Attrs), slog.String("store", store))
+	return &p
 }
 
 // Step is one step under way; its methods are safe for concurrent use.
