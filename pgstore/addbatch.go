@@ -110,10 +110,10 @@ func (s *Store) addBatch(ctx context.Context, rs []newSubmission, on bool) (retr
 					return withCtx(ctx, err)
 				case err != nil:
 					br.Close()
-					return &stored.ItemError{Item: item, Form: r.formID, Err: r.insertError(ctx, err)}
+					return &stored.ItemError{Item: item, Form: r.FormID, Err: r.insertError(ctx, err)}
 				case tag.RowsAffected() == 0:
 					br.Close()
-					return &stored.ItemError{Item: item, Form: r.formID, Err: formsapi.ErrFormNotFound}
+					return &stored.ItemError{Item: item, Form: r.FormID, Err: formsapi.ErrFormNotFound}
 				}
 			}
 			if err := br.Close(); err != nil {

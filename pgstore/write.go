@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -81,7 +79,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			err = s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on)
 		}
 		if err != nil {
-			return fmt.Errorf("pgstore: add submission to form %q: %w", r.formID, r.insertError(ctx, err))
+			return fmt.Errorf("pgstore: add submission to form %q: %w", r.FormID, r.insertError(ctx, err))
 		}
 		switch {
 		case tag.RowsAffected() > 0:
@@ -90,59 +88,19 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			s.searchOn.Store(true)
 			continue
 		}
-		return fmt.Errorf("pgstore: add submission to form %q: %w", r.formID, formsapi.ErrFormNotFound)
+		return fmt.Errorf("pgstore: add submission to form %q: %w", r.FormID, formsapi.ErrFormNotFound)
 	}
 }
 
-// newSubmission is a submission made ready for sqlAddSubmission, once
-// checked against the store's limits: its data compacted, its JSON as the
-// API sends it encoded.
-type newSubmission struct {
-	formID      string
-	at          int64
-	data        []byte // compacted
-	attachments []byte
-	urls        []string // of the attachments, which search looks in
-	encoded     []byte
-	geo         []byte // NULL when absent
-	m           formsapi.Metadata
-}
+// newSubmission is a submission made ready for sqlAddSubmission
+// (stored.Prepare).
+type newSubmission struct{ stored.Prepared }
 
 // prepareSubmission does for AddSubmission and AddSubmissions what
-// needs no database: a zero CreatedAt becomes the current time, the
-// store's limits are checked and the columns made.
+// needs no database (stored.Prepare).
 func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) (newSubmission, error) {
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = s.now()
-	}
-	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
-		return newSubmission{}, err
-	}
-	data, err := compact(sub.Data)
-	if err != nil {
-		return newSubmission{}, err
-	}
-	attachments := []byte("[]")
-	if len(sub.Attachments) > 0 {
-		if attachments, err = json.Marshal(sub.Attachments); err != nil {
-			return newSubmission{}, err
-		}
-	}
-	// The JSON the API sends is made once here, from the compacted data,
-	// so that reads copy it out without decoding or encoding anything.
-	sub.Data = data
-	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
-	if err != nil {
-		return newSubmission{}, err
-	}
-	var geo []byte // NULL when absent
-	if len(m.Geo) > 0 {
-		if geo, err = compact(m.Geo); err != nil {
-			return newSubmission{}, err
-		}
-	}
-	return newSubmission{formID: sub.FormID, at: sub.CreatedAt.UnixNano(), data: data, attachments: attachments,
-		urls: stored.URLs(sub.Attachments), encoded: encoded, geo: geo, m: m}, nil
+	p, err := stored.Prepare(sub, m, s.limits, s.now)
+	return newSubmission{p}, err
 }
 
 // args returns sqlAddSubmission's arguments, with search's trigram keys
@@ -152,19 +110,19 @@ func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) 
 // that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 // writes valid UTF-8.
 func (r *newSubmission) args(on bool) []any {
-	keys := find.Keys(r.data)
+	keys := find.Keys(r.Data)
 	if on {
-		keys = find.IndexKeys(r.data, r.urls)
+		keys = find.IndexKeys(r.Data, r.URLs)
 	}
-	return []any{r.formID, r.at, string(r.data), string(r.attachments), r.encoded,
-		[]byte(r.m.ClientIP), []byte(r.m.UserAgent), r.geo, []byte(r.m.TraceID), stored.Version, r.m.ID, fieldNames(r.data), keys, on}
+	return []any{r.FormID, r.At, string(r.Data), string(r.Attachments), r.Encoded,
+		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a
 // metadata ID the form already has is invalid input.
 func (r *newSubmission) insertError(ctx context.Context, err error) error {
 	if isUniqueViolation(err) {
-		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.m.ID)
+		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.Meta.ID)
 	}
 	return withCtx(ctx, err)
 }
@@ -179,16 +137,6 @@ func fieldNames(data []byte) [][]byte {
 		b[i] = []byte(n)
 	}
 	return b
-}
-
-// compact returns JSON without insignificant space: the column holds
-// exactly what the read side returns, without decoding it again.
-func compact(v []byte) ([]byte, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // AddKey registers key as an API key of accountID. Only its SHA-256 is

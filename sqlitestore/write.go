@@ -1,9 +1,7 @@
 package sqlitestore
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/formsapi/formsapi"
@@ -66,7 +64,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		args := r.args(on)
 		done, err := s.writing(ctx)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, err)
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, err)
 		}
 		res, err := s.addSubmission.ExecContext(ctx, args...)
 		var n int64
@@ -78,7 +76,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		}
 		done()
 		if err != nil {
-			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, r.insertError(err))
+			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, r.insertError(err))
 		}
 		switch {
 		case n > 0:
@@ -87,87 +85,39 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			s.searchOn.Store(true)
 			continue
 		}
-		return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.formID, formsapi.ErrFormNotFound)
+		return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, formsapi.ErrFormNotFound)
 	}
 }
 
-// newSubmission is a submission made ready for sqlAddSubmission, once
-// checked against the store's limits: its data compacted, its JSON as the
-// API sends it encoded.
-type newSubmission struct {
-	formID      string
-	at          int64
-	data        []byte // compacted
-	attachments string
-	urls        []string // of the attachments, which search looks in
-	encoded     []byte
-	geo         any // NULL when absent
-	m           formsapi.Metadata
-}
+// newSubmission is a submission made ready for sqlAddSubmission
+// (stored.Prepare).
+type newSubmission struct{ stored.Prepared }
 
 // prepareSubmission does for AddSubmission and AddSubmissions what
-// needs no database: a zero CreatedAt becomes the current time, the
-// store's limits are checked and the columns made.
+// needs no database (stored.Prepare).
 func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) (newSubmission, error) {
-	if sub.CreatedAt.IsZero() {
-		sub.CreatedAt = s.now()
-	}
-	if err := s.limits.PrepareSubmission(&sub, &m); err != nil {
-		return newSubmission{}, err
-	}
-	data, err := compact(sub.Data)
-	if err != nil {
-		return newSubmission{}, err
-	}
-	attachments := "[]"
-	if len(sub.Attachments) > 0 {
-		b, err := json.Marshal(sub.Attachments)
-		if err != nil {
-			return newSubmission{}, err
-		}
-		attachments = string(b)
-	}
-	// The JSON the API sends is made once here, from the compacted data,
-	// so that reads copy it out without decoding or encoding anything.
-	sub.Data = []byte(data)
-	encoded, err := formsapi.AppendSubmissionJSON(nil, sub)
-	if err != nil {
-		return newSubmission{}, err
-	}
-	var geo any // NULL when absent
-	if len(m.Geo) > 0 {
-		if geo, err = compact(m.Geo); err != nil {
-			return newSubmission{}, err
-		}
-	}
-	return newSubmission{formID: sub.FormID, at: sub.CreatedAt.UnixNano(), data: sub.Data, attachments: attachments,
-		urls: stored.URLs(sub.Attachments), encoded: encoded, geo: geo, m: m}, nil
+	p, err := stored.Prepare(sub, m, s.limits, s.now)
+	return newSubmission{p}, err
 }
 
 // args returns sqlAddSubmission's arguments, with search's trigram keys
 // when the search index is on.
 func (r *newSubmission) args(on bool) []any {
-	return []any{r.at, string(r.data), r.attachments, r.encoded, stored.Version,
-		r.m.ClientIP, r.m.UserAgent, r.geo, r.m.TraceID, r.m.ID, r.formID, findKeys(r.data, r.urls, on), on}
+	var geo any // NULL when absent; text, as data and attachments are
+	if r.Geo != nil {
+		geo = string(r.Geo)
+	}
+	return []any{r.At, string(r.Data), string(r.Attachments), r.Encoded, stored.Version,
+		r.Meta.ClientIP, r.Meta.UserAgent, geo, r.Meta.TraceID, r.Meta.ID, r.FormID, findKeys(r.Data, r.URLs, on), on}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a
 // metadata ID the form already has is invalid input.
 func (r *newSubmission) insertError(err error) error {
 	if isUniqueViolation(err) {
-		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.m.ID)
+		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.Meta.ID)
 	}
 	return err
-}
-
-// compact returns JSON without insignificant space, as text: the column
-// holds exactly what the read side returns, without decoding it again.
-func compact(v []byte) (string, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }
 
 // AddKey registers key as an API key of accountID. Only its SHA-256 is
