@@ -2,7 +2,7 @@ package sqlitestore
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"iter"
 
@@ -46,27 +46,12 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 // setting is read in it and cannot change before it commits, so every
 // submission is written with the trigram keys the setting asks for, and
 // an insert that writes nothing means the form is not stored.
-func (s *Store) addBatch(ctx context.Context, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) (err error) {
-	done, err := s.writing(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	conn, err := s.write.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	committed := false
-	defer func() { // also when batch panics: the connection goes back to the pool without a transaction
-		if !committed {
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-			err = errors.Join(err, rerr)
-		}
-	}()
+func (s *Store) addBatch(ctx context.Context, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) error {
+	return s.immediate(ctx, func(conn *sql.Conn) error { return s.addBatchIn(ctx, conn, batch) })
+}
+
+// addBatchIn is addBatch in its transaction on conn.
+func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) error {
 	var on bool
 	if err := conn.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
 		return fmt.Errorf("search index setting: %w", err)
@@ -94,18 +79,11 @@ func (s *Store) addBatch(ctx context.Context, batch iter.Seq2[formsapi.Submissio
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			return &stored.ItemError{Item: i, Form: r.formID, Err: r.insertError(err)}
+			return &stored.ItemError{Item: i, Form: r.FormID, Err: r.insertError(err)}
 		case n == 0:
-			return &stored.ItemError{Item: i, Form: r.formID, Err: formsapi.ErrFormNotFound}
+			return &stored.ItemError{Item: i, Form: r.FormID, Err: formsapi.ErrFormNotFound}
 		}
 		i++
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return err
-	}
-	committed = true
-	return nil
+	return ctx.Err()
 }

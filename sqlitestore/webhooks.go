@@ -37,12 +37,19 @@ RETURNING ` + hookrow.EndpointColumns
 
 // hookTx runs fn in a write transaction (BEGIN IMMEDIATE whatever the
 // handle's DSN says, since fn reads before it writes).
-func (s *Store) hookTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) (err error) {
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("sqlitestore: %s: %w", op, err)
-		}
-	}()
+func (s *Store) hookTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) error {
+	if err := s.immediate(ctx, fn); err != nil {
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	return nil
+}
+
+// immediate runs fn in a BEGIN IMMEDIATE transaction on one connection of
+// the write handle, whatever the handle's DSN says (fn reads before it
+// writes: see deleting), and commits it when fn returns nil. Otherwise,
+// and when fn panics, it rolls back, so that the connection goes back to
+// the pool without a transaction.
+func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) (err error) {
 	done, err := s.writing(ctx)
 	if err != nil {
 		return err
@@ -56,12 +63,21 @@ func (s *Store) hookTx(ctx context.Context, op string, fn func(conn *sql.Conn) e
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			err = errors.Join(err, rerr)
+		}
+	}()
 	if err := fn(conn); err != nil {
-		_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-		return errors.Join(err, rerr)
+		return err
 	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	committed = true
+	return nil
 }
 
 type querier interface {
