@@ -27,17 +27,9 @@ BASE=${1:-82da653}
 COUNT=${COUNT:-5}
 STORES=${STORES:-sqlitestore pgstore}
 export FORMSAPI_TEST_POSTGRES=${FORMSAPI_TEST_POSTGRES:-${PG:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}}
-DIR=$(mktemp -d /tmp/formsapi-writecost.XXXXXX)
-OLD=$DIR/base
-cleanup() {
-  git worktree remove --force "$OLD" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-git worktree add --detach "$OLD" "$BASE" >/dev/null 2>&1
-NEW=$PWD
-echo "this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'); base: $(git -C "$OLD" rev-parse --short HEAD)"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
+NAME=writecost
+# shellcheck source=bench/basetree.sh
+source bench/basetree.sh
 for s in $STORES; do
   (cd "$NEW" && go test -c -o "$DIR/new-$s.test" "./$s/")
   (cd "$OLD" && go test -c -o "$DIR/old-$s.test" "./$s/")

@@ -17,17 +17,10 @@ cd "$(dirname "$0")/.."
 BASE=${1:-ff675d3}
 N=${N:-3000}
 COUNT=${COUNT:-3}
-DIR=$(mktemp -d /tmp/formsapi-writecpu.XXXXXX)
-OLD=$DIR/base
-cleanup() {
-  git worktree remove --force "$OLD" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-git worktree add --detach "$OLD" "$BASE" >/dev/null 2>&1
-NEW=$PWD
-echo "this tree: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'); base: $(git -C "$OLD" rev-parse --short HEAD); $N writes a run"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
+NAME=writecpu
+EXTRA="; $N writes a run"
+# shellcheck source=bench/basetree.sh
+source bench/basetree.sh
 (cd "$NEW" && go test -c -o "$DIR/new.test" ./sqlitestore/)
 (cd "$OLD" && go test -c -o "$DIR/old.test" ./sqlitestore/)
 run() { # TREE (old, new, or idx: new with the search index on)
