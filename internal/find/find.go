@@ -360,7 +360,6 @@ func plainCanonical(raw []byte) ([]byte, bool) {
 	return raw, true
 }
 
-
 // StringKey returns the index key of the member field with the string
 // value, and whether such a member is indexed (see Keys): what an erasure
 // by field and value looks up.

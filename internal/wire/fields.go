@@ -98,4 +98,3 @@ func FieldNames(data []byte) []string {
 	}
 	return names
 }
-
