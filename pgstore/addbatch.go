@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/stored"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 var _ formsapi.BatchWriter = (*Store)(nil)
@@ -21,11 +23,21 @@ var _ formsapi.BatchWriter = (*Store)(nil)
 const pipelined = 256
 
 // AddSubmissions stores every submission batch yields, with its
-// metadata, in one transaction, as that many AddSubmission calls would:
-// the same statement for each, so the same rows, index entries, feed
-// positions and fields, but one commit for the batch, and the statements
-// sent in pipelines rather than one round trip each. A read, on any node,
-// sees none of the batch or all of it.
+// metadata, in one transaction, leaving the rows, index entries (the
+// search index's unfolded tail among them), feed positions, fields and
+// forms' bases that that many AddSubmission calls would, but with one
+// commit for the batch. A read, on any node, sees none of the batch or
+// all of it.
+//
+// The submissions go in statements of up to bulkRows each, in their
+// order, several statements a round trip: each statement updates the
+// row of each form it writes to once (feed_last moved by the form's
+// count, one new version), not once a submission, so a batch leaves a
+// form's row one dead version a statement rather than one a submission,
+// and inserts the submissions with one statement's index maintenance
+// (migration 0024). When a statement is refused, the batch is written
+// again in a statement a submission (AddSubmission's, pipelined), which
+// finds the one to name.
 //
 // Every submission is checked against the store's limits before the
 // transaction begins, so batch is iterated once and held in memory. If
@@ -60,14 +72,21 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: add submissions: %w", err)
 	}
+	write := s.addBulk
 	for n := 1; ; n++ {
 		on := s.searchOn.Load()
-		retry, err := s.addBatch(ctx, rs, on)
+		retry, err := write(ctx, rs, on)
 		switch {
 		case err == nil && !retry:
 			return nil
 		case err == nil: // the search index was turned on since this store last looked
 			s.searchOn.Store(true)
+			continue
+		case errors.Is(err, errRefused):
+			// A statement of many refused them: the batch again, one
+			// statement a submission, finds the one to name.
+			write = s.addEach
+			n--
 			continue
 		case n < conflictAttempts && conflict(err) && backoff(ctx, n) == nil:
 			continue
@@ -76,14 +95,123 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 	}
 }
 
-// addBatch writes rs in one transaction at read committed, with
+// bulkRows is how many submissions go in one statement of
+// AddSubmissions (sqlAddSubmissions); bulkPipelined is how many
+// statements go to PostgreSQL in one round trip (a pgx.Batch).
+const (
+	bulkRows      = 1000
+	bulkPipelined = 4
+)
+
+// addBulk writes rs in one transaction at read committed, as addEach
+// does, but in statements of up to bulkRows submissions each
+// (sqlAddSubmissions), in their order: each form's row is updated once
+// a statement, not once a submission. It returns errRefused, having
+// written nothing, when a statement fails for a reason that is not a
+// conflict or ctx's end, or finds a form missing: which submission to
+// blame is addEach's to find.
+func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		for start := 0; start < len(rs); start += bulkRows * bulkPipelined {
+			b := &pgx.Batch{}
+			var counts []int
+			for from := start; from < min(start+bulkRows*bulkPipelined, len(rs)); from += bulkRows {
+				chunk := rs[from:min(from+bulkRows, len(rs))]
+				b.Queue(s.sql.addSubmissions, bulkArgs(chunk, on)...)
+				counts = append(counts, len(chunk))
+			}
+			br := tx.SendBatch(ctx, b)
+			for _, n := range counts {
+				tag, err := br.Exec()
+				if err == nil && tag.RowsAffected() == 0 && !on {
+					// As in addEach: the search index may have been turned on.
+					if err = br.Close(); err == nil {
+						err = tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&retry)
+					}
+					if err == nil && retry {
+						return errRetry
+					}
+				}
+				switch {
+				case err != nil && (ctx.Err() != nil || conflict(err)):
+					br.Close()
+					return withCtx(ctx, err)
+				case err != nil || tag.RowsAffected() != int64(n):
+					br.Close()
+					return errRefused
+				}
+			}
+			if err := br.Close(); err != nil {
+				return withCtx(ctx, err)
+			}
+		}
+		return ctx.Err()
+	})
+	if errors.Is(err, errRetry) {
+		return true, nil
+	}
+	return false, err
+}
+
+// errRefused rolls back a batch's transaction whose statement of many
+// submissions was refused.
+var errRefused = errors.New("pgstore: a statement of the batch was refused")
+
+// bulkArgs returns sqlAddSubmissions's arguments for rs: those of args,
+// one array a column, with search's trigram keys when the search index
+// is on.
+func bulkArgs(rs []newSubmission, on bool) []any {
+	n := len(rs)
+	var forms []string
+	var counts []int64
+	form := make(map[string]int32)
+	formIdx, rank, at := make([]int32, n), make([]int64, n), make([]int64, n)
+	data, attachments, hosts := make([]string, n), make([]string, n), make([]string, n)
+	encoded, ips, agents, geos, traces := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	lo, hi := make([]int32, n), make([]int32, n)
+	noKeys := make([]bool, n)
+	keys := make([]int64, 0, 16*n) // never nil: every slice of a NULL array is NULL
+	var names [][]byte
+	var nameItems, nameOrds []int64
+	for j := range rs {
+		r := &rs[j]
+		f, ok := form[r.FormID]
+		if !ok {
+			forms, counts = append(forms, r.FormID), append(counts, 0)
+			f = int32(len(forms))
+			form[r.FormID] = f
+		}
+		counts[f-1]++
+		formIdx[j], rank[j] = f, counts[f-1]
+		at[j], data[j], attachments[j], hosts[j] = r.At, string(r.Data), string(r.Attachments), r.Meta.ID
+		encoded[j], ips[j], agents[j], geos[j], traces[j] = r.Encoded, []byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID)
+		k := find.Keys(r.Data)
+		if on {
+			k = find.IndexKeys(r.Data, r.URLs)
+		}
+		noKeys[j] = k == nil
+		lo[j] = int32(len(keys) + 1)
+		keys = append(keys, k...)
+		hi[j] = int32(len(keys))
+		for o, name := range wire.FieldNames(r.Data) {
+			names = append(names, []byte(name))
+			nameItems = append(nameItems, int64(j+1))
+			nameOrds = append(nameOrds, int64(o+1))
+		}
+	}
+	return []any{forms, counts, int64(n), formIdx, rank, at, data, attachments, encoded, ips, agents, geos, traces, hosts,
+		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version}
+}
+
+// addEach writes rs in one transaction at read committed, one
+// statement a submission (AddSubmission's), with
 // search's trigram keys when on, and reports whether it must be made
 // again with on true: when an insert wrote nothing because the search
 // index is on while on is false. Once an insert finds the index off, it
 // stays off until the transaction ends (formsapi_search_indexed holds
 // the search lock shared), so that can only happen to the first insert
 // of a transaction; any other insert that writes nothing has no form.
-func (s *Store) addBatch(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
+func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		for start := 0; start < len(rs); start += pipelined {
 			chunk := rs[start:min(start+pipelined, len(rs))]

@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"context"
+	"iter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -152,3 +154,24 @@ func WithProgressClock(now func() time.Time, tick func(time.Duration) (<-chan ti
 
 // LockKey is the advisory lock under which the schema is migrated.
 func LockKey(schema string) int64 { return lockKey(schema) }
+
+// AddBulk writes batch as AddSubmissions does, but only in statements of
+// many submissions: it returns the error that makes AddSubmissions write
+// the batch again one statement a submission rather than do so.
+func AddBulk(ctx context.Context, s *Store, batch iter.Seq2[formsapi.Submission, formsapi.Metadata]) error {
+	var rs []newSubmission
+	for sub, m := range batch {
+		r, err := s.prepareSubmission(sub, m)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
+	}
+	for {
+		retry, err := s.addBulk(ctx, rs, s.searchOn.Load())
+		if !retry {
+			return err
+		}
+		s.searchOn.Store(true)
+	}
+}

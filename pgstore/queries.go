@@ -434,6 +434,50 @@ INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
 SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[] FROM f`
 
+	// sqlAddSubmissions is sqlAddSubmission for n submissions ($3) in
+	// one statement (AddSubmissions), in their order, to the forms $1:
+	// each form's row is updated once, its feed_last moved by its count
+	// ($2), and the forms given one version, once for the statement
+	// (formsapi_addition_version(n), migration 0024), a value no state of
+	// any of them had. The submissions, one element of each array ($4 to
+	// $17) apiece, are inserted in array order, so their seqs are those
+	// that many single statements would take; each takes the position
+	// feed_last - count + its rank ($5, from 1) among the submissions of
+	// its form ($4, an index into $1, from 1). A submission's find_keys
+	// is the slice $18[$15:$16] of the keys of all of them (bigint[] holds
+	// no arrays of different lengths), or NULL where $17 says. The field
+	// table takes each name ($19; $20 the submission's place in the
+	// arrays, from 1, and $21 the name's among its names) at its least
+	// (position, ord), as that many single statements leave it.
+	sqlAddSubmissions = `WITH v AS (
+    SELECT formsapi_addition_version($3) AS version
+), f AS (
+    UPDATE formsapi_forms t SET feed_last = t.feed_last + c.n, version = v.version
+    FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(id, n, fi)
+    WHERE t.id = c.id AND ($22::boolean OR NOT formsapi_search_indexed())
+    RETURNING c.fi, t.seq, t.feed_last - c.n AS before
+), r AS (
+    SELECT f.seq AS form_seq, f.before + u.rank AS pos, u.*
+    FROM unnest($4::integer[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bytea[], $10::bytea[], $11::bytea[],
+        $12::bytea[], $13::bytea[], $14::text[], $15::integer[], $16::integer[], $17::boolean[])
+        WITH ORDINALITY AS u(fi, rank, at, data, attachments, json, ip, ua, geo, trace, host, lo, hi, nokeys, i)
+    JOIN f ON f.fi = u.fi
+), fields AS (
+    INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
+    SELECT DISTINCT ON (r.form_seq, n.name) r.form_seq, n.name, r.pos, n.ord
+    FROM unnest($19::bytea[], $20::bigint[], $21::bigint[]) AS n(name, item, ord) JOIN r ON r.i = n.item
+    WHERE NOT EXISTS (SELECT 1 FROM formsapi_fields x WHERE x.form_seq = r.form_seq AND x.name = n.name AND x.first_pos <= r.pos)
+    ORDER BY r.form_seq, n.name, r.pos, n.ord
+    ON CONFLICT (form_seq, name) DO UPDATE SET first_pos = EXCLUDED.first_pos, ord = EXCLUDED.ord
+    WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
+)
+INSERT INTO formsapi_submissions
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
+SELECT r.form_seq, r.pos, r.at, r.data, r.attachments, r.json, $23::integer, r.ip, r.ua, r.geo, r.trace, r.host,
+    CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END
+FROM r
+ORDER BY r.i`
+
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.
 	// DataFields: the form's fields up to a position, and a row with a
@@ -530,7 +574,7 @@ type queries struct {
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
 	touchKeys                                                    string
-	addForm, addSubmission, addKey, revokeKey                    string
+	addForm, addSubmission, addSubmissions, addKey, revokeKey    string
 	rateLimit, rateCharge, rateTat, ratePrune                    string
 	feed, feedEncoded, dataFields                                string
 	updateForm, formCreatedAt, deleteSubmission                  string
@@ -585,7 +629,7 @@ func newQueries(schema string) queries {
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
-		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission),
+		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission), addSubmissions: q(sqlAddSubmissions),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), dataFields: q(sqlDataFields),
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),

@@ -31,7 +31,7 @@ type batchStore interface {
 // batchSeed is FindSeed with FormSearch, but for FormFindOther's
 // submissions: forms whose lists, filters, searches, feeds and fields
 // all have something to show, their submissions out of time order, many
-// sharing a timestamp, some with a metadata ID.
+// sharing a timestamp, some with a metadata ID, the forms taking turns.
 func batchSeed() Seed {
 	s := FindSeed()
 	s.Submissions = slices.DeleteFunc(s.Submissions, func(s SeedSubmission) bool { return s.Submission.FormID == FormFindOther })
@@ -47,7 +47,32 @@ func batchSeed() Seed {
 			s.Submissions[i].Metadata.ID = fmt.Sprintf("batch-%d", i)
 		}
 	}
+	s.Submissions = interleaved(s.Submissions)
 	return s
+}
+
+// interleaved returns subs with their forms taking turns (each form's
+// in their order), so that a batch of them writes to several forms
+// back and forth, as an import of mixed forms would.
+func interleaved(subs []SeedSubmission) []SeedSubmission {
+	var forms []string
+	byForm := make(map[string][]SeedSubmission)
+	for _, s := range subs {
+		id := s.Submission.FormID
+		if _, ok := byForm[id]; !ok {
+			forms = append(forms, id)
+		}
+		byForm[id] = append(byForm[id], s)
+	}
+	out := make([]SeedSubmission, 0, len(subs))
+	for len(out) < len(subs) {
+		for _, id := range forms {
+			if rest := byForm[id]; len(rest) > 0 {
+				out, byForm[id] = append(out, rest[0]), rest[1:]
+			}
+		}
+	}
+	return out
 }
 
 // seq yields subs as a batch.
