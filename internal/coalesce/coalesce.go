@@ -61,10 +61,18 @@ type Batcher[T any] struct {
 	// several runs in a goroutine, under the batch's context, which
 	// outlives each call's, and the caller waits for it as the others do.
 	Detach bool
+	// Spacing, when positive, is the least time between the starts of
+	// two batches: a call that finds the last batch started less than
+	// Spacing ago waits in the queue, with the calls that arrive
+	// meanwhile, until Spacing has passed, and they then go in one
+	// batch. It bounds the batches per second whatever the call rate,
+	// for a wait of at most Spacing, plus the batch in flight, per call.
+	Spacing time.Duration
 
-	mu       sync.Mutex
-	inFlight bool       // a batch is running
-	waiting  []*call[T] // for the next batch, in arrival order
+	mu        sync.Mutex
+	inFlight  bool       // a batch is running, or waiting for Spacing to pass
+	waiting   []*call[T] // for the next batch, in arrival order
+	lastStart time.Time  // of the last batch taken, with Spacing
 }
 
 type call[T any] struct {
@@ -101,6 +109,12 @@ func (b *Batcher[T]) Do(ctx context.Context, item *T) error {
 func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Duration) error {
 	c := &call[T]{item: item, ctx: ctx, run: run, done: make(chan struct{})}
 	b.mu.Lock()
+	if !b.inFlight && b.untilNext() > 0 {
+		// Too soon after the last batch: wait for Spacing with the calls
+		// that come meanwhile, in the queue.
+		b.inFlight = true
+		go b.loop(nil)
+	}
 	if b.inFlight {
 		b.waiting = append(b.waiting, c)
 		b.mu.Unlock()
@@ -118,6 +132,7 @@ func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Dura
 		return err
 	}
 	b.inFlight = true
+	b.started()
 	b.mu.Unlock()
 	// Let the goroutines that are ready to run reach Do before the batch
 	// starts: requests woken together (by the return of another
@@ -135,11 +150,51 @@ func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Dura
 		go b.loop(batch)
 		return c.wait()
 	}
-	if next := b.runOne(batch); next != nil {
+	if b.runOne(batch) {
 		// The calls that arrived meanwhile go on without this request.
-		go b.loop(next)
+		go b.loop(nil)
 	}
 	return c.err
+}
+
+// untilNext returns how long the next batch must wait for Spacing to
+// pass since the last batch started: 0 when it need not. b.mu must be
+// held.
+func (b *Batcher[T]) untilNext() time.Duration {
+	if b.Spacing <= 0 || b.lastStart.IsZero() {
+		return 0
+	}
+	return b.Spacing - now().Sub(b.lastStart)
+}
+
+// started notes that a batch starts now, for Spacing. b.mu must be held.
+func (b *Batcher[T]) started() {
+	if b.Spacing > 0 {
+		b.lastStart = now()
+	}
+}
+
+// take waits for Spacing to pass, if need be, and takes the next batch
+// from the waiting calls: nil, with nothing in flight any more, when none
+// is waiting.
+func (b *Batcher[T]) take() []*call[T] {
+	b.mu.Lock()
+	wait := b.untilNext()
+	b.mu.Unlock()
+	if wait > 0 {
+		passed := make(chan struct{})
+		afterFunc(wait, func() { close(passed) })
+		<-passed
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := b.next(max(b.Max, 1))
+	if len(next) == 0 {
+		b.inFlight = false
+		return nil
+	}
+	b.started()
+	return next
 }
 
 // drop takes c out of the queue, if it is still there, fails it with
@@ -168,6 +223,12 @@ var (
 	afterFunc     = realAfterFunc
 )
 
+// now is time.Now, a seam for the tests.
+var (
+	realNow = time.Now
+	now     = realNow
+)
+
 // yield is runtime.Gosched, a seam for the tests.
 var (
 	realYield = runtime.Gosched
@@ -188,17 +249,24 @@ func (c *call[T]) wait() error {
 	}
 }
 
-// loop runs batch and then each next batch until none is waiting.
+// loop runs batch, if any, and then each next batch until none is
+// waiting.
 func (b *Batcher[T]) loop(batch []*call[T]) {
-	for batch != nil {
-		batch = b.runOne(batch)
+	if batch != nil && !b.runOne(batch) {
+		return
+	}
+	for {
+		batch = b.take()
+		if batch == nil || !b.runOne(batch) {
+			return
+		}
 	}
 }
 
-// runOne runs batch, marks its calls done, and takes the next batch from
-// the waiting calls: nil, with nothing in flight any more, when none is
-// waiting.
-func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
+// runOne runs batch, marks its calls done, and reports whether calls
+// wait for the next batch; when none does, nothing is in flight any
+// more.
+func (b *Batcher[T]) runOne(batch []*call[T]) bool {
 	ctx, cancel := batchContext(batch)
 	if run := batchRun(batch); run > 0 {
 		var c2 context.CancelFunc
@@ -223,12 +291,11 @@ func (b *Batcher[T]) runOne(batch []*call[T]) []*call[T] {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	next := b.next(max(b.Max, 1))
-	if len(next) == 0 {
+	if len(b.waiting) == 0 {
 		b.inFlight = false
-		return nil
+		return false
 	}
-	return next
+	return true
 }
 
 // run calls Run, and returns an error wrapping ErrPanic if it panicked.
