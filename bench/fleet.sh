@@ -22,6 +22,11 @@
 #                 random form every WRITE_EVERY (2ms) through pgstore
 #   pg1+writer    pg1-redis, the same writer (not in the default ROWS)
 #   pg2+writer    pg2-redis, the same writer (not in the default ROWS)
+#   pg1-follow, pg3-follow, pg3+writer-follow   pg1-redis, pg3-redis and
+#                 pg3+writer with -follow "$FOLLOW" (1ms): nodes that
+#                 follow the change log (pgstore.WithFollow, issue 38);
+#                 each node's rounds are printed after the row (not in
+#                 the default ROWS)
 #
 # Rows on a primary and a hot standby of the script's own (not in the
 # default ROWS; the shared server allows no replication): initdb into
@@ -384,6 +389,14 @@ node_row() {
 }
 
 PGNODE=(-postgres "$(dsn "$PG" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}")
+FOLLOW=${FOLLOW:-1ms}
+
+# follow_rounds NAME: prints the rounds each -follow node of row NAME
+# logged at exit (warm-up included): rounds, lookups the copy could not
+# answer (misses), and copies dropped whole (resets).
+follow_rounds() {
+  cat "$DIR/$1"-*.log | grep '"msg":"follow rounds"' | sed "s/^/$1 /" >&2 || true
+}
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$DIR/rows"
 for row in $ROWS; do
@@ -412,6 +425,12 @@ for row in $ROWS; do
   pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
+  pg1-follow | pg3-follow)
+    n=${row%-follow}
+    n=${n#pg}
+    node_row "$row" "$n" "$(( n == 1 ? 2 : n ))" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" -follow "$FOLLOW"
+    follow_rounds "$row"
+    ;;
   old-pg1-redis | old-pg2-redis | old-pg3-redis)
     NODE_BIN=./old/server ROW_SCHEMA=$OLD_SCHEMA ROW_KEYS=$OLDKEYS
     n=${row#old-pg}
@@ -433,10 +452,12 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg1+writer | pg2+writer | pg3+writer)
-    n=${row%+writer}
+  pg1+writer | pg2+writer | pg3+writer | pg3+writer-follow)
+    n=${row%%+writer*}
     n=${n#pg}
-    start_nodes "$row" "$n" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP"
+    follow=()
+    case $row in *-follow) follow=(-follow "$FOLLOW") ;; esac
+    start_nodes "$row" "$n" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" "${follow[@]}"
     "$DIR/tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$SCHEMA" \
       -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
     writer=$!
@@ -445,6 +466,7 @@ for row in $ROWS; do
     wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
     echo "$(cat "$DIR/writer.out")" >&2
     stop_nodes
+    case $row in *-follow) follow_rounds "$row" ;; esac
     ;;
   rpg3 | rpg3-replica | rpg3+writer | rpg3+writer-replica)
     args=("${RPGNODE[@]}")

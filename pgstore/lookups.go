@@ -35,6 +35,7 @@ type keyLookup struct {
 	formID string
 	row    keyRow
 	err    error // pgx.ErrNoRows: no live key of that hash
+	n      int64 // a following store's round: the lookup's row number, 0 when the copy answers it
 }
 
 // keyRow is what a lookup reads: the key's grant and expiry, and the
@@ -59,13 +60,19 @@ func (s *Store) newLookups() *coalesce.Batcher[keyLookup] {
 // forms unless formID is "" (formID must be storable text). It returns
 // pgx.ErrNoRows for no live key, and ctx's error when ctx ends first.
 func (s *Store) lookupKey(ctx context.Context, hash []byte, formID string) (keyRow, error) {
-	l := &keyLookup{hash: hash, formID: formID}
-	if err := s.lookups.Do(ctx, l); err != nil {
-		// The batch still reads the row for nobody; its other lookups
-		// are unaffected.
-		return keyRow{}, err
+	for {
+		l := &keyLookup{hash: hash, formID: formID}
+		if err := s.lookups.Do(ctx, l); err != nil {
+			// The batch still reads the row for nobody; its other lookups
+			// are unaffected.
+			return keyRow{}, err
+		}
+		if !errors.Is(l.err, errRetryLookup) {
+			return l.row, l.err
+		}
+		// A following store's round dropped the copy that was to answer
+		// it (follow.go): the next round reads its row.
 	}
-	return l.row, l.err
 }
 
 // lookupBatch reads the rows of batch, in the single statements for one

@@ -126,6 +126,8 @@ type config struct {
 	keep         time.Duration // see WithTombstoneRetention
 	replica      *pgxpool.Pool // see WithReplica
 	searchIndex  bool          // see WithSearchIndex
+	follow       bool          // see WithFollow
+	spacing      time.Duration // see WithFollow
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
@@ -237,6 +239,22 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
+// WithFollow makes the node follow the change log (docs/fleet.md, "Nodes
+// that follow the log"; issue 38, not complete): the store keeps a copy of
+// the keys, forms and forms lists its requests looked up, and a request's
+// lookup waits for a round, one statement for every request waiting, that
+// starts after it arrived and reads what changed since the last round;
+// the request is then answered from the copy, or from its own row of the
+// round's statement when the copy holds nothing for it. A revocation,
+// expiry or write committed before a request arrived holds for it, as
+// without the option. spacing, when positive, is the least time between
+// the starts of two rounds: it bounds the node's statements to one per
+// spacing whatever its request rate, and adds up to spacing to each
+// request's wait. Off by default.
+func WithFollow(spacing time.Duration) Option {
+	return func(c *config) { c.follow, c.spacing = true, max(spacing, 0) }
+}
+
 // Store keeps forms, submissions, API keys and webhook endpoints in
 // PostgreSQL, for any number of nodes over one database. Like
 // memstore.Store and sqlitestore.Store, it implements every contract this
@@ -262,6 +280,7 @@ type Store struct {
 	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
 	replica *pgxpool.Pool                // nil without WithReplica
+	follow  *follower                    // nil without WithFollow
 
 	replicaCounts replicaCounts // see ReplicaReads
 
@@ -358,6 +377,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	}
 	s.searchOn.Store(on)
 	s.lookups = s.newLookups()
+	if cfg.follow {
+		s.follow = newFollower()
+		s.lookups = s.newFollowLookups(cfg.spacing)
+	}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil

@@ -338,6 +338,61 @@ LEFT JOIN LATERAL (
     SELECT seq, version, incarnation FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
 ) f ON true`
 
+	// A following node's round (follow.go, migration 0024), one
+	// statement and so one snapshot: a row with the snapshot, a row for
+	// each log row whose transaction the last round's snapshot did not
+	// see ($1 its xmax, $2 the transactions in progress then; NULL and
+	// none for a first round, which reads no log), with the current state
+	// of what it names (NULLs: gone), and a row for each lookup ($3, $4,
+	// numbered from 1) as sqlAuthorizeBatch reads it, with the version of
+	// the key's account's forms list for every one. The log's rows are
+	// found by its index on xid: one range from $1 and one probe per
+	// transaction in progress (xip is below xmax, so the two never both
+	// find a row). The range has an upper bound (the largest xid8) for
+	// the planner's sake: with one bound from a parameter it guesses a
+	// third of the table and scans all of it; with two, a small range.
+	// The log's rows are read once (MATERIALIZED) and each kind joins its
+	// own table, so that a form's ID and an account are decoded from ref
+	// only for rows of their kind (a key's hash is no UTF-8).
+	sqlRound = `WITH c AS MATERIALIZED (
+    SELECT kind, ref FROM formsapi_changes
+    WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8)
+    UNION ALL
+    SELECT kind, ref FROM formsapi_changes WHERE xid = ANY ((SELECT $2::text[])::xid8[])
+)
+SELECT 0::bigint, NULL::smallint, NULL::bytea, pg_current_snapshot()::text,
+    NULL::text, NULL::text[], NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint
+UNION ALL
+SELECT 0, c.kind, c.ref, NULL, k.account_id, k.forms, k.expires_at, NULL, NULL, NULL, NULL
+FROM c LEFT JOIN LATERAL (
+    SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = c.ref AND revoked_at IS NULL LIMIT 1
+) k ON true
+WHERE c.kind = 1
+UNION ALL
+SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, NULL, f.seq, f.version, f.incarnation, NULL
+FROM c LEFT JOIN LATERAL (
+    SELECT account_id, seq, version, incarnation FROM formsapi_forms WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
+) f ON true
+WHERE c.kind = 2
+UNION ALL
+SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.version
+FROM c LEFT JOIN LATERAL (
+    SELECT version FROM formsapi_form_lists WHERE account_id = convert_from(c.ref, 'UTF8') LIMIT 1
+) l ON true
+WHERE c.kind = 3
+UNION ALL
+SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0
+UNION ALL
+SELECT u.n, NULL, NULL, NULL, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
+    (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id)
+FROM unnest((SELECT $3::bytea[]), (SELECT $4::text[])) WITH ORDINALITY AS u (h, form_id, n)
+LEFT JOIN LATERAL (
+    SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
+) k ON true
+LEFT JOIN LATERAL (
+    SELECT seq, version, incarnation FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
+) f ON true`
+
 	sqlListKeys = `SELECT key_hash, forms, created_at, expires_at, revoked_at, last_used_at
 FROM formsapi_keys WHERE account_id = $1 ORDER BY created_at, key_hash`
 
@@ -573,6 +628,7 @@ type queries struct {
 	probe                                                        string
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
+	round                                                        string
 	touchKeys                                                    string
 	addForm, addSubmission, addSubmissions, addKey, revokeKey    string
 	rateLimit, rateCharge, rateTat, ratePrune                    string
@@ -626,7 +682,7 @@ func newQueries(schema string) queries {
 		searchIndexed: q(sqlSearchIndexed),
 		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
-		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch),
+		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission), addSubmissions: q(sqlAddSubmissions),

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
@@ -22,6 +23,7 @@ type storeFlags struct {
 	dsn, replicaDSN, schema, dbPath string
 	cacheMiB                        int
 	searchIndex                     bool
+	follow                          time.Duration // -follow: negative for off
 }
 
 // dbSystem is the store's db.system.name, for the metrics.
@@ -37,7 +39,7 @@ type opened struct {
 	store       backend
 	where       string                                           // for the banner and the log: a file path or a schema, never a DSN
 	lockSeeding func(context.Context) (unlock func(), err error) // nil: one process serves the file
-	replicaLog  func(*slog.Logger)                               // with -replica: logs how its reads went
+	replicaLog  func(*slog.Logger)                               // with -replica or -follow: logs how its reads went
 	closers     []func()                                         // in the order close calls them
 }
 
@@ -81,6 +83,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 	if f.schema != "" {
 		opts = append(opts, pgstore.WithSchema(f.schema))
 	}
+	if f.follow >= 0 {
+		opts = append(opts, pgstore.WithFollow(f.follow))
+	}
 	pool, err := openPool(ctx, f.dsn)
 	if err != nil {
 		return nil, err
@@ -102,10 +107,16 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		return nil, err
 	}
 	o.closers = append([]func(){func() { pg.Close() }}, closePools...)
-	if f.replicaDSN != "" {
+	if f.replicaDSN != "" || f.follow >= 0 {
 		o.replicaLog = func(l *slog.Logger) {
-			r := pg.ReplicaReads()
-			l.Info("replica reads", "served", r.Served, "stale", r.Stale, "failed", r.Failed)
+			if f.replicaDSN != "" {
+				r := pg.ReplicaReads()
+				l.Info("replica reads", "served", r.Served, "stale", r.Stale, "failed", r.Failed)
+			}
+			if f.follow >= 0 {
+				r := pg.FollowStats()
+				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets)
+			}
 		}
 	}
 	o.store, o.where = pg, "PostgreSQL schema "+pg.Schema()
