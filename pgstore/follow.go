@@ -21,7 +21,7 @@ import (
 // that follow the log") keeps a copy of the keys, forms and forms lists
 // its requests have looked up, and brings it up to date in rounds: one
 // statement for every request waiting, which reads what the log says
-// changed since the snapshot of the node's last round (migration 0024),
+// changed since the snapshot of the node's last round (migration 0025),
 // with the current state of each, and the lookups of the requests the
 // copy cannot answer. A request waits for a round that starts after it
 // arrived (internal/coalesce), and is then answered from the copy: as
@@ -45,7 +45,7 @@ const maxFollowBatch = 256
 // cleared, and its entries are looked up again as requests need them.
 const followCopyMax = 1 << 16
 
-// Change kinds of formsapi_changes (migration 0024).
+// Change kinds of formsapi_changes (migration 0025).
 const (
 	changeAll  = 0
 	changeKey  = 1

@@ -338,7 +338,7 @@ LEFT JOIN LATERAL (
     SELECT seq, version, incarnation FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
 ) f ON true`
 
-	// A following node's round (follow.go, migration 0024), one
+	// A following node's round (follow.go, migration 0025), one
 	// statement and so one snapshot: a row with the snapshot, a row for
 	// each log row whose transaction the last round's snapshot did not
 	// see ($1 its xmax, $2 the transactions in progress then; NULL and
