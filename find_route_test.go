@@ -90,10 +90,23 @@ func TestFilterEquality(t *testing.T) {
 func TestFilterBadInput(t *testing.T) {
 	long := strings.Repeat("f", 65)
 	for query, says := range map[string]string{
-		"filter=x":                              "invalid filter: name the field in brackets",
-		"filter[a=1":                            "invalid filter[a:",
-		"filter[]=1":                            "invalid filter[]:",
-		"filter[a][gt]=1":                       "invalid filter[a][gt]: unknown operator gt",
+		"filter=x":                 "invalid filter: name the field in brackets",
+		"filter[a=1":               "invalid filter[a:",
+		"filter[]=1":               "invalid filter[]:",
+		"filter[a][gtx]=1":         "invalid filter[a][gtx]: unknown operator gtx: the operators are eq, ne, gt",
+		"filter[a][gt]=true":       "invalid filter[a][gt]: the value is true, which does not order",
+		"filter[a][lte]=null":      "invalid filter[a][lte]: the value is null, which does not order",
+		"filter[a][exists]=yes":    "invalid filter[a][exists]: the value must be true",
+		"filter[a][prefix]=%CC%81": "invalid filter[a][prefix]: the value is empty once case and accents are set aside",
+		"filter[a][prefix]=" + strings.Repeat("v", 257):   "the filter value length limit",
+		"filter[a][in]=" + strings.Repeat("1,", 32) + "1": "the filter list length limit",
+		"filter[a][in]=1,,2":                              "invalid filter[a][in]: the value at value 2 is empty",
+		"filter[a][in]=%22a%22b":                          "invalid filter[a][in]: the value has a quoted value followed by more than a comma",
+		"filter[a][in]=1," + strings.Repeat("v", 255):     "the filter value length limit",
+		"filter[a]=1&filter[a][eq]=1":                     "invalid filter[a][eq]: filter[a] gives the same field and operator",
+		"filter[a][gte]=1&filter[a][gte]=2":               "invalid filter[a][gte]: the parameter is given more than once",
+		"filter[][gt]=1":                                  "invalid filter[][gt]: the field name is empty",
+		"filter[a][gt]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1&filter[h][ne]=1": "the filter clauses limit",
 		"filter[a]=":                            "invalid filter[a]: the value is empty",
 		"filter[a]=1&filter[a]=2":               "invalid filter[a]: the parameter is given more than once",
 		"filter[a]=%22unterminated":             "invalid filter[a]: the value starts with a double quote",
@@ -121,11 +134,102 @@ func TestFilterBadInput(t *testing.T) {
 		"filter[" + strings.Repeat("f", 64) + "]=1",
 		"filter[a]=" + strings.Repeat("v", 254),
 		"filter[a]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1",
+		"filter[a][gte]=1&filter[a][lt]=9&filter[c]=1&filter[d][ne]=1&filter[e][in]=1,2&filter[f][exists]=true&filter[g][prefix]=x&filter[h][eq]=1",
+		"filter[a][in]=" + strings.Repeat("1,", 31) + "1",
+		"filter[a][prefix]=" + strings.Repeat("v", 256),
+		"filter[a][gte]=gte.4",
 	} {
 		if res := do(t, h, "GET", findPath+"?"+query, bearer(storetest.KeyA)...); res.status != http.StatusOK {
 			t.Errorf("?%s: %d %s, want 200", query, res.status, res.body)
 		}
 	}
+}
+
+// TestFilterOperators: filter[<field>][<op>] through the handler, each
+// operator's value as a query string gives it; an equality keeps its
+// meaning whatever its value looks like.
+func TestFilterOperators(t *testing.T) {
+	h := findHandler(t)
+	instant := func(i int) bool { return i != 13 && i%4 <= 1 }
+	for query, want := range map[string]func(int) bool{
+		"filter[n][gte]=10&filter[n][lt]=20":                   func(i int) bool { return i >= 10 && i < 20 },
+		"filter[n][gt]=35&order=asc&limit=1":                   func(i int) bool { return i > 35 },
+		"filter[n][lte]=3&filter[even][eq]=true":               func(i int) bool { return i <= 3 && i%2 == 0 },
+		"filter[score][ne]=42":                                 func(i int) bool { return i%5 == 2 || i%5 == 4 || i == 13 },
+		"filter[tag][in]=t1,%22t3%22":                          func(i int) bool { return (i%5 == 1 || i%5 == 3) && i != 13 },
+		"filter[tag][in]=t1&filter[tag][ne]=t1":                func(int) bool { return false },
+		"filter[score][in]=43,%2242%22":                        func(i int) bool { return i%5 == 2 || i%5 == 4 || i == 13 },
+		"filter[gone][exists]=false":                           func(i int) bool { return i%7 != 1 },
+		"filter[gone][exists]=true&limit=2":                    func(i int) bool { return i%7 == 1 },
+		"filter[name][prefix]=ZO%C3%8B%20":                     func(i int) bool { return i%4 == 3 && i != 13 },
+		"filter[name][prefix]=%22zo%22":                        func(int) bool { return true },
+		"filter[when][gte]=2024-03-10T18:00:00Z":               func(i int) bool { return instant(i) && i >= 18 },
+		"filter[when][lt]=2024-03-10T12:00:00%2B02:00":         func(i int) bool { return instant(i) && i < 10 },
+		"filter[when][lte]=2024-03-05":                         func(i int) bool { return i%4 == 2 && i < 20 },
+		"filter[tag]=gte.4":                                    func(int) bool { return false },
+		"filter[score][gt]=%2241%22":                           func(i int) bool { return i%5 == 2 },
+		"filter[n][gte]=30&q=zoe&order=asc":                    func(i int) bool { return i >= 30 },
+		"filter[n][gte]=30&since=2024-01-01T00:00:00Z&limit=1": func(i int) bool { return i >= 30 },
+	} {
+		got := walkFind(t, h, query)
+		var exp []int
+		for i := range 40 {
+			if want(i) {
+				exp = append(exp, i)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, exp) {
+			t.Errorf("?%s: got n %v, want %v", query, got, exp)
+		}
+	}
+}
+
+// TestFilterOperatorCursorAndTag: a cursor seals its operators as it
+// does equalities; eq spelled out is equality, with its tag and cursor.
+func TestFilterOperatorCursorAndTag(t *testing.T) {
+	is := is.New(t)
+	h := findHandler(t)
+	res := do(t, h, "GET", findPath+"?filter[n][gte]=10&limit=3", bearer(storetest.KeyA)...)
+	is.Equal(res.status, http.StatusOK)
+	var p findPage
+	is.NoErr(json.Unmarshal(res.body, &p))
+	is.True(p.NextCursor != nil)
+	cursor := url.QueryEscape(*p.NextCursor)
+	is.Equal(do(t, h, "GET", findPath+"?filter[n][gte]=10&cursor="+cursor, bearer(storetest.KeyA)...).status, http.StatusOK)
+	for _, other := range []string{"filter[n][gte]=11", "filter[n][gt]=10", "filter[n]=10", "filter[n][gte]=10&filter[m][exists]=true"} {
+		res := do(t, h, "GET", findPath+"?"+other+"&cursor="+cursor, bearer(storetest.KeyA)...)
+		is.Equal(res.status, http.StatusBadRequest)
+		is.True(strings.Contains(string(res.body), "invalid cursor: it was issued for another filter"))
+	}
+	// The cursor alone carries the operator.
+	n := len(p.Submissions)
+	for p.NextCursor != nil {
+		res := do(t, h, "GET", findPath+"?cursor="+url.QueryEscape(*p.NextCursor), bearer(storetest.KeyA)...)
+		is.Equal(res.status, http.StatusOK)
+		p = findPage{}
+		is.NoErr(json.Unmarshal(res.body, &p))
+		for _, s := range p.Submissions {
+			var d struct{ N int }
+			is.NoErr(json.Unmarshal(s.Data, &d))
+			is.True(d.N >= 10)
+		}
+		n += len(p.Submissions)
+	}
+	is.Equal(n, 30)
+	tag := func(q string) string {
+		res := do(t, h, "GET", findPath+"?"+q, bearer(storetest.KeyA)...)
+		is.Equal(res.status, http.StatusOK)
+		return res.header.Get("ETag")
+	}
+	is.True(tag("filter[n][gte]=10") != tag("filter[n][gt]=10"))
+	is.True(tag("filter[n][gte]=10") != tag("filter[n]=10"))
+	is.True(tag("filter[tag][in]=t1,t2") != tag("filter[tag][in]=t1,t3"))
+	is.Equal(tag("filter[tag][in]=t1,t2"), tag("filter[tag][in]=%22t2%22,t1,t2")) // a set
+	is.Equal(tag("filter[n][eq]=17"), tag("filter[n]=17"))
+	is.Equal(tag("filter[name][prefix]=ZO%C3%8B"), tag("filter[name][prefix]=zoe"))
+	again := do(t, h, "GET", findPath+"?filter[n][gte]=10", append(bearer(storetest.KeyA), "If-None-Match", tag("filter[n][gte]=10"))...)
+	is.Equal(again.status, http.StatusNotModified)
 }
 
 // TestFilterCursorAndTag: a cursor keeps its filters, another filter with
@@ -171,7 +275,8 @@ func TestFilterSameOnEveryStore(t *testing.T) {
 	t.Parallel()
 	stores, m := everyStore(t, storetest.FindSeed())
 	stores["a host's store that ignores filters"] = unfiltered{m}
-	queries := []string{"filter[tag]=t3", "filter[tag]=t2&fields=n,score", "filter[score]=42&order=asc&limit=4", "filter[name]=ZO%C3%8B&limit=1", "filter[even]=true&filter[tag]=t0"}
+	queries := []string{"filter[tag]=t3", "filter[tag]=t2&fields=n,score", "filter[score]=42&order=asc&limit=4", "filter[name]=ZO%C3%8B&limit=1", "filter[even]=true&filter[tag]=t0",
+		"filter[n][gte]=10&filter[n][lt]=30&limit=4", "filter[when][gt]=2024-03-10T06:00:00Z&order=asc", "filter[tag][in]=t1,t2&filter[gone][exists]=false", "filter[name][prefix]=zoe%20&filter[score][ne]=42"}
 	var want map[string][]int
 	for name, s := range stores {
 		h := formsapi.NewHandler(s, m)

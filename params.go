@@ -49,8 +49,9 @@ var listParams = []listParam{
 	timeParam("since", "Since", func(q *Query) *time.Time { return &q.Since }),
 	timeParam("until", "Until", func(q *Query) *time.Time { return &q.Until }),
 	{
-		// filter[<field>]=<value>, once per field: see parseFilters.
-		name: "filter", field: "Filters", sample: "filter[email]=a%40b.example&filter[age]=42",
+		// filter[<field>]=<value> and filter[<field>][<op>]=<value>,
+		// each once: see parseFilters.
+		name: "filter", field: "Filters", sample: "filter[email]=a%40b.example&filter[age][gte]=42",
 		given:    givenFilters,
 		parseAll: parseFilters,
 		append:   appendFilters,
@@ -259,11 +260,15 @@ func readTime(b []byte, t *time.Time) ([]byte, bool) {
 }
 
 // The filter parameter: filter[<field>]=<value>, an equality on the
-// top-level member <field> of a submission's data, several ANDed. The
-// value is a JSON literal (a number, true, false, null, or a string in
-// double quotes), or else bare text, which is a string (find.ParseValue).
-// filter[<field>][<operator>] is reserved for operators, of which there
-// are none yet: a field name holding "][" is refused as one.
+// top-level member <field> of a submission's data, and
+// filter[<field>][<op>]=<value>, an operator (find.Ops: ne, gt, gte, lt,
+// lte, in, exists, prefix, and eq, equality spelled out), several ANDed.
+// The value is a JSON literal (a number, true, false, null, or a string
+// in double quotes), or else bare text, which is a string
+// (find.ParseValue); each operator reads its own (find.ParseClause). An
+// operator is a second pair of brackets, never a prefix of the value, so
+// that every value equality took before means what it meant: "gte.4" is
+// still a string to equal.
 
 // filterPrefix starts every name of the filter parameter.
 const filterPrefix = "filter["
@@ -279,6 +284,8 @@ func givenFilters(vals url.Values) bool {
 
 func parseFilters(vals url.Values, q *Query) string {
 	var fs []Filter
+	type clause struct{ field, op string }
+	names := map[clause]string{} // the parameter of each field and operator
 	// In name order, so that a request with two faults always hears of
 	// the same one.
 	for _, name := range slices.Sorted(maps.Keys(vals)) {
@@ -293,8 +300,13 @@ func parseFilters(vals url.Values, q *Query) string {
 			return fmt.Sprintf("invalid %s: a filter is filter[field]=value, the field in brackets", quoteParam(name))
 		}
 		field := name[len(filterPrefix) : len(name)-1]
-		if _, op, ok := strings.Cut(field, "]["); ok {
-			return fmt.Sprintf("invalid %s: unknown operator %s: only equality, filter[field]=value, is supported", quoteParam(name), op)
+		op := find.OpEq
+		if f, o, ok := strings.Cut(field, "]["); ok {
+			var known bool
+			if op, known = find.ParseOp(o); !known {
+				return fmt.Sprintf("invalid %s: unknown operator %s: the operators are %s", quoteParam(name), quoteOp(o), strings.Join(find.Ops, ", "))
+			}
+			field = f
 		}
 		switch {
 		case field == "":
@@ -307,47 +319,103 @@ func parseFilters(vals url.Values, q *Query) string {
 		case len(vs) > 1:
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", quoteParam(name))
 		}
-		v, msg := find.ParseValue(vs[0])
+		c, msg := find.ParseClause(field, op, vs[0])
 		if msg != "" {
 			return fmt.Sprintf("invalid %s: the value %s", quoteParam(name), msg)
 		}
-		fs = append(fs, Filter{Field: field, Value: v})
+		k := clause{field, op}
+		if other, ok := names[k]; ok {
+			// filter[a]=1 beside filter[a][eq]=1.
+			return fmt.Sprintf("invalid %s: %s gives the same field and operator", quoteParam(name), quoteParam(other))
+		}
+		names[k] = name
+		if len(names) > find.MaxClauses {
+			return fmt.Sprintf("invalid filter: more than %d clauses (the filter clauses limit)", find.MaxClauses)
+		}
+		fs = append(fs, Filter{Field: field, Op: FilterOp(op), Value: c.Value, Values: c.Values})
 	}
-	if len(fs) > find.MaxClauses {
-		return fmt.Sprintf("invalid filter: %d clauses, more than %d (the filter clauses limit)", len(fs), find.MaxClauses)
-	}
-	slices.SortFunc(fs, func(a, b Filter) int { return strings.Compare(a.Field, b.Field) })
+	slices.SortFunc(fs, compareFilters)
 	q.Filters = fs
 	return ""
+}
+
+// compareFilters orders clauses by field, then operator.
+func compareFilters(a, b Filter) int {
+	if c := strings.Compare(a.Field, b.Field); c != 0 {
+		return c
+	}
+	return strings.Compare(string(a.Op), string(b.Op))
+}
+
+// quoteOp is an operator's name as a message shows it.
+func quoteOp(op string) string {
+	if len(op) > 16 || strings.ContainsFunc(op, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\uFFFD' || r == '[' || r == ']' }) || !utf8.ValidString(op) {
+		return "(not shown)"
+	}
+	return op
 }
 
 // quoteParam is a parameter's name as a message shows it: as given,
 // unless it is long or not printable text.
 func quoteParam(name string) string {
-	if len(name) > len(filterPrefix)+find.MaxFieldBytes+1 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\uFFFD' }) {
+	if len(name) > len(filterPrefix)+find.MaxFieldBytes+len("][prefix]") || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\uFFFD' }) {
 		return "filter[…]"
 	}
 	return name
 }
 
-// appendFilters encodes the clauses as their count, then each field and
-// value, length-prefixed.
+// appendFilters encodes the clauses. Equalities alone are their count,
+// then each field and value, length-prefixed, as before operators
+// existed, so that their cursors, tags and cache keys stay what they
+// were. With an operator, the count has its high bit set (filterOps),
+// and each clause is its operator's index in find.Ops (0, eq, for
+// equality), its field, and its value, or for in the count of its values
+// and each of them.
 func appendFilters(b []byte, q Query) []byte {
-	b = append(b, byte(len(q.Filters)))
+	ops := slices.ContainsFunc(q.Filters, func(f Filter) bool { return f.Op != FilterEq })
+	if !ops {
+		b = append(b, byte(len(q.Filters)))
+		for _, f := range q.Filters {
+			b = appendLenString(b, f.Field)
+			b = appendLenString(b, f.Value)
+		}
+		return b
+	}
+	b = append(b, filterOps|byte(len(q.Filters)))
 	for _, f := range q.Filters {
-		b = binary.AppendUvarint(b, uint64(len(f.Field)))
-		b = append(b, f.Field...)
-		b = binary.AppendUvarint(b, uint64(len(f.Value)))
-		b = append(b, f.Value...)
+		b = append(b, byte(opIndex(f.Op)))
+		b = appendLenString(b, f.Field)
+		if f.Op == FilterIn {
+			b = append(b, byte(len(f.Values)))
+			for _, v := range f.Values {
+				b = appendLenString(b, v)
+			}
+			continue
+		}
+		b = appendLenString(b, f.Value)
 	}
 	return b
 }
 
+// filterOps marks the encoding of clauses with operators (appendFilters).
+const filterOps = 0x80
+
+// opIndex is op's index in find.Ops, equality's ("eq") 0.
+func opIndex(op FilterOp) int {
+	if op == FilterEq {
+		return 0
+	}
+	return slices.Index(find.Ops, string(op))
+}
+
 func readFilters(b []byte, q *Query) ([]byte, bool) {
-	if len(b) < 1 || int(b[0]) > find.MaxClauses {
+	if len(b) < 1 {
 		return nil, false
 	}
-	n := int(b[0])
+	n, ops := int(b[0]&^filterOps), b[0]&filterOps != 0
+	if n > find.MaxClauses {
+		return nil, false
+	}
 	b = b[1:]
 	if n == 0 {
 		q.Filters = nil
@@ -356,8 +424,30 @@ func readFilters(b []byte, q *Query) ([]byte, bool) {
 	fs := make([]Filter, n)
 	for i := range fs {
 		var ok bool
+		if ops {
+			if len(b) < 1 || int(b[0]) >= len(find.Ops) {
+				return nil, false
+			}
+			if b[0] > 0 {
+				fs[i].Op = FilterOp(find.Ops[b[0]])
+			}
+			b = b[1:]
+		}
 		if fs[i].Field, b, ok = readString(b); !ok {
 			return nil, false
+		}
+		if fs[i].Op == FilterIn {
+			if len(b) < 1 || int(b[0]) > find.MaxListValues {
+				return nil, false
+			}
+			fs[i].Values = make([]string, b[0])
+			b = b[1:]
+			for j := range fs[i].Values {
+				if fs[i].Values[j], b, ok = readString(b); !ok {
+					return nil, false
+				}
+			}
+			continue
 		}
 		if fs[i].Value, b, ok = readString(b); !ok {
 			return nil, false

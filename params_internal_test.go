@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/url"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/formsapi/formsapi/internal/token"
@@ -76,4 +77,52 @@ func mustQuery(t *testing.T, raw string) url.Values {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestFilterKeyEncoding: equalities alone encode as they did before
+// operators (count, then each field and value, length-prefixed), so their
+// cursors, tags and cache keys stay valid; every operator reads back as
+// it was written; and a change of any part changes the key.
+func TestFilterKeyEncoding(t *testing.T) {
+	eq := Query{Filters: []Filter{{Field: "a", Value: "1"}, {Field: "b", Value: `"x"`}}}
+	if got, want := appendFilters(nil, eq), []byte("\x02\x01a\x011\x01b\x03\"x\""); !bytes.Equal(got, want) {
+		t.Errorf("equalities encode as %q, want %q as before operators", got, want)
+	}
+	all := Query{Filters: []Filter{
+		{Field: "a", Op: FilterEq, Value: "1"}, {Field: "a", Op: FilterNe, Value: "null"},
+		{Field: "b", Op: FilterGt, Value: "1"}, {Field: "b", Op: FilterGte, Value: `"2024-05-01T12:00:00Z"`},
+		{Field: "c", Op: FilterLt, Value: `"x"`}, {Field: "c", Op: FilterLte, Value: "2"},
+		{Field: "d", Op: FilterIn, Values: []string{`"a"`, "1"}}, {Field: "e", Op: FilterExists, Value: "false"},
+	}}
+	for _, q := range []Query{eq, all, {Filters: []Filter{{Field: "p", Op: FilterPrefix, Value: "zoe"}}}} {
+		b := appendFilters(nil, q)
+		var back Query
+		rest, ok := readFilters(append(b, 'z'), &back)
+		if !ok || string(rest) != "z" || !reflect.DeepEqual(back.Filters, q.Filters) {
+			t.Errorf("%+v reads back as %+v (%t, rest %q)", q.Filters, back.Filters, ok, rest)
+		}
+	}
+	seen := map[string]bool{string(appendFilters(nil, all)): true}
+	for i := range all.Filters {
+		for _, change := range []func(*Filter){
+			func(f *Filter) { f.Field += "x" },
+			func(f *Filter) {
+				f.Op = map[FilterOp]FilterOp{FilterIn: FilterEq, FilterEq: FilterIn}[f.Op]
+				if f.Op == FilterIn {
+					f.Values = []string{f.Value}
+				} else {
+					f.Values = nil
+				}
+			},
+			func(f *Filter) { f.Value += "0"; f.Values = append(slices.Clone(f.Values), "0") },
+		} {
+			q := Query{Filters: slices.Clone(all.Filters)}
+			change(&q.Filters[i])
+			k := string(appendFilters(nil, q))
+			if seen[k] {
+				t.Errorf("clause %d changed, the key is one seen before: %+v", i, q.Filters[i])
+			}
+			seen[k] = true
+		}
+	}
 }

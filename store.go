@@ -120,11 +120,11 @@ type Query struct {
 	// MaxBytes is the page's byte budget (see the Store contract); the
 	// handler sets it from WithPageBytes. Zero means none.
 	MaxBytes int
-	// Filters are equality clauses on top-level members of a
-	// submission's Data, all of which an item must satisfy
-	// ([Query.Matches]); none means every item. The handler sends them
-	// sorted by Field, each Field once, and only for lists of
-	// submissions.
+	// Filters are clauses on top-level members of a submission's Data
+	// (equalities, and the operators of [FilterOp]), all of which an
+	// item must satisfy ([Query.Matches]); none means every item. The
+	// handler sends them sorted by Field and then Op, each pair once, and
+	// only for lists of submissions.
 	Filters []Filter
 	// Search, when not "", is a search term (q=) in its normal form
 	// (see [Query.Finds]): a page of
@@ -140,23 +140,69 @@ type Query struct {
 	Fields []string
 }
 
-// Filter is one clause of Query.Filters: the top-level member Field of a
-// submission's Data equals the JSON scalar Value.
+// Filter is one clause of Query.Filters: with Op FilterEq (the zero
+// value), the top-level member Field of a submission's Data equals the
+// JSON scalar Value; with another [FilterOp], what that operator says.
 type Filter struct {
 	// Field is the member's name, as the JSON object's key.
 	Field string
-	// Value is the canonical JSON text of a string, a number, true,
-	// false or null: strings as encoding/json writes them without HTML
-	// escaping, numbers as encoding/json writes their float64 value (so
-	// 42, 42.0 and 4.2e1 are all 42). Data's member equals it when its
-	// own canonical text is the same.
+	// Op is the clause's operator: FilterEq (""), equality, or one of
+	// the others.
+	Op FilterOp
+	// Value is, for FilterEq, FilterNe and the ranges (FilterGt,
+	// FilterGte, FilterLt, FilterLte), the canonical JSON text of a
+	// string, a number, true, false or null: strings as encoding/json
+	// writes them without HTML escaping, numbers as encoding/json writes
+	// their float64 value (so 42, 42.0 and 4.2e1 are all 42). Data's
+	// member equals it when its own canonical text is the same. For
+	// FilterExists it is "true" or "false"; for FilterPrefix, the
+	// prefix's normal form (as search normalizes text), not quoted.
 	Value string
+	// Values are, for FilterIn only, the canonical JSON texts of its
+	// values, sorted, each once.
+	Values []string
 }
+
+// FilterOp is the operator of a [Filter] (filter[<field>][<op>]=, see
+// docs/api.md, "Filters on submitted fields"). Every operator looks at
+// the top-level member of Data named by the clause (the last of its
+// name), and Data that is not a JSON object satisfies no clause.
+type FilterOp string
+
+const (
+	// FilterEq keeps a member equal to Value (filter[<field>]=).
+	FilterEq FilterOp = ""
+	// FilterNe keeps every item that FilterEq of the same Value does not:
+	// a member absent, null, of another kind or another value.
+	FilterNe FilterOp = "ne"
+	// FilterGt keeps a member greater than Value: numbers compare as
+	// numbers, strings that are RFC 3339 instants as instants, other
+	// strings by their normal form; members of another kind than Value
+	// (or absent) are not kept.
+	FilterGt FilterOp = "gt"
+	// FilterGte keeps a member greater than or equal to Value (as
+	// FilterGt compares).
+	FilterGte FilterOp = "gte"
+	// FilterLt keeps a member less than Value (as FilterGt compares).
+	FilterLt FilterOp = "lt"
+	// FilterLte keeps a member less than or equal to Value (as FilterGt
+	// compares).
+	FilterLte FilterOp = "lte"
+	// FilterIn keeps a member equal to one of Values.
+	FilterIn FilterOp = "in"
+	// FilterExists, with Value "true", keeps a member present and not
+	// null; with "false", a member absent or null.
+	FilterExists FilterOp = "exists"
+	// FilterPrefix keeps a string member whose normal form starts with
+	// Value.
+	FilterPrefix FilterOp = "prefix"
+)
 
 // Matches reports whether data, a submission's Data, satisfies every
 // clause of q.Filters: each names a top-level member of data (the last
-// of its name, as encoding/json reads it) whose value is a scalar equal
-// to the clause's. Data that is not a JSON object matches no clause. A
+// of its name, as encoding/json reads it) which its operator keeps (an
+// equality: a scalar equal to the clause's). Data that is not a JSON
+// object matches no clause. A
 // store that does not filter may leave filtering to the handler, which
 // drops the items of a page that do not match.
 func (q Query) Matches(data []byte) bool {
@@ -196,9 +242,9 @@ func (q Query) clauses() []find.Clause {
 	}
 	cs := make([]find.Clause, len(q.Filters))
 	for i, f := range q.Filters {
-		cs[i] = find.Clause{Field: f.Field, Value: f.Value}
+		cs[i] = find.Clause{Field: f.Field, Op: string(f.Op), Value: f.Value, Values: f.Values}
 	}
-	return cs
+	return find.Prepare(cs)
 }
 
 // Page is one page of a list.

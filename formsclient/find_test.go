@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/formsapi/formsapi"
@@ -39,6 +40,37 @@ func TestFilterFieldsAndCount(t *testing.T) {
 			}
 			if got := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Filter("n", "7"))); len(got) != 0 {
 				t.Errorf(`Filter(n, "7"): %d, want 0`, len(got))
+			}
+			// Operators: a range, a list, presence and a prefix.
+			ns := func(opts ...formsclient.ListOption) []int {
+				t.Helper()
+				var out []int
+				for _, s := range mustCollect(t, c.Submissions(ctx, storetest.FormBusy, append(opts, formsclient.PageSize(3))...)) {
+					var d struct{ N int }
+					if err := json.Unmarshal(s.Data, &d); err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, d.N)
+				}
+				slices.Sort(out)
+				return out
+			}
+			if got := ns(formsclient.Where("n", formsclient.Gte, 10), formsclient.Where("n", formsclient.Lt, 12.5)); !slices.Equal(got, []int{10, 11, 12}) {
+				t.Errorf("Where(n, Gte, 10), Where(n, Lt, 12.5): n %v, want [10 11 12]", got)
+			}
+			if got := ns(formsclient.WhereIn("n", 3, 7.0, "8")); !slices.Equal(got, []int{3, 7}) {
+				t.Errorf(`WhereIn(n, 3, 7.0, "8"): n %v, want [3 7]`, got)
+			}
+			if got := ns(formsclient.WhereExists("email", false)); !slices.Equal(got, []int{5}) {
+				t.Errorf("WhereExists(email, false): n %v, want [5]", got)
+			}
+			if got := ns(formsclient.Where("name", formsclient.Prefix, "PERSON 2"), formsclient.Where("n", formsclient.Ne, 2)); !slices.Equal(got, []int{20, 21, 22}) {
+				t.Errorf("Where(name, Prefix, PERSON 2), Where(n, Ne, 2): n %v, want [20 21 22]", got)
+			}
+			for _, bad := range []formsclient.ListOption{formsclient.Where("n", "gtx", 1), formsclient.Where("n", formsclient.Gt, true), formsclient.Where("n", formsclient.Prefix, 1), formsclient.WhereIn("n"), formsclient.Where("", formsclient.Gt, 1)} {
+				if _, err := collectErr(c.Submissions(ctx, storetest.FormBusy, bad)); err == nil || errors.As(err, new(*formsclient.Error)) {
+					t.Errorf("a bad Where: %v, want an error before any request", err)
+				}
 			}
 			// Search: case set aside, with a filter, counted.
 			found := mustCollect(t, c.Submissions(ctx, storetest.FormBusy, formsclient.Search("P7@EXAMPLE"), formsclient.PageSize(1)))

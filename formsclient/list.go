@@ -131,6 +131,124 @@ func Filter(field string, value any) ListOption {
 	}
 }
 
+// Op is an operator of [Where] (filter[<field>][<op>]; see docs/api.md,
+// "Operators").
+type Op string
+
+// The operators of [Where]. For a list, use [WhereIn]; for presence,
+// [WhereExists].
+const (
+	// Ne keeps every submission [Filter] of the same value does not:
+	// absent and null members included.
+	Ne Op = "ne"
+	// Gt keeps members greater than the value: numbers as numbers,
+	// RFC 3339 instants (a time.Time) as instants, other strings by their
+	// normal form (case and accents aside). A member of another kind than
+	// the value, or none, is not kept.
+	Gt Op = "gt"
+	// Gte keeps members greater than or equal to the value (as Gt).
+	Gte Op = "gte"
+	// Lt keeps members less than the value (as Gt).
+	Lt Op = "lt"
+	// Lte keeps members less than or equal to the value (as Gt).
+	Lte Op = "lte"
+	// Prefix keeps string members whose normal form (case and accents
+	// aside) starts with the value's, which must be a string.
+	Prefix Op = "prefix"
+)
+
+// Where keeps the submissions whose data's top-level member field
+// satisfies op with value: a string, a number of any Go numeric type, a
+// time.Time (sent as an RFC 3339 instant, which compares as one), or
+// for Ne a bool or nil too. Several clauses must all hold; two on one
+// field make a range: Where("n", Gte, 5), Where("n", Lt, 10). Pages may
+// be short or empty and still lead on; the iterator follows them. A
+// value of another type, an empty field or an unknown operator is an
+// error before any request; the server's limits are 400s, which the
+// call reports.
+func Where(field string, op Op, value any) ListOption {
+	return func(q *listQuery) {
+		q.note("Where")
+		var err error
+		var lit string
+		switch op {
+		case Ne, Gt, Gte, Lt, Lte, Prefix:
+			if t, ok := value.(time.Time); ok {
+				value = t.Format(time.RFC3339Nano)
+			}
+			lit, err = filterLiteral(value)
+			if err == nil && op != Ne && (value == nil || isBool(value)) {
+				err = fmt.Errorf("%s takes a number, a string or a time.Time", op)
+			}
+			if _, ok := value.(string); !ok && err == nil && op == Prefix {
+				err = errors.New("prefix takes a string")
+			}
+		default:
+			err = fmt.Errorf("unknown operator %q: use Ne, Gt, Gte, Lt, Lte or Prefix, WhereIn or WhereExists", string(op))
+		}
+		q.setFilter("Where", field, string(op), lit, err)
+	}
+}
+
+func isBool(v any) bool {
+	_, ok := v.(bool)
+	return ok
+}
+
+// WhereIn keeps the submissions whose data's top-level member field
+// equals one of values (each as [Filter] takes it); at most 32 values.
+// No values is an error before any request.
+func WhereIn(field string, values ...any) ListOption {
+	return func(q *listQuery) {
+		q.note("WhereIn")
+		var err error
+		lits := make([]string, 0, len(values))
+		for _, v := range values {
+			var lit string
+			if lit, err = filterLiteral(v); err != nil {
+				break
+			}
+			lits = append(lits, lit)
+		}
+		if err == nil && len(values) == 0 {
+			err = errors.New("no values")
+		}
+		q.setFilter("WhereIn", field, "in", strings.Join(lits, ","), err)
+	}
+}
+
+// WhereExists keeps the submissions whose data has the top-level member
+// field present and not null (present true), or absent or null (present
+// false).
+func WhereExists(field string, present bool) ListOption {
+	return func(q *listQuery) {
+		q.note("WhereExists")
+		q.setFilter("WhereExists", field, "exists", strconv.FormatBool(present), nil)
+	}
+}
+
+// setFilter sets filter[field][op] (filter[field] for op "") to lit, or
+// records err as the option's error.
+func (q *listQuery) setFilter(option, field, op, lit string, err error) {
+	if err == nil && field == "" {
+		err = errors.New("the field is empty")
+	}
+	if err != nil {
+		if q.err == nil {
+			q.err = fmt.Errorf("formsclient: %s(%q): %w", option, field, err)
+		}
+		return
+	}
+	if q.filters == nil {
+		q.filters = url.Values{}
+	}
+	name := "filter[" + field + "]"
+	if op != "" {
+		name += "[" + op + "]"
+	}
+	q.filters.Set(name, lit)
+}
+
 // filterLiteral is value as the filter parameter takes it: a JSON
 // literal, strings always quoted (so "42" stays a string).
 func filterLiteral(value any) (string, error) {
@@ -267,7 +385,7 @@ func (l list[T]) refuse(q listQuery, iterator bool) error {
 		return q.err
 	}
 	if l.field == "forms" && (q.filters != nil || q.total != "") {
-		return fmt.Errorf("formsclient: %s: Filter, Search, Fields, ExactTotal and EstimatedTotal apply to submissions only", l.op)
+		return fmt.Errorf("formsclient: %s: Filter, Where, WhereIn, WhereExists, Search, Fields, ExactTotal and EstimatedTotal apply to submissions only", l.op)
 	}
 	if iterator {
 		for _, name := range q.given {

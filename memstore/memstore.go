@@ -589,14 +589,15 @@ func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission))
 // of the check, which counts its data (the database stores count the
 // JSON they keep its attachments as too; memstore keeps them decoded).
 func finds(r *submission, cs []find.Clause, term string) (bool, int64) {
-	if !find.Match(r.sub.Data, cs) {
-		return false, find.Examined(len(r.sub.Data), 0)
+	ok, matched := find.MatchWork(r.sub.Data, cs)
+	if !ok {
+		return false, find.Examined(len(r.sub.Data), matched)
 	}
 	if term == "" {
-		return true, find.Examined(len(r.sub.Data), 0)
+		return true, find.Examined(len(r.sub.Data), matched)
 	}
 	found, normalized := find.Search(r.sub.Data, stored.URLs(r.sub.Attachments), term)
-	return found, find.Examined(len(r.sub.Data), normalized)
+	return found, find.Examined(len(r.sub.Data), matched+normalized)
 }
 
 // prealloc caps the capacity reserved for a page up front.

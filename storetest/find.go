@@ -46,8 +46,25 @@ func findData(i int) string {
 		// Named twice: the last one counts, as in encoding/json.
 		return `{"n":13,"tag":"t1","tag":"t4","even":false,"name":"Zoë","score":43}`
 	}
-	return fmt.Sprintf(`{"n":%d,"tag":"t%d","even":%t,"name":%s,"score":%s,"html":"a<b>&c","nested":{"tag":"t0"}%s}`,
-		i, i%5, i%2 == 0, findNames[i%4], score, extra)
+	return fmt.Sprintf(`{"n":%d,"tag":"t%d","even":%t,"name":%s,"score":%s,"html":"a<b>&c","nested":{"tag":"t0"}%s%s}`,
+		i, i%5, i%2 == 0, findNames[i%4], score, extra, findWhen(i))
+}
+
+// findWhen is the member "when" of submission i of the find forms, for
+// the range operators: an RFC 3339 instant i hours after 2024-03-10T00:00Z
+// (i%4 == 0), the same instant written at +05:00, so that its text orders
+// otherwise (i%4 == 1), a date of March 2024 as text (i%4 == 2), or none.
+func findWhen(i int) string {
+	at := time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Hour)
+	switch i % 4 {
+	case 0:
+		return `,"when":"` + at.Format(time.RFC3339) + `"`
+	case 1:
+		return `,"when":"` + at.In(time.FixedZone("", 5*3600)).Format(time.RFC3339) + `"`
+	case 2:
+		return fmt.Sprintf(`,"when":"2024-03-%02d"`, i/4+1)
+	}
+	return ""
 }
 
 // FindSeed is the seed of the find clauses: DefaultSeed's forms, keys
@@ -100,6 +117,43 @@ func findCases() []findCase {
 		{"a member no submission has", []formsapi.Filter{f("missing", `"t0"`)}, func(int) bool { return false }},
 		{"an object never matches", []formsapi.Filter{f("nested", `"t0"`)}, func(int) bool { return false }},
 		{"one submission", []formsapi.Filter{f("n", `17`)}, func(i int) bool { return i == 17 }},
+	}
+}
+
+// opCases are the clauses with operators (formsapi.FilterOp) and the
+// values of "n" each must find, on findData (submission 13 has no html,
+// gone or when, its tag t4 and its score 43).
+func opCases() []findCase {
+	op := func(field string, o formsapi.FilterOp, value string) formsapi.Filter {
+		return formsapi.Filter{Field: field, Op: o, Value: value}
+	}
+	in := func(field string, values ...string) formsapi.Filter {
+		return formsapi.Filter{Field: field, Op: formsapi.FilterIn, Values: values}
+	}
+	instant := func(i int) bool { return i != 13 && i%4 <= 1 }
+	return []findCase{
+		{"gte a number", []formsapi.Filter{op("n", formsapi.FilterGte, "10")}, func(i int) bool { return i >= 10 }},
+		{"lt a number", []formsapi.Filter{op("n", formsapi.FilterLt, "9.5")}, func(i int) bool { return i <= 9 }},
+		{"a range of two clauses", []formsapi.Filter{op("n", formsapi.FilterGt, "5"), op("n", formsapi.FilterLte, "20")}, func(i int) bool { return i > 5 && i <= 20 }},
+		{"numbers by value, strings left out", []formsapi.Filter{op("score", formsapi.FilterGte, "42")}, func(i int) bool { return i%5 != 2 }},
+		{"gt a number", []formsapi.Filter{op("score", formsapi.FilterGt, "42")}, func(i int) bool { return i%5 == 4 || i == 13 }},
+		{"a string range leaves numbers out", []formsapi.Filter{op("score", formsapi.FilterGte, `"4"`)}, func(i int) bool { return i%5 == 2 }},
+		{"instants as instants", []formsapi.Filter{op("when", formsapi.FilterGte, `"2024-03-10T18:00:00Z"`)}, func(i int) bool { return instant(i) && i >= 18 }},
+		{"an instant at another offset", []formsapi.Filter{op("when", formsapi.FilterLt, `"2024-03-10T12:00:00+02:00"`)}, func(i int) bool { return instant(i) && i < 10 }},
+		{"text by its normal form, instants left out", []formsapi.Filter{op("when", formsapi.FilterLt, `"2024-03-05"`)}, func(i int) bool { return i%4 == 2 && i < 16 }},
+		{"gt text, case and accents aside", []formsapi.Filter{op("name", formsapi.FilterGt, `"ZOE"`)}, func(i int) bool { return i%4 == 3 && i != 13 }},
+		{"lte text, case and accents aside", []formsapi.Filter{op("name", formsapi.FilterLte, `"zoë"`)}, func(i int) bool { return i%4 != 3 || i == 13 }},
+		{"ne keeps null's absence too", []formsapi.Filter{op("gone", formsapi.FilterNe, "null")}, func(i int) bool { return i%7 != 0 || i == 13 }},
+		{"ne a string", []formsapi.Filter{op("tag", formsapi.FilterNe, `"t1"`)}, func(i int) bool { return i%5 != 1 || i == 13 }},
+		{"in", []formsapi.Filter{in("tag", `"t1"`, `"t3"`)}, func(i int) bool { return (i%5 == 1 || i%5 == 3) && i != 13 }},
+		{"in, of two kinds", []formsapi.Filter{in("score", `"42"`, `43`)}, func(i int) bool { return i%5 == 2 || i%5 == 4 || i == 13 }},
+		{"exists", []formsapi.Filter{op("gone", formsapi.FilterExists, "true")}, func(i int) bool { return i%7 == 1 }},
+		{"exists false: absent or null", []formsapi.Filter{op("gone", formsapi.FilterExists, "false")}, func(i int) bool { return i%7 != 1 }},
+		{"prefix, case and accents aside", []formsapi.Filter{op("name", formsapi.FilterPrefix, "zo")}, func(int) bool { return true }},
+		{"prefix with a space", []formsapi.Filter{op("name", formsapi.FilterPrefix, "zoe ")}, func(i int) bool { return i%4 == 3 && i != 13 }},
+		{"prefix leaves numbers out", []formsapi.Filter{op("score", formsapi.FilterPrefix, "4")}, func(i int) bool { return i%5 == 2 }},
+		{"an operator beside an equality", []formsapi.Filter{op("n", formsapi.FilterGte, "20"), op("tag", formsapi.FilterEq, `"t0"`)}, func(i int) bool { return i%5 == 0 && i >= 20 }},
+		{"a range of another kind than every member", []formsapi.Filter{op("html", formsapi.FilterGt, "5")}, func(int) bool { return false }},
 	}
 }
 
@@ -204,6 +258,26 @@ func findClauses(t *testing.T, open Open, cfg *config) {
 			}
 		}
 	})
+	t.Run("Find/Operators", func(t *testing.T) {
+		cfg.parallel(t)
+		s := reads
+		for k, c := range opCases() {
+			for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+				limits := []int{MaxLimit}
+				if k%4 == 0 {
+					limits = append(limits, 3)
+				}
+				for _, limit := range limits {
+					q := formsapi.Query{Limit: limit, Order: o, Filters: c.filters}
+					got := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
+					want := findExpected(x, FormFind, q, c.want)
+					if !sameSet(got, want) {
+						t.Errorf("%s, order %s, limit %d: got n %v, want %v", c.name, o, limit, got, want)
+					}
+				}
+			}
+		}
+	})
 	t.Run("Find/Order", func(t *testing.T) {
 		cfg.parallel(t)
 		s := reads
@@ -299,7 +373,7 @@ func totalClauses(t *testing.T, open Open, cfg *config) {
 		}
 		ranges := []struct{ since, until time.Time }{{}, {base.Add(3 * time.Second), base.Add(9 * time.Second)}}
 		for _, r := range ranges {
-			for _, fc := range findCases() {
+			for _, fc := range append(findCases(), opCases()...) {
 				q := formsapi.Query{Limit: 1, Since: r.since, Until: r.until, Filters: fc.filters, Cursor: "ignored", Order: formsapi.Oldest}
 				want := int64(len(findExpected(x, FormFind, q, fc.want)))
 				got, err := c.CountSubmissions(ctx, AccountA, FormFind, q, true)

@@ -59,6 +59,21 @@ var brokenStores = map[string]struct {
 		failsIn:  "Store/Find/Equality",
 		passesIn: "Store/Find/Isolation",
 	},
+	"treats operators as equality": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return opsAsEquality{m} },
+		failsIn:  "Store/Find/Operators",
+		passesIn: "Store/Find/Equality",
+	},
+	"orders values by their JSON text": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return textRanges{m} },
+		failsIn:  "Store/Find/Operators",
+		passesIn: "Store/Find/Equality",
+	},
+	"leaves absent members out of ne": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return neOfPresent{m} },
+		failsIn:  "Store/Find/Operators",
+		passesIn: "Store/Find/Pagination",
+	},
 	"pages filtered lists by offset": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return offsetFiltered{m, false} },
 		failsIn:  "Store/Find/AddedBetweenPages",
@@ -538,6 +553,68 @@ func (s textFilters) ListSubmissions(ctx context.Context, account, formID string
 	}
 	p.Items = kept
 	return p, err
+}
+
+// opsAsEquality reads every clause as an equality (an in clause as its
+// first value).
+type opsAsEquality struct{ *memstore.Store }
+
+func (s opsAsEquality) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	fs := make([]formsapi.Filter, len(q.Filters))
+	for i, f := range q.Filters {
+		if f.Op == formsapi.FilterIn {
+			f.Value = f.Values[0]
+		}
+		f.Op, f.Values = formsapi.FilterEq, nil
+		fs[i] = f
+	}
+	q.Filters = fs
+	return s.Store.ListSubmissions(ctx, account, formID, q)
+}
+
+// textRanges orders a member and a range's value by their JSON text, so
+// 9 is after 10 and an instant's offset counts.
+type textRanges struct{ *memstore.Store }
+
+func (s textRanges) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	var ranges []formsapi.Filter
+	q.Filters = slices.DeleteFunc(slices.Clone(q.Filters), func(f formsapi.Filter) bool {
+		r := f.Op == formsapi.FilterGt || f.Op == formsapi.FilterGte || f.Op == formsapi.FilterLt || f.Op == formsapi.FilterLte
+		if r {
+			ranges = append(ranges, f)
+		}
+		return r
+	})
+	p, err := s.Store.ListSubmissions(ctx, account, formID, q)
+	kept := p.Items[:0]
+	for _, sub := range p.Items {
+		var m map[string]json.RawMessage
+		ok := json.Unmarshal(sub.Data, &m) == nil
+		for _, f := range ranges {
+			raw, has := m[f.Field]
+			c := strings.Compare(string(raw), f.Value)
+			ok = ok && has && (f.Op == formsapi.FilterGt && c > 0 || f.Op == formsapi.FilterGte && c >= 0 || f.Op == formsapi.FilterLt && c < 0 || f.Op == formsapi.FilterLte && c <= 0)
+		}
+		if ok {
+			kept = append(kept, sub)
+		}
+	}
+	p.Items = kept
+	return p, err
+}
+
+// neOfPresent keeps, for ne, only members that are present and not null.
+type neOfPresent struct{ *memstore.Store }
+
+func (s neOfPresent) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	fs := slices.Clone(q.Filters)
+	for _, f := range q.Filters {
+		if f.Op == formsapi.FilterNe {
+			fs = append(fs, formsapi.Filter{Field: f.Field, Op: formsapi.FilterExists, Value: "true"})
+		}
+	}
+	q.Filters = fs
+	return s.Store.ListSubmissions(ctx, account, formID, q)
 }
 
 // ignoresSearch lists every submission its filters keep, whatever

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/internal/wire"
+	"golang.org/x/text/unicode/norm"
 )
 
 // The limits on filters. The handler answers 400 naming the limit for a
@@ -92,11 +93,19 @@ const (
 	Estimate = "estimate"
 )
 
-// Clause is one equality: the top-level member Field of data equals the
-// JSON scalar whose canonical text is Value.
+// Clause is one filter clause on the top-level member Field of data:
+// with Op "" (OpEq), an equality with the JSON scalar whose canonical
+// text is Value; with another operator, what ops.go says.
 type Clause struct {
 	Field string
+	Op    string
+	// Value is the canonical text of the value (equality, ne and the
+	// ranges), "true" or "false" (exists), or a normal form (prefix).
 	Value string
+	// Values are the canonical texts of an in clause's values, sorted,
+	// each once.
+	Values []string
+	p      prepared
 }
 
 // ParseValue reads a filter's value as given in a query string: a JSON
@@ -389,30 +398,43 @@ func sortedUnique(keys []int64) []int64 {
 // clause. Data that is not a JSON object satisfies none (and no clauses
 // at all, any data).
 func Match(data []byte, cs []Clause) bool {
+	ok, _ := MatchWork(data, cs)
+	return ok
+}
+
+// MatchWork is Match with the cost of its check beyond reading data: the
+// bytes the clauses that compare normal forms (prefix, and ranges on
+// text) passed through Unicode normalization, read and made (see
+// Examined).
+func MatchWork(data []byte, cs []Clause) (bool, int) {
 	if len(cs) == 0 {
-		return true
+		return true, 0
 	}
 	// A string value without escapes appears in data as it is, when data
-	// has no escapes either: a clause whose string is not in data fails
-	// without decoding it (most entries of a walk that a later clause
-	// refuses).
+	// has no escapes either: an equality whose string is not in data
+	// fails without decoding it (most entries of a walk that a later
+	// clause refuses).
 	if bytes.IndexByte(data, '\\') < 0 && utf8.Valid(data) {
 		for _, c := range cs {
-			if strings.HasPrefix(c.Value, `"`) && !strings.Contains(c.Value, `\`) && !bytes.Contains(data, []byte(c.Value)) {
-				return false
+			if c.Op == OpEq && strings.HasPrefix(c.Value, `"`) && !strings.Contains(c.Value, `\`) && !bytes.Contains(data, []byte(c.Value)) {
+				return false, 0
 			}
 		}
 	}
 	m := members(data)
-	for _, c := range cs {
-		raw, ok := m[c.Field]
+	if m == nil {
+		return false, 0
+	}
+	var it norm.Iter
+	var buf []byte
+	normalized := 0
+	for i := range cs {
+		raw, present := m[cs[i].Field]
+		ok, n := cs[i].matchOne(raw, present, &it, &buf)
+		normalized += n
 		if !ok {
-			return false
-		}
-		v, ok := Canonical(raw)
-		if !ok || v != c.Value {
-			return false
+			return false, normalized
 		}
 	}
-	return true
+	return true, normalized
 }

@@ -62,7 +62,7 @@ func TestMatchAndKeysAgree(t *testing.T) {
 		{"a", "42", true}, {"a", `"42"`, false}, {"b", `"y"`, true}, {"b", `"x"`, false},
 		{"c", `{"d":1}`, false}, {"e", "[1]", false}, {"f", "null", true}, {"g", "true", true}, {"g", `"true"`, false},
 	} {
-		cs := []Clause{{c.field, c.value}}
+		cs := []Clause{{Field: c.field, Value: c.value}}
 		if Match(data, cs) != c.match {
 			t.Errorf("Match %s=%s: %t, want %t", c.field, c.value, !c.match, c.match)
 		}
@@ -77,7 +77,7 @@ func TestMatchAndKeysAgree(t *testing.T) {
 	if len(keys) != 5 { // a, b twice, f, g; not c, e, the long name, the long value
 		t.Errorf("%d keys, want 4", len(keys))
 	}
-	if Match([]byte(`[1]`), []Clause{{"a", "1"}}) || Keys([]byte(`"x"`)) != nil {
+	if Match([]byte(`[1]`), []Clause{{Field: "a", Value: "1"}}) || Keys([]byte(`"x"`)) != nil {
 		t.Error("data that is not an object matches or has keys")
 	}
 }
@@ -96,7 +96,7 @@ func TestMatchShortcutAgrees(t *testing.T) {
 		{`{"a":"xy","b":"q"}`, `"q"`, false},
 		{`{"b":"xy"}`, `"xy"`, false},
 	} {
-		if got := Match([]byte(c.data), []Clause{{"a", c.value}}); got != c.match {
+		if got := Match([]byte(c.data), []Clause{{Field: "a", Value: c.value}}); got != c.match {
 			t.Errorf("Match(%q, a=%s) = %t, want %t", c.data, c.value, got, c.match)
 		}
 	}

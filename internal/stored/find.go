@@ -41,18 +41,21 @@ func Filtered(q formsapi.Query) bool {
 }
 
 // Candidates returns the index keys a filtered page of q may walk, each
-// of which every match has: each clause's, and, when the store's search
+// of which every match has: each equality clause's (the other operators
+// are checked on what the page walks, never walked), and, when the store's search
 // index is on (searchIndexed), the trigram keys of its search that it
 // probes (find.TermKeys). With more than one, the store counts each key's
 // entries of the form, up to Probed, and walks the rarest (Rarest), so
 // that a rare clause beside a common one costs its matches, whichever
-// field's name sorts first. None (a search alone, the search index off)
-// means the page walks the form's submissions themselves in page order,
+// field's name sorts first. None (no equality, and a search alone with
+// the search index off or no search) means the page walks the form's submissions themselves in page order,
 // checking each as it would an entry's.
 func Candidates(q formsapi.Query, searchIndexed bool) []int64 {
 	var keys []int64
 	for _, f := range q.Filters {
-		keys = append(keys, find.Key(f.Field, f.Value))
+		if f.Op == formsapi.FilterEq {
+			keys = append(keys, find.Key(f.Field, f.Value))
+		}
 	}
 	if q.Search != "" && searchIndexed {
 		keys = append(keys, find.TermKeys(q.Search)...)
@@ -115,9 +118,9 @@ func ByOrder[T any](o formsapi.Order, asc, desc T) T {
 func Clauses(q formsapi.Query) []find.Clause {
 	cs := make([]find.Clause, len(q.Filters))
 	for i, f := range q.Filters {
-		cs[i] = find.Clause{Field: f.Field, Value: f.Value}
+		cs[i] = find.Clause{Field: f.Field, Op: string(f.Op), Value: f.Value, Values: f.Values}
 	}
-	return cs
+	return find.Prepare(cs)
 }
 
 // filterWalk is the rule of a filtered page, whichever way its items are
@@ -176,14 +179,15 @@ func (w *filterWalk) cursor() string { return w.last.String() }
 // do not decode have no file names.
 func Finds(data, attachments []byte, cs []find.Clause, term string) (bool, int64) {
 	stored := len(data) + len(attachments)
-	if !find.Match(data, cs) {
-		return false, find.Examined(stored, 0)
+	ok, matched := find.MatchWork(data, cs)
+	if !ok {
+		return false, find.Examined(stored, matched)
 	}
 	if term == "" {
-		return true, find.Examined(stored, 0)
+		return true, find.Examined(stored, matched)
 	}
 	found, normalized := find.Search(data, FileURLs(attachments), term)
-	return found, find.Examined(stored, normalized)
+	return found, find.Examined(stored, matched+normalized)
 }
 
 // FileURLs returns the URLs of stored attachments, nil when they do not

@@ -165,6 +165,16 @@ func run() error {
 		{"q rare, common trigrams: number <n/2>,", fmt.Sprintf("q=number+%d%%2C", *n/2)},
 		{"q common: hello (all)", "q=hello"},
 		{"q none: qqqq", "q=qqqq"},
+		// Operators (issue 39): walked through an equality's entries
+		// when there is one, else a scan of the form in page order.
+		{"gte, newest 1%: n>=0.99n", fmt.Sprintf("filter[n][gte]=%d", *n*99/100)},
+		{"lt, oldest 0.01%: n<n/10000", fmt.Sprintf("filter[n][lt]=%d", *n/10_000)},
+		{"range + equality: gold, n>=n/2", fmt.Sprintf("filter[plan]=gold&filter[n][gte]=%d", *n/2)},
+		{"ne 99%: plan ne gold", "filter[plan][ne]=gold"},
+		{"ne 1%: plan ne basic", "filter[plan][ne]=basic"},
+		{"in 1%: plan in gold,silver", "filter[plan][in]=gold,silver"},
+		{"exists false: none", "filter[email][exists]=false"},
+		{"prefix 1 in 10,000: name zoe", "filter[name][prefix]=zoe"},
 	} {
 		q := c.q
 		if q != "" {
