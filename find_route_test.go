@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
-	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
 )
@@ -307,14 +305,7 @@ func everyStore(t testing.TB, seed storetest.Seed) (map[string]formsapi.Store, *
 	ctx := context.Background()
 	m := memstore.New()
 	stores := map[string]formsapi.Store{"memstore": m}
-	for name, opts := range map[string][]sqlitestore.Option{"sqlitestore": nil, "sqlitestore (search index)": {sqlitestore.WithSearchIndex()}} {
-		lite, err := sqlitestore.Open(filepath.Join(t.TempDir(), "x.db"), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lite.Close() })
-		stores[name] = lite
-	}
+	stores["sqlitestore"], stores["sqlitestore (search index)"] = openSQLite(t, false), openSQLite(t, true)
 	if os.Getenv(pgtest.EnvVar) != "" {
 		for name, opts := range map[string][]pgstore.Option{"pgstore": nil, "pgstore (search index)": {pgstore.WithSearchIndex()}} {
 			dsn, schema := pgtest.Schema(t)

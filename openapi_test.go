@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	removeSQLiteTemplates()
 	testenv.Report() // the tests skipped for PostgreSQL, in one line go test shows
 	os.Exit(code)
 }

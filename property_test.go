@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
-	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -126,14 +124,7 @@ func TestPropertyIsolationAndAllowList(t *testing.T) {
 		open  func(t *testing.T) writeStore
 	}{
 		{"memstore", 150, func(t *testing.T) writeStore { return memstore.New() }},
-		{"sqlitestore", 12, func(t *testing.T) writeStore {
-			s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "p.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
+		{"sqlitestore", 12, func(t *testing.T) writeStore { return openSQLite(t, false) }},
 		{"pgstore", 12, func(t *testing.T) writeStore {
 			dsn, schema := pgtest.Schema(t)
 			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
