@@ -219,7 +219,13 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	var rows []roundRow
 	err := retry(ctx, func() error {
 		rows = rows[:0]
-		rs, err := s.pool.Query(ctx, s.sql.round, xmax, xip, hashes, forms)
+		var rs pgx.Rows
+		var err error
+		if len(miss) == 0 {
+			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip)
+		} else {
+			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, hashes, forms)
+		}
 		if err != nil {
 			return err
 		}

@@ -353,8 +353,9 @@ LEFT JOIN LATERAL (
 	// third of the table and scans all of it; with two, a small range.
 	// The log's rows are read once (MATERIALIZED) and each kind joins its
 	// own table, so that a form's ID and an account are decoded from ref
-	// only for rows of their kind (a key's hash is no UTF-8).
-	sqlRound = `WITH c AS MATERIALIZED (
+	// only for rows of their kind (a key's hash is no UTF-8). A round
+	// whose requests the copy answers all runs sqlRoundLog alone.
+	sqlRoundLog = `WITH c AS MATERIALIZED (
     SELECT kind, ref FROM formsapi_changes
     WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8)
     UNION ALL
@@ -381,7 +382,10 @@ FROM c LEFT JOIN LATERAL (
 ) l ON true
 WHERE c.kind = 3
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0
+SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0`
+
+	// sqlRoundLog and the lookups: a round with misses.
+	sqlRound = sqlRoundLog + `
 UNION ALL
 SELECT u.n, NULL, NULL, NULL, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
     (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id)
@@ -628,7 +632,7 @@ type queries struct {
 	probe                                                        string
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
-	round                                                        string
+	round, roundLog                                              string
 	touchKeys                                                    string
 	addForm, addSubmission, addSubmissions, addKey, revokeKey    string
 	rateLimit, rateCharge, rateTat, ratePrune                    string
@@ -682,7 +686,7 @@ func newQueries(schema string) queries {
 		searchIndexed: q(sqlSearchIndexed),
 		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
-		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound),
+		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound), roundLog: q(sqlRoundLog),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission), addSubmissions: q(sqlAddSubmissions),
