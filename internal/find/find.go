@@ -259,6 +259,66 @@ func key[F, V string | []byte](field F, value V) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:]) >> 1)
 }
 
+// clauseMembers finds in data, in one pass without decoding it, the
+// value of the member each clause names (the last of its name, as
+// encoding/json reads it) into raws, and whether it has one into present.
+// It reports false when data is not one JSON object, which then
+// satisfies no clause.
+func clauseMembers(data []byte, cs []Clause, raws [][]byte, present []bool) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	i := wire.SkipSpace(data, 0)
+	if data[i] != '{' {
+		return false
+	}
+	for i = wire.SkipSpace(data, i+1); data[i] != '}'; {
+		nameStart, nameEnd := i, wire.ValueEnd(data, i)
+		name := data[nameStart+1 : nameEnd-1]
+		i = wire.SkipSpace(data, wire.SkipSpace(data, nameEnd)+1) // past the colon
+		end := wire.ValueEnd(data, i)
+		raw := data[i:end]
+		if i = wire.SkipSpace(data, end); data[i] == ',' {
+			i = wire.SkipSpace(data, i+1)
+		}
+		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD).
+			var n string
+			if err := json.Unmarshal(data[nameStart:nameEnd], &n); err != nil {
+				return false
+			}
+			name = []byte(n)
+		}
+		for k := range cs {
+			if string(name) == cs[k].Field {
+				raws[k], present[k] = raw, true
+			}
+		}
+	}
+	return true
+}
+
+// matchDecoded is MatchWork through encoding/json's map of data's
+// members, for more clauses than clauseMembers takes.
+func matchDecoded(data []byte, cs []Clause) (bool, int) {
+	m := members(data)
+	if m == nil {
+		return false, 0
+	}
+	var it norm.Iter
+	var buf []byte
+	normalized := 0
+	for i := range cs {
+		raw, present := m[cs[i].Field]
+		ok, n := cs[i].matchOne(raw, present, &it, &buf)
+		normalized += n
+		if !ok {
+			return false, normalized
+		}
+	}
+	return true, normalized
+}
+
 // members decodes data's top-level members, the last of each name
 // winning; nil when data is not one JSON object.
 func members(data []byte) map[string]json.RawMessage {
@@ -421,16 +481,24 @@ func MatchWork(data []byte, cs []Clause) (bool, int) {
 			}
 		}
 	}
-	m := members(data)
-	if m == nil {
+	var raws [MaxClauses][]byte
+	var present [MaxClauses]bool
+	if len(cs) > MaxClauses {
+		return matchDecoded(data, cs)
+	}
+	if !clauseMembers(data, cs, raws[:len(cs)], present[:len(cs)]) {
 		return false, 0
 	}
-	var it norm.Iter
+	// The normalizer's iterator is large: made only for clauses that
+	// normalize (prefix, a range on text).
+	var it *norm.Iter
 	var buf []byte
 	normalized := 0
 	for i := range cs {
-		raw, present := m[cs[i].Field]
-		ok, n := cs[i].matchOne(raw, present, &it, &buf)
+		if it == nil && cs[i].normalizes() {
+			it = new(norm.Iter)
+		}
+		ok, n := cs[i].matchOne(raws[i], present[i], it, &buf)
 		normalized += n
 		if !ok {
 			return false, normalized

@@ -262,6 +262,22 @@ func ParseList(v string) ([]string, string) {
 	return slices.Compact(out), ""
 }
 
+// normalizes reports whether c's check may normalize text: a prefix, or
+// a range whose value is not a number or an instant.
+func (c *Clause) normalizes() bool {
+	switch c.Op {
+	case OpPrefix:
+		return true
+	case OpGt, OpGte, OpLt, OpLte:
+		p := c.p
+		if !p.ok {
+			p = c.prepare()
+		}
+		return p.kind == kindText
+	}
+	return false
+}
+
 // matchOne reports whether the member raw (present: ok) satisfies c, and
 // the bytes its check passed through Unicode normalization.
 func (c *Clause) matchOne(raw json.RawMessage, present bool, it *norm.Iter, buf *[]byte) (bool, int) {

@@ -140,3 +140,44 @@ func TestOperatorWork(t *testing.T) {
 		t.Errorf("ASCII: %t, %d normalized bytes, want no match and 0", ok, n)
 	}
 }
+
+// TestClauseMembersAsDecoded: the one-pass reading of the clauses'
+// members finds what encoding/json's map of them has, on names with
+// escapes, invalid UTF-8, names given twice and white space.
+func TestClauseMembersAsDecoded(t *testing.T) {
+	cs := Prepare([]Clause{
+		{Field: "a", Op: OpExists, Value: "true"}, {Field: "é", Op: OpGte, Value: "1"},
+		{Field: "\ufffd", Op: OpNe, Value: "1"}, {Field: "b", Op: OpIn, Values: []string{`"x"`}},
+	})
+	for _, data := range []string{
+		`{"a":1,"é":2,"b":"x"}`, `{ "a" : null , "\u00e9" : 0 , "b" : "y" , "b" : "x" }`, "{\"\xff\":1,\"a\":[],\"é\":1.5}",
+		`{"a":{"b":"x"},"é":"2","b":["x"]}`, `{}`, `[1]`, `"a"`, `{"a":1`, `{"a":1,"é":3,"b":"x","\ufffd":2}`,
+	} {
+		want, _ := matchDecoded([]byte(data), cs)
+		for k := range cs {
+			one, _ := matchDecoded([]byte(data), cs[k:k+1])
+			got, _ := MatchWork([]byte(data), cs[k:k+1])
+			if got != one {
+				t.Errorf("%s, clause %d: %t, decoded %t", data, k, got, one)
+			}
+		}
+		if got, _ := MatchWork([]byte(data), cs); got != want {
+			t.Errorf("%s: %t, decoded %t", data, got, want)
+		}
+	}
+}
+
+func BenchmarkMatchOperators(b *testing.B) {
+	data := []byte(`{"n":12345,"email":"user12345@example.com","plan":"basic","half":false,"name":"Alex Smith","city":"City 345","message":"Hello, this is submission number 12345, with a few words of text."}`)
+	cs := Prepare([]Clause{{Field: "n", Op: OpLt, Value: "10"}, {Field: "plan", Op: OpNe, Value: `"basic"`}})
+	b.Run("one pass", func(b *testing.B) {
+		for b.Loop() {
+			MatchWork(data, cs)
+		}
+	})
+	b.Run("decoded", func(b *testing.B) {
+		for b.Loop() {
+			matchDecoded(data, cs)
+		}
+	})
+}

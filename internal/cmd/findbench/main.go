@@ -2,8 +2,10 @@
 // form of many submissions (issue 27), in SQLite or PostgreSQL, through
 // the handler in process: for an equality filter that matches nothing,
 // one submission, 1% and 50% of them, and a two-clause filter whose walk
-// reaches the bound of entries examined, the time of the first page and
-// of a page deep in the walk, the items and index entries a page
+// reaches the bound of entries examined, and filters with operators
+// (issue 39), the time of the first page (and this process's CPU per
+// request for it: all of SQLite's work, none of PostgreSQL's backends')
+// and of a page deep in the walk, the items and index entries a page
 // examines, and the time of an exact total and of an estimate. bench/find.sh
 // runs it; see there.
 //
@@ -30,6 +32,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,17 +146,20 @@ func run() error {
 		}
 		return d, p
 	}
+	var cpu time.Duration // this process's CPU over the last median's requests, per request
 	median := func(q string) (time.Duration, page) {
 		var ds []time.Duration
 		var p page
+		began := processCPU()
 		for range *runs {
 			d, pp := get(q)
 			ds, p = append(ds, d), pp
 		}
+		cpu = (processCPU() - began) / time.Duration(*runs)
 		slices.Sort(ds)
 		return ds[len(ds)/2], p
 	}
-	fmt.Printf("\n%-34s %10s %6s %9s %10s %6s %12s %12s\n", "filter (limit=100, newest first)", "page 1", "items", "examined", "deep page", "items", "total exact", "estimate")
+	fmt.Printf("\n%-34s %10s %9s %6s %9s %10s %6s %12s %12s\n", "filter (limit=100, newest first)", "page 1", "CPU/req", "items", "examined", "deep page", "items", "total exact", "estimate")
 	for _, c := range []struct{ name, q string }{
 		{"none (unfiltered)", ""},
 		{"0 matches: email=nobody", "filter[email]=nobody@example.com"},
@@ -181,6 +187,7 @@ func run() error {
 			q += "&"
 		}
 		first, p := median(q + "limit=100")
+		firstCPU := cpu
 		deepT, deepItems := time.Duration(0), 0
 		if p.NextCursor != "" {
 			// A page about 90% into the range: since bounds it, as a
@@ -192,7 +199,7 @@ func run() error {
 		}
 		exact, te := median(q + "limit=1&total=exact")
 		est, tt := median(q + "limit=1&total=estimate")
-		fmt.Printf("%-34s %10s %6d %9s %10s %6d %12s %12s\n", c.name, ms(first), len(p.Submissions), examined(c.q, len(p.Submissions), p.NextCursor != ""), ms(deepT), deepItems,
+		fmt.Printf("%-34s %10s %9s %6d %9s %10s %6d %12s %12s\n", c.name, ms(first), ms(firstCPU), len(p.Submissions), examined(c.q, len(p.Submissions), p.NextCursor != ""), ms(deepT), deepItems,
 			fmt.Sprintf("%s %d %s", ms(exact), te.Total.Value, te.Total.Kind), fmt.Sprintf("%s %d %s", ms(est), tt.Total.Value, tt.Total.Kind))
 	}
 	return nil
@@ -231,6 +238,17 @@ type page struct {
 		Value int64
 		Kind  string
 	}
+}
+
+// processCPU is this process's user and system CPU time so far (what
+// /proc/self/stat's utime and stime count), which holds SQLite's work
+// (in process) but not PostgreSQL's backends'.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
