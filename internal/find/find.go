@@ -265,6 +265,20 @@ func key[F, V string | []byte](field F, value V) int64 {
 // It reports false when data is not one JSON object, which then
 // satisfies no clause.
 func clauseMembers(data []byte, cs []Clause, raws [][]byte, present []bool) bool {
+	return eachMember(data, func(name, raw []byte) {
+		for k := range cs {
+			if string(name) == cs[k].Field {
+				raws[k], present[k] = raw, true
+			}
+		}
+	})
+}
+
+// eachMember calls fn with the name (decoded as encoding/json decodes
+// it) and the raw value of each top-level member of data, in order, in
+// one pass without decoding the values. It reports false when data is
+// not one JSON object (then fn has seen no member).
+func eachMember(data []byte, fn func(name, raw []byte)) bool {
 	if !json.Valid(data) {
 		return false
 	}
@@ -282,18 +296,13 @@ func clauseMembers(data []byte, cs []Clause, raws [][]byte, present []bool) bool
 			i = wire.SkipSpace(data, i+1)
 		}
 		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
-			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD).
+			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD);
+			// a name of valid JSON always decodes.
 			var n string
-			if err := json.Unmarshal(data[nameStart:nameEnd], &n); err != nil {
-				return false
-			}
+			_ = json.Unmarshal(data[nameStart:nameEnd], &n)
 			name = []byte(n)
 		}
-		for k := range cs {
-			if string(name) == cs[k].Field {
-				raws[k], present[k] = raw, true
-			}
-		}
+		fn(name, raw)
 	}
 	return true
 }
@@ -342,45 +351,25 @@ func members(data []byte) map[string]json.RawMessage {
 // number is not a plain integer of up to 15 digits (whose canonical text
 // is itself).
 func Keys(data []byte) []int64 {
-	if !json.Valid(data) {
-		return nil
-	}
-	i := wire.SkipSpace(data, 0)
-	if data[i] != '{' {
-		return nil
-	}
 	var keys []int64
-	for i = wire.SkipSpace(data, i+1); data[i] != '}'; {
-		nameStart, nameEnd := i, wire.ValueEnd(data, i)
-		name := data[nameStart+1 : nameEnd-1]
-		i = wire.SkipSpace(data, wire.SkipSpace(data, nameEnd)+1) // past the colon
-		end := wire.ValueEnd(data, i)
-		raw := data[i:end]
-		if i = wire.SkipSpace(data, end); data[i] == ',' {
-			i = wire.SkipSpace(data, i+1)
-		}
-		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
-			// Decoded as encoding/json does (invalid UTF-8 as U+FFFD).
-			var n string
-			if err := json.Unmarshal(data[nameStart:nameEnd], &n); err != nil {
-				return nil
-			}
-			name = []byte(n)
-		}
+	ok := eachMember(data, func(name, raw []byte) {
 		if len(name) > MaxFieldBytes {
-			continue
+			return
 		}
 		if v, ok := plainCanonical(raw); ok {
 			if len(v) <= MaxValueBytes {
 				keys = append(keys, key(name, v))
 			}
-			continue
+			return
 		}
 		v, ok := Canonical(raw)
 		if !ok || len(v) > MaxValueBytes {
-			continue
+			return
 		}
 		keys = append(keys, key(name, v))
+	})
+	if !ok {
+		return nil
 	}
 	return sortedUnique(keys)
 }
