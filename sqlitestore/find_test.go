@@ -321,12 +321,15 @@ func TestSearchIndexTurnedOn(t *testing.T) {
 WHERE j.value < 0`).Scan(&tail))
 		return n + tail
 	}
-	indexed := load(t, mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex()), storetest.SearchSeed())
+	// Both files are copies of templates loaded with SearchSeed, one by a
+	// store with the index on and one with it off (seededPath).
+	indexedPath, loaded := seededPath(t, storetest.SearchSeed(), sqlitestore.WithSearchIndex())
+	indexed := loaded(mustOpen(t, indexedPath, sqlitestore.WithSearchIndex()))
 	want := trigrams(indexed)
 	is.True(want > 0)
 
-	path := dbPath(t)
-	before := load(t, mustOpen(t, path), storetest.SearchSeed())
+	path, loaded := seededPath(t, storetest.SearchSeed())
+	before := loaded(mustOpen(t, path))
 	is.Equal(trigrams(before), 0) // off by default
 	var computed int
 	is.NoErr(sqlitestore.ReadDB(before).QueryRow(`SELECT count(*) FROM formsapi_submissions s, json_each(s.find_keys) j WHERE j.value < 0`).Scan(&computed))

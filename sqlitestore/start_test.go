@@ -57,16 +57,13 @@ func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 // done; an open with nothing to do logs nothing, and no line names the
 // file.
 func TestStartLogsProgress(t *testing.T) {
-	path := dbPath(t)
-	s := mustOpen(t, path)
+	path, _ := seededPath(t, storetest.SearchSeed()) // loaded, the index off
 	is := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	is(storetest.Load(ctx, s, storetest.SearchSeed()))
-	is(s.Close())
 
 	var log bytes.Buffer
 	now, tick := jumpingClock(6 * time.Second)
