@@ -21,18 +21,21 @@
 --
 -- kind: 0 everything, 1 a key (ref: its hash), 2 a form (ref: its ID,
 -- UTF-8), 3 an account's forms list (ref: the account ID, UTF-8).
-CREATE TABLE formsapi_changes (
+--
+-- Every statement may run again over itself (IF NOT EXISTS, OR REPLACE),
+-- as the tests that re-apply the migrations after 0015 or 0023 do.
+CREATE TABLE IF NOT EXISTS formsapi_changes (
     kind smallint NOT NULL,
     ref  bytea    NOT NULL,
     xid  xid8     NOT NULL,
     PRIMARY KEY (kind, ref)
 );
 
-CREATE INDEX formsapi_changes_xid ON formsapi_changes (xid);
+CREATE INDEX IF NOT EXISTS formsapi_changes_xid ON formsapi_changes (xid);
 
 -- PL/pgSQL, not SQL: a SQL function called from a trigger is planned
 -- again on every call, a PL/pgSQL statement once per session.
-CREATE FUNCTION formsapi_change(k smallint, r bytea) RETURNS void LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_change(k smallint, r bytea) RETURNS void LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     INSERT INTO formsapi_changes AS c (kind, ref, xid) VALUES (k, r, pg_current_xact_id())
@@ -40,7 +43,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION formsapi_keys_changed() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_keys_changed() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
@@ -55,14 +58,14 @@ $$;
 
 -- Every column a lookup reads; last_used_at (written in batches by every
 -- node) and created_at are not among them.
-CREATE TRIGGER formsapi_keys_changed AFTER INSERT OR DELETE ON formsapi_keys
+CREATE OR REPLACE TRIGGER formsapi_keys_changed AFTER INSERT OR DELETE ON formsapi_keys
 FOR EACH ROW EXECUTE FUNCTION formsapi_keys_changed();
-CREATE TRIGGER formsapi_keys_updated AFTER UPDATE ON formsapi_keys
+CREATE OR REPLACE TRIGGER formsapi_keys_updated AFTER UPDATE ON formsapi_keys
 FOR EACH ROW WHEN ((OLD.key_hash, OLD.account_id, OLD.forms, OLD.expires_at, OLD.revoked_at)
     IS DISTINCT FROM (NEW.key_hash, NEW.account_id, NEW.forms, NEW.expires_at, NEW.revoked_at))
 EXECUTE FUNCTION formsapi_keys_changed();
 
-CREATE FUNCTION formsapi_forms_changed() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_forms_changed() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
@@ -77,14 +80,14 @@ $$;
 
 -- What a lookup reads of a form: its ID, account, seq, version and
 -- incarnation. Every write of a submission changes the version.
-CREATE TRIGGER formsapi_forms_changed AFTER INSERT OR DELETE ON formsapi_forms
+CREATE OR REPLACE TRIGGER formsapi_forms_changed AFTER INSERT OR DELETE ON formsapi_forms
 FOR EACH ROW EXECUTE FUNCTION formsapi_forms_changed();
-CREATE TRIGGER formsapi_forms_updated AFTER UPDATE ON formsapi_forms
+CREATE OR REPLACE TRIGGER formsapi_forms_updated AFTER UPDATE ON formsapi_forms
 FOR EACH ROW WHEN ((OLD.id, OLD.account_id, OLD.seq, OLD.version, OLD.incarnation)
     IS DISTINCT FROM (NEW.id, NEW.account_id, NEW.seq, NEW.version, NEW.incarnation))
 EXECUTE FUNCTION formsapi_forms_changed();
 
-CREATE FUNCTION formsapi_form_lists_logged() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_form_lists_logged() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
@@ -97,10 +100,10 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER formsapi_form_lists_logged AFTER INSERT OR UPDATE OR DELETE ON formsapi_form_lists
+CREATE OR REPLACE TRIGGER formsapi_form_lists_logged AFTER INSERT OR UPDATE OR DELETE ON formsapi_form_lists
 FOR EACH ROW EXECUTE FUNCTION formsapi_form_lists_logged();
 
-CREATE FUNCTION formsapi_truncated_changes() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION formsapi_truncated_changes() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     PERFORM formsapi_change(0::smallint, ''::bytea);
@@ -108,9 +111,9 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER formsapi_keys_truncated_changes AFTER TRUNCATE ON formsapi_keys
+CREATE OR REPLACE TRIGGER formsapi_keys_truncated_changes AFTER TRUNCATE ON formsapi_keys
 FOR EACH STATEMENT EXECUTE FUNCTION formsapi_truncated_changes();
-CREATE TRIGGER formsapi_forms_truncated_changes AFTER TRUNCATE ON formsapi_forms
+CREATE OR REPLACE TRIGGER formsapi_forms_truncated_changes AFTER TRUNCATE ON formsapi_forms
 FOR EACH STATEMENT EXECUTE FUNCTION formsapi_truncated_changes();
-CREATE TRIGGER formsapi_form_lists_truncated_changes AFTER TRUNCATE ON formsapi_form_lists
+CREATE OR REPLACE TRIGGER formsapi_form_lists_truncated_changes AFTER TRUNCATE ON formsapi_form_lists
 FOR EACH STATEMENT EXECUTE FUNCTION formsapi_truncated_changes();
