@@ -111,7 +111,7 @@ const (
 // conflict or ctx's end, or finds a form missing: which submission to
 // blame is addEach's to find.
 func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	return s.batchTx(ctx, func(tx pgx.Tx) error {
 		for start := 0; start < len(rs); start += bulkRows * bulkPipelined {
 			b := &pgx.Batch{}
 			var counts []int
@@ -124,12 +124,8 @@ func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry
 			for _, n := range counts {
 				tag, err := br.Exec()
 				if err == nil && tag.RowsAffected() == 0 && !on {
-					// As in addEach: the search index may have been turned on.
-					if err = br.Close(); err == nil {
-						err = tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&retry)
-					}
-					if err == nil && retry {
-						return errRetry
+					if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
+						return err
 					}
 				}
 				switch {
@@ -147,10 +143,6 @@ func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry
 		}
 		return ctx.Err()
 	})
-	if errors.Is(err, errRetry) {
-		return true, nil
-	}
-	return false, err
 }
 
 // errRefused rolls back a batch's transaction whose statement of many
@@ -212,7 +204,7 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 // the search lock shared), so that can only happen to the first insert
 // of a transaction; any other insert that writes nothing has no form.
 func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	return s.batchTx(ctx, func(tx pgx.Tx) error {
 		for start := 0; start < len(rs); start += pipelined {
 			chunk := rs[start:min(start+pipelined, len(rs))]
 			b := &pgx.Batch{}
@@ -224,12 +216,8 @@ func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool) (retry
 				r, item := &chunk[i], start+i
 				tag, err := br.Exec()
 				if err == nil && tag.RowsAffected() == 0 && !on {
-					// The pipeline's later statements fail once the transaction is aborted; close it first.
-					if err = br.Close(); err == nil {
-						err = tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&retry)
-					}
-					if err == nil && retry {
-						return errRetry
+					if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
+						return err
 					}
 				}
 				switch {
@@ -250,10 +238,35 @@ func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool) (retry
 		}
 		return ctx.Err()
 	})
+}
+
+// batchTx runs fn in a transaction at read committed, and reports retry
+// when fn rolled it back with errRetry.
+func (s *Store) batchTx(ctx context.Context, fn func(tx pgx.Tx) error) (retry bool, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 	if errors.Is(err, errRetry) {
 		return true, nil
 	}
 	return false, err
+}
+
+// searchTurnedOn is asked when an insert of tx, sent with the search
+// index off, wrote nothing: it returns errRetry when the index is on now
+// (the batch is made again with its trigram keys), nil when it is still
+// off (the insert found no form). It closes br first: the pipeline's later
+// statements fail once the transaction is aborted.
+func (s *Store) searchTurnedOn(ctx context.Context, tx pgx.Tx, br pgx.BatchResults) error {
+	if err := br.Close(); err != nil {
+		return err
+	}
+	var on bool
+	if err := tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&on); err != nil {
+		return err
+	}
+	if on {
+		return errRetry
+	}
+	return nil
 }
 
 // errRetry rolls back a batch's transaction that is to be made again.
