@@ -140,6 +140,12 @@ type Option func(*Client) error
 // deadline on the context, a server that never answers is waited for. A
 // nil hc is an error; leave the option out for http.DefaultClient.
 //
+// The client follows redirects within the base URL's origin (its scheme,
+// host and port) and from http to https of its host, then as hc's
+// CheckRedirect says; a redirect elsewhere is an error, so that the API
+// key goes nowhere else (http.Client alone would send it to another port
+// or scheme of the host, or to a subdomain). hc itself is not changed.
+//
 // The client asks for gzip-coded answers and decodes them itself, so hc's
 // transport passes them through as sent and [WithMaxResponseSize] bounds
 // both their size on the wire and their decoded size. A transport that
@@ -270,7 +276,72 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 		return nil, errors.Join(errs...)
 	}
 	c.base = base
+	c.hc = keepKeyHome(c.hc)
 	return c, nil
+}
+
+// maxRedirects is how many redirects a request follows, as
+// http.Client's default policy.
+const maxRedirects = 10
+
+// keepKeyHome returns a copy of hc that follows a redirect only within
+// the origin of the request that led to it (its scheme, host and port),
+// or from http to https on the same host, then as hc's own CheckRedirect
+// says: http.Client copies the Authorization header, the API key, to any
+// port and scheme of the same host name and to its subdomains, so that a
+// redirect from https to http, or to another service of the host, would
+// send the key where the caller never pointed it. hc is not changed.
+func keepKeyHome(hc *http.Client) *http.Client {
+	g := *hc
+	next := hc.CheckRedirect
+	g.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if from := via[0].URL; !sameOrigin(from, req.URL) {
+			return &redirectError{from: origin(from), to: origin(req.URL)}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &g
+}
+
+// sameOrigin reports whether a request to to may carry the key of a
+// request to from: the same scheme, host and port, or an upgrade from
+// http to https of the same host.
+func sameOrigin(from, to *url.URL) bool {
+	if !strings.EqualFold(from.Hostname(), to.Hostname()) {
+		return false
+	}
+	if from.Scheme == "http" && to.Scheme == "https" {
+		return true
+	}
+	return from.Scheme == to.Scheme && port(from) == port(to)
+}
+
+// port is u's port, or its scheme's default.
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// origin is u's scheme and host, for messages.
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// redirectError is a redirect the client does not follow: to another
+// origin than the request's (keepKeyHome).
+type redirectError struct{ from, to string }
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("formsclient: the server at %s redirected to %s, another origin: not followed, so as not to send the API key there (give New the URL the API answers at)", e.from, e.to)
 }
 
 func parseBase(raw string) (*url.URL, error) {

@@ -35,7 +35,9 @@ type ExportOptions struct {
 // client's backoff or the server's Retry-After, so that w receives the
 // very bytes of an uninterrupted export; it gives up after the client's
 // tries (WithRetries) in a row without a new line. Errors of the server
-// are *Error values, as for Submissions.
+// are *Error values, as for Submissions. A line (one submission) longer
+// than [WithMaxResponseSize] ends the export with an *Error, so that a
+// broken or hostile server cannot make it hold more than about that.
 func (c *Client) Export(ctx context.Context, formID string, w io.Writer, opts ExportOptions) (syncToken string, err error) {
 	if err := c.ready(); err != nil {
 		return "", err
@@ -64,7 +66,8 @@ func (c *Client) Export(ctx context.Context, formID string, w io.Writer, opts Ex
 			return syncToken, nil
 		}
 		var e *Error
-		if errors.As(err, &e) && e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusServiceUnavailable || ctx.Err() != nil || errors.Is(err, errWrite) {
+		var re *redirectError
+		if errors.As(err, &e) && e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusServiceUnavailable || ctx.Err() != nil || errors.Is(err, errWrite) || errors.As(err, &re) {
 			return "", err
 		}
 		if progressed {
@@ -143,6 +146,12 @@ func (c *Client) exportOnce(ctx context.Context, formID string, q url.Values, w 
 				}
 			}
 			if end < 0 {
+				if int64(len(pending)+len(chunk)) > c.maxBody {
+					// A line is one submission: a line without end (or a
+					// CSV quote never closed) must not take the memory.
+					return token, progressed, 0, &Error{StatusCode: http.StatusOK, RequestID: res.Header.Get("X-Request-Id"), op: "export " + formID,
+						Message: fmt.Sprintf("a line of the export is larger than %d bytes (see WithMaxResponseSize)", c.maxBody)}
+				}
 				pending = append(pending, chunk...)
 				break
 			}

@@ -99,7 +99,7 @@ func (c *Client) send(ctx context.Context, u string, form bool, inm string, sc *
 		e.Message = ce.Error()
 		return meta, e
 	case err != nil:
-		return meta, fmt.Errorf("reading the %d response: %w", res.StatusCode, err)
+		return meta, withRequestID(fmt.Errorf("reading the %d response: %w", res.StatusCode, err), meta.requestID)
 	case ok && over != notOver:
 		e.Message = fmt.Sprintf("%s is larger than %d bytes%s (see WithMaxResponseSize)", over.what(), limit, over.how())
 		e.tooLarge = true

@@ -32,11 +32,13 @@ var ErrRateLimited = errors.New("formsclient: rate limited")
 // broken connection, a timeout, a deadline that passed, a cut body).
 // Not retryable: a canceled context, the other statuses (a 4xx will be
 // refused again; a 200 that is not a page of the API comes from
-// something else than the API), errors wrapping [ErrPaging], and the
+// something else than the API), errors wrapping [ErrPaging], a redirect
+// to another origin the client refused (see [WithHTTPClient]), and the
 // errors a call reports before any request. The client itself retries
 // 429 and 503 (see [WithRetries]) before it returns them.
 func IsRetryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrPaging) {
+	var re *redirectError
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrPaging) || errors.As(err, &re) {
 		return false
 	}
 	var e *Error
