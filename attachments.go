@@ -37,8 +37,9 @@ import (
 // used until then by anyone who holds it. It is called with the same
 // at for every answer of one window (see WithAttachmentURLs), so that a
 // signer that is a function of its arguments (SigV4's presigning is one)
-// gives the same URL all window long. An error fails the answer (500, or
-// an export cut, logged); it is never shown to the client.
+// gives the same URL all window long. An error fails the answer (500,
+// or 503 when it wraps context.DeadlineExceeded, whatever else it wraps;
+// or an export cut, logged); it is never shown to the client.
 type AttachmentSigner func(ctx context.Context, accountID, formID string, a Attachment, at time.Time) (string, error)
 
 // minAttachmentLifetime is the shortest lifetime WithAttachmentURLs takes.
@@ -236,6 +237,26 @@ func (s *urlSigner) appendSignedArray(ctx context.Context, b []byte, account, fo
 	return append(b, ']'), nil
 }
 
+// signError is a signer's error. It fails the answer as a store's
+// failure would (500; 503 when it ends with context.DeadlineExceeded),
+// whatever else it wraps: a signer that reports ErrInvalidKey or
+// ErrFormNotFound (the host's own lookup, say) must not tell the client
+// that its key or the form is gone.
+type signError struct{ err error }
+
+func (e signError) Error() string { return "sign attachment URLs: " + e.err.Error() }
+
+// Unwrap returns the context's error the signer's wraps, if any: a
+// signer that timed out is a store that timed out, and nothing else.
+func (e signError) Unwrap() error {
+	for _, c := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(e.err, c) {
+			return c
+		}
+	}
+	return nil
+}
+
 // appendSignedAttachment appends the attachment object el with its
 // fileUrl's value replaced by the signed URL, its other members as they
 // are.
@@ -253,7 +274,7 @@ func (s *urlSigner) appendSignedAttachment(ctx context.Context, b []byte, accoun
 	if !ok {
 		u, err := s.sign(ctx, account, formID, a, at)
 		if err != nil {
-			return b, fmt.Errorf("sign attachment URLs: %w", err)
+			return b, signError{err}
 		}
 		signed = appendString(nil, u)
 		s.store(at, key, signed)

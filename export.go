@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -253,6 +254,18 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	if r.Method == http.MethodHead {
 		return
 	}
+	// Past the status line, a panic (a host's store or signer) must break
+	// the response too: recoverPanics's error answer would be written into
+	// the file, which would then end as if complete.
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				a.log(w, r, slog.LevelError, "formsapi: panic serving request",
+					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+			}
+			panic(http.ErrAbortHandler)
+		}
+	}()
 	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w), stall: a.cfg.access.stall}
 	// The status line and headers go at once: the client has its first
 	// byte, and the Sync-Token, before the first chunk is full.
