@@ -37,7 +37,10 @@ import (
 // used until then by anyone who holds it. It is called with the same
 // at for every answer of one window (see WithAttachmentURLs), so that a
 // signer that is a function of its arguments (SigV4's presigning is one)
-// gives the same URL all window long. An error fails the answer (500,
+// gives the same URL all window long. For an attachment it will not
+// sign (not a file of that account's form: a submitter may have stored
+// any URL, and a bucket's credentials sign any object), it returns the
+// stored URL as it is, not an error. An error fails the answer (500,
 // or 503 when it wraps context.DeadlineExceeded, whatever else it wraps;
 // or an export cut, logged); it is never shown to the client.
 type AttachmentSigner func(ctx context.Context, accountID, formID string, a Attachment, at time.Time) (string, error)

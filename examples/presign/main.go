@@ -38,40 +38,64 @@ import (
 // hash.
 const unsignedPayload = "UNSIGNED-PAYLOAD"
 
-// Presigner makes SigV4 presigned GETs of objects of an S3-compatible
-// server, path-style (ENDPOINT/BUCKET/KEY).
+// Presigner makes SigV4 presigned GETs of the objects of one bucket of
+// an S3-compatible server, path-style (ENDPOINT/BUCKET/KEY), each
+// account's form's files under the key prefix ACCOUNT/FORM/.
 type Presigner struct {
 	Endpoint    string // such as http://127.0.0.1:8333
+	Bucket      string
 	Region      string
 	Credentials aws.Credentials
 	Lifetime    time.Duration // X-Amz-Expires: at most 7 days
 	signer      *v4.Signer
 }
 
-// NewPresigner returns a presigner of GETs valid for lifetime.
-func NewPresigner(endpoint, region string, creds aws.Credentials, lifetime time.Duration) *Presigner {
-	return &Presigner{Endpoint: strings.TrimSuffix(endpoint, "/"), Region: region, Credentials: creds, Lifetime: lifetime,
+// NewPresigner returns a presigner of GETs of bucket's objects valid for
+// lifetime.
+func NewPresigner(endpoint, bucket, region string, creds aws.Credentials, lifetime time.Duration) *Presigner {
+	return &Presigner{Endpoint: strings.TrimSuffix(endpoint, "/"), Bucket: bucket, Region: region, Credentials: creds, Lifetime: lifetime,
 		signer: v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })}
 }
 
-// errNotInBucket refuses an attachment stored elsewhere than under the
-// presigner's endpoint: it signs nothing else.
-var errNotInBucket = errors.New("presign: the attachment is not an object of the endpoint")
-
 // Sign is a formsapi.AttachmentSigner: the presigned GET of the object
-// the attachment's URL (ENDPOINT/BUCKET/KEY) names, signed as of at, so
-// valid until at plus the lifetime.
-func (p *Presigner) Sign(ctx context.Context, _, _ string, a formsapi.Attachment, at time.Time) (string, error) {
-	rest, ok := strings.CutPrefix(a.FileURL, p.Endpoint+"/")
-	if !ok || strings.ContainsAny(rest, "?#") {
-		return "", errNotInBucket
+// the attachment's URL (ENDPOINT/BUCKET/ACCOUNT/FORM/…) names, signed as
+// of at, so valid until at plus the lifetime.
+//
+// An attachment stored elsewhere (another account's or form's prefix,
+// another bucket, another host: a form that takes URLs from submitters
+// may hold anything) is sent as stored, unsigned: the credentials could
+// sign any object of the server, and a key of one account must never
+// read another's files through them. The private bucket refuses such a
+// URL to everyone. It is not an error either, which would fail every
+// page, feed page, export and webhook event that carries the submission.
+// Errors are the presigning's own.
+func (p *Presigner) Sign(ctx context.Context, account, form string, a formsapi.Attachment, at time.Time) (string, error) {
+	key, ok := p.objectOf(account, form, a.FileURL)
+	if !ok {
+		return a.FileURL, nil
 	}
-	bucket, escapedKey, ok := strings.Cut(rest, "/")
-	key, err := url.PathUnescape(escapedKey)
-	if !ok || bucket == "" || key == "" || err != nil {
-		return "", errNotInBucket
+	return p.presign(ctx, http.MethodGet, p.Bucket, key, at)
+}
+
+// objectOf returns the key of the object stored names, if it is one of
+// form's of account: ENDPOINT/BUCKET/ACCOUNT/FORM/NAME, NAME segments
+// that are neither empty, . nor .., and no query or fragment.
+func (p *Presigner) objectOf(account, form, stored string) (string, bool) {
+	rest, ok := strings.CutPrefix(stored, p.Endpoint+"/"+p.Bucket+"/")
+	if !ok || strings.ContainsAny(rest, "?#") || account == "" || form == "" || strings.Contains(account+form, "/") {
+		return "", false
 	}
-	return p.presign(ctx, http.MethodGet, bucket, key, at)
+	key, err := url.PathUnescape(rest)
+	name, ok := strings.CutPrefix(key, account+"/"+form+"/")
+	if err != nil || !ok {
+		return "", false
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	return key, true
 }
 
 // presign signs method on BUCKET/KEY as of at.
@@ -163,10 +187,10 @@ func run() error {
 	if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
 		return errors.New("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	}
-	p := NewPresigner(*endpoint, *region, creds, *lifetime)
+	p := NewPresigner(*endpoint, *bucket, *region, creds, *lifetime)
 	ctx := context.Background()
 	store := memstore.New()
-	key, err := seed(ctx, store, p.Endpoint, *bucket)
+	key, err := seed(ctx, store, p.Endpoint, p.Bucket)
 	if err != nil {
 		return err
 	}
@@ -176,15 +200,16 @@ func run() error {
 	return srv.ListenAndServe()
 }
 
-// seed adds the demo form "files" with one submission whose attachment is
-// the object ENDPOINT/BUCKET/uploads/1/cv.pdf, and returns a new key of
-// its account.
+// seed adds the demo form "files" of the account "demo" with one
+// submission whose attachment is the object
+// ENDPOINT/BUCKET/demo/files/1/cv.pdf, and returns a new key of the
+// account.
 func seed(ctx context.Context, store *memstore.Store, endpoint, bucket string) (string, error) {
 	if err := store.AddForm(ctx, "demo", formsapi.Form{ID: "files", Title: "Files"}); err != nil {
 		return "", err
 	}
 	sub := formsapi.Submission{FormID: "files", Data: []byte(`{"name":"Ada"}`),
-		Attachments: []formsapi.Attachment{{FieldName: "cv", FileURL: endpoint + "/" + bucket + "/uploads/1/cv.pdf", FileSize: 6, MIMEType: "application/pdf"}}}
+		Attachments: []formsapi.Attachment{{FieldName: "cv", FileURL: endpoint + "/" + bucket + "/demo/files/1/cv.pdf", FileSize: 6, MIMEType: "application/pdf"}}}
 	if err := store.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
 		return "", err
 	}
