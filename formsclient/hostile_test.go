@@ -169,3 +169,20 @@ func TestCutBodyKeepsTheRequestID(t *testing.T) {
 		t.Errorf("a cut body: Response %+v, want the answer's", resp)
 	}
 }
+
+// TestCertificateErrorsAreNotRetryable: a server whose certificate the
+// client does not trust fails the same way on every try: not retryable,
+// unlike a refused or broken connection.
+func TestCertificateErrorsAreNotRetryable(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, page("")) }))
+	t.Cleanup(srv.Close)
+	_, _, err := newClient(t, srv.URL, key).SubmissionsPage(context.Background(), "contact")
+	if err == nil || formsclient.IsRetryable(err) {
+		t.Errorf("an untrusted certificate: %v, retryable %v", err, formsclient.IsRetryable(err))
+	}
+	// The same server trusted: a page.
+	if _, _, err := newClient(t, srv.URL, key, formsclient.WithHTTPClient(srv.Client())).SubmissionsPage(context.Background(), "contact"); err != nil {
+		t.Errorf("a trusted certificate: %v", err)
+	}
+}

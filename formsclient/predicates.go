@@ -5,6 +5,7 @@ package formsclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -33,12 +34,14 @@ var ErrRateLimited = errors.New("formsclient: rate limited")
 // Not retryable: a canceled context, the other statuses (a 4xx will be
 // refused again; a 200 that is not a page of the API comes from
 // something else than the API), errors wrapping [ErrPaging], a redirect
-// to another origin the client refused (see [WithHTTPClient]), and the
-// errors a call reports before any request. The client itself retries
+// to another origin the client refused (see [WithHTTPClient]), a
+// certificate the client does not trust, and the errors a call reports
+// before any request. The client itself retries
 // 429 and 503 (see [WithRetries]) before it returns them.
 func IsRetryable(err error) bool {
 	var re *redirectError
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrPaging) || errors.As(err, &re) {
+	var cert *tls.CertificateVerificationError
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrPaging) || errors.As(err, &re) || errors.As(err, &cert) {
 		return false
 	}
 	var e *Error
