@@ -111,6 +111,23 @@ func (s *Store) FeedHead(ctx context.Context, accountID, formID string, _ *wire.
 	return int64(len(fm.feed)), fm.incarnation(), nil
 }
 
+// FormVersion is for the handler's summary of a form: the form's
+// incarnation and a version that every addition and deletion changes,
+// the length of its feed (each appends an entry; Erase deletes), plus
+// one, so that it is never 0.
+func (s *Store) FormVersion(ctx context.Context, accountID, formID string, _ *wire.Form) (wire.Form, error) {
+	if err := ctx.Err(); err != nil {
+		return wire.Form{}, fmt.Errorf("memstore: form version: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fm, ok := s.forms[formID]
+	if !ok || fm.account != accountID {
+		return wire.Form{}, fmt.Errorf("memstore: form version: %w", formsapi.ErrFormNotFound)
+	}
+	return wire.Form{Found: true, Seq: fm.pos.Seq, Version: int64(len(fm.feed)) + 1, Incarnation: fm.incarnation()}, nil
+}
+
 // DataFields implements formsapi.FieldStore: the fields of formID whose
 // first position is at most upTo, at most limit of them. AddSubmission
 // appends a submission's new fields to its form's table under the write

@@ -98,6 +98,17 @@ func (s *Store) knownForm(ctx context.Context, accountID, formID string, known *
 	return *known, ctx.Err()
 }
 
+// FormVersion is for the handler's summary of a form: knownForm, the
+// version its read cache keys pages by (migration 0003's triggers change
+// it in every writer's transaction).
+func (s *Store) FormVersion(ctx context.Context, accountID, formID string, known *wire.Form) (wire.Form, error) {
+	f, err := s.knownForm(ctx, accountID, formID, known)
+	if err != nil {
+		return wire.Form{}, fmt.Errorf("sqlitestore: form version: %w", err)
+	}
+	return f, nil
+}
+
 func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
 	var p formsapi.Page[formsapi.Submission]
 	form, err := s.formVersion(ctx, accountID, formID)

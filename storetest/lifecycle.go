@@ -524,6 +524,8 @@ func lifecycleClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStor
 			t.Errorf("a copy read again from the start holds %v, want %v", got, want)
 		}
 	})
+
+	summaryClauses(t, open, cfg)
 }
 
 // feedCopy is what a feed consumer keeps: each submission's data under

@@ -147,6 +147,12 @@ var brokenStores = map[string]struct {
 		passesIn: "Lifecycle/DeleteForm",
 		group:    "Lifecycle",
 	},
+	"keeps one version of a form": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return oneVersion{m} },
+		failsIn:  "Lifecycle/FormVersion",
+		passesIn: "Lifecycle/DeleteSubmission",
+		group:    "Lifecycle",
+	},
 	"forgets the fields of deleted submissions": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return shrinksFields{m} },
 		failsIn:  "Fields/NeverShrunk",
@@ -985,6 +991,21 @@ func (o oneIncarnation) AppendFeed(ctx context.Context, accountID, formID string
 	next, more, err := o.Store.AppendFeed(ctx, accountID, formID, q, p)
 	p.Incarnation = 1
 	return next, more, err
+}
+
+// oneVersion tells one version of every form, as a store whose version
+// no write changed would: a handler that kept what it read under the
+// version would serve it past a write.
+type oneVersion struct{ *memstore.Store }
+
+func (o oneVersion) FastPath() storecontract.Self {
+	return storecontract.Self{Store: o, Secret: o.Store.FastPath().Secret}
+}
+
+func (o oneVersion) FormVersion(ctx context.Context, accountID, formID string, form *wire.Form) (wire.Form, error) {
+	f, err := o.Store.FormVersion(ctx, accountID, formID, form)
+	f.Version = 1
+	return f, err
 }
 
 // shrinksFields answers DataFields with only the fields that a

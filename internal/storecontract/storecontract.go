@@ -52,6 +52,20 @@ type Reader[Q any] interface {
 	// formsapi.ErrFormNotFound as AppendFeed does. form is the combined
 	// lookup's (see wire.Page.Form), or nil.
 	FeedHead(ctx context.Context, accountID, formID string, form *wire.Form) (head int64, incarnation uint64, err error)
+	// FormVersion returns the form's lookup as the store's read cache
+	// keys pages by it (wire.Form: Found, Seq, Version, Incarnation),
+	// read now, or *form when form is the combined lookup's (see
+	// wire.Page.Form), which was read before the call. It returns an
+	// error wrapping formsapi.ErrFormNotFound as AppendSubmissions does.
+	// Version changes, to a value the form (of that incarnation) never
+	// had before, in the same transaction as any change to its
+	// submissions (an addition, a deletion, an erasure), whoever commits
+	// it; so what the handler derives from reads made after the call
+	// (the summary of a form) may be kept under Version, and served again
+	// only while the form still has it. Version 0 (with Found false and
+	// no error, for a store that does not look) means the store cannot
+	// tell: nothing is kept.
+	FormVersion(ctx context.Context, accountID, formID string, form *wire.Form) (wire.Form, error)
 }
 
 // Store is a store of this module: its own Reader, appending the JSON it

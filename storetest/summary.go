@@ -1,0 +1,66 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/storecontract"
+	"github.com/formsapi/formsapi/internal/wire"
+)
+
+// summaryClauses checks what the summary of a form needs of a store: for
+// one of this module's stores, its FormVersion (the version the handler
+// keeps summaries under): the same between writes, another after each,
+// the page's incarnation, and ErrFormNotFound for another account's
+// form.
+func summaryClauses(t *testing.T, open func(t *testing.T, seed Seed) writeStore, cfg *config) {
+	seed := DefaultSeed()
+	ctx := context.Background()
+
+	t.Run("FormVersion", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t, seed)
+		f, ok := storecontract.Of[fastStore](s)
+		if !ok {
+			t.Skip("not one of this module's stores: the handler keeps no summary of it")
+		}
+		version := func() wire.Form {
+			t.Helper()
+			v, err := f.FormVersion(ctx, AccountA, FormBusy, nil)
+			if err != nil {
+				t.Fatalf("FormVersion: %v", err)
+			}
+			if !v.Found || v.Version == 0 {
+				t.Fatalf("FormVersion: %+v, want the form found with a version", v)
+			}
+			return v
+		}
+		v1 := version()
+		if v := version(); v.Version != v1.Version {
+			t.Errorf("FormVersion without a write between: %d, then %d", v1.Version, v.Version)
+		}
+		p := wire.Page{Body: []byte("[")}
+		if err := f.AppendSubmissions(ctx, AccountA, FormBusy, formsapi.Query{Limit: 1}, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Incarnation != 0 && p.Incarnation != v1.Incarnation {
+			t.Errorf("FormVersion's incarnation %d, the page's %d", v1.Incarnation, p.Incarnation)
+		}
+		id := addWithIDs(t, s, FormBusy, 1)[0]
+		v2 := version()
+		if err := s.DeleteSubmission(ctx, AccountA, FormBusy, id); err != nil {
+			t.Fatal(err)
+		}
+		v3 := version()
+		if v2.Version == v1.Version || v3.Version == v1.Version || v3.Version == v2.Version {
+			t.Errorf("FormVersion before, after an addition and after its deletion: %d, %d, %d; want three versions", v1.Version, v2.Version, v3.Version)
+		}
+		for _, c := range []struct{ account, form string }{{AccountB, FormBusy}, {AccountA, "no-such-form"}} {
+			if _, err := f.FormVersion(ctx, c.account, c.form, nil); !errors.Is(err, formsapi.ErrFormNotFound) {
+				t.Errorf("FormVersion(%s, %s): %v, want ErrFormNotFound", c.account, c.form, err)
+			}
+		}
+	})
+}
