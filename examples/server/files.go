@@ -111,6 +111,7 @@ func (f *fileSigner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff") // the stored URL shown is a submitter's text
 	w.Header().Set("Cache-Control", "private, no-store")
 	fmt.Fprintf(w, "the demo's stand-in for %s\n", stored)
 }

@@ -42,7 +42,8 @@ func TestSignedAttachmentURLs(t *testing.T) {
 			res, err := http.Get(a.FileURL)
 			is.NoErr(err)
 			res.Body.Close()
-			is.Equal(res.StatusCode, 200) // served
+			is.Equal(res.StatusCode, 200)                                 // served
+			is.Equal(res.Header.Get("X-Content-Type-Options"), "nosniff") // the stored URL it names is a submitter's text
 
 			u, err := url.Parse(a.FileURL)
 			is.NoErr(err)
