@@ -186,3 +186,46 @@ func TestCertificateErrorsAreNotRetryable(t *testing.T) {
 		t.Errorf("a trusted certificate: %v", err)
 	}
 }
+
+// TestCanceledRetryKeepsTheRequestID: a call whose context ends while
+// it waits to retry a 429 came from an answer, and its error keeps that
+// answer's request ID (and is not retryable: it was canceled).
+func TestCanceledRetryKeepsTheRequestID(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "limited-1")
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, 429, `{"success":false,"message":"rate limit exceeded"}`)
+	})
+	// The caller gives up once the 429 is read, while the client waits.
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		res, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil {
+			res.Body = &onEOF{ReadCloser: res.Body, fn: cancel}
+		}
+		return res, err
+	})}
+	_, _, err := newClient(t, f.URL, key, formsclient.WithHTTPClient(hc)).SubmissionsPage(ctx, "contact")
+	if !errors.Is(err, context.Canceled) || formsclient.RequestID(err) != "limited-1" || formsclient.IsRetryable(err) {
+		t.Errorf("%v: request ID %q, retryable %v; want context.Canceled with the 429's request ID", err, formsclient.RequestID(err), formsclient.IsRetryable(err))
+	}
+	if f.requests.Load() != 1 {
+		t.Errorf("%d requests, want 1", f.requests.Load())
+	}
+}
+
+// onEOF calls fn once its reader is read to the end.
+type onEOF struct {
+	io.ReadCloser
+	fn func()
+}
+
+func (o *onEOF) Read(p []byte) (int, error) {
+	n, err := o.ReadCloser.Read(p)
+	if err == io.EOF {
+		o.fn()
+	}
+	return n, err
+}

@@ -46,7 +46,7 @@ func (c *Client) get(ctx context.Context, u string, form bool, inm string, sc *s
 			return res, e
 		}
 		if err := c.sleep(ctx, c.wait(try, e.RetryAfter)); err != nil {
-			return res, fmt.Errorf("waiting to retry after %d %s: %w", e.StatusCode, http.StatusText(e.StatusCode), err)
+			return res, withRequestID(fmt.Errorf("waiting to retry after %d %s: %w", e.StatusCode, http.StatusText(e.StatusCode), err), e.RequestID)
 		}
 	}
 }
