@@ -100,6 +100,9 @@ func WaitingLookups(s *Store) int {
 // since a cached page of it (incremental pages).
 func SpliceSQL(s *Store) string { return s.sql.splice }
 
+// MaxFeedRows is the most rows a following node's feed of a form keeps.
+const MaxFeedRows = maxFeedRows
+
 // FindSQL returns the statements of filtered reads, by name. The pages'
 // ("page/…", "encoded/…", in each order) take the form's seq, the walked
 // key, the keyset bounds (lower at and seq, upper at and seq) and the

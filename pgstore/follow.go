@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi/internal/coalesce"
+	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/pagecache"
 )
 
 // A node that follows the change log (WithFollow; docs/fleet.md, "Nodes
@@ -36,6 +38,60 @@ import (
 // already, and if not, its log row is read now. What the copy holds is
 // state read in the last round's snapshot, replaced as a whole by a later
 // one: applying a log row twice changes nothing.
+
+// Feeds. A write changes its form's version, and every node holding a
+// page of the form would read the write's rows itself at its next read of
+// the page (pagecache's splice, a statement per page per node). A
+// following node reads them in its rounds instead: for each form it
+// holds pages of, it keeps a feed (formFeed), the form's head (version,
+// base, feed_last) in the last round's snapshot and the submissions added
+// at the last few feed positions up to it, and sends each round the
+// position each feed is at; the round's statement returns, for the forms
+// the log names, their new head and the submissions added since that
+// position. A page of the form held at an older head is then spliced
+// from the feed (pagecache.Read.Splice) when the request's version is
+// the feed's, with no statement.
+//
+// Exactness: what the feed holds was read in round snapshots, in order,
+// each with the form's head; a form the log does not name did not change
+// between two rounds, so its feed is its state in the last round's
+// snapshot too. The feed's rows are appended only while base stays what
+// it was (base changes, to a value it never had, with every change to the
+// form's submissions but an addition at the end of its feed) and when
+// they are every position from the feed's last to the new one; anything
+// else starts the feed again at the new head. A page whose head has the
+// feed's base was read when base had that value, so only additions came
+// between it and the feed's version, which are the feed's rows above the
+// page's last position: the splice pagecache checks (the anchor, every
+// position once) then gives exactly the page a read at that version
+// gives. TestFollowSplicesExactly compares them.
+
+// maxFeedRows bounds the rows a feed keeps, and the rows a round reads
+// for one form: a form that gained more since a round starts its feed
+// again, and its pages are spliced or read by statement, as without
+// feeds.
+const maxFeedRows = pagecache.MaxSplice
+
+// maxFeedBytes bounds the bytes of the rows one feed keeps, and
+// maxFeedsBytes those of all of them; maxFeeds bounds the forms with
+// feeds, each a name in every round's statement.
+const (
+	maxFeedBytes  = 64 << 10
+	maxFeedsBytes = 8 << 20
+	maxFeeds      = 1024
+)
+
+// formFeed is a form's feed (see Feeds above): its head in the snapshot
+// of the last round that read it, and the submissions at feed positions
+// from+1 to last.
+type formFeed struct {
+	started            bool // false until a round read its head
+	seq, version, base int64
+	from, last         int64
+	anchor             keyset.Pos        // of the submission at from; Seq 0 when none is there
+	rows               []pagecache.Added // the submissions at from+1 .. last, in feed order
+	bytes              int
+}
 
 // maxFollowBatch bounds the requests of one round; the lookups of misses
 // among them are rows of its statement.
@@ -69,7 +125,10 @@ type follower struct {
 	goneKeys  map[[32]byte]bool
 	goneForms map[string]bool
 
-	rounds, misses, resets atomic.Int64
+	feeds     map[string]*formFeed // by form ID: forms whose pages the node holds
+	feedBytes int                  // of every feed's rows
+
+	rounds, misses, resets, spliced atomic.Int64
 }
 
 type followKey struct {
@@ -85,7 +144,7 @@ type followForm struct {
 
 func newFollower() *follower {
 	return &follower{keys: map[[32]byte]followKey{}, forms: map[string]followForm{}, lists: map[string]pgtype.Int8{},
-		goneKeys: map[[32]byte]bool{}, goneForms: map[string]bool{}}
+		goneKeys: map[[32]byte]bool{}, goneForms: map[string]bool{}, feeds: map[string]*formFeed{}}
 }
 
 // snapshot is a PostgreSQL snapshot (pg_snapshot): every transaction
@@ -120,6 +179,9 @@ type FollowStats struct {
 	Rounds int64 // statements run, each for every request waiting
 	Misses int64 // lookups the copy could not answer, read in the rounds' statements
 	Resets int64 // times the copy was dropped whole: a TRUNCATE, or positions that went back
+	// Spliced counts pages brought up to a form's version from the rows
+	// of its feed that the rounds read, with no statement of their own.
+	Spliced int64
 }
 
 // FollowStats returns the counts of a store made WithFollow, and zeros
@@ -129,7 +191,7 @@ func (s *Store) FollowStats() FollowStats {
 	if f == nil {
 		return FollowStats{}
 	}
-	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load()}
+	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load(), Spliced: f.spliced.Load()}
 }
 
 // newFollowLookups returns the queue of key lookups of a following store:
@@ -187,6 +249,10 @@ type roundRow struct {
 	version     pgtype.Int8
 	incarnation pgtype.Int8
 	list        pgtype.Int8
+	// A feed's head (kind 4: base, last, and the anchor's at and iseq)
+	// or a submission added to it (kind 5: feed, at, iseq, json).
+	base, last, feed, at, iseq pgtype.Int8
+	json                       []byte
 }
 
 // round runs one round for batch: it reads the log since the last
@@ -204,6 +270,7 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 			miss = append(miss, l)
 		}
 	}
+	feedIDs, feedSince, feedNew := f.feedArgs()
 	f.mu.Unlock()
 	hashes := make([][]byte, len(miss))
 	forms := make([]string, len(miss))
@@ -222,9 +289,9 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		var rs pgx.Rows
 		var err error
 		if len(miss) == 0 {
-			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip)
+			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip, feedIDs, feedSince, feedNew, maxFeedRows+1)
 		} else {
-			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, hashes, forms)
+			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, feedIDs, feedSince, feedNew, maxFeedRows+1, hashes, forms)
 		}
 		if err != nil {
 			return err
@@ -232,7 +299,8 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		defer rs.Close()
 		for rs.Next() {
 			var r roundRow
-			if err := rs.Scan(&r.n, &r.kind, &r.ref, &r.snap, &r.account, &r.forms, &r.expires, &r.seq, &r.version, &r.incarnation, &r.list); err != nil {
+			if err := rs.Scan(&r.n, &r.kind, &r.ref, &r.snap, &r.account, &r.forms, &r.expires, &r.seq, &r.version, &r.incarnation, &r.list,
+				&r.base, &r.last, &r.feed, &r.at, &r.iseq, &r.json); err != nil {
 				return err
 			}
 			rows = append(rows, r)
@@ -304,7 +372,10 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 		clear(f.keys)
 		clear(f.forms)
 		clear(f.lists)
+		clear(f.feeds)
+		f.feedBytes = 0
 	}
+	f.applyFeeds(rows)
 	for _, r := range rows {
 		if !r.kind.Valid {
 			continue // the snapshot, or a lookup
@@ -380,4 +451,149 @@ func (f *follower) bound() {
 	if len(f.lists) > followCopyMax {
 		clear(f.lists)
 	}
+}
+
+// feedArgs returns the round's arguments for the feeds: the forms whose
+// feed was started and the feed position each is at, and the forms whose
+// feed is to be started. f.mu must be held.
+func (f *follower) feedArgs() (ids []string, since []int64, start []string) {
+	ids, since, start = []string{}, []int64{}, []string{}
+	for id, fd := range f.feeds {
+		if fd.started {
+			ids, since = append(ids, id), append(since, fd.last)
+		} else {
+			start = append(start, id)
+		}
+	}
+	return ids, since, start
+}
+
+// applyFeeds brings the feeds up to the round's rows: each head (kind 4)
+// with the submissions read for it (kind 5). f.mu must be held.
+func (f *follower) applyFeeds(rows []roundRow) {
+	var added map[string][]pagecache.Added
+	for _, r := range rows {
+		if !r.kind.Valid || r.kind.Int16 != 5 {
+			continue
+		}
+		if added == nil {
+			added = map[string][]pagecache.Added{}
+		}
+		id := string(r.ref)
+		added[id] = append(added[id], pagecache.Added{Feed: r.feed.Int64, Pos: keyset.Pos{At: r.at.Int64, Seq: r.iseq.Int64}, Encoded: r.json})
+	}
+	for _, r := range rows {
+		if r.kind.Valid && r.kind.Int16 == 4 {
+			f.advance(string(r.ref), r, added[string(r.ref)])
+		}
+	}
+	if f.feedBytes > maxFeedsBytes {
+		for _, fd := range f.feeds {
+			fd.trim(0)
+		}
+		f.feedBytes = 0
+	}
+}
+
+// advance brings id's feed to head, a row of kind 4 of a round, and the
+// submissions read after the feed's position with it. f.mu must be held.
+func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
+	fd := f.feeds[id]
+	if fd == nil {
+		return // dropped meanwhile
+	}
+	if !head.seq.Valid || !head.version.Valid || !head.base.Valid || !head.last.Valid {
+		f.feedBytes -= fd.bytes
+		delete(f.feeds, id) // the form is gone
+		return
+	}
+	seq, version, base, last := head.seq.Int64, head.version.Int64, head.base.Int64, head.last.Int64
+	slices.SortFunc(rows, func(a, b pagecache.Added) int { return int(min(max(a.Feed-b.Feed, -1), 1)) })
+	appends := fd.started && seq == fd.seq && base == fd.base && version >= fd.version && last >= fd.last &&
+		int64(len(rows)) == last-fd.last
+	for i := 0; appends && i < len(rows); i++ {
+		appends = rows[i].Feed == fd.last+1+int64(i) && rows[i].Pos.Seq != 0
+	}
+	f.feedBytes -= fd.bytes
+	if appends {
+		for _, a := range rows {
+			fd.rows = append(fd.rows, a)
+			fd.bytes += len(a.Encoded)
+		}
+		fd.version, fd.last = version, last
+		fd.trim(maxFeedRows)
+	} else {
+		// Started now, or anything but additions came between, or too
+		// many: the feed starts again at the head; pages at older heads
+		// are spliced or read by statement.
+		*fd = formFeed{started: true, seq: seq, version: version, base: base, from: last, last: last}
+		if head.iseq.Valid {
+			fd.anchor = keyset.Pos{At: head.at.Int64, Seq: head.iseq.Int64}
+		}
+	}
+	f.feedBytes += fd.bytes
+}
+
+// trim drops the feed's first rows until it keeps at most n rows and
+// maxFeedBytes; the row at its new from is its anchor.
+func (fd *formFeed) trim(n int) {
+	k := 0
+	for bytes := fd.bytes; k < len(fd.rows) && (len(fd.rows)-k > n || bytes > maxFeedBytes); k++ {
+		bytes -= len(fd.rows[k].Encoded)
+	}
+	if k == 0 {
+		return
+	}
+	fd.from, fd.anchor = fd.rows[k-1].Feed, fd.rows[k-1].Pos
+	for _, a := range fd.rows[:k] {
+		fd.bytes -= len(a.Encoded)
+	}
+	fd.rows = slices.Clone(fd.rows[k:])
+}
+
+// want asks the rounds to keep a feed of the form id (its seq seq): the
+// node has just kept a page of it. A nil f (a store that does not
+// follow) wants nothing.
+func (f *follower) want(id string, seq int64) {
+	if f == nil || seq == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fd, ok := f.feeds[id]; ok && (!fd.started || fd.seq == seq) {
+		return
+	}
+	if len(f.feeds) >= maxFeeds {
+		clear(f.feeds)
+		f.feedBytes = 0
+	}
+	f.feeds[id] = &formFeed{seq: seq}
+}
+
+// window returns what pagecache.Read.Splice needs to bring a page of the
+// form id (seq seq) held at head h to version: the feed's rows from h's
+// last position (the anchor first, when a submission is there) and the
+// feed's base and last position, if the feed is at version and holds
+// them. A nil f holds none.
+func (f *follower) window(id string, seq, version int64, h pagecache.Head) (rows []pagecache.Added, base, last int64, ok bool) {
+	if f == nil || seq == 0 {
+		return nil, 0, 0, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fd := f.feeds[id]
+	if fd == nil || !fd.started || fd.seq != seq || fd.version != version || fd.base != h.Base || h.Last < fd.from || h.Last > fd.last {
+		return nil, 0, 0, false
+	}
+	i := h.Last - fd.from // rows[i-1] is at h.Last
+	anchor := fd.anchor
+	if i > 0 {
+		anchor = fd.rows[i-1].Pos
+	}
+	rows = make([]pagecache.Added, 0, int64(len(fd.rows))-i+1)
+	if anchor.Seq != 0 {
+		rows = append(rows, pagecache.Added{Feed: h.Last, Pos: anchor})
+	}
+	rows = append(rows, fd.rows[i:]...)
+	return rows, fd.base, fd.last, true
 }

@@ -343,7 +343,8 @@ LEFT JOIN LATERAL (
 	// each log row whose transaction the last round's snapshot did not
 	// see ($1 its xmax, $2 the transactions in progress then; NULL and
 	// none for a first round, which reads no log), with the current state
-	// of what it names (NULLs: gone), and a row for each lookup ($3, $4,
+	// of what it names (NULLs: gone), the feeds of the forms the node
+	// holds pages of (below), and a row for each lookup ($7, $8,
 	// numbered from 1) as sqlAuthorizeBatch reads it, with the version of
 	// the key's account's forms list for every one. The log's rows are
 	// found by its index on xid: one range from $1 and one probe per
@@ -355,41 +356,86 @@ LEFT JOIN LATERAL (
 	// own table, so that a form's ID and an account are decoded from ref
 	// only for rows of their kind (a key's hash is no UTF-8). A round
 	// whose requests the copy answers all runs sqlRoundLog alone.
+	//
+	// The feeds (kinds 4 and 5 of the result, follow.go's formFeed): $3
+	// names the forms whose feed the node holds, $4 the feed position
+	// each was at in the last round's snapshot. For each of them the log
+	// names (changed since), and each of $5 (feeds to start), a row of
+	// kind 4 with the form's seq, version, base and feed_last and the
+	// position of the submission at feed_last (NULLs: the form is gone),
+	// and for those of $3, a row of kind 5 for each submission whose feed
+	// position is above $4's and at most feed_last, in feed order, at
+	// most $6 (one range of the (form_seq, feed_pos) index): what the
+	// node splices into its pages without a statement of its own.
 	sqlRoundLog = `WITH c AS MATERIALIZED (
     SELECT kind, ref FROM formsapi_changes
     WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8)
     UNION ALL
     SELECT kind, ref FROM formsapi_changes WHERE xid = ANY ((SELECT $2::text[])::xid8[])
+), w AS MATERIALIZED (
+    SELECT r.id, (SELECT $4::bigint[])[r.i] AS since
+    FROM (SELECT x.id, array_position((SELECT $3::text[]), x.id) AS i
+        FROM (SELECT convert_from(ref, 'UTF8') AS id FROM c WHERE kind = 2) x) r
+    WHERE r.i IS NOT NULL
+    UNION ALL
+    SELECT id, -1 FROM unnest((SELECT $5::text[])) AS id
+), wf AS MATERIALIZED (
+    SELECT w.id, w.since, f.seq, f.version, f.base, f.feed_last
+    FROM w LEFT JOIN LATERAL (
+        SELECT seq, version, base, feed_last FROM formsapi_forms WHERE id = w.id LIMIT 1
+    ) f ON true
 )
 SELECT 0::bigint, NULL::smallint, NULL::bytea, pg_current_snapshot()::text,
-    NULL::text, NULL::text[], NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint
+    NULL::text, NULL::text[], NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+    NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bytea
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, k.account_id, k.forms, k.expires_at, NULL, NULL, NULL, NULL
+SELECT 0, c.kind, c.ref, NULL, k.account_id, k.forms, k.expires_at, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM c LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = c.ref AND revoked_at IS NULL LIMIT 1
 ) k ON true
 WHERE c.kind = 1
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, NULL, f.seq, f.version, f.incarnation, NULL
+SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, NULL, f.seq, f.version, f.incarnation, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM c LEFT JOIN LATERAL (
     SELECT account_id, seq, version, incarnation FROM formsapi_forms WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
 ) f ON true
 WHERE c.kind = 2
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.version
+SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.version,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM c LEFT JOIN LATERAL (
     SELECT version FROM formsapi_form_lists WHERE account_id = convert_from(c.ref, 'UTF8') LIMIT 1
 ) l ON true
 WHERE c.kind = 3
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0`
+SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0
+UNION ALL
+SELECT 0, 4::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, wf.seq, wf.version, NULL, NULL,
+    wf.base, wf.feed_last, NULL, a.created_at, a.seq, NULL
+FROM wf LEFT JOIN LATERAL (
+    SELECT created_at, seq FROM formsapi_submissions WHERE form_seq = wf.seq AND feed_pos = wf.feed_last
+) a ON true
+UNION ALL
+SELECT 0, 5::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, s.feed_pos, s.created_at, s.seq, s.json
+FROM wf CROSS JOIN LATERAL (
+    SELECT feed_pos, created_at, seq, json FROM formsapi_submissions
+    WHERE form_seq = wf.seq AND feed_pos > wf.since AND feed_pos <= wf.feed_last
+    ORDER BY feed_pos
+    LIMIT (SELECT $6::bigint)
+) s
+WHERE wf.since >= 0`
 
 	// sqlRoundLog and the lookups: a round with misses.
 	sqlRound = sqlRoundLog + `
 UNION ALL
 SELECT u.n, NULL, NULL, NULL, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
-    (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id)
-FROM unnest((SELECT $3::bytea[]), (SELECT $4::text[])) WITH ORDINALITY AS u (h, form_id, n)
+    (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id),
+    NULL, NULL, NULL, NULL, NULL, NULL
+FROM unnest((SELECT $7::bytea[]), (SELECT $8::text[])) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
 ) k ON true

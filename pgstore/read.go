@@ -284,20 +284,33 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		return err
 	}
 	if since, ok := r.Since(); ok {
+		// A following node splices from the rows its rounds read
+		// (follow.go, Feeds), with no statement; if its feed holds them
+		// and the splice still fails, the splice statement would read
+		// the same rows: the page is read in full.
+		rows, base, last, fed := s.follow.window(formID, form.Seq, form.Version, since)
+		if fed && r.Splice(form.Version, base, last, rows) {
+			s.follow.spliced.Add(1)
+			return nil
+		}
 		var (
 			inc     uint64
 			spliced bool
 		)
-		err := s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
-			inc, spliced, err = s.splice(ctx, src, accountID, formID, form.Seq, since, &r)
-			return err
-		})
+		err := error(nil)
+		if !fed {
+			err = s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
+				inc, spliced, err = s.splice(ctx, src, accountID, formID, form.Seq, since, &r)
+				return err
+			})
+		}
 		if err != nil {
 			p.Rewind(mark)
 			return err
 		}
 		if spliced {
 			p.Incarnation = inc
+			s.follow.want(formID, form.Seq)
 			return nil
 		}
 	}
@@ -330,6 +343,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		p.Incarnation = inc // of the form the rows are of, read with them
 		if same {
 			r.DoneAt(version, head)
+			s.follow.want(formID, form.Seq)
 		}
 		return nil
 	}
