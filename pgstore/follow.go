@@ -89,7 +89,7 @@ type formFeed struct {
 	seq, version, base int64
 	from, last         int64
 	anchor             keyset.Pos        // of the submission at from; Seq 0 when none is there
-	rows               []pagecache.Added // the submissions at from+1 .. last, in feed order
+	rows               []pagecache.Added // the submissions and tombstones at from+1 .. last, one per position
 	bytes              int
 }
 
@@ -473,14 +473,18 @@ func (f *follower) feedArgs() (ids []string, since []int64, start []string) {
 func (f *follower) applyFeeds(rows []roundRow) {
 	var added map[string][]pagecache.Added
 	for _, r := range rows {
-		if !r.kind.Valid || r.kind.Int16 != 5 {
+		if !r.kind.Valid || r.kind.Int16 != 5 && r.kind.Int16 != 6 {
 			continue
 		}
 		if added == nil {
 			added = map[string][]pagecache.Added{}
 		}
 		id := string(r.ref)
-		added[id] = append(added[id], pagecache.Added{Feed: r.feed.Int64, Pos: keyset.Pos{At: r.at.Int64, Seq: r.iseq.Int64}, Encoded: r.json})
+		a := pagecache.Added{Feed: r.feed.Int64, Pos: keyset.Pos{At: r.at.Int64, Seq: r.iseq.Int64}, Encoded: r.json}
+		if r.kind.Int16 == 6 { // a tombstone: Pos is the deleted submission's, Seq 0 if not kept
+			a.Deleted, a.Of = true, r.last.Int64
+		}
+		added[id] = append(added[id], a)
 	}
 	for _, r := range rows {
 		if r.kind.Valid && r.kind.Int16 == 4 {
@@ -510,13 +514,19 @@ func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
 	seq, version, base, last := head.seq.Int64, head.version.Int64, head.base.Int64, head.last.Int64
 	slices.SortFunc(rows, func(a, b pagecache.Added) int { return int(min(max(a.Feed-b.Feed, -1), 1)) })
 	appends := fd.started && seq == fd.seq && base == fd.base && version >= fd.version && last >= fd.last &&
-		int64(len(rows)) == last-fd.last
-	for i := 0; appends && i < len(rows); i++ {
-		appends = rows[i].Feed == fd.last+1+int64(i) && rows[i].Pos.Seq != 0
-	}
+		fedSince(fd.last, last, rows)
 	f.feedBytes -= fd.bytes
 	if appends {
-		for _, a := range rows {
+		// One row per position: an addition deleted again in the same
+		// round has none, and takes a tombstone of itself (pagecache's
+		// Splice passes over it).
+		j := 0
+		for p := fd.last + 1; p <= last; p++ {
+			a := pagecache.Added{Feed: p, Deleted: true, Of: p}
+			if j < len(rows) && rows[j].Feed == p {
+				a = rows[j]
+				j++
+			}
 			fd.rows = append(fd.rows, a)
 			fd.bytes += len(a.Encoded)
 		}
@@ -534,6 +544,48 @@ func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
 	f.feedBytes += fd.bytes
 }
 
+// fedSince reports whether rows, in feed order, are what a round read
+// of a feed at position since whose form is now at last: every position
+// above since once, a submission or a tombstone that says where its
+// submission was, or an addition since that a tombstone says was deleted
+// again.
+func fedSince(since, last int64, rows []pagecache.Added) bool {
+	var gone map[int64]bool
+	for _, a := range rows {
+		if a.Pos.Seq == 0 {
+			return false // a tombstone made before migration 0026
+		}
+		if a.Deleted && a.Of > since {
+			if gone == nil {
+				gone = map[int64]bool{}
+			}
+			gone[a.Of] = true
+		}
+	}
+	i := 0
+	for p := since + 1; p <= last; p++ {
+		switch {
+		case i < len(rows) && rows[i].Feed == p:
+			i++
+		case !gone[p]:
+			return false
+		}
+	}
+	return i == len(rows)
+}
+
+// at returns the position of the submission at the feed's position p,
+// from+1 to last; Seq 0 when none was there.
+func (fd *formFeed) at(p int64) keyset.Pos {
+	if p == fd.from {
+		return fd.anchor
+	}
+	if a := fd.rows[p-fd.from-1]; !a.Deleted {
+		return a.Pos
+	}
+	return keyset.Pos{}
+}
+
 // trim drops the feed's first rows until it keeps at most n rows and
 // maxFeedBytes; the row at its new from is its anchor.
 func (fd *formFeed) trim(n int) {
@@ -544,7 +596,7 @@ func (fd *formFeed) trim(n int) {
 	if k == 0 {
 		return
 	}
-	fd.from, fd.anchor = fd.rows[k-1].Feed, fd.rows[k-1].Pos
+	fd.from, fd.anchor = fd.rows[k-1].Feed, fd.at(fd.rows[k-1].Feed)
 	for _, a := range fd.rows[:k] {
 		fd.bytes -= len(a.Encoded)
 	}
@@ -586,10 +638,7 @@ func (f *follower) window(id string, seq, version int64, h pagecache.Head) (rows
 		return nil, 0, 0, false
 	}
 	i := h.Last - fd.from // rows[i-1] is at h.Last
-	anchor := fd.anchor
-	if i > 0 {
-		anchor = fd.rows[i-1].Pos
-	}
+	anchor := fd.at(h.Last)
 	rows = make([]pagecache.Added, 0, int64(len(fd.rows))-i+1)
 	if anchor.Seq != 0 {
 		rows = append(rows, pagecache.Added{Feed: h.Last, Pos: anchor})

@@ -365,8 +365,12 @@ LEFT JOIN LATERAL (
 	// position of the submission at feed_last (NULLs: the form is gone),
 	// and for those of $3, a row of kind 5 for each submission whose feed
 	// position is above $4's and at most feed_last, in feed order, at
-	// most $6 (one range of the (form_seq, feed_pos) index): what the
-	// node splices into its pages without a statement of its own.
+	// most $6 (one range of the (form_seq, feed_pos) index), and one of
+	// kind 6 for each tombstone so (at most $6, one range of the
+	// tombstones' primary key), with the feed position of the deleted
+	// submission in the column of feed_last and its keyset position
+	// (migration 0026; NULL for older tombstones): what the node splices
+	// into its pages without a statement of its own.
 	sqlRoundLog = `WITH c AS MATERIALIZED (
     SELECT kind, ref FROM formsapi_changes
     WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8)
@@ -427,6 +431,16 @@ FROM wf CROSS JOIN LATERAL (
     ORDER BY feed_pos
     LIMIT (SELECT $6::bigint)
 ) s
+WHERE wf.since >= 0
+UNION ALL
+SELECT 0, 6::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, t.of_pos, t.feed_pos, t.of_at, t.of_seq, NULL
+FROM wf CROSS JOIN LATERAL (
+    SELECT feed_pos, of_pos, of_at, of_seq FROM formsapi_tombstones
+    WHERE form_seq = wf.seq AND feed_pos > wf.since AND feed_pos <= wf.feed_last
+    ORDER BY feed_pos
+    LIMIT (SELECT $6::bigint)
+) t
 WHERE wf.since >= 0`
 
 	// sqlRoundLog and the lookups: a round with misses.

@@ -46,6 +46,17 @@ import (
 // placed by their keyset position, wherever their writers' clocks put
 // them, not assumed to come first.
 
+// Deletions. A deletion takes the form's next feed position too, for a
+// tombstone that names the deleted submission's feed position and keyset
+// position (pgstore migration 0026), and leaves Base alone. A store that
+// reads the tombstones above a page's Last with the additions hands them
+// to Splice as rows with Deleted set: the page loses the submission (a
+// page that ends before it, in a list that goes on, does not hold it),
+// and an addition since the page that a tombstone names was deleted
+// again, and is not added. A store that reads only the additions hands
+// Splice a feed with positions missing, and the splice is refused, as
+// before.
+
 // Head is where a form's feed stood when a page of it was read: see the
 // comment above Since.
 type Head struct {
@@ -60,11 +71,15 @@ type Head struct {
 }
 
 // Added is a row a store read for Splice: a submission's feed position,
-// its keyset position and its stored JSON, which Splice copies.
+// its keyset position and its stored JSON, which Splice copies; or, with
+// Deleted, a tombstone at feed position Feed of the submission that had
+// keyset position Pos and feed position Of.
 type Added struct {
 	Feed    int64
 	Pos     keyset.Pos
 	Encoded []byte
+	Deleted bool
+	Of      int64
 }
 
 // Since reports whether the cache holds r's list at an older version of
@@ -87,14 +102,17 @@ const MaxSplice = 32
 // Splice serves r's page from the page the cache holds at an older
 // version (see Since) and the rows the store read since its head: rows
 // holds every submission whose feed position is from that head's Last to
-// last, in feed order, read in one snapshot with the form's version v
-// and its new head's Base and Last. It reports whether it served the
-// page (appended to the page as Begin would, and kept for the next
-// request, tagged with v); if not, the store reads the page in full, as
-// Range says, and nothing in the page or the cache has changed. It never
-// serves a page when anything but additions at the end of the feed came
-// between (see Head), when a row is damaged, or when the page needs
-// items the cache does not hold.
+// last, and every tombstone above that head's Last (see Deletions), in
+// feed order, read with the form's version v and its new head's Base and
+// Last (in one snapshot, or in several that all had this Base). It
+// reports whether it served the page (appended to the page as Begin
+// would, and kept for the next request, tagged with v); if not, the store
+// reads the page in full, as Range says, and nothing in the page has
+// changed. It never serves a page when anything but additions and
+// deletions at the end of the feed came between (see Head), when a
+// position above the held page's Last has no row, when a row is damaged,
+// or when the page needs items the cache does not hold (a deletion inside
+// a page of a list that goes on leaves it an item short).
 func (r *Read) Splice(v, base, last int64, rows []Added) bool {
 	old := r.older
 	if old == nil || r.served || v <= old.version || base != old.head.Base || last < old.head.Last {
@@ -103,27 +121,56 @@ func (r *Read) Splice(v, base, last int64, rows []Added) bool {
 	// The anchor first: rows[0] is at the old Last exactly when a
 	// submission was there.
 	if old.head.Anchor.Seq != 0 {
-		if len(rows) == 0 || rows[0].Feed != old.head.Last || rows[0].Pos != old.head.Anchor {
+		if len(rows) == 0 || rows[0].Feed != old.head.Last || rows[0].Deleted || rows[0].Pos != old.head.Anchor {
 			return false
 		}
 		rows = rows[1:]
 	} else if len(rows) > 0 && rows[0].Feed == old.head.Last {
 		return false
 	}
-	// Then every position above the old Last, once, in order.
-	if int64(len(rows)) != last-old.head.Last {
-		return false
+	// Then every position above the old Last, once, in order: a row, or
+	// an addition that a tombstone says was deleted since.
+	var gone map[int64]bool // additions since the page, deleted again
+	for _, a := range rows {
+		if a.Deleted && a.Of > old.head.Last {
+			if gone == nil {
+				gone = map[int64]bool{}
+			}
+			gone[a.Of] = true
+		}
 	}
-	for i, a := range rows {
-		if a.Feed != old.head.Last+1+int64(i) {
+	i := 0
+	for p := old.head.Last + 1; p <= last; p++ {
+		switch {
+		case i < len(rows) && rows[i].Feed == p:
+			i++
+		case gone[p]:
+		default:
 			return false
 		}
 	}
-	h := Head{Base: base, Last: last, Anchor: old.head.Anchor}
-	if len(rows) > 0 {
-		h.Anchor = rows[len(rows)-1].Pos
+	if i != len(rows) {
+		return false
 	}
-	e, ok := old.spliced(r.q, r.lo, r.hi, rows)
+	h := Head{Base: base, Last: last, Anchor: old.head.Anchor}
+	if len(rows) > 0 { // then the last is at last
+		h.Anchor = keyset.Pos{}
+		if a := rows[len(rows)-1]; !a.Deleted {
+			h.Anchor = a.Pos
+		}
+	}
+	var added, deleted []Added
+	for _, a := range rows {
+		switch {
+		case a.Deleted && a.Of <= old.head.Last:
+			deleted = append(deleted, a) // a submission of the page's list then
+		case a.Deleted, gone[a.Feed]:
+		default:
+			added = append(added, a)
+		}
+	}
+	rows = added
+	e, ok := old.spliced(r.q, r.lo, r.hi, rows, deleted)
 	if !ok {
 		return false
 	}
@@ -139,11 +186,12 @@ func (r *Read) Splice(v, base, last int64, rows []Added) bool {
 	return true
 }
 
-// spliced returns a new entry: e's items with the rows added to the
-// list (those between lo and hi) merged in by position, q's order, for
-// as far as e knew the list; or false if a row is damaged or already
-// held.
-func (e *entry) spliced(q formsapi.Query, lo, hi keyset.Pos, rows []Added) (*entry, bool) {
+// spliced returns a new entry: e's items less those deleted and with the
+// rows added to the list (those between lo and hi) merged in by
+// position, q's order, for as far as e knew the list; or false if a row
+// is damaged or already held, or a deleted submission of the list is not
+// where e says it was.
+func (e *entry) spliced(q formsapi.Query, lo, hi keyset.Pos, rows, deleted []Added) (*entry, bool) {
 	n := len(e.pos)
 	if n == 0 && e.more {
 		return nil, false // nothing held tells where the list goes on
@@ -156,8 +204,33 @@ func (e *entry) spliced(q formsapi.Query, lo, hi keyset.Pos, rows []Added) (*ent
 	var (
 		add     []Added
 		scratch wire.Page // validates and encodes each added row as Row would
-		dropped bool      // an added row past the last held item of a list that goes on
+		dropped bool      // an added or deleted row past the last held item of a list that goes on
+		del     map[keyset.Pos]bool
 	)
+	for _, d := range deleted {
+		switch {
+		case !(lo.Less(d.Pos) && d.Pos.Less(hi)):
+			continue // not in this list
+		case e.more && before(e.pos[n-1], d.Pos):
+			dropped = true // past the last held item: it may have been the next
+			continue
+		}
+		if _, held := slices.BinarySearchFunc(e.pos, d.Pos, func(p, t keyset.Pos) int {
+			switch {
+			case p == t:
+				return 0
+			case before(p, t):
+				return -1
+			}
+			return 1
+		}); !held {
+			return nil, false // the list had it where e holds the list: not e's list
+		}
+		if del == nil {
+			del = map[keyset.Pos]bool{}
+		}
+		del[d.Pos] = true
+	}
 	for _, a := range rows {
 		if !(lo.Less(a.Pos) && a.Pos.Less(hi)) {
 			continue // not in this list
@@ -197,6 +270,9 @@ func (e *entry) spliced(q formsapi.Query, lo, hi keyset.Pos, rows []Added) (*ent
 		case j == len(add) || i < n && before(e.pos[i], add[j].Pos):
 			pos, obj = e.pos[i], e.body[e.start(i):e.ends[i]]
 			i++
+			if del[pos] {
+				continue
+			}
 		case i < n && e.pos[i] == add[j].Pos:
 			return nil, false // already held: not an addition
 		default:

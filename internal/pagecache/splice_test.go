@@ -23,8 +23,19 @@ import (
 type feedForm struct {
 	version, base, last int64
 	subs                []feedSub // in feed order
+	tombs               []tomb    // in feed order
 	seq                 *int64    // the store's submission counter, shared by copies
 	json                map[int64]string
+	// withTombs makes read hand Splice the tombstones too, as a
+	// following pgstore node's feed does; without, it hands the
+	// additions alone, as pgstore's splice statement does.
+	withTombs bool
+}
+
+// tomb is a deletion's tombstone (pgstore migration 0026).
+type tomb struct {
+	feed, of int64
+	pos      keyset.Pos
 }
 
 type feedSub struct {
@@ -41,6 +52,7 @@ func newFeedForm() *feedForm {
 func (f *feedForm) clone() *feedForm {
 	g := *f
 	g.subs = slices.Clone(f.subs)
+	g.tombs = slices.Clone(f.tombs)
 	seq := *f.seq
 	g.seq = &seq
 	return &g
@@ -57,12 +69,13 @@ func (f *feedForm) add(at int64) {
 }
 
 // del deletes submission i: a tombstone takes a feed position, and the
-// base changes.
+// base stays (pgstore migration 0026).
 func (f *feedForm) del(i int) {
+	d := f.subs[i]
 	f.subs = slices.Delete(f.subs, i, i+1)
 	f.last++
 	f.version++
-	f.base = f.version
+	f.tombs = append(f.tombs, tomb{feed: f.last, of: d.feed, pos: d.it.pos})
 }
 
 // edit changes submission i in place: the base changes.
@@ -99,12 +112,23 @@ func (f *feedForm) head() pagecache.Head {
 // since is what pgstore's splice statement returns: the submissions from
 // feed position last to the form's last, in feed order, at most
 // MaxSplice+1.
+//
+// With withTombs, the tombstones above last come too, in feed order with
+// the submissions, as a following pgstore node's feed holds them.
 func (f *feedForm) since(last int64) []pagecache.Added {
 	var out []pagecache.Added
 	for _, s := range f.subs {
 		if s.feed >= last && s.feed <= f.last && len(out) <= pagecache.MaxSplice {
 			out = append(out, pagecache.Added{Feed: s.feed, Pos: s.it.pos, Encoded: []byte(s.it.json)})
 		}
+	}
+	if f.withTombs {
+		for _, d := range f.tombs {
+			if d.feed > last {
+				out = append(out, pagecache.Added{Feed: d.feed, Pos: d.pos, Deleted: true, Of: d.of})
+			}
+		}
+		slices.SortFunc(out, func(a, b pagecache.Added) int { return int(a.Feed - b.Feed) })
 	}
 	return out
 }
@@ -174,6 +198,10 @@ func TestSplicedPagesAreExact(t *testing.T) {
 			f.add(clock)
 		case k < 16 && len(f.subs) > 5:
 			f.del(rng.IntN(len(f.subs)))
+			if rng.IntN(2) == 0 { // and the last addition, deleted again
+				f.add(clock)
+				f.del(len(f.subs) - 1)
+			}
 		case k < 17 && len(f.subs) > 0:
 			f.edit(rng.IntN(len(f.subs)))
 		case k < 18: // several writes between reads
@@ -186,6 +214,7 @@ func TestSplicedPagesAreExact(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				continue // not every list is read after every write
 			}
+			f.withTombs = rng.IntN(3) > 0
 			got, how := f.read(t, c, q)
 			counts[how]++
 			want := uncached(t, f.items(), q)
@@ -218,7 +247,7 @@ func TestSpliceRefused(t *testing.T) {
 		name  string
 		write func(f *feedForm)
 	}{
-		{"deletion", func(f *feedForm) { f.del(3) }},
+		{"a deletion, its tombstone not read", func(f *feedForm) { f.del(3) }},
 		{"edit", func(f *feedForm) { f.edit(29) }},
 		{"more additions than MaxSplice", func(f *feedForm) {
 			for i := range pagecache.MaxSplice + 1 {
@@ -361,5 +390,51 @@ func TestDigestsFollowTheHeldPage(t *testing.T) {
 	f.edit(0)
 	if p, how = f.read(t, c, q); how != observe.CacheMiss || p.Digests != nil {
 		t.Errorf("after an edit: %v, Digests %p, want a miss without", how, p.Digests)
+	}
+}
+
+// TestSpliceDeletions: with the tombstones since a held page read with
+// the additions, a deletion is spliced where the held page tells what
+// the list is without it (the whole list held, or the deleted submission
+// past the held items, or an addition since deleted again), and read in
+// full where it does not (inside the held items of a list that goes on:
+// the item that moves into the page is not held).
+func TestSpliceDeletions(t *testing.T) {
+	setup := func(q formsapi.Query) (*pagecache.Cache, *feedForm) {
+		c, f := pagecache.New(1<<20), newFeedForm()
+		f.withTombs = true
+		for i := range 30 {
+			f.add(int64(1000 + i))
+		}
+		if _, how := f.read(t, c, q); how != observe.CacheMiss {
+			t.Fatalf("first read: %v", how)
+		}
+		return c, f
+	}
+	newest, all := formsapi.Query{Limit: 10}, formsapi.Query{Limit: 100, Order: formsapi.Oldest}
+	for _, tc := range []struct {
+		name  string
+		q     formsapi.Query
+		write func(f *feedForm)
+		how   observe.Cache
+	}{
+		{"past the held items", newest, func(f *feedForm) { f.del(3) }, observe.CacheSpliced},
+		{"in a whole list held", all, func(f *feedForm) { f.del(3) }, observe.CacheSpliced},
+		{"the newest but one, in a whole list held", all, func(f *feedForm) { f.del(28) }, observe.CacheSpliced},
+		{"an addition deleted again", newest, func(f *feedForm) { f.add(2000); f.add(2001); f.del(30) }, observe.CacheSpliced},
+		{"additions and deletions", all, func(f *feedForm) { f.add(2000); f.del(0); f.add(500); f.del(10) }, observe.CacheSpliced},
+		{"inside the held items of a list that goes on", newest, func(f *feedForm) { f.del(25) }, observe.CacheMiss},
+		{"the anchor (the submission at the held page's last position), not read", all, func(f *feedForm) { f.del(29) }, observe.CacheMiss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			c, f := setup(tc.q)
+			tc.write(f)
+			got, how := f.read(t, c, tc.q)
+			is.Equal(how, tc.how)
+			want := uncached(t, f.items(), tc.q)
+			is.Equal(string(got.Body), string(want.Body))
+			is.Equal(got.NextCursor, want.NextCursor)
+		})
 	}
 }
