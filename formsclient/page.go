@@ -302,7 +302,7 @@ func newResponse(r *response, limit int) *Response {
 // without both r and t are passed over; nil when none is left.
 func parseRateLimit(h http.Header) *RateLimit {
 	var best *RateLimit
-	for _, it := range sfList(strings.Join(h.Values("RateLimit"), ",")) {
+	for _, it := range sfList(fieldHead(h.Values("RateLimit"))) {
 		r, rok := it.int("r")
 		t, tok := it.int("t")
 		if !rok || !tok || r < 0 || t < 0 {
@@ -316,7 +316,7 @@ func parseRateLimit(h http.Header) *RateLimit {
 	if best == nil {
 		return nil
 	}
-	for _, it := range sfList(strings.Join(h.Values("RateLimit-Policy"), ",")) {
+	for _, it := range sfList(fieldHead(h.Values("RateLimit-Policy"))) {
 		if it.value != best.Policy {
 			continue
 		}
@@ -329,6 +329,39 @@ func parseRateLimit(h http.Header) *RateLimit {
 		break
 	}
 	return best
+}
+
+// Bounds on what is read of a RateLimit or RateLimit-Policy field: the
+// API sends a policy or two, and a server's field of megabytes (the
+// transport takes 10 MiB of headers) must not cost the client hundreds
+// of megabytes and seconds to read.
+const (
+	maxFieldBytes = 4 << 10
+	maxFieldItems = 16
+)
+
+// fieldHead is the field of the lines vals, joined, up to the last
+// member that ends within maxFieldBytes (a member cut short could read
+// as another value: r=1 of r=12).
+func fieldHead(vals []string) string {
+	var b strings.Builder
+	for i, v := range vals {
+		if b.Len()+len(v)+1 > maxFieldBytes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			rest := v[:max(0, min(len(v), maxFieldBytes-b.Len()))]
+			if j := strings.LastIndexByte(rest, ','); j >= 0 {
+				b.WriteString(rest[:j])
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // seconds is n seconds, at most about 292 years.
@@ -355,10 +388,14 @@ func (it sfItem) int(key string) (int64, bool) {
 
 // sfList splits a structured-field list into its members, leniently: a
 // member that cannot be read is left out, and a malformed field gives
-// what could be read before the fault.
+// what could be read before the fault. It reads maxFieldItems members at
+// most.
 func sfList(v string) []sfItem {
 	var items []sfItem
 	for _, member := range splitOutsideQuotes(v, ',') {
+		if len(items) == maxFieldItems {
+			break
+		}
 		parts := splitOutsideQuotes(member, ';')
 		value := strings.TrimSpace(parts[0])
 		if strings.HasPrefix(value, `"`) {
