@@ -6,6 +6,7 @@
 //	GET /v1/forms                          the forms of the key's account
 //	GET /v1/forms/{formId}/submissions     the submissions of one of them
 //	GET /v1/forms/{formId}/export          all of them as one streamed file
+//	GET /v1/forms/{formId}/summary         their count, per day, and each field's top values
 //	GET /v1/openapi.json                   the OpenAPI 3.1 document of the API
 //
 // Requests authenticate with "Authorization: Bearer <key>", but for the

@@ -148,8 +148,9 @@ type api struct {
 	authFail     authThrottle // paces the answers to refused keys
 	busyPace     busyThrottle // paces each key's 429s
 	cfg          config
-	tokens       tokenCodec // cursors, sync tokens and refs, keyed by the cursor secret
-	tags         *tagger    // computes page ETags, keyed by the cursor secret
+	tokens       tokenCodec   // cursors, sync tokens and refs, keyed by the cursor secret
+	tags         *tagger      // computes page ETags, keyed by the cursor secret
+	summaries    summaryCache // the summaries of forms kept, by their form's version (summary.go)
 
 	idPrefix string        // random per handler, so IDs differ across restarts
 	idSeq    atomic.Uint64 // makes generated request IDs unique and cheap
@@ -175,9 +176,9 @@ type api struct {
 }
 
 // NewHandler returns the read API over store, authenticating requests with
-// keys. It serves /v1/forms, /v1/forms/{formId}/submissions and the
-// streamed export /v1/forms/{formId}/export (see docs/api.md), its
-// OpenAPI 3.1 document at /v1/openapi.json (no key needed), and answers
+// keys. It serves /v1/forms, /v1/forms/{formId}/submissions, the
+// streamed export /v1/forms/{formId}/export and the summary of a form
+// /v1/forms/{formId}/summary (see docs/api.md), its OpenAPI 3.1 document at /v1/openapi.json (no key needed), and answers
 // every other path and method itself, always in JSON. It panics if store
 // or keys is nil.
 func NewHandler(store Store, keys KeyResolver, opts ...Option) http.Handler {

@@ -407,7 +407,7 @@ func TestWireContract(t *testing.T) {
 	const (
 		invalidKey  = `{"success":false,"message":"invalid API key"}`
 		notFound    = `{"success":false,"message":"form not found"}`
-		noRoute     = `{"success":false,"message":"not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export and GET /v1/openapi.json"}`
+		noRoute     = `{"success":false,"message":"not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export, GET /v1/forms/{formId}/summary and GET /v1/openapi.json"}`
 		notAllowed  = `{"success":false,"message":"method not allowed: use GET or HEAD"}`
 		badCursor   = `{"success":false,"message":"invalid cursor: use the nextCursor of a previous page of this same list"}`
 		challenge   = `Bearer realm="formsapi"`

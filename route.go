@@ -69,6 +69,10 @@ type route struct {
 	// link is the path its next-page Link points at for the form formID
 	// ("" for the forms list), or nil when it sends no Link.
 	link func(formID string) string
+	// whole marks a keyed route whose answer is one whole object, with
+	// nothing to resume or page through (the summary): it takes no token
+	// and sends no Link.
+	whole bool
 	// operations are the OpenAPI operationIds of its GET and HEAD.
 	operations [2]string
 	// rate is how the rate limiter counts its requests.
@@ -90,6 +94,7 @@ const (
 	pathSubmissions = "/v1/forms/{formId}/submissions"
 	pathOpenAPI     = "/v1/openapi.json"
 	pathExport      = "/v1/forms/{formId}/export"
+	pathSummary     = "/v1/forms/{formId}/summary"
 )
 
 // routes is the API, in the order the mux registers it.
@@ -124,6 +129,15 @@ var routes = []*route{
 		link:       submissionsPath,
 		operations: [2]string{"exportSubmissions", "headExportSubmissions"},
 		serve:      keyed((*api).parseExport, (*api).serveExport),
+	},
+	{
+		name:  "summary",
+		path:  pathSummary,
+		keyed: true, rate: ratePerRequest, room: roomPage,
+		params:     summaryParams,
+		whole:      true,
+		operations: [2]string{"getSummary", "headSummary"},
+		serve:      keyed((*api).parseSummary, (*api).serveSummary),
 	},
 	{
 		name:  "openapi",

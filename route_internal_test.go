@@ -106,8 +106,14 @@ func missingPieces(rt *route, ops map[string]map[string]openAPIOperation, kinds 
 	if rt.room == 0 {
 		miss = append(miss, "no room decision: a keyed route reserves room for what it holds before it reads (roomPage; see room.go)")
 	}
+	if rt.whole {
+		if len(rt.tokens) > 0 || rt.link != nil {
+			miss = append(miss, "a whole answer (nothing to resume) that takes a token or sends a Link")
+		}
+		return miss
+	}
 	if len(rt.tokens) == 0 {
-		miss = append(miss, "no cursor kind: every keyed route takes a token of its own to resume from")
+		miss = append(miss, "no cursor kind: every keyed route takes a token of its own to resume from, unless its answer is whole (whole)")
 	}
 	for param, k := range rt.tokens {
 		switch {
@@ -188,6 +194,7 @@ func TestAMissingPieceFails(t *testing.T) {
 		{"no rate accounting", func(rt *route) { rt.rate = 0 }, nil, "no rate accounting"},
 		{"a keyed route not counted", func(rt *route) { rt.rate = rateKeyless }, nil, "does not count"},
 		{"no room decision", func(rt *route) { rt.room = 0 }, nil, "no room decision"},
+		{"a whole answer with a cursor", func(rt *route) { rt.whole = true }, nil, "a whole answer"},
 	} {
 		rt := *routeNamed("submissions")
 		c.cut(&rt)

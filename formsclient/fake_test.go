@@ -476,7 +476,7 @@ func TestErrorIs(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/forms" {
-			writeJSON(w, 404, `{"success":false,"message":"not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export and GET /v1/openapi.json"}`)
+			writeJSON(w, 404, `{"success":false,"message":"not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export, GET /v1/forms/{formId}/summary and GET /v1/openapi.json"}`)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="formsapi"`)

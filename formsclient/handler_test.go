@@ -346,7 +346,7 @@ func TestErrorsOfTheRealHandler(t *testing.T) {
 					{"escaped ID", c.Submissions(ctx, "a/b?c#d e"), 404, formsapi.ErrFormNotFound, "form not found"},
 					{"unknown key", newClient(t, srv.base, storetest.KeyNotAdded).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
 					{"revoked key", newClient(t, srv.base, storetest.KeyRevoked).Submissions(ctx, storetest.FormBusy), 401, formsapi.ErrInvalidKey, "invalid API key"},
-					{"wrong base URL", newClient(t, srv.base+"/wrong", storetest.KeyA).Submissions(ctx, storetest.FormBusy), 404, nil, "not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export and GET /v1/openapi.json"},
+					{"wrong base URL", newClient(t, srv.base+"/wrong", storetest.KeyA).Submissions(ctx, storetest.FormBusy), 404, nil, "not found: the API serves GET /v1/forms, GET /v1/forms/{formId}/submissions, GET /v1/forms/{formId}/export, GET /v1/forms/{formId}/summary and GET /v1/openapi.json"},
 					{"page too large", c.Submissions(ctx, storetest.FormBusy, formsclient.PageSize(1001)), 400, nil, "invalid limit: must be a whole number from 1 to 1000"},
 					{"until before since", c.Submissions(ctx, storetest.FormBusy, formsclient.Since(time.Now()), formsclient.Until(time.Now().Add(-time.Hour))), 400, nil, "invalid until: must be later than since"},
 				} {

@@ -59,6 +59,7 @@ const (
 	OpFeedHead        = "feed_head"         // an export's read of where the form's feed ends, before its first page
 	OpDataFields      = "data_fields"       // a CSV export's read of the form's fields (formsapi.FieldStore), its columns
 	OpCount           = "count_submissions" // a total's count of a list (total=exact or estimate)
+	OpFormVersion     = "form_version"      // a summary's read of the form's version, before it looks for a summary kept at it
 )
 
 // Request describes a request the handler answered.
