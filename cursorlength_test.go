@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/matryer/is"
 )
@@ -82,6 +84,78 @@ func TestLongestCursorOpens(t *testing.T) {
 			// The test is about cursors past the old bound of 1,024.
 			t.Logf("cursor of %d characters", len(*p.NextCursor))
 			is.True(len(*p.NextCursor) > 4096)
+		}
+		target = path + "?limit=1&cursor=" + url.QueryEscape(*p.NextCursor)
+	}
+}
+
+// TestLongestOperatorCursorOpens: a list at the operators' limits (8 in
+// clauses of 32 values of 256 bytes each, on 64-byte names, with every
+// other parameter at its limit too) gets nextCursors that the next
+// requests accept. An in list seals its values in the cursor, so such a
+// cursor is about 90,000 characters: token.MaxLength bounds what Open
+// reads, and must never be below what the handler hands out (it was
+// 8,192, and a list of in clauses of some 6 KB of values got a cursor it
+// then refused as invalid).
+func TestLongestOperatorCursorOpens(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s := memstore.New()
+	const key, form = "longest-cursor-key-0123456789", "longest-cursor"
+	is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: form, Title: "t", CreatedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	is.NoErr(s.AddKey(ctx, key, "acct"))
+	value := strings.Repeat("v", 254) // 256 bytes as canonical JSON
+	var names []string
+	data := map[string]string{}
+	for i := range 8 {
+		n := fmt.Sprintf("f%02d", i) + strings.Repeat("n", 61)
+		names = append(names, n)
+		data[n] = value
+	}
+	raw, err := json.Marshal(data)
+	is.NoErr(err)
+	for i := range 3 {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: form, Data: raw, CreatedAt: time.Date(2024, 1, 2, 0, i, 0, 0, time.UTC)}, formsapi.Metadata{}))
+	}
+	fields := slices.Clone(names)
+	for i := len(fields); i < 32; i++ {
+		fields = append(fields, fmt.Sprintf("p%02d", i)+strings.Repeat("p", 61))
+	}
+	q := url.Values{
+		"limit":  {"1"},
+		"order":  {"asc"},
+		"since":  {"2024-01-01T00:00:00.123456789Z"},
+		"until":  {"2025-01-01T00:00:00.987654321Z"},
+		"fields": {strings.Join(fields, ",")},
+		"q":      {strings.Repeat("v", 64)},
+	}
+	for _, n := range names {
+		list := []string{`"` + value + `"`} // the submissions' value, and 31 others
+		for j := 1; j < 32; j++ {
+			list = append(list, fmt.Sprintf(`"%02d%s"`, j, value[2:]))
+		}
+		q.Set("filter["+n+"][in]", strings.Join(list, ","))
+	}
+	h := formsapi.NewHandler(s, s)
+	path := "/v1/forms/" + form + "/submissions"
+	target := path + "?" + q.Encode()
+	for page := 1; page <= 3; page++ {
+		res := do(t, h, "GET", target, bearer(key)...)
+		if res.status != http.StatusOK {
+			t.Fatalf("page %d: %d %s", page, res.status, res.body)
+		}
+		var p findPage
+		is.NoErr(json.Unmarshal(res.body, &p))
+		is.Equal(len(p.Submissions), 1) // one item a page, every one a match
+		if page == 3 {
+			is.True(p.NextCursor == nil) // three submissions, three pages
+			break
+		}
+		is.True(p.NextCursor != nil)
+		if page == 1 {
+			t.Logf("cursor of %d characters", len(*p.NextCursor))
+			is.True(len(*p.NextCursor) > 80_000)             // the values are sealed in it
+			is.True(len(*p.NextCursor) < token.MaxLength*3/4) // with room for a store's position
 		}
 		target = path + "?limit=1&cursor=" + url.QueryEscape(*p.NextCursor)
 	}

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    128 << 10, // the longest nextCursor the API hands out is about 92 KB (docs/api.md, Limits)
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stderr, "forms API mounted at %s/api/v1/\ndemo API key: %s\n\n", base, key)

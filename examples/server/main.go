@@ -289,7 +289,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    128 << 10, // the longest nextCursor the API hands out is about 92 KB (docs/api.md, Limits)
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
