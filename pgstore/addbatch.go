@@ -36,8 +36,9 @@ const pipelined = 256
 // form's row one dead version a statement rather than one a submission,
 // and inserts the submissions with one statement's index maintenance
 // (migration 0024). When a statement is refused, the batch is written
-// again in a statement a submission (AddSubmission's, pipelined), which
-// finds the one to name.
+// again, the statements before it as they were and from it on in a
+// statement a submission (AddSubmission's, pipelined), which finds the
+// one to name.
 //
 // Every submission is checked against the store's limits before the
 // transaction begins, so batch is iterated once and held in memory. If
@@ -73,6 +74,7 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 		return fmt.Errorf("pgstore: add submissions: %w", err)
 	}
 	write := s.addBulk
+	narrowed := false
 	for n := 1; ; n++ {
 		on := s.searchOn.Load()
 		retry, err := write(ctx, rs, on)
@@ -84,8 +86,20 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 			continue
 		case errors.Is(err, errRefused):
 			// A statement of many refused them: the batch again, one
-			// statement a submission, finds the one to name.
-			write = s.addEach
+			// statement a submission from that statement on (the
+			// statements before it as they went), finds the one to name;
+			// once narrowed, a second refusal (the statements before
+			// refused too: a concurrent write) writes it all one at a
+			// time.
+			from := 0
+			var at *refusedAt
+			if errors.As(err, &at) && !narrowed {
+				from = at.from
+			}
+			narrowed = true
+			write = func(ctx context.Context, rs []newSubmission, on bool) (bool, error) {
+				return s.addEach(ctx, rs, on, from)
+			}
 			n--
 			continue
 		case n < conflictAttempts && conflict(err) && backoff(ctx, n) == nil:
@@ -106,48 +120,59 @@ const (
 // addBulk writes rs in one transaction at read committed, as addEach
 // does, but in statements of up to bulkRows submissions each
 // (sqlAddSubmissions), in their order: each form's row is updated once
-// a statement, not once a submission. It returns errRefused, having
-// written nothing, when a statement fails for a reason that is not a
-// conflict or ctx's end, or finds a form missing: which submission to
-// blame is addEach's to find.
+// a statement, not once a submission. It returns a *refusedAt (errRefused)
+// naming the statement, having written nothing, when a statement fails
+// for a reason that is not a conflict or ctx's end, or finds a form
+// missing: which submission to blame is addEach's to find.
 func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
-	return s.batchTx(ctx, func(tx pgx.Tx) error {
-		for start := 0; start < len(rs); start += bulkRows * bulkPipelined {
-			b := &pgx.Batch{}
-			var counts []int
-			for from := start; from < min(start+bulkRows*bulkPipelined, len(rs)); from += bulkRows {
-				chunk := rs[from:min(from+bulkRows, len(rs))]
-				b.Queue(s.sql.addSubmissions, bulkArgs(chunk, on)...)
-				counts = append(counts, len(chunk))
-			}
-			br := tx.SendBatch(ctx, b)
-			for _, n := range counts {
-				tag, err := br.Exec()
-				if err == nil && tag.RowsAffected() == 0 && !on {
-					if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
-						return err
-					}
-				}
-				switch {
-				case err != nil && (ctx.Err() != nil || conflict(err)):
-					br.Close()
-					return withCtx(ctx, err)
-				case err != nil || tag.RowsAffected() != int64(n):
-					br.Close()
-					return errRefused
+	return s.batchTx(ctx, func(tx pgx.Tx) error { return s.bulkIn(ctx, tx, rs, on) })
+}
+
+// bulkIn writes rs in tx as addBulk says.
+func (s *Store) bulkIn(ctx context.Context, tx pgx.Tx, rs []newSubmission, on bool) error {
+	for start := 0; start < len(rs); start += bulkRows * bulkPipelined {
+		b := &pgx.Batch{}
+		var counts []int
+		for from := start; from < min(start+bulkRows*bulkPipelined, len(rs)); from += bulkRows {
+			chunk := rs[from:min(from+bulkRows, len(rs))]
+			b.Queue(s.sql.addSubmissions, bulkArgs(chunk, on)...)
+			counts = append(counts, len(chunk))
+		}
+		br := tx.SendBatch(ctx, b)
+		for k, n := range counts {
+			tag, err := br.Exec()
+			if err == nil && tag.RowsAffected() == 0 && !on {
+				if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
+					return err
 				}
 			}
-			if err := br.Close(); err != nil {
+			switch {
+			case err != nil && (ctx.Err() != nil || conflict(err)):
+				br.Close()
 				return withCtx(ctx, err)
+			case err != nil || tag.RowsAffected() != int64(n):
+				br.Close()
+				return &refusedAt{from: start + k*bulkRows}
 			}
 		}
-		return ctx.Err()
-	})
+		if err := br.Close(); err != nil {
+			return withCtx(ctx, err)
+		}
+	}
+	return ctx.Err()
 }
 
 // errRefused rolls back a batch's transaction whose statement of many
 // submissions was refused.
 var errRefused = errors.New("pgstore: a statement of the batch was refused")
+
+// refusedAt is errRefused for the statement of many whose first
+// submission is rs[from]: the statements before it were accepted.
+type refusedAt struct{ from int }
+
+func (e *refusedAt) Error() string { return fmt.Sprintf("%v (from submission %d)", errRefused, e.from) }
+
+func (e *refusedAt) Unwrap() error { return errRefused }
 
 // bulkArgs returns sqlAddSubmissions's arguments for rs: those of args,
 // one array a column, with search's trigram keys when the search index
@@ -195,17 +220,26 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version}
 }
 
-// addEach writes rs in one transaction at read committed, one
-// statement a submission (AddSubmission's), with
-// search's trigram keys when on, and reports whether it must be made
-// again with on true: when an insert wrote nothing because the search
-// index is on while on is false. Once an insert finds the index off, it
-// stays off until the transaction ends (formsapi_search_indexed holds
-// the search lock shared), so that can only happen to the first insert
-// of a transaction; any other insert that writes nothing has no form.
-func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool) (retry bool, err error) {
+// addEach writes rs in one transaction at read committed: rs[:from] in
+// statements of many (as addBulk, which accepted them), the rest one
+// statement a submission (AddSubmission's, pipelined), so that the one
+// refused is named; with search's trigram keys when on. It reports
+// whether it must be made again with on true: when an insert wrote
+// nothing because the search index is on while on is false. Once an
+// insert finds the index off, it stays off until the transaction ends
+// (formsapi_search_indexed holds the search lock shared), so that can
+// only happen to the first insert of a transaction; any other insert
+// that writes nothing has no form. The statements of many refused (a
+// concurrent write since addBulk) is errRefused, without a place.
+func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool, from int) (retry bool, err error) {
 	return s.batchTx(ctx, func(tx pgx.Tx) error {
-		for start := 0; start < len(rs); start += pipelined {
+		if err := s.bulkIn(ctx, tx, rs[:from], on); err != nil {
+			if errors.Is(err, errRefused) {
+				return errRefused
+			}
+			return err
+		}
+		for start := from; start < len(rs); start += pipelined {
 			chunk := rs[start:min(start+pipelined, len(rs))]
 			b := &pgx.Batch{}
 			for i := range chunk {
