@@ -229,3 +229,22 @@ func (o *onEOF) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestIfNoneMatchRefusesWhatNoHeaderHolds: a tag with a control
+// character (a line break from a file it was saved in, say) is an error
+// before any request, like an empty one, rather than a transport error
+// that IsRetryable took for a connection to try again.
+func TestIfNoneMatchRefusesWhatNoHeaderHolds(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, page("")) })
+	c := newClient(t, f.URL, key)
+	for _, tag := range []string{"W/\"abc\"\n", "W/\"a\rb\"", "\"a\x00\"", "\"a\x7f\""} {
+		_, resp, err := c.SubmissionsPage(context.Background(), "contact", formsclient.IfNoneMatch(tag))
+		if err == nil || formsclient.IsRetryable(err) || resp != nil || !strings.Contains(err.Error(), "IfNoneMatch") {
+			t.Errorf("IfNoneMatch(%q): %v, Response %v; want an error before any request", tag, err, resp)
+		}
+	}
+	if f.requests.Load() != 0 {
+		t.Errorf("%d requests", f.requests.Load())
+	}
+}

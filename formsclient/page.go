@@ -108,13 +108,18 @@ func Cursor(cursor string) ListOption {
 // answers 304 with no body, and the call returns no items, a Response
 // whose NotModified is true, and an error matching [ErrNotModified]
 // ([IsNotModified]). A 304 counts against a rate limit like a page. An
-// empty etag is an error before any request. Only the page calls take
+// empty etag, or one with a control character (a line break kept with
+// it, say), is an error before any request. Only the page calls take
 // it.
 func IfNoneMatch(etag string) ListOption {
 	return func(q *listQuery) {
 		q.note("IfNoneMatch")
-		if etag == "" && q.err == nil {
+		switch {
+		case q.err != nil:
+		case etag == "":
 			q.err = errors.New("formsclient: IfNoneMatch: the tag is empty")
+		case strings.ContainsFunc(etag, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			q.err = fmt.Errorf("formsclient: IfNoneMatch(%q): a tag holds no control characters", etag)
 		}
 		q.ifNoneMatch = etag
 	}
