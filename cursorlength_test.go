@@ -154,7 +154,7 @@ func TestLongestOperatorCursorOpens(t *testing.T) {
 		is.True(p.NextCursor != nil)
 		if page == 1 {
 			t.Logf("cursor of %d characters", len(*p.NextCursor))
-			is.True(len(*p.NextCursor) > 80_000)             // the values are sealed in it
+			is.True(len(*p.NextCursor) > 80_000)              // the values are sealed in it
 			is.True(len(*p.NextCursor) < token.MaxLength*3/4) // with room for a store's position
 		}
 		target = path + "?limit=1&cursor=" + url.QueryEscape(*p.NextCursor)
