@@ -76,6 +76,11 @@ func LookupSQL(s *Store) map[string][]any {
 		s.sql.authorizeForm:   {make([]byte, 32), "form-id"},
 		// Three lookups: of a form, of another, of the forms list.
 		s.sql.authorizeBatch: {[][]byte{make([]byte, 32), make([]byte, 32), make([]byte, 32)}, []string{"form-id", "other-id", ""}},
+		// A following node's rounds: after the snapshot 100:100:, with
+		// a feed, and one lookup.
+		s.sql.roundLog: {"100", []string{}, []byte("\x00form-id\x00\x00\x00\x00\x00\x00\x00\x00\x04"), maxFeedRows + 1},
+		s.sql.round: {"100", []string{}, []byte("\x00form-id\x00\x00\x00\x00\x00\x00\x00\x00\x04"), maxFeedRows + 1,
+			[][]byte{make([]byte, 32)}, []string{"form-id"}},
 	}
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -85,10 +86,10 @@ const (
 // of the last round that read it, and the submissions at feed positions
 // from+1 to last.
 type formFeed struct {
-	started            bool // false until a round read its head
 	seq, version, base int64
 	from, last         int64
 	anchor             keyset.Pos        // of the submission at from; Seq 0 when none is there
+	anchored           bool              // whether anchor is known
 	rows               []pagecache.Added // the submissions and tombstones at from+1 .. last, one per position
 	bytes              int
 }
@@ -125,8 +126,9 @@ type follower struct {
 	goneKeys  map[[32]byte]bool
 	goneForms map[string]bool
 
-	feeds     map[string]*formFeed // by form ID: forms whose pages the node holds
-	feedBytes int                  // of every feed's rows
+	feeds        map[string]*formFeed // by form ID: forms whose pages the node holds
+	feedBytes    int                  // of every feed's rows
+	feedArgBytes int                  // of the last round's feedArgs
 
 	rounds, misses, resets, spliced atomic.Int64
 }
@@ -270,7 +272,7 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 			miss = append(miss, l)
 		}
 	}
-	feedIDs, feedSince, feedNew := f.feedArgs()
+	feeds := f.feedArgs()
 	f.mu.Unlock()
 	hashes := make([][]byte, len(miss))
 	forms := make([]string, len(miss))
@@ -289,9 +291,9 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		var rs pgx.Rows
 		var err error
 		if len(miss) == 0 {
-			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip, feedIDs, feedSince, feedNew, maxFeedRows+1)
+			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip, feeds, maxFeedRows+1)
 		} else {
-			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, feedIDs, feedSince, feedNew, maxFeedRows+1, hashes, forms)
+			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, feeds, maxFeedRows+1, hashes, forms)
 		}
 		if err != nil {
 			return err
@@ -453,42 +455,51 @@ func (f *follower) bound() {
 	}
 }
 
-// feedArgs returns the round's arguments for the feeds: the forms whose
-// feed was started and the feed position each is at, and the forms whose
-// feed is to be started. f.mu must be held.
-func (f *follower) feedArgs() (ids []string, since []int64, start []string) {
-	ids, since, start = []string{}, []int64{}, []string{}
+// feedArgs returns the round's argument for the feeds: for each form
+// with a feed, a zero byte, its ID, a zero byte and the feed position the
+// feed is at, 8 bytes big endian (see sqlRoundLog). f.mu must be held.
+func (f *follower) feedArgs() []byte {
+	b := make([]byte, 0, f.feedArgBytes)
 	for id, fd := range f.feeds {
-		if fd.started {
-			ids, since = append(ids, id), append(since, fd.last)
-		} else {
-			start = append(start, id)
-		}
+		b = append(b, 0)
+		b = append(b, id...)
+		b = append(b, 0)
+		b = binary.BigEndian.AppendUint64(b, uint64(fd.last))
 	}
-	return ids, since, start
+	f.feedArgBytes = len(b)
+	return b
 }
 
-// applyFeeds brings the feeds up to the round's rows: each head (kind 4)
-// with the submissions read for it (kind 5). f.mu must be held.
+// applyFeeds brings the feeds up to the round's rows: each changed
+// form's head (the rows of kind 2, one for each submission and tombstone
+// read for a form with a feed, or one). f.mu must be held.
 func (f *follower) applyFeeds(rows []roundRow) {
-	var added map[string][]pagecache.Added
+	var (
+		heads map[string]roundRow
+		added map[string][]pagecache.Added
+	)
 	for _, r := range rows {
-		if !r.kind.Valid || r.kind.Int16 != 5 && r.kind.Int16 != 6 {
+		if !r.kind.Valid || r.kind.Int16 != changeForm {
 			continue
 		}
-		if added == nil {
-			added = map[string][]pagecache.Added{}
+		if heads == nil {
+			heads, added = map[string]roundRow{}, map[string][]pagecache.Added{}
 		}
 		id := string(r.ref)
-		a := pagecache.Added{Feed: r.feed.Int64, Pos: keyset.Pos{At: r.at.Int64, Seq: r.iseq.Int64}, Encoded: r.json}
-		if r.kind.Int16 == 6 { // a tombstone: Pos is the deleted submission's, Seq 0 if not kept
-			a.Deleted, a.Of = true, r.last.Int64
+		if _, ok := heads[id]; !ok {
+			heads[id] = r
 		}
-		added[id] = append(added[id], a)
+		if r.feed.Valid {
+			a := pagecache.Added{Feed: r.feed.Int64, Pos: keyset.Pos{At: r.at.Int64, Seq: r.iseq.Int64}, Encoded: r.json}
+			if r.list.Valid { // a tombstone: Pos is the deleted submission's, Seq 0 if not kept
+				a.Deleted, a.Of = true, r.list.Int64
+			}
+			added[id] = append(added[id], a)
+		}
 	}
-	for _, r := range rows {
-		if r.kind.Valid && r.kind.Int16 == 4 {
-			f.advance(string(r.ref), r, added[string(r.ref)])
+	for id, h := range heads {
+		if h.expires != nil || !h.seq.Valid {
+			f.advance(id, h, added[id])
 		}
 	}
 	if f.feedBytes > maxFeedsBytes {
@@ -499,8 +510,9 @@ func (f *follower) applyFeeds(rows []roundRow) {
 	}
 }
 
-// advance brings id's feed to head, a row of kind 4 of a round, and the
-// submissions read after the feed's position with it. f.mu must be held.
+// advance brings id's feed to head, a changed form's row of a round, and
+// the submissions and tombstones read after the feed's position with it.
+// f.mu must be held.
 func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
 	fd := f.feeds[id]
 	if fd == nil {
@@ -513,7 +525,7 @@ func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
 	}
 	seq, version, base, last := head.seq.Int64, head.version.Int64, head.base.Int64, head.last.Int64
 	slices.SortFunc(rows, func(a, b pagecache.Added) int { return int(min(max(a.Feed-b.Feed, -1), 1)) })
-	appends := fd.started && seq == fd.seq && base == fd.base && version >= fd.version && last >= fd.last &&
+	appends := seq == fd.seq && base == fd.base && version >= fd.version && last >= fd.last &&
 		fedSince(fd.last, last, rows)
 	f.feedBytes -= fd.bytes
 	if appends {
@@ -536,9 +548,12 @@ func (f *follower) advance(id string, head roundRow, rows []pagecache.Added) {
 		// Started now, or anything but additions came between, or too
 		// many: the feed starts again at the head; pages at older heads
 		// are spliced or read by statement.
-		*fd = formFeed{started: true, seq: seq, version: version, base: base, from: last, last: last}
-		if head.iseq.Valid {
-			fd.anchor = keyset.Pos{At: head.at.Int64, Seq: head.iseq.Int64}
+		*fd = formFeed{seq: seq, version: version, base: base, from: last, last: last}
+		if n := len(rows); n > 0 && rows[n-1].Feed == last { // what is at last, read
+			fd.anchored = true
+			if !rows[n-1].Deleted {
+				fd.anchor = rows[n-1].Pos
+			}
 		}
 	}
 	f.feedBytes += fd.bytes
@@ -596,30 +611,44 @@ func (fd *formFeed) trim(n int) {
 	if k == 0 {
 		return
 	}
-	fd.from, fd.anchor = fd.rows[k-1].Feed, fd.at(fd.rows[k-1].Feed)
+	fd.from, fd.anchor, fd.anchored = fd.rows[k-1].Feed, fd.at(fd.rows[k-1].Feed), true
 	for _, a := range fd.rows[:k] {
 		fd.bytes -= len(a.Encoded)
 	}
 	fd.rows = slices.Clone(fd.rows[k:])
 }
 
-// want asks the rounds to keep a feed of the form id (its seq seq): the
-// node has just kept a page of it. A nil f (a store that does not
-// follow) wants nothing.
-func (f *follower) want(id string, seq int64) {
+// want starts a feed of the form id (its seq seq), or starts it again if
+// it is at an older version: the node has just kept a page of it, read
+// with the form's version and head h in one snapshot, from which the
+// feed starts. A feed may start
+// at a snapshot before or after the last round's: the rounds read its
+// rows by feed position, not by snapshot, and a request splices from it
+// only at the feed's version (see window). A nil f (a store that does
+// not follow) keeps no feeds.
+func (f *follower) want(id string, seq, version int64, h pagecache.Head) {
 	if f == nil || seq == 0 {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fd, ok := f.feeds[id]; ok && (!fd.started || fd.seq == seq) {
+	if fd, ok := f.feeds[id]; ok && fd.seq == seq {
+		switch {
+		case version == fd.version && h.Last == fd.from && !fd.anchored:
+			fd.anchor, fd.anchored = h.Anchor, true // the same state: its anchor, which the round did not read
+		case version > fd.version && h.Last >= fd.last:
+			f.feedBytes -= fd.bytes // a later state: the feed starts there
+			*fd = formFeed{seq: seq, version: version, base: h.Base, from: h.Last, last: h.Last, anchor: h.Anchor, anchored: true}
+		}
 		return
 	}
-	if len(f.feeds) >= maxFeeds {
+	if fd, ok := f.feeds[id]; ok {
+		f.feedBytes -= fd.bytes
+	} else if len(f.feeds) >= maxFeeds {
 		clear(f.feeds)
 		f.feedBytes = 0
 	}
-	f.feeds[id] = &formFeed{seq: seq}
+	f.feeds[id] = &formFeed{seq: seq, version: version, base: h.Base, from: h.Last, last: h.Last, anchor: h.Anchor, anchored: true}
 }
 
 // window returns what pagecache.Read.Splice needs to bring a page of the
@@ -634,7 +663,8 @@ func (f *follower) window(id string, seq, version int64, h pagecache.Head) (rows
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fd := f.feeds[id]
-	if fd == nil || !fd.started || fd.seq != seq || fd.version != version || fd.base != h.Base || h.Last < fd.from || h.Last > fd.last {
+	if fd == nil || fd.seq != seq || fd.version != version || fd.base != h.Base || h.Last < fd.from || h.Last > fd.last ||
+		h.Last == fd.from && !fd.anchored {
 		return nil, 0, 0, false
 	}
 	i := h.Last - fd.from // rows[i-1] is at h.Last

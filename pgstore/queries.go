@@ -344,7 +344,7 @@ LEFT JOIN LATERAL (
 	// see ($1 its xmax, $2 the transactions in progress then; NULL and
 	// none for a first round, which reads no log), with the current state
 	// of what it names (NULLs: gone), the feeds of the forms the node
-	// holds pages of (below), and a row for each lookup ($7, $8,
+	// holds pages of (below), and a row for each lookup ($5, $6,
 	// numbered from 1) as sqlAuthorizeBatch reads it, with the version of
 	// the key's account's forms list for every one. The log's rows are
 	// found by its index on xid: one range from $1 and one probe per
@@ -357,37 +357,31 @@ LEFT JOIN LATERAL (
 	// only for rows of their kind (a key's hash is no UTF-8). A round
 	// whose requests the copy answers all runs sqlRoundLog alone.
 	//
-	// The feeds (kinds 4 and 5 of the result, follow.go's formFeed): $3
-	// names the forms whose feed the node holds, $4 the feed position
-	// each was at in the last round's snapshot. For each of them the log
-	// names (changed since), and each of $5 (feeds to start), a row of
-	// kind 4 with the form's seq, version, base and feed_last and the
-	// position of the submission at feed_last (NULLs: the form is gone),
-	// and for those of $3, a row of kind 5 for each submission whose feed
-	// position is above $4's and at most feed_last, in feed order, at
-	// most $6 (one range of the (form_seq, feed_pos) index), and one of
-	// kind 6 for each tombstone so (at most $6, one range of the
-	// tombstones' primary key), with the feed position of the deleted
-	// submission in the column of feed_last and its keyset position
-	// (migration 0026; NULL for older tombstones): what the node splices
-	// into its pages without a statement of its own.
+	// The feeds (follow.go's formFeed): $3 names the forms whose feed
+	// the node holds and the feed position each is at, each as a zero
+	// byte, the form's ID, a zero byte and the position in 8 bytes, big
+	// endian (feedArgs; one bytea, which PostgreSQL receives whole: a
+	// text[] of 200 IDs cost it about 40 µs a round, a palloc and a call
+	// per element). A changed form's row (kind 2) has its base and
+	// feed_last too, and when $3 names it (the ID between zero bytes,
+	// which no ID holds), 1 in the column of expires and each submission
+	// and tombstone whose feed position is above the one $3 gives and at
+	// most feed_last, at most $4 of each (one range of the (form_seq,
+	// feed_pos) index, one of the tombstones' key), the form's columns
+	// repeated on a row for each: a submission's feed and keyset
+	// positions and JSON, or a tombstone's feed position and the feed
+	// position (in the column of list) and keyset position of the
+	// submission it deleted (migration 0026; NULL for older tombstones).
+	// All of it is in the branch of kind 2, whose rows a round whose log
+	// names no form does not run: each more branch, table and index in
+	// the statement cost every round some µs to start (a branch of its
+	// own for the feed's rows and a probe for the anchor cost an empty
+	// round 60% more).
 	sqlRoundLog = `WITH c AS MATERIALIZED (
     SELECT kind, ref FROM formsapi_changes
     WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8)
     UNION ALL
     SELECT kind, ref FROM formsapi_changes WHERE xid = ANY ((SELECT $2::text[])::xid8[])
-), w AS MATERIALIZED (
-    SELECT r.id, (SELECT $4::bigint[])[r.i] AS since
-    FROM (SELECT x.id, array_position((SELECT $3::text[]), x.id) AS i
-        FROM (SELECT convert_from(ref, 'UTF8') AS id FROM c WHERE kind = 2) x) r
-    WHERE r.i IS NOT NULL
-    UNION ALL
-    SELECT id, -1 FROM unnest((SELECT $5::text[])) AS id
-), wf AS MATERIALIZED (
-    SELECT w.id, w.since, f.seq, f.version, f.base, f.feed_last
-    FROM w LEFT JOIN LATERAL (
-        SELECT seq, version, base, feed_last FROM formsapi_forms WHERE id = w.id LIMIT 1
-    ) f ON true
 )
 SELECT 0::bigint, NULL::smallint, NULL::bytea, pg_current_snapshot()::text,
     NULL::text, NULL::text[], NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
@@ -400,11 +394,23 @@ FROM c LEFT JOIN LATERAL (
 ) k ON true
 WHERE c.kind = 1
 UNION ALL
-SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, NULL, f.seq, f.version, f.incarnation, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, f.fed, f.seq, f.version, f.incarnation, s.of_pos,
+    f.base, f.feed_last, s.feed_pos, s.created_at, s.seq, s.json
 FROM c LEFT JOIN LATERAL (
-    SELECT account_id, seq, version, incarnation FROM formsapi_forms WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
+    SELECT account_id, seq, version, incarnation, base, feed_last, CASE WHEN p > 0 THEN 1::bigint END AS fed,
+        CASE WHEN p > 0 THEN ('x' || encode(substring($3::bytea FROM p + octet_length(c.ref) + 2 FOR 8), 'hex'))::bit(64)::bigint END AS since
+    FROM formsapi_forms, position('\x00'::bytea || c.ref || '\x00'::bytea IN $3::bytea) AS p
+    WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
 ) f ON true
+LEFT JOIN LATERAL (
+    (SELECT feed_pos, created_at, seq, json, NULL::bigint AS of_pos FROM formsapi_submissions
+    WHERE form_seq = f.seq AND feed_pos > f.since AND feed_pos <= f.feed_last
+    ORDER BY feed_pos LIMIT $4)
+    UNION ALL
+    (SELECT feed_pos, of_at, of_seq, NULL::bytea, of_pos FROM formsapi_tombstones
+    WHERE form_seq = f.seq AND feed_pos > f.since AND feed_pos <= f.feed_last
+    ORDER BY feed_pos LIMIT $4)
+) s ON true
 WHERE c.kind = 2
 UNION ALL
 SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.version,
@@ -415,33 +421,7 @@ FROM c LEFT JOIN LATERAL (
 WHERE c.kind = 3
 UNION ALL
 SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0
-UNION ALL
-SELECT 0, 4::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, wf.seq, wf.version, NULL, NULL,
-    wf.base, wf.feed_last, NULL, a.created_at, a.seq, NULL
-FROM wf LEFT JOIN LATERAL (
-    SELECT created_at, seq FROM formsapi_submissions WHERE form_seq = wf.seq AND feed_pos = wf.feed_last
-) a ON true
-UNION ALL
-SELECT 0, 5::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, s.feed_pos, s.created_at, s.seq, s.json
-FROM wf CROSS JOIN LATERAL (
-    SELECT feed_pos, created_at, seq, json FROM formsapi_submissions
-    WHERE form_seq = wf.seq AND feed_pos > wf.since AND feed_pos <= wf.feed_last
-    ORDER BY feed_pos
-    LIMIT (SELECT $6::bigint)
-) s
-WHERE wf.since >= 0
-UNION ALL
-SELECT 0, 6::smallint, convert_to(wf.id, 'UTF8'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, t.of_pos, t.feed_pos, t.of_at, t.of_seq, NULL
-FROM wf CROSS JOIN LATERAL (
-    SELECT feed_pos, of_pos, of_at, of_seq FROM formsapi_tombstones
-    WHERE form_seq = wf.seq AND feed_pos > wf.since AND feed_pos <= wf.feed_last
-    ORDER BY feed_pos
-    LIMIT (SELECT $6::bigint)
-) t
-WHERE wf.since >= 0`
+    NULL, NULL, NULL, NULL, NULL, NULL FROM c WHERE c.kind = 0`
 
 	// sqlRoundLog and the lookups: a round with misses.
 	sqlRound = sqlRoundLog + `
@@ -449,7 +429,7 @@ UNION ALL
 SELECT u.n, NULL, NULL, NULL, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
     (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id),
     NULL, NULL, NULL, NULL, NULL, NULL
-FROM unnest((SELECT $7::bytea[]), (SELECT $8::text[])) WITH ORDINALITY AS u (h, form_id, n)
+FROM unnest((SELECT $5::bytea[]), (SELECT $6::text[])) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
 ) k ON true

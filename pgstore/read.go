@@ -296,11 +296,13 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		var (
 			inc     uint64
 			spliced bool
+			version int64
+			head    pagecache.Head
 		)
 		err := error(nil)
 		if !fed {
 			err = s.fromReplica(ctx, form.Found, form.Version, func(src source) (err error) {
-				inc, spliced, err = s.splice(ctx, src, accountID, formID, form.Seq, since, &r)
+				inc, spliced, version, head, err = s.splice(ctx, src, accountID, formID, form.Seq, since, &r)
 				return err
 			})
 		}
@@ -310,7 +312,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		}
 		if spliced {
 			p.Incarnation = inc
-			s.follow.want(formID, form.Seq)
+			s.follow.want(formID, form.Seq, version, head)
 			return nil
 		}
 	}
@@ -343,7 +345,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		p.Incarnation = inc // of the form the rows are of, read with them
 		if same {
 			r.DoneAt(version, head)
-			s.follow.want(formID, form.Seq)
+			s.follow.want(formID, form.Seq, version, head)
 		}
 		return nil
 	}
@@ -405,23 +407,24 @@ func (s *Store) FormVersion(ctx context.Context, accountID, formID string, known
 // came between, too many of them, the form was made again), nothing was
 // appended and the caller reads the page in full. On the replica (src) it
 // returns errStale, having changed nothing, when the form's version there
-// is not src.want or the form is not there.
-func (s *Store) splice(ctx context.Context, src source, accountID, formID string, seq int64, since pagecache.Head, r *pagecache.Read) (inc uint64, spliced bool, err error) {
+// is not src.want or the form is not there. When it spliced, it returns
+// the form's version and head too, read with the rows.
+func (s *Store) splice(ctx context.Context, src source, accountID, formID string, seq int64, since pagecache.Head, r *pagecache.Read) (inc uint64, spliced bool, version int64, head pagecache.Head, err error) {
 	rows, err := src.db.Query(ctx, s.sql.splice, formID, accountID, since.Last, pagecache.MaxSplice+1)
 	if err != nil {
-		return 0, false, src.failed(err, true)
+		return 0, false, 0, head, src.failed(err, true)
 	}
 	defer rows.Close()
 	var (
-		formSeq, version, formInc, base, last int64
-		feed, itemSeq, at                     pgtype.Int8 // NULL when nothing was added
-		encoded                               []byte
-		added                                 []pagecache.Added
-		found                                 bool
+		formSeq, formInc, base, last int64
+		feed, itemSeq, at            pgtype.Int8 // NULL when nothing was added
+		encoded                      []byte
+		added                        []pagecache.Added
+		found                        bool
 	)
 	for rows.Next() {
 		if err := rows.Scan(&formSeq, &version, &formInc, &base, &last, &feed, &itemSeq, &at, &encoded); err != nil {
-			return 0, false, err
+			return 0, false, 0, head, err
 		}
 		found = true
 		if !feed.Valid {
@@ -432,18 +435,22 @@ func (s *Store) splice(ctx context.Context, src source, accountID, formID string
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, src.failed(err, true) // nothing is handed on before the end
+		return 0, false, 0, head, src.failed(err, true) // nothing is handed on before the end
 	}
 	switch {
 	case src.replica && (!found || version != src.want):
-		return 0, false, errStale // the primary tells
+		return 0, false, 0, head, errStale // the primary tells
 	case !found:
-		return 0, false, formsapi.ErrFormNotFound
+		return 0, false, 0, head, formsapi.ErrFormNotFound
 	}
 	if formSeq != seq { // made again: another form, whose pages are not under seq
-		return 0, false, nil
+		return 0, false, 0, head, nil
 	}
-	return uint64(formInc), r.Splice(version, base, last, added), nil
+	head = pagecache.Head{Base: base, Last: last, Anchor: since.Anchor}
+	if n := len(added); n > 0 {
+		head.Anchor = added[n-1].Pos // a splice takes every position up to last
+	}
+	return uint64(formInc), r.Splice(version, base, last, added), version, head, nil
 }
 
 // readPage reads the rows r asks for, in one statement that also returns
