@@ -33,8 +33,9 @@ import (
 // as stored, of a submission of form formID of account accountID, signed
 // as of time at (a presigned GET of the stored object, say). The URL must
 // stay valid until at least at plus the lifetime given to
-// [WithAttachmentURLs] (or to webhook's WithAttachmentURLs), and may be
-// used until then by anyone who holds it. It is called with the same
+// [WithAttachmentURLs] (webhook's WithAttachmentURLs takes none: it signs
+// as of each attempt, and a receiver fetches within the signer's own
+// lifetime), and may be used until then by anyone who holds it. It is called with the same
 // at for every answer of one window (see WithAttachmentURLs), so that a
 // signer that is a function of its arguments (SigV4's presigning is one)
 // gives the same URL all window long. For an attachment it will not
