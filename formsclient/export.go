@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -117,12 +118,15 @@ func (c *Client) exportOnce(ctx context.Context, formID string, q url.Values, w 
 		e.op = "export " + formID
 		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		var env struct{ Message string }
-		if json.Unmarshal(body, &env) == nil && env.Message != "" {
+		api := jsonContent(res.Header.Get("Content-Type")) && json.Unmarshal(body, &env) == nil && env.Message != ""
+		if api {
 			e.Message = env.Message
 		} else {
 			e.Message = notJSON(res)
 		}
-		e.formNotFound = res.StatusCode == http.StatusNotFound
+		// As a page's: only the API's 404 for the form, not a proxy's page
+		// or the API's 404 for a path it does not serve (a wrong base URL).
+		e.formNotFound = api && res.StatusCode == http.StatusNotFound && !strings.HasPrefix(e.Message, msgNoRoutePrefix)
 		return "", false, e.RetryAfter, e
 	}
 	token := res.Header.Get("Sync-Token")

@@ -248,3 +248,30 @@ func TestIfNoneMatchRefusesWhatNoHeaderHolds(t *testing.T) {
 		t.Errorf("%d requests", f.requests.Load())
 	}
 }
+
+// TestExportNotFoundIsTheForms: Export's 404 matches IsNotFound only
+// when it is the API's answer for the form, as the page calls' does: a
+// proxy's 404 page, or the API's 404 for a path it does not serve (a
+// wrong base URL), is not a form that does not exist.
+func TestExportNotFoundIsTheForms(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, ct, body string
+		notFound       bool
+	}{
+		{"the API's 404 of the form", "application/json", `{"success":false,"message":"form not found"}`, true},
+		{"the API's 404 of a path it does not serve", "application/json", `{"success":false,"message":"not found: the API serves GET /v1/forms"}`, false},
+		{"a proxy's page", "text/html", `<h1>Not Found</h1>`, false},
+	} {
+		f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", tc.ct)
+			w.WriteHeader(404)
+			io.WriteString(w, tc.body)
+		})
+		var buf bytes.Buffer
+		_, err := newClient(t, f.URL, key).Export(context.Background(), "contact", &buf, formsclient.ExportOptions{})
+		if formsclient.IsNotFound(err) != tc.notFound {
+			t.Errorf("%s: IsNotFound %v (%v)", tc.name, formsclient.IsNotFound(err), err)
+		}
+	}
+}
