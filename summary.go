@@ -18,6 +18,7 @@ package formsapi
 // writes, and a 304 to a client that names its ETag.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -244,9 +245,9 @@ type summaryTally struct {
 // fieldTally is one field's figures in a summaryTally.
 type fieldTally struct {
 	name     string
-	present  int64            // submissions whose data has it, not null
-	values   map[string]int64 // by canonical JSON text, summaryValues at most
-	overflow bool             // a value was not tallied (too many, too long)
+	present  int64             // submissions whose data has it, not null
+	values   map[string]*int64 // by canonical JSON text, summaryValues at most
+	overflow bool              // a value was not tallied (too many, too long)
 }
 
 // summarize reads req's list and encodes its summary. It returns the
@@ -436,9 +437,8 @@ func (t *summaryTally) add(obj []byte) error {
 	eachMember(obj, func(name, value []byte) {
 		switch string(name) {
 		case `"createdAt"`:
-			var s string
-			if json.Unmarshal(value, &s) == nil {
-				created, _ = time.Parse(time.RFC3339Nano, s)
+			if plainString(value) {
+				created, _ = time.Parse(time.RFC3339Nano, string(value[1:len(value)-1]))
 			}
 		case `"data"`:
 			data = value
@@ -500,21 +500,71 @@ func (t *summaryTally) addMember(name string, value []byte) {
 			t.more = true
 			return
 		}
-		f = &fieldTally{name: name, values: map[string]int64{}}
+		f = &fieldTally{name: name, values: map[string]*int64{}}
 		t.fields = append(t.fields, f)
 		t.named[name] = f
 	}
 	f.present++
-	v, ok := find.Canonical(value)
+	raw, ok := canonicalText(value)
 	switch {
 	case !ok: // an object or an array: present, not a value
-	case len(v) > summaryValueBytes:
+	case len(raw) > summaryValueBytes:
 		f.overflow = true
-	case f.values[v] > 0 || len(f.values) < summaryValues:
-		f.values[v]++
 	default:
-		f.overflow = true
+		if n := f.values[string(raw)]; n != nil { // no allocation for the lookup
+			*n++
+		} else if len(f.values) < summaryValues {
+			one := int64(1)
+			f.values[string(raw)] = &one
+		} else {
+			f.overflow = true
+		}
 	}
+}
+
+// canonicalText is find.Canonical, without its cost for what most
+// values are: a string of printable ASCII without escapes, and a whole
+// number of a few digits, are their own canonical text.
+func canonicalText(raw []byte) ([]byte, bool) {
+	if plainString(raw) || plainInteger(raw) {
+		return raw, true
+	}
+	v, ok := find.Canonical(raw)
+	return []byte(v), ok
+}
+
+// plainString reports whether raw is a JSON string of printable ASCII
+// without a backslash or a character encoding/json escapes (<, >, &,
+// which find.String does not escape, are fine).
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainInteger reports whether raw is a JSON integer of at most 15
+// digits without a leading zero: exact as a float64, and written back as
+// it is.
+func plainInteger(raw []byte) bool {
+	d := raw
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 || (d[0] == '0' && len(d) > 1) || (d[0] == '0' && len(raw) > 1) {
+		return false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // eachMember calls fn with each member of the JSON object obj (valid JSON):
@@ -611,7 +661,7 @@ func appendSummaryJSON(b []byte, req summaryRequest, t *summaryTally, f summaryF
 			b = append(b, `{"value":`...)
 			b = append(b, v...)
 			b = append(b, `,"count":`...)
-			b = appendFigure(b, Total{Value: fd.values[v], Kind: kind})
+			b = appendFigure(b, Total{Value: *fd.values[v], Kind: kind})
 			b = append(b, '}')
 		}
 		b = append(b, "]}"...)
@@ -632,25 +682,16 @@ func appendFigure(b []byte, t Total) []byte {
 
 // topValues returns the n most frequent of values, the most frequent
 // first, equal counts by their text.
-func topValues(values map[string]int64, n int) []string {
+func topValues(values map[string]*int64, n int) []string {
 	vs := make([]string, 0, len(values))
 	for v := range values {
 		vs = append(vs, v)
 	}
 	slices.SortFunc(vs, func(x, y string) int {
-		if values[x] != values[y] {
-			if values[x] > values[y] {
-				return -1
-			}
-			return 1
+		if c := cmp.Compare(*values[y], *values[x]); c != 0 {
+			return c
 		}
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return strings.Compare(x, y)
 	})
 	return vs[:min(n, len(vs))]
 }
