@@ -85,3 +85,31 @@ func BenchmarkAddSubmission(b *testing.B) {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 	}
 }
+
+// BenchmarkSummary measures the summary of a form of 10,000 and of
+// 100,000 submissions (benchdata.RunSummary), reporting the CPU of the
+// stores' PostgreSQL backends per request as pg-cpu-ns/op: kept by the
+// handler (Cached), and read afresh by every request (Uncached, a second
+// store over the same schema without a read cache).
+//
+//	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkSummary -benchmem ./pgstore/
+func BenchmarkSummary(b *testing.B) {
+	base, schema := pgtest.Schema(b)
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	dsn := withAppName(withParam(base, "synchronous_commit", "off"), app)
+	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	benchdata.LoadSummary(b, s)
+	if _, err := pgstore.Pool(s).Exec(ctx, "ANALYZE "+quote(schema)+".formsapi_submissions"); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema), pgstore.WithCacheSize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	benchdata.RunSummary(b, s, raw, s, func() (time.Duration, bool) { return backendCPU(b, base, app) })
+}

@@ -227,3 +227,30 @@ func BenchmarkCachedPage(b *testing.B) {
 	}
 	benchdata.RunHandler(b, s, s, 1000)
 }
+
+// BenchmarkSummary measures the summary of a form of 10,000 and of
+// 100,000 submissions (benchdata.RunSummary): kept by the handler
+// (Cached, a store from Open), and read afresh by every request (Uncached,
+// a store from New over the same file, without a read cache).
+//
+//	go test -run '^$' -bench BenchmarkSummary -benchmem ./sqlitestore/
+func BenchmarkSummary(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "bench.db")
+	s, err := sqlitestore.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	benchdata.LoadSummary(b, s)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	raw, err := sqlitestore.New(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	benchdata.RunSummary(b, s, raw, s, nil)
+}

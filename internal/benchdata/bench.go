@@ -126,3 +126,89 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// SummarySizes are the forms RunSummary summarizes, by their number of
+// submissions (WideSubmission's); SummaryForm names each.
+var SummarySizes = []int{10_000, 100_000}
+
+// SummaryForm names the form of n submissions of the summary benchmarks.
+func SummaryForm(n int) string { return "summary-" + strconv.Itoa(n) }
+
+// LoadSummary adds, for each of SummarySizes, a form of that many
+// WideSubmissions of Account to w, and Key.
+func LoadSummary(b *testing.B, w formsapi.Writer) {
+	ctx := b.Context()
+	for _, n := range SummarySizes {
+		id := SummaryForm(n)
+		if err := w.AddForm(ctx, Account, formsapi.Form{ID: id, Title: id, CreatedAt: Start}); err != nil {
+			b.Fatal(err)
+		}
+		if err := AddAll(ctx, w, n, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return WideSubmission(id, i) }, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.AddKey(ctx, Key, Account); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// RunSummary measures GET /v1/forms/{formId}/summary over the forms
+// LoadSummary added, unfiltered and with filter[country]=FR (one in 8),
+// beside the baseline of the same runs, Page, the first page of 100 of
+// the form's submissions:
+// Cached, a handler over cached that keeps the summary after the first
+// request, so that every request is a key lookup and the kept summary;
+// Uncached, a new handler for every request over uncached, a store
+// without a read cache over the same data, so that every request reads
+// every page and count of the summary from the database, as the first
+// request after a write does at worst. It reports the process's CPU per
+// request as cpu-ns/op, and the database server's as pg-cpu-ns/op from
+// cpu when it is not nil.
+func RunSummary(b *testing.B, cached, uncached formsapi.Store, keys formsapi.KeyResolver, cpu func() (time.Duration, bool)) {
+	for _, n := range SummarySizes {
+		form := "/v1/forms/" + SummaryForm(n)
+		for _, q := range []struct{ name, target string }{{"All", form + "/summary"}, {"Filtered", form + "/summary?filter[country]=FR"}, {"Page", form + "/submissions?limit=100"}} {
+			target := q.target
+			for _, c := range []struct {
+				name  string
+				store formsapi.Store
+				fresh bool
+			}{{"Cached", cached, false}, {"Uncached", uncached, true}} {
+				b.Run(strconv.Itoa(n)+"/"+q.name+"/"+c.name, func(b *testing.B) {
+					h := formsapi.NewHandler(c.store, keys)
+					r := httptest.NewRequest("GET", target, nil)
+					r.Header.Set("Authorization", "Bearer "+Key)
+					w := &discard{h: http.Header{}}
+					h.ServeHTTP(w, r)
+					if w.status != http.StatusOK {
+						b.Fatalf("GET %s: status %d", target, w.status)
+					}
+					b.SetBytes(int64(w.n))
+					var cpu0 time.Duration
+					ok := cpu != nil
+					if ok {
+						cpu0, ok = cpu()
+					}
+					b.ReportAllocs()
+					self0 := processCPU()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if c.fresh {
+							h = formsapi.NewHandler(c.store, keys)
+						}
+						w.n = 0
+						clear(w.h)
+						h.ServeHTTP(w, r)
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(processCPU()-self0)/float64(b.N), "cpu-ns/op")
+					if ok {
+						if cpu1, ok := cpu(); ok {
+							b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
+						}
+					}
+				})
+			}
+		}
+	}
+}
