@@ -99,7 +99,10 @@ type Request struct {
 	// a hit when the cache served them all, partial when it served some):
 	// CacheNone for any other request (the sync feed), for the forms list
 	// of a store that does not cache it, and over a store without a cache
-	// (memstore, a host's own) or with it turned off.
+	// (memstore, a host's own) or with it turned off. For a summary of a
+	// form it is whether the handler's kept summary answered (CacheHit)
+	// or the summary was read (CacheMiss), over any store of this module;
+	// CacheNone over a host's own store, whose summaries are not kept.
 	Cache Cache
 	// Aborted is true when the answer was broken off after its status
 	// line, as a streamed answer is when it cannot finish (an export
