@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/token"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/observe"
@@ -44,9 +45,14 @@ const (
 	formatCSV   = "csv"
 )
 
+// exportListParams are the list parameters the export reads, parsed as
+// the submissions list parses them (parseListParams): its filters and
+// its search narrow the file to the submissions they keep.
+var exportListParams = []string{"filter", "q"}
+
 // exportParams are the export's query parameters, in the order they are
 // checked.
-var exportParams = []string{"format", "after", "bom", "formulas"}
+var exportParams = append([]string{"format", "after", "bom", "formulas"}, exportListParams...)
 
 // export is what parseExport read from an export request.
 type export struct {
@@ -56,7 +62,13 @@ type export struct {
 	after      int64  // the feed position to continue after, 0 from the start
 	asOf       int64  // from after's position: the as-of of the export it resumes
 	incTag     uint32 // from after's position: the incarnation tag of its form
+	// list holds the filters and the search (Filters, Search), none for
+	// the whole form.
+	list Query
 }
+
+// filtered reports whether the export keeps only some submissions.
+func (e export) filtered() bool { return len(e.list.Filters) > 0 || e.list.Search != "" }
 
 // parseExport is the export route's parse: unlike the lists, which
 // ignore unknown parameters, it refuses them (a misspelt after would
@@ -79,8 +91,11 @@ func (a *api) readExport(raw string, req *exportRequest) string {
 		return "the query string is malformed: check its percent-encoding"
 	}
 	for name, vs := range vals {
+		if strings.HasPrefix(name, filterPrefix) {
+			continue // parseFilters says what is wrong with it
+		}
 		if !contains(exportParams, name) {
-			return fmt.Sprintf("invalid %s: the export takes only format, after, bom and formulas", truncateName(name))
+			return fmt.Sprintf("invalid %s: the export takes only format, after, bom, formulas, filter[<field>] and q", truncateName(name))
 		}
 		if len(vs) > 1 {
 			return fmt.Sprintf("invalid %s: the parameter is given more than once", name)
@@ -122,6 +137,9 @@ func (a *api) readExport(raw string, req *exportRequest) string {
 			return "invalid after: use the position of a line of an export of this form"
 		}
 		e.after, e.asOf, e.incTag = pos, asOf, tag
+	}
+	if msg := parseListParams(vals, exportListParams, &e.list); msg != "" {
+		return msg
 	}
 	req.export = e
 	return ""
@@ -209,6 +227,9 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 		return
 	}
 	x := &exporter{a: a, req: req.request, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
+	if e.filtered() {
+		x.clauses, x.term = e.list.clauses(), e.list.Search
+	}
 	if e.format == formatCSV {
 		columns := x.columns
 		if a.fields != nil {
@@ -334,6 +355,12 @@ func (a *api) exportTag(req exportRequest, head int64, inc uint64, asOf int64, g
 			b = append(b, 0)
 		}
 	}
+	if req.export.filtered() {
+		// The filters and the search, canonical (as a cursor seals
+		// them); nothing for the whole form, whose tags stay what they
+		// were.
+		b = req.export.list.AppendKey(b)
+	}
 	if s := a.cfg.signer; s != nil {
 		// Signed URLs change from window to window: the tag does too, and
 		// is weak, since an export that outlasts a window signs its later
@@ -367,9 +394,17 @@ type exporter struct {
 	names []string       // CSV: data columns in order
 	other bool           // CSV: members past maxColumns, in a last column
 
-	sent int // submissions sent since the rate limiter was last asked
-	out  *chunkWriter
-	dst  io.Writer
+	// A filtered export's matcher: the clauses, prepared once, and the
+	// search term ("" for none).
+	clauses []find.Clause
+	term    string
+
+	sent     int   // submissions sent since the rate limiter was last asked
+	examined int   // a filtered export: entries checked since then
+	work     int64 // a filtered export: their work (find.Examined) since then
+	pending  bool  // a filtered export: lines written since the last flush
+	out      *chunkWriter
+	dst      io.Writer
 
 	// Buffers reused from line to line: a line is written with none
 	// allocated (BenchmarkExport).
@@ -555,17 +590,106 @@ func (x *exporter) stream() error {
 			return err
 		}
 	}
+	line := x.writeLine
+	if x.e.filtered() {
+		line = x.writeMatch
+	}
 	for {
-		if err := x.each(x.writeLine); err != nil {
+		if err := x.each(line); err != nil {
 			return err
 		}
 		if x.done {
 			return nil
 		}
+		if err := x.flushMatches(); err != nil {
+			return err
+		}
 		if err := x.read(); err != nil {
 			return err
 		}
 	}
+}
+
+// writeMatch is writeLine for a filtered export: it checks the
+// submission at pos against the filters and the search, with the
+// matcher of the lists (find.MatchWork and find.Search, as the stores
+// filter pages), counts the check's work, and writes the line of a
+// submission they keep.
+func (x *exporter) writeMatch(pos int64, obj []byte) error {
+	data, att, _, err := submissionParts(obj, &x.tmp)
+	if err != nil {
+		return err
+	}
+	keep, matched := find.MatchWork(data, x.clauses)
+	normalized := matched
+	if keep && x.term != "" {
+		var n int
+		keep, n = find.Search(data, attachmentURLs(att), x.term)
+		normalized += n
+	}
+	if err := x.walked(find.Examined(len(data)+len(att), normalized)); err != nil {
+		return err
+	}
+	if !keep {
+		return nil
+	}
+	x.pending = true
+	return x.writeLine(pos, obj)
+}
+
+// attachmentURLs are the fileUrl of each attachment of a submission's
+// JSON array att, for the search's file names (none when it does not
+// decode, as internal/stored.FileURLs).
+func attachmentURLs(att []byte) []string {
+	if len(att) == 0 || string(att) == "[]" {
+		return nil
+	}
+	var as []Attachment
+	if json.Unmarshal(att, &as) != nil {
+		return nil
+	}
+	urls := make([]string, len(as))
+	for i, a := range as {
+		urls[i] = a.FileURL
+	}
+	return urls
+}
+
+// walked counts an entry a filtered export checked, of work bytes
+// (find.Examined), and asks the rate limiter again, as a page's worth is
+// reached, what a filtered page of the list costs at most: find.MaxExamined
+// entries checked, or chargeBytes of their work (charge.go), whichever
+// comes first, past the first such (which the request's own decision
+// covered). So a filter that keeps nothing still costs its walk, and
+// stops, as any export does, when the limiter refuses.
+func (x *exporter) walked(work int64) error {
+	x.examined++
+	x.work += work
+	if x.examined <= find.MaxExamined && x.work <= chargeBytes {
+		return nil
+	}
+	x.examined, x.work = 1, work
+	return x.ask()
+}
+
+// flushMatches sends, between two pages of a filtered export, the lines
+// written since the last flush that are still held (in the chunk, and in
+// the gzip writer): a filter that keeps few submissions would otherwise
+// hold them until 32 KiB have gathered, pages and pages later, and a
+// client cut off meanwhile would resume from further back. At most one
+// write per page read (1,000 entries), and none for pages without a
+// match.
+func (x *exporter) flushMatches() error {
+	if !x.pending {
+		return nil
+	}
+	x.pending = false
+	if zw, ok := x.dst.(*gzip.Writer); ok {
+		if err := zw.Flush(); err != nil {
+			return err
+		}
+	}
+	return x.out.flush()
 }
 
 // writeLine writes the line of the submission at pos, obj its JSON.
@@ -663,6 +787,11 @@ func (x *exporter) account() error {
 		return nil
 	}
 	x.sent = 1
+	return x.ask()
+}
+
+// ask asks the rate limiter for one more unit of an export's stream.
+func (x *exporter) ask() error {
 	if x.a.cfg.access.limiter == nil {
 		return nil
 	}

@@ -1,0 +1,284 @@
+package formsapi_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/ratelimit"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// filterCorpus adds n submissions to FormSmall whose data vary in the
+// members the filter tests look at: color (a string, absent from every
+// seventh), n (a number, a string in every eleventh), and name (text
+// with accents, for q); every thirteenth has an attachment whose file
+// name holds "zoe".
+func filterCorpus(t *testing.T, s formsapi.Writer, n int) {
+	t.Helper()
+	ctx := context.Background()
+	colors := []string{"red", "green", "Red", "blue"}
+	names := []string{"Zoë Smith", "ZOE", "Bob", "zoey", "Chloé"}
+	for i := range n {
+		d := map[string]any{"i": i, "name": names[i%len(names)], "n": i % 100}
+		if i%7 != 0 {
+			d["color"] = colors[i%len(colors)]
+		}
+		if i%11 == 0 {
+			d["n"] = fmt.Sprint(i % 100)
+		}
+		data, _ := json.Marshal(d)
+		sub := formsapi.Submission{FormID: storetest.FormSmall, Data: data}
+		if i%13 == 0 {
+			sub.Attachments = []formsapi.Attachment{{FieldName: "cv", FileURL: fmt.Sprintf("https://files.example/%d/zoe-cv.pdf", i), FileSize: 10, MIMEType: "application/pdf"}}
+		}
+		if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rawLines splits a JSON Lines body into its lines, each with its \n.
+func rawLines(body []byte) [][]byte {
+	var out [][]byte
+	for _, l := range bytes.SplitAfter(body, []byte("\n")) {
+		if len(l) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// filterCases are the filters the tests export with, and the oracle of
+// each: which submission's data, as the unfiltered export gives it, the
+// filter keeps, computed here rather than by the package's matcher.
+var filterCases = []struct {
+	query string
+	keeps func(data map[string]any, files []string) bool
+}{
+	{"filter[color]=red", func(d map[string]any, _ []string) bool { return d["color"] == "red" }},
+	{"filter[n][gte]=50", func(d map[string]any, _ []string) bool {
+		v, ok := d["n"].(float64)
+		return ok && v >= 50
+	}},
+	{"filter[n][gte]=50&filter[color][ne]=blue", func(d map[string]any, _ []string) bool {
+		v, ok := d["n"].(float64)
+		return ok && v >= 50 && d["color"] != "blue"
+	}},
+	{"filter[color][exists]=false", func(d map[string]any, _ []string) bool { return d["color"] == nil }},
+	{"filter[nothing]=1", func(map[string]any, []string) bool { return false }},
+	// q: "Zoë Smith", "ZOE" and "zoey" hold zoe once normalized; "Chloé"
+	// and "Bob" do not, but a file named zoe-cv.pdf does.
+	{"q=zo%C3%AB", func(d map[string]any, files []string) bool {
+		name, _ := d["name"].(string)
+		return name == "Zoë Smith" || name == "ZOE" || name == "zoey" || len(files) > 0 && strings.Contains(files[0], "zoe")
+	}},
+	{"q=zoe&filter[color]=green", func(d map[string]any, files []string) bool {
+		name, _ := d["name"].(string)
+		return d["color"] == "green" && (name == "Zoë Smith" || name == "ZOE" || name == "zoey" || len(files) > 0)
+	}},
+}
+
+// TestExportFiltered: on every store, a filtered export is the
+// unfiltered export's lines that the filter keeps, byte for byte, as
+// JSON Lines and as CSV (whose header keeps every column); resumed
+// after any of its lines with the same filter it continues byte for
+// byte; its tag is its own.
+func TestExportFiltered(t *testing.T) {
+	t.Parallel()
+	for name, s := range exportStores(t) {
+		t.Run(name, func(t *testing.T) {
+			filterCorpus(t, s, 400)
+			// Small pages: the export reads many, and a filter keeps
+			// none of some.
+			h := formsapi.NewHandler(s, s, formsapi.WithPageBytes(2048))
+			path := "/v1/forms/" + storetest.FormSmall + "/export"
+			get := func(query string, headers ...string) response {
+				t.Helper()
+				res := do(t, h, "GET", path+"?"+query, append(bearer(storetest.KeyA), headers...)...)
+				if res.status != http.StatusOK {
+					t.Fatalf("?%s: %d %s", query, res.status, res.body)
+				}
+				return res
+			}
+			full := get("")
+			all := rawLines(full.body)
+			subs := jsonLines(t, full.body)
+			csvFull := get("format=csv")
+			csvRows := strings.SplitAfter(string(csvFull.body), "\r\n")
+			if len(all) < 400 || len(csvRows) != len(all)+2 { // header, rows, and the "" after the last CRLF
+				t.Fatalf("%d lines, %d CSV rows", len(all), len(csvRows))
+			}
+			tags := map[string]string{"": full.header.Get("ETag")}
+			for _, c := range filterCases {
+				var want bytes.Buffer
+				wantCSV := csvRows[0]
+				for i, sub := range subs {
+					var d map[string]any
+					if err := json.Unmarshal(sub.Data, &d); err != nil {
+						t.Fatal(err)
+					}
+					var files []string
+					for _, a := range sub.Attachments {
+						files = append(files, a.FileURL)
+					}
+					if c.keeps(d, files) {
+						want.Write(all[i])
+						wantCSV += csvRows[i+1]
+					}
+				}
+				got := get(c.query)
+				if !bytes.Equal(got.body, want.Bytes()) {
+					t.Fatalf("?%s: %d lines, want the %d of the unfiltered export that it keeps", c.query, len(rawLines(got.body)), len(rawLines(want.Bytes())))
+				}
+				// As of the same position as the whole export: its
+				// Sync-Token continues the feed where the form ends.
+				if rest, _, _, _ := feedAll(t, h, storetest.FormSmall, got.header.Get("Sync-Token")); len(rest) != 0 {
+					t.Errorf("?%s: the feed after its Sync-Token has %d submissions", c.query, len(rest))
+				}
+				if g := get(c.query + "&format=csv"); string(g.body) != wantCSV {
+					t.Errorf("?%s&format=csv: %d bytes, want %d", c.query, len(g.body), len(wantCSV))
+				}
+				gz := get(c.query, "Accept-Encoding", "gzip")
+				zr, err := gzip.NewReader(bytes.NewReader(gz.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if plain, err := io.ReadAll(zr); err != nil || !bytes.Equal(plain, want.Bytes()) {
+					t.Errorf("?%s gzip-coded: another file (%v)", c.query, err)
+				}
+				tag := got.header.Get("ETag")
+				for q, other := range tags {
+					if other == tag {
+						t.Errorf("?%s has the tag of ?%s", c.query, q)
+					}
+				}
+				tags[c.query] = tag
+				if r := do(t, h, "GET", path+"?"+c.query, append(bearer(storetest.KeyA), "If-None-Match", tag)...); r.status != http.StatusNotModified {
+					t.Errorf("?%s with its own tag: %d, want 304", c.query, r.status)
+				}
+				// Resumed after its first, a middle and its last line,
+				// with the same filter: the rest, byte for byte.
+				lines := jsonLines(t, got.body)
+				raw := rawLines(got.body)
+				for _, k := range []int{0, len(lines) / 2, len(lines) - 1} {
+					if k < 0 || k >= len(lines) {
+						continue
+					}
+					rest := get(c.query + "&after=" + url.QueryEscape(lines[k].Position))
+					if !bytes.Equal(rest.body, bytes.Join(raw[k+1:], nil)) {
+						t.Errorf("?%s resumed after line %d of %d: %d bytes, want the %d that follow it", c.query, k, len(lines), len(rest.body), len(bytes.Join(raw[k+1:], nil)))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestExportFilterResumedWithAnother: after is a plain position, so a
+// resume with another filter (or none) continues from it with the filter
+// it gives: the rest of that other export, as documented.
+func TestExportFilterResumedWithAnother(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	filterCorpus(t, s, 100)
+	h := formsapi.NewHandler(s, s)
+	path := "/v1/forms/" + storetest.FormSmall + "/export"
+	red := jsonLines(t, do(t, h, "GET", path+"?filter[color]=red", bearer(storetest.KeyA)...).body)
+	all := do(t, h, "GET", path, bearer(storetest.KeyA)...).body
+	cut := red[len(red)/2].Position
+	rest := do(t, h, "GET", path+"?after="+url.QueryEscape(cut), bearer(storetest.KeyA)...)
+	i := bytes.Index(all, []byte(cut))
+	if i < 0 {
+		t.Fatal("the filtered line is not in the unfiltered export")
+	}
+	end := i + bytes.IndexByte(all[i:], '\n') + 1
+	if rest.status != http.StatusOK || !bytes.Equal(rest.body, all[end:]) {
+		t.Errorf("a filtered export resumed without its filter: %d, %d bytes, want the unfiltered rest", rest.status, len(rest.body))
+	}
+}
+
+// TestExportBadFilters: a bad filter or search is the 400 the
+// submissions list gives for it, with the same message, before any
+// byte of the file.
+func TestExportBadFilters(t *testing.T) {
+	t.Parallel()
+	h := seededHandler(t)
+	nine := ""
+	for i := range 9 {
+		nine += fmt.Sprintf("&filter[f%d]=1", i)
+	}
+	for _, query := range []string{
+		"filter=1",
+		"filter[a][foo]=1",
+		"filter[]=1",
+		"filter[a=1",
+		"filter[a]=1&filter[a]=2",
+		"filter[a]=1&filter[a][eq]=1",
+		"filter[a][gte]=true",
+		"filter[a][in]=",
+		"filter[" + strings.Repeat("x", 65) + "]=1",
+		"filter[a]=" + url.QueryEscape(`"`+strings.Repeat("x", 300)+`"`),
+		nine[1:],
+		"q=a",
+		"q=" + strings.Repeat("x", 1000),
+		"q=abc&q=abd",
+	} {
+		var list, export struct{ Message string }
+		lr := do(t, h, "GET", "/v1/forms/"+storetest.FormBusy+"/submissions?"+query, bearer(storetest.KeyA)...)
+		er := do(t, h, "GET", exportPath+"?"+query, bearer(storetest.KeyA)...)
+		json.Unmarshal(lr.body, &list)
+		json.Unmarshal(er.body, &export)
+		if lr.status != http.StatusBadRequest || er.status != http.StatusBadRequest || export.Message != list.Message || !strings.HasPrefix(export.Message, "invalid ") {
+			t.Errorf("?%.60s: the list %d %q, the export %d %q; want the same 400", query, lr.status, list.Message, er.status, export.Message)
+		}
+		if ct := er.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("?%.60s: the export's 400 is %s", query, ct)
+		}
+	}
+}
+
+// TestExportFilterWalkIsCharged: a filter that keeps nothing still
+// costs its walk: one unit for the request and one more for every 1,000
+// submissions checked past the first 1,000, as filtered pages of the
+// list that check as many would; the limiter's refusal breaks it.
+func TestExportFilterWalkIsCharged(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	if err := storetest.Load(context.Background(), s, storetest.DefaultSeed()); err != nil {
+		t.Fatal(err)
+	}
+	filterCorpus(t, s, 2497) // 2,500 with the 3 seeded: 1 + 2 units
+	export := func(quota int) (complete bool, lines int) {
+		limiter := ratelimit.NewMemory()
+		policy := ratelimit.Policy{Name: "test", Quota: quota, Window: time.Hour}
+		srv := httptest.NewServer(formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: limiter, Policy: policy})))
+		defer srv.Close()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/forms/"+storetest.FormSmall+"/export?filter[nothing]=1", nil)
+		req.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("quota %d: %v %v", quota, res, err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		return err == nil, len(rawLines(body))
+	}
+	if complete, n := export(3); !complete || n != 0 {
+		t.Errorf("a quota of 3: complete %v, %d lines; want the whole (empty) file", complete, n)
+	}
+	if complete, _ := export(2); complete {
+		t.Error("a quota of 2 walked the whole form: the walk is not charged")
+	}
+}
