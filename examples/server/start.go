@@ -115,7 +115,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 			}
 			if f.follow >= 0 {
 				r := pg.FollowStats()
-				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets)
+				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced)
 			}
 		}
 	}
