@@ -81,6 +81,8 @@ func LookupSQL(s *Store) map[string][]any {
 		s.sql.roundLog: {"100", []string{}, []byte("\x00form-id\x00\x00\x00\x00\x00\x00\x00\x00\x04"), maxFeedRows + 1},
 		s.sql.round: {"100", []string{}, []byte("\x00form-id\x00\x00\x00\x00\x00\x00\x00\x00\x04"), maxFeedRows + 1,
 			[][]byte{make([]byte, 32)}, []string{"form-id"}},
+		s.sql.roundLogLean: {"100", []string{}},
+		s.sql.roundLean:    {"100", []string{}, [][]byte{make([]byte, 32)}, []string{"form-id"}},
 	}
 }
 

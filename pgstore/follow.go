@@ -73,6 +73,12 @@ import (
 // feeds.
 const maxFeedRows = pagecache.MaxSplice
 
+// fedRounds is how many rounds in a row may find no form with a feed
+// changed before the node's rounds leave the feeds out of their
+// statement (the lean one), until a round finds one again: about a
+// third of a second of rounds 5 ms apart.
+const fedRounds = 64
+
 // maxFeedBytes bounds the bytes of the rows one feed keeps, and
 // maxFeedsBytes those of all of them; maxFeeds bounds the forms with
 // feeds, each a name in every round's statement.
@@ -128,6 +134,7 @@ type follower struct {
 
 	feeds        map[string]*formFeed // by form ID: forms whose pages the node holds
 	feedBytes    int                  // of every feed's rows
+	quiet        int                  // rounds since one found a form with a feed changed
 	feedArgBytes int                  // of the last round's feedArgs
 
 	rounds, misses, resets, spliced atomic.Int64
@@ -272,7 +279,16 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 			miss = append(miss, l)
 		}
 	}
-	feeds := f.feedArgs()
+	// The feeds' part of the statement only while the rounds find forms
+	// with feeds changed (within the last fedRounds): an idle node's
+	// rounds run the lean statement, and a form changed in such a round
+	// has its feed read in a later one, its pages spliced by statement
+	// meanwhile.
+	var feeds []byte
+	fed := len(f.feeds) > 0 && f.quiet < fedRounds
+	if fed {
+		feeds = f.feedArgs()
+	}
 	f.mu.Unlock()
 	hashes := make([][]byte, len(miss))
 	forms := make([]string, len(miss))
@@ -290,10 +306,15 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		rows = rows[:0]
 		var rs pgx.Rows
 		var err error
-		if len(miss) == 0 {
+		switch {
+		case len(miss) == 0 && fed:
 			rs, err = s.pool.Query(ctx, s.sql.roundLog, xmax, xip, feeds, maxFeedRows+1)
-		} else {
+		case len(miss) == 0:
+			rs, err = s.pool.Query(ctx, s.sql.roundLogLean, xmax, xip)
+		case fed:
 			rs, err = s.pool.Query(ctx, s.sql.round, xmax, xip, feeds, maxFeedRows+1, hashes, forms)
+		default:
+			rs, err = s.pool.Query(ctx, s.sql.roundLean, xmax, xip, hashes, forms)
 		}
 		if err != nil {
 			return err
@@ -497,7 +518,11 @@ func (f *follower) applyFeeds(rows []roundRow) {
 			added[id] = append(added[id], a)
 		}
 	}
+	f.quiet = min(f.quiet+1, fedRounds)
 	for id, h := range heads {
+		if _, ok := f.feeds[id]; ok {
+			f.quiet = 0
+		}
 		if h.expires != nil || !h.seq.Valid {
 			f.advance(id, h, added[id])
 		}
