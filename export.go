@@ -287,7 +287,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 			panic(http.ErrAbortHandler)
 		}
 	}()
-	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w), stall: a.cfg.access.stall}
+	x.out = &chunkWriter{w: w, rc: http.NewResponseController(w), stall: a.cfg.access.stall, now: a.cfg.deadlineNow}
 	// The status line and headers go at once: the client has its first
 	// byte, and the Sync-Token, before the first chunk is full.
 	if err := x.out.deadline(); err != nil {
@@ -1005,6 +1005,7 @@ type chunkWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	stall time.Duration
+	now   func() time.Time // the clock of deadlines; nil means time.Now (a test's)
 	buf   []byte
 }
 
@@ -1019,11 +1020,17 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 }
 
 // deadline sets the write deadline of the next write: the stall timeout
-// from now, or none.
+// from now, or none. It is set as each write starts, however long the
+// export read (a filtered export's walk between two matches) since the
+// last: the stall timeout bounds a write, not the time between writes.
 func (c *chunkWriter) deadline() error {
 	var d time.Time
 	if c.stall > 0 {
-		d = time.Now().Add(c.stall)
+		now := time.Now
+		if c.now != nil {
+			now = c.now
+		}
+		d = now().Add(c.stall)
 	}
 	// A writer without deadlines (a test's recorder) has no timeout to
 	// renew either.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,5 +281,98 @@ func TestExportFilterWalkIsCharged(t *testing.T) {
 	}
 	if complete, _ := export(2); complete {
 		t.Error("a quota of 2 walked the whole form: the walk is not charged")
+	}
+}
+
+// clockedFeed is a host's store whose every feed read moves the
+// handler's clock an hour on: a walk of many pages is hours long to the
+// handler.
+type clockedFeed struct {
+	formsapi.Store
+	feed  formsapi.FeedStore
+	clock *fakeClock
+}
+
+func (c clockedFeed) SyncSubmissions(ctx context.Context, accountID, formID string, after int64, limit int) (formsapi.FeedPage, error) {
+	c.clock.advance(time.Hour)
+	return c.feed.SyncSubmissions(ctx, accountID, formID, after, limit)
+}
+
+// fakeClock is a clock that moves when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// deadlineRecorder is a response writer with write deadlines, which
+// records the deadline in force, and the clock, at each write.
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	clock    *fakeClock
+	deadline time.Time
+	writes   []time.Duration // the deadline less the clock, at each write
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.deadline = t
+	return nil
+}
+
+func (d *deadlineRecorder) Write(b []byte) (int, error) {
+	d.writes = append(d.writes, d.deadline.Sub(d.clock.now()))
+	return d.ResponseRecorder.Write(b)
+}
+
+func (d *deadlineRecorder) FlushError() error {
+	d.ResponseRecorder.Flush()
+	return nil
+}
+
+// TestExportFilterWalkOutlivesTheStallTimeout: a filter that keeps only
+// the last submission of a form walks thousands of entries (hours, to the
+// handler's clock, many times its stall timeout) before its first line,
+// and that line is written under a deadline a full stall timeout from its
+// write's start, not one that passed during the walk: the walk is not a
+// stall, and does not break the file.
+func TestExportFilterWalkOutlivesTheStallTimeout(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	filterCorpus(t, s, 3000)
+	clock := &fakeClock{t: time.Now()}
+	const stall = 5 * time.Second
+	h := formsapi.NewHandler(clockedFeed{Store: s, feed: s, clock: clock}, s, formsapi.WithClock(clock.now), formsapi.WithDeadlineClock(clock.now),
+		formsapi.WithRateLimit(ratelimit.Options{StallTimeout: stall}))
+	for query, last := range map[string]string{"filter[i]=2999": `"i":2999`, "filter[i]=2999&format=csv": ",2999,", "q=zoey&filter[i][gte]=2990": `"i":2998`} {
+		rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder(), clock: clock}
+		start := clock.now()
+		r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormSmall+"/export?"+query, nil)
+		r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK || len(rec.writes) == 0 {
+			t.Fatalf("?%s: %d, %d writes", query, rec.Code, len(rec.writes))
+		}
+		if walked := clock.now().Sub(start); walked < 100*stall {
+			t.Fatalf("?%s: the walk took %v to the handler's clock: the test shows nothing", query, walked)
+		}
+		for i, left := range rec.writes {
+			if left != stall {
+				t.Errorf("?%s: write %d of %d under a deadline %v from its start, want the stall timeout, %v", query, i, len(rec.writes), left, stall)
+			}
+		}
+		if !strings.Contains(rec.Body.String(), last) {
+			t.Errorf("?%s: the last match is not in the file: %q", query, rec.Body.String())
+		}
 	}
 }

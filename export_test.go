@@ -11,6 +11,13 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
+// WithDeadlineClock sets the clock the export's write deadlines are
+// computed from (its chunks'), for tests: a real connection's deadlines
+// are real time's, so only a test's writer can take another.
+func WithDeadlineClock(now func() time.Time) Option {
+	return func(c *config) { c.deadlineNow = now }
+}
+
 // LogInterval is the least time between two log lines of one kind of
 // failure.
 const LogInterval = logInterval

@@ -34,6 +34,7 @@ type config struct {
 	baseURL      string                               // from WithBaseURL, checked; "" means from the request
 	feed         FeedStore                            // from WithFeed
 	now          func() time.Time                     // the clock; nil means time.Now (tests set it)
+	deadlineNow  func() time.Time                     // the export's clock of write deadlines; nil means time.Now (tests set it)
 	observer     observe.Observer                     // from WithObserver
 	sleep        func(context.Context, time.Duration) // nil: a timer; tests set it
 	access       accessConfig                         // keys' scopes and rate limits (access.go)
