@@ -25,6 +25,12 @@ type ExportOptions struct {
 	// NUL as they are, without the ' the server puts before them by
 	// default.
 	KeepFormulas bool
+	// Filters narrows the export to the submissions they keep, as they
+	// narrow Submissions: [Filter], [Where], [WhereIn], [WhereExists] and
+	// [Search]; any other list option is an error before any request.
+	// The file is the whole export's lines that they keep, and a resume
+	// asks with the same filters.
+	Filters []ListOption
 }
 
 // Export writes all of formID's submissions to w, in commit order, as the
@@ -44,6 +50,22 @@ func (c *Client) Export(ctx context.Context, formID string, w io.Writer, opts Ex
 		return "", err
 	}
 	q := url.Values{}
+	if len(opts.Filters) > 0 {
+		lq := listOptions(opts.Filters)
+		if lq.err != nil {
+			return "", lq.err
+		}
+		for _, name := range lq.given {
+			switch name {
+			case "Filter", "Where", "WhereIn", "WhereExists", "Search":
+			default:
+				return "", fmt.Errorf("formsclient: export of %s: %s does not apply to an export (Filter, Where, WhereIn, WhereExists and Search do)", formID, name)
+			}
+		}
+		for k, v := range lq.filters {
+			q[k] = v
+		}
+	}
 	if opts.CSV {
 		q.Set("format", "csv")
 		if opts.BOM {

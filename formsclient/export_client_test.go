@@ -93,6 +93,35 @@ func TestExportResumes(t *testing.T) {
 			t.Errorf("%+v: the resumed file (%d bytes) is not the uninterrupted one (%d)", opts, resumed.Len(), whole.Len())
 		}
 	}
+	// Filtered: the uninterrupted file's lines that the filter keeps,
+	// through the same cuts.
+	var all, some bytes.Buffer
+	cuts.Store(0)
+	if _, err := c.Export(ctx, storetest.FormBusy, &all, formsclient.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cuts.Store(10)
+	broken.Store(0)
+	filters := []formsclient.ListOption{formsclient.Where("i", formsclient.Gte, 1500), formsclient.WhereExists("f", true)}
+	if _, err := c.Export(ctx, storetest.FormBusy, &some, formsclient.ExportOptions{Filters: filters}); err != nil {
+		t.Fatalf("filtered, with cuts: %v", err)
+	}
+	var want bytes.Buffer
+	for _, line := range bytes.SplitAfter(all.Bytes(), []byte("\n")) {
+		var l struct{ Data struct{ I *int } }
+		if json.Unmarshal(line, &l) == nil && l.Data.I != nil && *l.Data.I >= 1500 {
+			want.Write(line)
+		}
+	}
+	if broken.Load() < 2 || want.Len() == 0 || !bytes.Equal(some.Bytes(), want.Bytes()) {
+		t.Errorf("filtered: %d bytes through %d cuts, want the %d bytes of the whole file's lines it keeps", some.Len(), broken.Load(), want.Len())
+	}
+	// A list option that selects no submissions is refused before any
+	// request.
+	requests.Store(0)
+	if _, err := c.Export(ctx, storetest.FormBusy, io.Discard, formsclient.ExportOptions{Filters: []formsclient.ListOption{formsclient.PageSize(2)}}); err == nil || requests.Load() != 0 {
+		t.Errorf("PageSize as an export's filter: %v after %d requests, want an error before any", err, requests.Load())
+	}
 	// A missing form is the API's 404, not retried.
 	if _, err := c.Export(ctx, storetest.FormNone, io.Discard, formsclient.ExportOptions{}); !isNotFound(err) {
 		t.Errorf("a missing form: %v", err)
