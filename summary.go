@@ -188,7 +188,7 @@ func (a *api) serveSummary(w http.ResponseWriter, r *http.Request, req summaryRe
 		a.fail(w, r, err)
 		return
 	}
-	key := summaryKey{account: req.account, formID: formID, inc: form.Incarnation, params: string(req.appendKey(nil))}
+	key := summaryKey{account: req.account, formID: formID, seq: form.Seq, inc: form.Incarnation, params: string(req.appendKey(nil))}
 	cacheable := form.Found && form.Version != 0
 	seen := observedIn(req.ctx)
 	if cacheable {
@@ -696,10 +696,12 @@ func topValues(values map[string]*int64, n int) []string {
 	return vs[:min(n, len(vs))]
 }
 
-// summaryKey names a summary the handler keeps: the form (of one
-// incarnation) and what the request asks for.
+// summaryKey names a summary the handler keeps: the form (its row in the
+// store, as the stores' page caches key pages, and its incarnation) and
+// what the request asks for.
 type summaryKey struct {
 	account, formID string
+	seq             int64
 	inc             uint64
 	params          string
 }

@@ -302,3 +302,28 @@ func jsonText(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestSummaryOfAFormCreatedAgain: a form deleted and created again with
+// the same ID has a summary of its own, never the old form's kept one.
+func TestSummaryOfAFormCreatedAgain(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLite(t, false)
+	if err := storetest.Load(ctx, s, storetest.DefaultSeed()); err != nil {
+		t.Fatal(err)
+	}
+	h := formsapi.NewHandler(s, s)
+	before := decodeSummary(t, getSummary(t, h, storetest.FormSmall, "", "")).Summary
+	if err := s.DeleteForm(ctx, storetest.AccountA, storetest.FormSmall); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: storetest.FormSmall, Title: "again", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"again":true}`)}, formsapi.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	after := decodeSummary(t, getSummary(t, h, storetest.FormSmall, "", "")).Summary
+	if after.Count.Value != 1 || len(after.Fields) != 1 || after.Fields[0].Name != "again" || before.Count.Value == 1 {
+		t.Errorf("the form created again: count %+v, fields %+v (before: %+v)", after.Count, after.Fields, before.Count)
+	}
+}
