@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 )
 
@@ -115,13 +113,7 @@ func TestEveryPageKeepsTheBudget(t *testing.T) {
 			return s
 		},
 		"pgstore": func(t *testing.T) budgetStore {
-			dsn, schema := pgtest.Schema(t)
-			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return openPostgres(t, false)
 		},
 	}
 	for name, open := range stores {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -37,12 +36,7 @@ func TestDifferentialSQLiteAndPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { lite.Close() })
-		dsn, schema := pgtest.Schema(t)
-		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
+		pg := openPostgres(t, false)
 		for _, s := range []writeStore{lite, pg} {
 			if err := storetest.Load(ctx, s, w.seed); err != nil {
 				t.Fatalf("iteration %d: load: %v", iter, err)

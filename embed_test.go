@@ -11,7 +11,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
@@ -106,12 +105,7 @@ func TestHostOverridesAreCalled(t *testing.T) {
 			return wrapped{s, sqlHiding{s}, sqlSuspending{s}}
 		},
 		"pgstore": func(t *testing.T) wrapped {
-			dsn, schema := pgtest.Schema(t)
-			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
+			s := openPostgres(t, false)
 			return wrapped{s, pgHiding{s}, pgSuspending{s}}
 		},
 	}

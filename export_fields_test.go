@@ -19,7 +19,6 @@ import (
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/observe"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -45,13 +44,7 @@ func exportStores(t *testing.T) map[string]exportStore {
 	t.Cleanup(func() { lite.Close() })
 	stores["sqlitestore"] = lite
 	if os.Getenv(pgtest.EnvVar) != "" {
-		dsn, schema := pgtest.Schema(t)
-		pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
-		stores["pgstore"] = pg
+		stores["pgstore"] = openPostgres(t, false)
 	}
 	for name, s := range stores {
 		if err := storetest.Load(ctx, s, storetest.DefaultSeed()); err != nil {

@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/observe"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -261,12 +259,7 @@ func FuzzExportAfter(f *testing.F) {
 // FORMSAPI_TEST_POSTGRES it is skipped (it fails when CI is set).
 func FuzzExportAfterPostgres(f *testing.F) {
 	ctx := context.Background()
-	dsn, schema := pgtest.Schema(f)
-	pg, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { pg.Close() })
+	pg := openPostgres(f, false)
 	if err := storetest.Load(ctx, pg, storetest.DefaultSeed()); err != nil {
 		f.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
 )
@@ -307,15 +306,7 @@ func everyStore(t testing.TB, seed storetest.Seed) (map[string]formsapi.Store, *
 	stores := map[string]formsapi.Store{"memstore": m}
 	stores["sqlitestore"], stores["sqlitestore (search index)"] = openSQLite(t, false), openSQLite(t, true)
 	if os.Getenv(pgtest.EnvVar) != "" {
-		for name, opts := range map[string][]pgstore.Option{"pgstore": nil, "pgstore (search index)": {pgstore.WithSearchIndex()}} {
-			dsn, schema := pgtest.Schema(t)
-			pg, err := pgstore.Open(ctx, dsn, append(opts, pgstore.WithSchema(schema))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { pg.Close() })
-			stores[name] = pg
-		}
+		stores["pgstore"], stores["pgstore (search index)"] = openPostgres(t, false), openPostgres(t, true)
 	}
 	for name, s := range stores {
 		if err := storetest.Load(ctx, s.(formsapi.Writer), seed); err != nil {

@@ -12,9 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/observe"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
@@ -171,13 +169,7 @@ func TestObserverSeesTheReadCache(t *testing.T) {
 			return sq
 		},
 		"pgstore": func(t *testing.T) writeStore {
-			dsn, schema := pgtest.Schema(t)
-			pg, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { pg.Close() })
-			return pg
+			return openPostgres(t, false)
 		},
 	}
 	for name, open := range open {

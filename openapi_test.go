@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/internal/testenv"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/storetest"
@@ -49,6 +50,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	removeSQLiteTemplates()
+	pgtest.DropPooled()
 	testenv.Report() // the tests skipped for PostgreSQL, in one line go test shows
 	os.Exit(code)
 }

@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
-	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -129,15 +127,7 @@ func TestPropertyIsolationAndAllowList(t *testing.T) {
 	}{
 		{"memstore", 150, func(t *testing.T) writeStore { return memstore.New() }},
 		{"sqlitestore", 12, func(t *testing.T) writeStore { return openSQLite(t, false) }},
-		{"pgstore", 12, func(t *testing.T) writeStore {
-			dsn, schema := pgtest.Schema(t)
-			s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
+		{"pgstore", 12, func(t *testing.T) writeStore { return openPostgres(t, false) }},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -23,7 +22,7 @@ import (
 func TestBatchIsOneAddition(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s := load(t, mustOpenIn(t, dsn, schema), storetest.DefaultSeed())
 	forms := []string{storetest.FormBusy, storetest.FormSmall, storetest.FormEmpty}
 	type state struct{ version, base, feedLast int64 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyformat"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
@@ -124,7 +123,7 @@ func data(t *testing.T, res response) (int, []string) {
 // it.
 func TestCacheExactAcrossNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	load(t, a.store, storetest.DefaultSeed())
@@ -250,7 +249,7 @@ SELECT seq, feed_last + 1, $2, '{"via":"host"}', $3 FROM `+q+".formsapi_forms WH
 // and on nodes without the combined lookup or without the cache.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	writer, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +314,7 @@ func TestRoundTrips(t *testing.T) {
 // never change.
 func TestCacheUnderConcurrentWriter(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	b := newNode(t, dsn, schema, secret)

@@ -26,7 +26,7 @@ import (
 func TestFormListsInOppositeOrders(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s := mustOpenIn(t, dsn, schema)
 	for _, f := range []struct{ account, id string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"b", "b2"}} {
 		is.NoErr(s.AddForm(ctx, f.account, formsapi.Form{ID: f.id, Title: f.id}))

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -19,7 +18,7 @@ import (
 // ErrFormNotFound.
 func TestDeleteFormWhileWriting(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -14,7 +13,7 @@ import (
 // their source columns before anything is served.
 func TestReencodesStaleRowsAtOpen(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	first, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -25,7 +24,7 @@ import (
 func TestEraseLeavesNoRow(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	is.NoErr(err)
 	t.Cleanup(func() { s.Close() })
@@ -87,7 +86,7 @@ func TestEraseLeavesNoRow(t *testing.T) {
 // cache over one schema: the consumer's copy ends exact.
 func TestFeedCopyAcrossNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	open := func() *pgstore.Store {
 		s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 		if err != nil {

@@ -34,7 +34,7 @@ import (
 // filled.
 func TestExplain(t *testing.T) {
 	t.Parallel()
-	s := mustOpen(t)
+	s := mustOpenFresh(t)
 	pool := pgstore.Pool(s)
 	schema := quote(s.Schema())
 	const t0 = int64(1_700_000_000_000_000_000)
@@ -352,7 +352,7 @@ func firstLine(s string) string {
 // lookups.
 func TestLookupsPlannedOnce(t *testing.T) {
 	t.Parallel()
-	s := mustOpen(t)
+	s := mustOpenFresh(t)
 	conn, err := pgstore.Pool(s).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ import (
 // filled.
 func TestExplainFind(t *testing.T) {
 	t.Parallel()
-	s := mustOpen(t)
+	s := mustOpenFresh(t)
 	pool := pgstore.Pool(s)
 	schema := quote(s.Schema())
 	const t0 = int64(1_700_000_000_000_000_000)

@@ -195,7 +195,7 @@ func TestFeedCommitOrder(t *testing.T) {
 // rows, the page's candidates, never the form's submissions.
 func TestExplainFeed(t *testing.T) {
 	t.Parallel()
-	s := mustOpen(t)
+	s := mustOpenFresh(t)
 	pool := pgstore.Pool(s)
 	schema := quote(s.Schema())
 	for _, q := range []string{

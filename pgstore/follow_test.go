@@ -25,7 +25,7 @@ func TestFollowContract(t *testing.T) {
 	pgtest.DSN(t)
 	t.Parallel()
 	open := func(t *testing.T, seed storetest.Seed) formsapi.Store {
-		dsn, schema := pgtest.Schema(t)
+		dsn, schema := pooledSchema(t)
 		return load(t, mustOpenIn(t, dsn, schema, pgstore.WithFollow(0), pgstore.WithClock(seed.Clock.Now)), seed)
 	}
 	storetest.Run(t, open, storetest.Groups("FastPath", "Keys", "Grants", "Lifecycle"))
@@ -40,7 +40,7 @@ func TestFollowContract(t *testing.T) {
 func TestFollowIsExact(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	writer := mustOpenIn(t, dsn, schema)
 	if err := storetest.Load(ctx, writer, storetest.DefaultSeed()); err != nil {
 		t.Fatal(err)

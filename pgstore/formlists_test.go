@@ -15,7 +15,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/internal/wire"
 	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/pgstore"
@@ -189,7 +188,7 @@ func mustKey(t *testing.T) string {
 // write changed with a new ETag, the others as before.
 func TestFormsListExactAcrossNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	load(t, a.store, storetest.DefaultSeed())
@@ -329,7 +328,7 @@ func walkForms(t *testing.T, h http.Handler, target, key string) []string {
 func TestFormsListCache(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	load(t, a.store, storetest.DefaultSeed())
@@ -423,7 +422,7 @@ func TestFormsListCache(t *testing.T) {
 func TestFormsListPagesOfOneRequestNeverGoBack(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s, count := countedStore(t, dsn, schema)
 	t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 4 {

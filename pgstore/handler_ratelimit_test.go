@@ -18,7 +18,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/ratelimit"
@@ -33,7 +32,7 @@ import (
 // late (Retry-After: 1 and "too many requests at once", no decision).
 func TestRateLimitTwoHandlers(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Second}
 	var nodes []func() (bool, error)
 	for i := 0; i < 2; i++ {
@@ -130,7 +129,7 @@ func remaining(res response) int {
 func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour} // a scoped key may take 5
 	var nodes []http.Handler
 	scoped, err := formsapi.NewKey()
@@ -184,7 +183,7 @@ func TestScopedKeyCannotStarveTheAccountTwoNodes(t *testing.T) {
 func TestHandlerRefusesWhatWaitedForThePool(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s, err := pgstore.Open(ctx, dsn+"&pool_max_conns=1", pgstore.WithSchema(schema))
 	is.NoErr(err)
 	t.Cleanup(func() { s.Close() })

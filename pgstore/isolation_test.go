@@ -26,7 +26,7 @@ import (
 // and go on.
 var strictLevels = []string{"repeatable read", "serializable"}
 
-// openAt opens a store on a fresh schema whose connections run at level
+// openAt opens a store on schema whose connections run at level
 // by default, as a DSN parameter (a runtime parameter pgx sends at
 // connect) sets it, and checks that they do.
 func openAt(t *testing.T, dsn, schema, level string) *pgstore.Store {
@@ -60,7 +60,7 @@ func TestConcurrentWritesAtStrictIsolation(t *testing.T) {
 		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			is := is.New(t)
-			dsn, schema := pgtest.Schema(t)
+			dsn, schema := pooledSchema(t)
 			s := openAt(t, dsn, schema, level)
 			is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: "busy"})) // add form
 
@@ -167,7 +167,7 @@ func checkOnce(t *testing.T, what string, seen map[string]int, writers, each int
 func TestWriteRetriedAfterSerializationFailure(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	app := "formsapi_iso_" + strings.ToLower(rand.Text()[:10])
 	s := openAt(t, withParam(dsn, "application_name", app), schema, "repeatable read")
 	is.NoErr(s.AddForm(ctx, "acct", formsapi.Form{ID: "f"})) // add form
@@ -228,7 +228,7 @@ func TestRateLimiterAtStrictIsolation(t *testing.T) {
 		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			is := is.New(t)
-			dsn, schema := pgtest.Schema(t)
+			dsn, schema := pooledSchema(t)
 			s := openAt(t, dsn, schema, level)
 			l := s.RateLimiter()
 			const goroutines, each = 8, 25

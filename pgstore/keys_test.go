@@ -7,7 +7,6 @@ import (
 
 	"github.com/matryer/is"
 
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -18,7 +17,7 @@ import (
 func TestLastUsedWithoutAWritePerRequest(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	is.NoErr(err) // open store
 	defer s.Close()

@@ -30,7 +30,7 @@ import (
 func TestKeyLookupsBatched(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	other, err := pgstore.Open(ctx, dsn, pgstore.WithSchema(schema))
 	is.NoErr(err) // a second node, for the setup and the revocation
 	defer other.Close()

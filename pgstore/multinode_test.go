@@ -16,7 +16,6 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -84,7 +83,7 @@ func newNode(t *testing.T, dsn, schema string, secret []byte, opts ...formsapi.O
 // collection side writing submissions meanwhile.
 func TestSeveralNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	b := newNode(t, dsn, schema, secret)
@@ -220,7 +219,7 @@ func TestSeveralNodes(t *testing.T) {
 // cache holding the old form's page; the new form's own work on both.
 func TestFormCreatedAgainAcrossNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret)
 	b := newNode(t, dsn, schema, secret)

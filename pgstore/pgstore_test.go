@@ -22,15 +22,25 @@ import (
 
 var ctx = context.Background()
 
-// mustOpen opens a store on a fresh schema, with opts, and closes it
-// when the test ends, before the schema is dropped.
+// mustOpen opens a store with opts on a migrated schema from the pool
+// (pooledSchema), and closes it when the test ends, before the schema
+// goes back.
 func mustOpen(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	dsn, schema := pooledSchema(t, opts...)
+	return mustOpenIn(t, dsn, schema, opts...)
+}
+
+// mustOpenFresh is mustOpen on a new schema of its own, which the store
+// migrates, dropped when the test ends: for the plan tests, whose
+// statistics (ANALYZE) a schema of the pool would keep.
+func mustOpenFresh(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
 	return mustOpenIn(t, dsn, schema, opts...)
 }
 
-// withDecoy opens a store on a fresh schema, and another store, the
+// withDecoy opens a store on a schema of the pool, and another store, the
 // decoy, on another schema holding formsapi tables too, and returns them
 // with a connection of the host's own whose search_path names the decoy:
 // plain SQL on it that names the first store's tables must qualify them,
@@ -38,8 +48,8 @@ func mustOpen(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
 // are closed when the test ends.
 func withDecoy(t *testing.T) (s, decoy *pgstore.Store, host *pgx.Conn) {
 	t.Helper()
-	dsn, schema := pgtest.Schema(t)
-	_, other := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
+	_, other := pooledSchema(t)
 	s, decoy = mustOpenIn(t, dsn, schema), mustOpenIn(t, dsn, other)
 	host, err := pgx.Connect(ctx, withParam(dsn, "search_path", other))
 	if err != nil {
@@ -61,7 +71,7 @@ func mustOpenIn(t *testing.T, dsn, schema string, opts ...pgstore.Option) *pgsto
 }
 
 // hostPool opens a pool the way a host would, with search_path set to a
-// fresh schema, closed when the test ends.
+// fresh, empty schema, closed when the test ends.
 func hostPool(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
@@ -105,11 +115,11 @@ var factories = []struct {
 	open func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store
 }{
 	{"Open", func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store {
-		dsn, schema := pooledSchema(t, pgstore.SearchIndexOn(opts...))
+		dsn, schema := pooledSchema(t, opts...)
 		return load(t, mustOpenIn(t, dsn, schema, append(opts, pgstore.WithClock(seed.Clock.Now))...), seed)
 	}},
 	{"New", func(t *testing.T, seed storetest.Seed, opts ...pgstore.Option) *pgstore.Store {
-		dsn, schema := pooledSchema(t, pgstore.SearchIndexOn(opts...))
+		dsn, schema := pooledSchema(t, opts...)
 		pool, _ := hostPoolOn(t, dsn, schema)
 		s, err := pgstore.New(ctx, pool, append(opts, pgstore.WithClock(seed.Clock.Now))...)
 		if err != nil {

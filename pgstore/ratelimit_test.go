@@ -265,7 +265,7 @@ func prunes(t *testing.T, other *pgstore.Store) {
 // in the same run allow about twice that, which is what sharing prevents.
 func TestRateLimiterTwoNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Second}
 	var shared, separate []func() (bool, error)
 	for i := 0; i < 2; i++ {

@@ -35,7 +35,7 @@ func TestRestoreUnderRunningNode(t *testing.T) {
 			t.Skipf("%s not found: the restore test runs PostgreSQL's own tools", tool)
 		}
 	}
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(rand.Text())
 	a := newNode(t, dsn, schema, secret) // takes the writes
 	load(t, a.store, storetest.DefaultSeed())

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/formsapi/formsapi"
-	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 )
 
@@ -27,7 +26,7 @@ import (
 // splice statement for each page it held, never the page.
 func TestSplicedPagesAcrossNodes(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	secret := []byte(crand.Text())
 	a := newNode(t, dsn, schema, secret)
 	bStore, count := countedStore(t, dsn, schema)

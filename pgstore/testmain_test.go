@@ -9,13 +9,13 @@ import (
 )
 
 // TestMain runs the tests, drops the schemas the contract's stores
-// reused (pooledSchema), stops the primary and standby that the
+// reused (pgtest.Pooled), stops the primary and standby that the
 // replica tests started (internal/pgtest's Replica), then says in one
 // line, which go test shows without -v, how many skipped for a missing
 // server or program and how to enable them (see testenv.Main).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	dropPooledSchemas()
+	pgtest.DropPooled()
 	pgtest.StopReplica()
 	testenv.Report()
 	os.Exit(code)

@@ -23,7 +23,7 @@ func TestAddSubmissionUpdatesTheFormOnce(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := pooledSchema(t)
 	s := load(t, mustOpenIn(t, dsn, schema), storetest.DefaultSeed())
 	q := quote(schema)
 	// Every row version written to formsapi_forms, counted by a trigger.

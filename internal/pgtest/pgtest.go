@@ -1,6 +1,8 @@
 // Package pgtest gives each PostgreSQL test a schema of its own on the
-// server named by FORMSAPI_TEST_POSTGRES, dropped when the test ends, so
-// tests run in parallel and leave nothing behind.
+// server named by FORMSAPI_TEST_POSTGRES, so tests run in parallel and
+// leave nothing behind: a new one dropped when the test ends (Schema,
+// Name), or a migrated one from a pool, emptied for the next test and
+// dropped when the tests end (Pooled, DropPooled).
 package pgtest
 
 import (
