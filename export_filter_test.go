@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -375,4 +376,74 @@ func TestExportFilterWalkOutlivesTheStallTimeout(t *testing.T) {
 			t.Errorf("?%s: the last match is not in the file: %q", query, rec.Body.String())
 		}
 	}
+}
+
+// FuzzExportFilters: for any query string of filter and q parameters,
+// the export of the find form answers as the submissions list does, on
+// every store: the same 400 with the same message, or a file of exactly
+// the submissions that walking the list's pages gives.
+//
+//	go test -run '^$' -fuzz FuzzExportFilters -fuzztime 2m .
+func FuzzExportFilters(f *testing.F) {
+	for _, q := range []string{
+		"filter[tag]=t1", "filter[score]=42.0", "filter[name]=%22Zo%C3%AB%22", "filter[a][gt]=1",
+		"filter[]=1", "filter=1", "filter[a]=", "filter[a]=1e999", "filter[a]=%22x", "filter[a]=1&filter[a]=2",
+		"filter[%00]=%FF", "filter[n]=-0", "filter[n][gte]=3&filter[n][lt]=9", "filter[tag][in]=t0,t2",
+		"filter[tag][exists]=false", "filter[name][prefix]=zo", "filter[tag][ne]=t1&q=zoe",
+		"q=zoe", "q=ZO%C3%8B&filter[tag]=t0", "q=ab", "q=%FF%FE%FD", "q=42", "q=zoe&q=zoe",
+		"filter[name]=%22%5Cud800%22",
+	} {
+		f.Add(q)
+	}
+	stores, m := everyStore(f, storetest.FindSeed())
+	f.Fuzz(func(t *testing.T, query string) {
+		vals, err := url.ParseQuery(query)
+		if err != nil {
+			return // the list's and the export's "malformed" differ in nothing the test could tell
+		}
+		for name := range vals {
+			if name != "q" && !strings.HasPrefix(name, "filter") {
+				return // a parameter of the list alone: the export refuses it
+			}
+		}
+		for name, s := range stores {
+			h := formsapi.NewHandler(s, m)
+			status, want := fuzzWalk(t, h, query)
+			r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormFind+"/export", nil)
+			r.URL.RawQuery = query
+			r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != status {
+				t.Fatalf("%s ?%s: the export answers %d, the list %d: %s", name, query, w.Code, status, w.Body)
+			}
+			if status != http.StatusOK {
+				lr := httptest.NewRequest("GET", findPath, nil)
+				lr.URL.RawQuery = query
+				lr.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+				lw := httptest.NewRecorder()
+				h.ServeHTTP(lw, lr)
+				var le, ee struct{ Message string }
+				json.Unmarshal(lw.Body.Bytes(), &le)
+				json.Unmarshal(w.Body.Bytes(), &ee)
+				if le.Message != ee.Message {
+					t.Fatalf("%s ?%s: the export says %q, the list %q", name, query, ee.Message, le.Message)
+				}
+				continue
+			}
+			var got []int
+			for _, l := range jsonLines(t, w.Body.Bytes()) {
+				var d struct{ N int }
+				if err := json.Unmarshal(l.Data, &d); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, d.N)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s ?%s: the export has %v, the list's pages %v", name, query, got, want)
+			}
+		}
+	})
 }
