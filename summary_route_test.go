@@ -327,3 +327,43 @@ func TestSummaryOfAFormCreatedAgain(t *testing.T) {
 		t.Errorf("the form created again: count %+v, fields %+v (before: %+v)", after.Count, after.Fields, before.Count)
 	}
 }
+
+// FuzzSummaryParams sends any query string to the summary of the find
+// form over every store (memstore, sqlitestore with and without its
+// search index, and pgstore when FORMSAPI_TEST_POSTGRES is set): the
+// answer is 200 or 400, never another, a 400 names a parameter, and every
+// store gives the same answer, byte for byte. Run it for minutes:
+//
+//	go test -run '^$' -fuzz FuzzSummaryParams -fuzztime 2m .
+func FuzzSummaryParams(f *testing.F) {
+	for _, q := range []string{
+		"", "interval=hour", "interval=week&top=0", "interval=month", "top=21", "top=-1", "top=x", "top=20&top=1",
+		"since=2024-03-01T09:00:00Z&until=2024-03-01T10:00:00Z&interval=hour", "since=2020-01-01T00:00:00Z&until=2030-01-01T00:00:00Z",
+		"since=2024-03-01T09:00:05Z", "until=2024-03-01T09:00:05Z&interval=week", "filter[tag]=t1", "filter[score][gte]=42&q=zoe",
+		"filter[a]=1&filter[a]=2", "q=ab", "filter[%00]=%FF", "limit=1&cursor=abc&sync=start", "filter[gone][exists]=false",
+	} {
+		f.Add(q)
+	}
+	stores, m := everyStore(f, storetest.FindSeed())
+	names := slices.Sorted(maps.Keys(stores))
+	f.Fuzz(func(t *testing.T, query string) {
+		want, wantStatus := "", 0
+		for i, name := range names {
+			r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormFind+"/summary", nil)
+			r.URL.RawQuery = query
+			r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+			w := httptest.NewRecorder()
+			formsapi.NewHandler(stores[name], m).ServeHTTP(w, r)
+			switch {
+			case w.Code != http.StatusOK && w.Code != http.StatusBadRequest:
+				t.Fatalf("?%s: %s answers %d: %s", query, name, w.Code, w.Body)
+			case w.Code == http.StatusBadRequest && !strings.Contains(w.Body.String(), `"message":"invalid `) && !strings.Contains(w.Body.String(), "query string is malformed"):
+				t.Fatalf("?%s: %s: a 400 that names no parameter: %s", query, name, w.Body)
+			case i == 0:
+				want, wantStatus = w.Body.String(), w.Code
+			case w.Code != wantStatus || w.Body.String() != want:
+				t.Fatalf("?%s: %s answers %d %.500s, %s %d %.500s", query, name, w.Code, w.Body, names[0], wantStatus, want)
+			}
+		}
+	})
+}
