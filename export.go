@@ -11,7 +11,10 @@ package formsapi
 // export is not cut by the server's WriteTimeout and a slow reader holds
 // at most a page and a chunk of the server's memory, within the
 // handler's bytes in flight (room.go: the route reserves a page's room
-// for its whole stream).
+// for its whole stream). A filter or search (filter[<field>],
+// filter[<field>][<op>], q, read as the lists read them) narrows the file
+// to the lines of the submissions the lists' matcher keeps (writeMatch),
+// every entry of the feed checked and its work charged (walked).
 
 import (
 	"bytes"
