@@ -125,25 +125,10 @@ INSERT INTO ` + q + `.formsapi_submissions (form_seq, feed_pos, created_at, data
 	first := decodePage(t, get(c, "/v1/forms/f/submissions?limit=10", key))
 	targets = append(targets, "?limit=10&cursor="+url.QueryEscape(first.NextCursor))
 
-	same := func(step, target string) {
-		t.Helper()
-		pb := decodePage(t, get(b, "/v1/forms/f/submissions"+target, key))
-		pc := decodePage(t, get(c, "/v1/forms/f/submissions"+target, key))
-		if items(pb) != items(pc) || (pb.NextCursor == "") != (pc.NextCursor == "") {
-			t.Fatalf("%s, %s: node b served\n%s (next %q)\nnode c\n%s (next %q)", step, target, items(pb), pb.NextCursor, items(pc), pc.NextCursor)
-		}
-		if pb.NextCursor != "" {
-			nb := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pb.NextCursor), key))
-			nc := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pc.NextCursor), key))
-			if items(nb) != items(nc) {
-				t.Fatalf("%s, %s: the page after node b's cursor is not the page after node c's", step, target)
-			}
-		}
-	}
 	check := func(step string) {
 		t.Helper()
 		for _, target := range targets {
-			same(step, target)
+			samePages(t, b, c, key, step, target)
 		}
 	}
 	// onlyRounds reads every target on node b and checks that it ran no

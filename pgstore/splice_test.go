@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -101,23 +102,6 @@ SELECT seq, `+feedPos+`, $1, $2, $3 FROM `+q+`.formsapi_forms WHERE id = 'f'`, a
 	first := decodePage(t, get(c, "/v1/forms/f/submissions?limit=10", key))
 	targets = append(targets, "?limit=10&cursor="+url.QueryEscape(first.NextCursor))
 
-	// same checks that node b's page of target is node c's, and that the
-	// page after each one's cursor is the same too.
-	same := func(step, target string) {
-		t.Helper()
-		pb := decodePage(t, get(b, "/v1/forms/f/submissions"+target, key))
-		pc := decodePage(t, get(c, "/v1/forms/f/submissions"+target, key))
-		if items(pb) != items(pc) || (pb.NextCursor == "") != (pc.NextCursor == "") {
-			t.Fatalf("%s, %s: node b served\n%s (next %q)\nnode c\n%s (next %q)", step, target, items(pb), pb.NextCursor, items(pc), pc.NextCursor)
-		}
-		if pb.NextCursor != "" {
-			nb := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pb.NextCursor), key))
-			nc := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pc.NextCursor), key))
-			if items(nb) != items(nc) {
-				t.Fatalf("%s, %s: the page after node b's cursor is not the page after node c's", step, target)
-			}
-		}
-	}
 	// readsOnlySplices reads every target on node b and checks that it
 	// ran the splice statement once for each list it held (targets of one
 	// list but for their limit share a page), and no page statement.
@@ -146,7 +130,7 @@ SELECT seq, `+feedPos+`, $1, $2, $3 FROM `+q+`.formsapi_forms WHERE id = 'f'`, a
 	check := func(step string) {
 		t.Helper()
 		for _, target := range targets {
-			same(step, target)
+			samePages(t, b, c, key, step, target)
 		}
 	}
 	check("start") // fills node b's cache
@@ -184,6 +168,25 @@ WHERE seq = (SELECT min(seq) + $1 FROM `+q+`.formsapi_submissions)`, rng.IntN(10
 }
 
 // withCursor returns target with its cursor set to cursor.
+// samePages checks that node b's page of the submissions of form f at
+// target (a query string) is node c's, and that the page after each one's
+// cursor is the same too, read from node c; step says when, in a failure.
+func samePages(t *testing.T, b, c http.Handler, key, step, target string) {
+	t.Helper()
+	pb := decodePage(t, get(b, "/v1/forms/f/submissions"+target, key))
+	pc := decodePage(t, get(c, "/v1/forms/f/submissions"+target, key))
+	if items(pb) != items(pc) || (pb.NextCursor == "") != (pc.NextCursor == "") {
+		t.Fatalf("%s, %s: node b served\n%s (next %q)\nnode c\n%s (next %q)", step, target, items(pb), pb.NextCursor, items(pc), pc.NextCursor)
+	}
+	if pb.NextCursor != "" {
+		nb := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pb.NextCursor), key))
+		nc := decodePage(t, get(c, "/v1/forms/f/submissions"+withCursor(t, target, pc.NextCursor), key))
+		if items(nb) != items(nc) {
+			t.Fatalf("%s, %s: the page after node b's cursor is not the page after node c's", step, target)
+		}
+	}
+}
+
 func withCursor(t *testing.T, target, cursor string) string {
 	v, err := url.ParseQuery(target[1:])
 	if err != nil {
