@@ -34,28 +34,15 @@ type benchExportStore interface {
 //	go test -run '^$' -bench BenchmarkExport -benchmem -count 5 .
 func BenchmarkExport(b *testing.B) {
 	const n = 2000
-	ctx := context.Background()
-	lite, err := sqlitestore.Open(filepath.Join(b.TempDir(), "export.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { lite.Close() })
-	for _, st := range []struct {
-		name string
-		s    benchExportStore
-	}{{"memstore", memstore.New()}, {"sqlitestore", lite}} {
-		if err := st.s.AddForm(ctx, benchdata.Account, formsapi.Form{ID: "export", Title: "Sign-ups"}); err != nil {
-			b.Fatal(err)
-		}
+	for _, st := range benchExportStores(b, func(ctx context.Context, s benchExportStore) error {
 		for i := range n {
 			sub, m := benchdata.WideSubmission("export", i)
-			if err := st.s.AddSubmission(ctx, sub, m); err != nil {
-				b.Fatal(err)
+			if err := s.AddSubmission(ctx, sub, m); err != nil {
+				return err
 			}
 		}
-		if err := st.s.AddKey(ctx, benchdata.Key, benchdata.Account); err != nil {
-			b.Fatal(err)
-		}
+		return nil
+	}) {
 		h := formsapi.NewHandler(st.s, st.s)
 		for _, format := range []string{"jsonl", "csv"} {
 			b.Run(st.name+"/"+format, func(b *testing.B) {
@@ -99,25 +86,9 @@ func BenchmarkExport(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkExportFiltered -benchtime 3x -count 3 .
 func BenchmarkExportFiltered(b *testing.B) {
 	const n = 100_000
-	ctx := context.Background()
-	lite, err := sqlitestore.Open(filepath.Join(b.TempDir(), "export.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { lite.Close() })
-	for _, st := range []struct {
-		name string
-		s    benchExportStore
-	}{{"memstore", memstore.New()}, {"sqlitestore", lite}} {
-		if err := st.s.AddForm(ctx, benchdata.Account, formsapi.Form{ID: "export", Title: "Sign-ups"}); err != nil {
-			b.Fatal(err)
-		}
-		if err := benchdata.AddAll(ctx, st.s, n, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return benchdata.WideSubmission("export", i) }, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := st.s.AddKey(ctx, benchdata.Key, benchdata.Account); err != nil {
-			b.Fatal(err)
-		}
+	for _, st := range benchExportStores(b, func(ctx context.Context, s benchExportStore) error {
+		return benchdata.AddAll(ctx, s, n, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return benchdata.WideSubmission("export", i) }, nil)
+	}) {
 		h := formsapi.NewHandler(st.s, st.s)
 		for _, c := range []struct{ name, query string }{
 			{"all", ""},
@@ -146,6 +117,37 @@ func BenchmarkExportFiltered(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchExportStoreNamed is a store an export benchmark fills and serves, by name.
+type benchExportStoreNamed struct {
+	name string
+	s    benchExportStore
+}
+
+// benchExportStores is a memstore and a real sqlitestore, each holding the
+// form "export" of account benchdata.Account, with the submissions fill
+// adds to it, and the key benchdata.Key.
+func benchExportStores(b *testing.B, fill func(context.Context, benchExportStore) error) []benchExportStoreNamed {
+	ctx := context.Background()
+	lite, err := sqlitestore.Open(filepath.Join(b.TempDir(), "export.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lite.Close() })
+	stores := []benchExportStoreNamed{{"memstore", memstore.New()}, {"sqlitestore", lite}}
+	for _, st := range stores {
+		if err := st.s.AddForm(ctx, benchdata.Account, formsapi.Form{ID: "export", Title: "Sign-ups"}); err != nil {
+			b.Fatal(err)
+		}
+		if err := fill(ctx, st.s); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.s.AddKey(ctx, benchdata.Key, benchdata.Account); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return stores
 }
 
 // lineCounter is a response writer that counts the lines of a body.
