@@ -432,15 +432,7 @@ func (q *listQuery) params() url.Values {
 	if q.cursor == "" || slices.Contains(q.given, "Oldest") || slices.Contains(q.given, "Newest") {
 		p.Set("order", q.order.String())
 	}
-	if !q.since.IsZero() {
-		p.Set("since", q.since.UTC().Format(time.RFC3339Nano))
-	}
-	if !q.until.IsZero() {
-		p.Set("until", q.until.UTC().Format(time.RFC3339Nano))
-	}
-	for k, v := range q.filters {
-		p[k] = v
-	}
+	q.setSelection(p)
 	if q.total != "" {
 		p.Set("total", q.total)
 	}
@@ -719,4 +711,18 @@ func (c *Client) Count(ctx context.Context, formID string, exact bool, opts ...L
 		return formsapi.Total{}, withRequestID(fmt.Errorf("%w: %s: the page has no total", ErrPaging, l.op), resp.RequestID)
 	}
 	return *resp.Total, nil
+}
+
+// setSelection sets in p the parameters that select the list's items:
+// since, until, the filters, q and fields as the options gave them.
+func (q *listQuery) setSelection(p url.Values) {
+	if !q.since.IsZero() {
+		p.Set("since", q.since.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.until.IsZero() {
+		p.Set("until", q.until.UTC().Format(time.RFC3339Nano))
+	}
+	for k, v := range q.filters {
+		p[k] = v
+	}
 }

@@ -89,15 +89,7 @@ func (c *Client) Summary(ctx context.Context, formID, interval string, top int, 
 		}
 	}
 	p := url.Values{}
-	if !q.since.IsZero() {
-		p.Set("since", q.since.UTC().Format(time.RFC3339Nano))
-	}
-	if !q.until.IsZero() {
-		p.Set("until", q.until.UTC().Format(time.RFC3339Nano))
-	}
-	for k, v := range q.filters {
-		p[k] = v
-	}
+	q.setSelection(p)
 	if interval != "" {
 		p.Set("interval", interval)
 	}
