@@ -134,7 +134,9 @@ FROM generate_series(1, 100000) g`, schema, t0),
 				}
 				literals = append(literals, "ARRAY["+strings.Join(elems, ", ")+"]")
 			case []string:
-				literals = append(literals, "ARRAY['"+strings.Join(v, "', '")+"']")
+				literals = append(literals, "ARRAY['"+strings.Join(v, "', '")+"']::text[]")
+			case int:
+				literals = append(literals, strconv.Itoa(v))
 			default:
 				t.Fatalf("%s: an argument of type %T", firstLine(sql), a)
 			}

@@ -355,7 +355,13 @@ LEFT JOIN LATERAL (
 	// The log's rows are read once (MATERIALIZED) and each kind joins its
 	// own table, so that a form's ID and an account are decoded from ref
 	// only for rows of their kind (a key's hash is no UTF-8). A round
-	// whose requests the copy answers all runs sqlRoundLog alone.
+	// whose requests the copy answers all runs sqlRoundLog alone. The
+	// decoded form IDs and accounts are compared COLLATE "default":
+	// convert_from's result has the "C" collation, and an index of a
+	// column of the database's default collation serves no equality
+	// under another (byte equality all the same, both being
+	// deterministic); without it each changed form's row was found by a
+	// scan of every form (TestExplain).
 	//
 	// The feeds (follow.go's formFeed): $3 names the forms whose feed
 	// the node holds and the feed position each is at, each as a zero
@@ -432,7 +438,7 @@ FROM c LEFT JOIN LATERAL (
     SELECT account_id, seq, version, incarnation, base, feed_last, CASE WHEN p > 0 THEN 1::bigint END AS fed,
         CASE WHEN p > 0 THEN ('x' || encode(substring($3::bytea FROM p + octet_length(c.ref) + 2 FOR 8), 'hex'))::bit(64)::bigint END AS since
     FROM formsapi_forms, position('\x00'::bytea || c.ref || '\x00'::bytea IN $3::bytea) AS p
-    WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
+    WHERE id = convert_from(c.ref, 'UTF8') COLLATE "default" LIMIT 1
 ) f ON true
 LEFT JOIN LATERAL (
     (SELECT feed_pos, created_at, seq, json, NULL::bigint AS of_pos FROM formsapi_submissions
@@ -448,7 +454,7 @@ WHERE c.kind = 2
 	roundFormsLean = `SELECT 0, c.kind, c.ref, NULL, f.account_id, NULL, NULL, f.seq, f.version, f.incarnation, NULL,
     f.base, f.feed_last, NULL, NULL, NULL, NULL
 FROM c LEFT JOIN LATERAL (
-    SELECT account_id, seq, version, incarnation, base, feed_last FROM formsapi_forms WHERE id = convert_from(c.ref, 'UTF8') LIMIT 1
+    SELECT account_id, seq, version, incarnation, base, feed_last FROM formsapi_forms WHERE id = convert_from(c.ref, 'UTF8') COLLATE "default" LIMIT 1
 ) f ON true
 WHERE c.kind = 2
 `
@@ -456,7 +462,7 @@ WHERE c.kind = 2
 SELECT 0, c.kind, c.ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.version,
     NULL, NULL, NULL, NULL, NULL, NULL
 FROM c LEFT JOIN LATERAL (
-    SELECT version FROM formsapi_form_lists WHERE account_id = convert_from(c.ref, 'UTF8') LIMIT 1
+    SELECT version FROM formsapi_form_lists WHERE account_id = convert_from(c.ref, 'UTF8') COLLATE "default" LIMIT 1
 ) l ON true
 WHERE c.kind = 3
 UNION ALL
