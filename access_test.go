@@ -110,6 +110,36 @@ func (l *recordingLimiter) Allow(ctx context.Context, key string, p ratelimit.Po
 	return l.Limiter.Allow(ctx, key, p)
 }
 
+// frozenLimiter is ratelimit.Memory's GCRA on a clock that stands still,
+// for tests that read the reset times a decision gives.
+type frozenLimiter struct {
+	mu   sync.Mutex
+	now  time.Time
+	tats map[[2]string]time.Time
+}
+
+func newFrozenLimiter() *frozenLimiter {
+	return &frozenLimiter{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), tats: map[[2]string]time.Time{}}
+}
+
+func (l *frozenLimiter) Allow(_ context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := [2]string{p.Name, key}
+	d, tat := p.GCRA(l.tats[b], l.now)
+	l.tats[b] = tat
+	return d, nil
+}
+
+func (l *frozenLimiter) Charge(_ context.Context, key string, p ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := [2]string{p.Name, key}
+	d, tat := p.GCRACharge(l.tats[b], l.now, n)
+	l.tats[b] = tat
+	return d, nil
+}
+
 // addScopedKey adds a key of account A scoped to FormBusy.
 func addScopedKey(t *testing.T, s *memstore.Store) string {
 	t.Helper()
@@ -153,7 +183,9 @@ func TestScopedKeyCannotStarveTheAccount(t *testing.T) {
 	s := seeded(t)
 	scoped := addScopedKey(t, s)
 	p := ratelimit.Policy{Name: "default", Quota: 10, Window: time.Hour} // a scoped key may take 5
-	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: ratelimit.NewMemory(), Policy: p}))
+	// The limiter's clock stands still: the test reads each reset time
+	// to the second, which a loaded machine's slow requests moved.
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: newFrozenLimiter(), Policy: p}))
 	target := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=1"
 
 	res := do(t, h, "GET", target, bearer(scoped)...)
