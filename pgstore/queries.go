@@ -330,13 +330,7 @@ WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
 	// planned no more (TestLookupsPlannedOnce).
 	sqlAuthorizeBatch = `SELECT u.n, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
     CASE WHEN u.form_id = '' THEN (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id) END
-FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])) WITH ORDINALITY AS u (h, form_id, n)
-LEFT JOIN LATERAL (
-    SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
-) k ON true
-LEFT JOIN LATERAL (
-    SELECT seq, version, incarnation FROM formsapi_forms WHERE id = u.form_id AND account_id = k.account_id LIMIT 1
-) f ON true`
+FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])` + lookupsJoin
 
 	// A following node's round (follow.go, migration 0025), one
 	// statement and so one snapshot: a row with the snapshot, a row for
@@ -386,7 +380,7 @@ LEFT JOIN LATERAL (
 	sqlRoundLog = roundHead + roundForms + roundTail
 
 	// sqlRoundLog and the lookups: a round with misses.
-	sqlRound = sqlRoundLog + roundLookups + `$5::bytea[]), (SELECT $6::text[])` + roundLookupsJoin
+	sqlRound = sqlRoundLog + roundLookups + `$5::bytea[]), (SELECT $6::text[])` + lookupsJoin
 
 	// sqlRoundLogLean and sqlRoundLean are sqlRoundLog and sqlRound
 	// without the feeds: a changed form's row reads no submissions, and
@@ -394,19 +388,20 @@ LEFT JOIN LATERAL (
 	// find no form changed in runs them (follow.go), as the feeds' part
 	// costs an empty round some 20 µs more to start.
 	sqlRoundLogLean = roundHead + roundFormsLean + roundTail
-	sqlRoundLean    = sqlRoundLogLean + roundLookups + `$3::bytea[]), (SELECT $4::text[])` + roundLookupsJoin
+	sqlRoundLean    = sqlRoundLogLean + roundLookups + `$3::bytea[]), (SELECT $4::text[])` + lookupsJoin
 
-	// roundLookups and roundLookupsJoin, around the two arrays' parameters,
+	// roundLookups and lookupsJoin, around the two arrays' parameters,
 	// are a round's lookups (sqlRound, sqlRoundLean): a row for each key
 	// hash with its form ID, numbered from 1, as sqlAuthorizeBatch reads
-	// it, with the version of the key's account's forms list for every one.
+	// it (lookupsJoin is its joins too), with the version of the key's
+	// account's forms list for every one.
 	roundLookups = `
 UNION ALL
 SELECT u.n, NULL, NULL, NULL, k.account_id, k.forms, k.expires_at, f.seq, f.version, f.incarnation,
     (SELECT l.version FROM formsapi_form_lists l WHERE l.account_id = k.account_id),
     NULL, NULL, NULL, NULL, NULL, NULL
 FROM unnest((SELECT `
-	roundLookupsJoin = `) WITH ORDINALITY AS u (h, form_id, n)
+	lookupsJoin = `) WITH ORDINALITY AS u (h, form_id, n)
 LEFT JOIN LATERAL (
     SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = u.h AND revoked_at IS NULL LIMIT 1
 ) k ON true
