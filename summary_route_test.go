@@ -15,6 +15,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/storetest"
 )
 
@@ -366,4 +367,47 @@ func FuzzSummaryParams(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSummaryWorkIsCharged: a summary read afresh pays for the bytes it
+// read as filtered pages do, one unit more per started 4 MiB past the
+// first; the kept summary, served again, costs one unit. 1,000
+// submissions of about 10 KiB each: some 10 MiB read, 2 units more.
+func TestSummaryWorkIsCharged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := memstore.New()
+	if err := s.AddForm(ctx, "acct-a", formsapi.Form{ID: "big", Title: "Big", CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddKey(ctx, storetest.KeyA, "acct-a"); err != nil {
+		t.Fatal(err)
+	}
+	note := strings.Repeat("n", 10<<10)
+	for i := range 1000 {
+		data := fmt.Sprintf(`{"i":%d,"note":%q}`, i, note)
+		sub := formsapi.Submission{FormID: "big", Data: []byte(data), CreatedAt: time.Date(2025, 1, 2, 0, 0, i, 0, time.UTC)}
+		if err := s.AddSubmission(ctx, sub, formsapi.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := ratelimit.Policy{Name: "test", Quota: 100, Window: time.Hour}
+	h := formsapi.NewHandler(s, s, formsapi.WithRateLimit(ratelimit.Options{Limiter: newFrozenLimiter(), Policy: policy}))
+	remaining := func(w *httptest.ResponseRecorder) int {
+		t.Helper()
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		var r int
+		if _, err := fmt.Sscanf(w.Header().Get("RateLimit"), `"test";r=%d;`, &r); err != nil {
+			t.Fatalf("RateLimit %q: %v", w.Header().Get("RateLimit"), err)
+		}
+		return r
+	}
+	if r := remaining(getSummary(t, h, "big", "", "")); r != 100-1-2 {
+		t.Errorf("after a summary read afresh, %d units left; want 97 (1 and 2 for its 10 MiB)", r)
+	}
+	if r := remaining(getSummary(t, h, "big", "", "")); r != 97-1 {
+		t.Errorf("after the kept summary, %d units left; want 96 (1)", r)
+	}
 }
