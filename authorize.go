@@ -101,6 +101,21 @@ type found struct {
 	forms *wire.Forms
 }
 
+// stale reports whether the combined lookup was answered from a
+// following node's copy without waiting for a round (pgstore's
+// WithStaleness), and how old that copy was: the Data-Age header
+// (docs/api.md). A lookup that waited for its round is as new as the
+// request and has no age.
+func (fd found) stale() (time.Duration, bool) {
+	switch {
+	case fd.form != nil && fd.form.Stale:
+		return fd.form.Age, true
+	case fd.forms != nil && fd.forms.Stale:
+		return fd.forms.Age, true
+	}
+	return 0, false
+}
+
 func (a *api) lookup(ctx context.Context, token, formID string) (Grant, found, error) {
 	if a.authz == nil {
 		account, err := a.keys.ResolveKey(ctx, token)

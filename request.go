@@ -101,6 +101,9 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	if err != nil {
 		return fail(fmt.Errorf("resolve key: %w", err))
 	}
+	if age, ok := fd.stale(); ok {
+		w.Header().Set("Data-Age", strconv.FormatFloat(age.Seconds(), 'f', 3, 64))
+	}
 	stop := cancel
 	cancel = func() { stop(); done() } // the request is out of flight
 	if err := a.rateLimit(w, r, key, grant); err != nil {

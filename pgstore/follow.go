@@ -137,7 +137,15 @@ type follower struct {
 	quiet        int                  // rounds since one found a form with a feed changed
 	feedArgBytes int                  // of the last round's feedArgs
 
-	rounds, misses, resets, spliced atomic.Int64
+	// Bounded staleness (WithStaleness): the bound, 0 for exact mode;
+	// when the last round that succeeded started (the store's clock),
+	// zero before one; and whether a round started from the copy's
+	// answers (fromCopy) is in flight.
+	staleness  time.Duration
+	fresh      time.Time
+	refreshing atomic.Bool
+
+	rounds, misses, resets, spliced, stale atomic.Int64
 }
 
 type followKey struct {
@@ -191,6 +199,9 @@ type FollowStats struct {
 	// Spliced counts pages brought up to a form's version from the rows
 	// of its feed that the rounds read, with no statement of their own.
 	Spliced int64
+	// Stale counts lookups answered from the copy without waiting for a
+	// round (WithStaleness).
+	Stale int64
 }
 
 // FollowStats returns the counts of a store made WithFollow, and zeros
@@ -200,7 +211,7 @@ func (s *Store) FollowStats() FollowStats {
 	if f == nil {
 		return FollowStats{}
 	}
-	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load(), Spliced: f.spliced.Load()}
+	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load(), Spliced: f.spliced.Load(), Stale: f.stale.Load()}
 }
 
 // newFollowLookups returns the queue of key lookups of a following store:
@@ -269,6 +280,9 @@ type roundRow struct {
 // statement, applies what it read to the copy, and answers every lookup.
 func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	f := s.follow
+	// Taken before the statement, whose snapshot is at least this new:
+	// what bounded staleness measures an answer's age from.
+	start := s.now()
 	f.mu.Lock()
 	prev := f.snap
 	clear(f.goneKeys)
@@ -333,6 +347,13 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	if err == nil {
 		err = f.apply(prev, rows, miss)
 	}
+	if err == nil {
+		f.mu.Lock()
+		if start.After(f.fresh) {
+			f.fresh = start
+		}
+		f.mu.Unlock()
+	}
 	f.rounds.Add(1)
 	f.misses.Add(int64(len(miss)))
 	if err != nil {
@@ -353,6 +374,30 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 			l.row, l.err = keyRow{}, errRetryLookup
 		}
 	}
+}
+
+// fromCopy answers l from the copy without a round, as bounded
+// staleness allows (WithStaleness): when the last good round started at
+// most f.staleness before now and the copy holds what l asks. It returns
+// the answer's age and whether it answered, and whether a round should
+// be started to keep the copy fresh (the age is past half the bound and
+// no such round is in flight; the caller then runs one).
+func (f *follower) fromCopy(l *keyLookup, now time.Time) (age time.Duration, ok, refresh bool) {
+	if f.staleness <= 0 {
+		return 0, false, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fresh.IsZero() {
+		return 0, false, false
+	}
+	age = max(now.Sub(f.fresh), 0)
+	if age > f.staleness || !f.answer(l) {
+		return 0, false, false
+	}
+	f.stale.Add(1)
+	refresh = age >= f.staleness/2 && f.refreshing.CompareAndSwap(false, true)
+	return age, true, refresh
 }
 
 // errRetryLookup is a lookup's error when the round it waited for

@@ -58,7 +58,7 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 // looks the key's hash up in the database on every call, so a revocation
 // through any store over the same schema holds for the very next request.
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
-	g, _, err := s.authorize(ctx, key, "")
+	g, _, err := s.authorize(ctx, key, "", false)
 	if err != nil {
 		return "", fmt.Errorf("pgstore: resolve key: %w", err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 // store writes noted uses in one statement per WithLastUsedInterval (a minute), and on
 // Close.
 func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, error) {
-	g, _, err := s.authorize(ctx, key, "")
+	g, _, err := s.authorize(ctx, key, "", false)
 	if err != nil {
 		return formsapi.Grant{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
@@ -83,13 +83,15 @@ func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, erro
 // among the forms of the key's account, for the page the handler reads
 // next through this store (see wire.Form). The key's row is read on every
 // call, as Authorize reads it, so revocation and expiry hold for the very
-// next request.
+// next request, unless WithStaleness allows an answer from a following
+// node's copy (then the wire.Form says so, and how old it is).
 func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
-	g, row, err := s.authorize(ctx, key, formID)
+	g, l, err := s.authorize(ctx, key, formID, true)
 	if err != nil {
 		return formsapi.Grant{}, wire.Form{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
-	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64, Incarnation: uint64(row.incarnation.Int64)}, nil
+	row := l.row
+	return g, wire.Form{Found: row.seq.Valid, Seq: row.seq.Int64, Version: row.version.Int64, Incarnation: uint64(row.incarnation.Int64), Stale: l.stale, Age: l.age}, nil
 }
 
 // AuthorizeForms is Authorize for the handler's forms list: in the same
@@ -97,43 +99,49 @@ func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi
 // of the key's account (see wire.Forms), which the handler hands back to
 // ListFormsAt with every page of forms the request reads, so that a page
 // the read cache holds costs no other statement. The key's row is read
-// on every call, as Authorize reads it.
+// on every call, as Authorize reads it, unless WithStaleness allows an
+// answer from a following node's copy (then the wire.Forms says so).
 func (s *Store) AuthorizeForms(ctx context.Context, key string) (formsapi.Grant, wire.Forms, error) {
-	g, row, err := s.authorize(ctx, key, "")
+	g, l, err := s.authorize(ctx, key, "", true)
 	if err != nil {
 		return formsapi.Grant{}, wire.Forms{}, fmt.Errorf("pgstore: authorize: %w", err)
 	}
-	return g, wire.Forms{Known: row.list.Valid, Version: row.list.Int64}, nil
+	return g, wire.Forms{Known: l.row.list.Valid, Version: l.row.list.Int64, Stale: l.stale, Age: l.age}, nil
 }
 
 // authorize looks key up, and formID among the forms of its account
 // unless formID is "" (then the version of the account's forms list),
-// and returns the key's grant and the row it read.
-func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Grant, keyRow, error) {
+// and returns the key's grant and the lookup that read its row. bounded
+// lets a following node answer from its copy (see lookupKey).
+func (s *Store) authorize(ctx context.Context, key, formID string, bounded bool) (formsapi.Grant, *keyLookup, error) {
 	if err := ctx.Err(); err != nil {
-		return formsapi.Grant{}, keyRow{}, err
+		return formsapi.Grant{}, nil, err
 	}
 	h := keyformat.Hash(key)
 	if !storableText(formID) {
 		formID = "" // no such form can be stored
 	}
-	row, err := s.lookupKey(ctx, h[:], formID)
+	l, err := s.lookupKey(ctx, h[:], formID, bounded)
+	if err == nil {
+		err = l.err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return formsapi.Grant{}, keyRow{}, formsapi.ErrInvalidKey
+		return formsapi.Grant{}, nil, formsapi.ErrInvalidKey
 	}
 	if err != nil {
-		return formsapi.Grant{}, keyRow{}, withCtx(ctx, err)
+		return formsapi.Grant{}, nil, withCtx(ctx, err)
 	}
+	row := l.row
 	g := row.g
 	now := s.now() // the store's clock, never the database's: see WithClock
 	if row.expires != nil {
 		if now.UnixNano() >= *row.expires {
-			return formsapi.Grant{}, keyRow{}, formsapi.ErrInvalidKey
+			return formsapi.Grant{}, nil, formsapi.ErrInvalidKey
 		}
 		g.ExpiresAt = stored.Time(*row.expires)
 	}
 	s.used.Note(h, now)
-	return g, row, nil
+	return g, l, nil
 }
 
 // ListKeys implements formsapi.KeyManager: every key of accountID,

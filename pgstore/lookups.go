@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -35,7 +36,12 @@ type keyLookup struct {
 	formID string
 	row    keyRow
 	err    error // pgx.ErrNoRows: no live key of that hash
-	n      int64 // a following store's round: the lookup's row number, 0 when the copy answers it
+	// age is, for a lookup a following node answered from its copy
+	// without a round (bounded), how long before the answer the copy's
+	// last round started; stale says it was answered so.
+	age   time.Duration
+	stale bool
+	n     int64 // a following store's round: the lookup's row number, 0 when the copy answers it
 }
 
 // keyRow is what a lookup reads: the key's grant and expiry, and the
@@ -59,20 +65,51 @@ func (s *Store) newLookups() *coalesce.Batcher[keyLookup] {
 // lookupKey returns the key row of hash, with formID among its account's
 // forms unless formID is "" (formID must be storable text). It returns
 // pgx.ErrNoRows for no live key, and ctx's error when ctx ends first.
-func (s *Store) lookupKey(ctx context.Context, hash []byte, formID string) (keyRow, error) {
+// With bounded, a following node with a staleness bound (WithStaleness)
+// may answer from its copy without a round: l.stale and l.age say so.
+func (s *Store) lookupKey(ctx context.Context, hash []byte, formID string, bounded bool) (*keyLookup, error) {
+	if bounded && s.follow != nil {
+		l := &keyLookup{hash: hash, formID: formID}
+		if age, ok, refresh := s.follow.fromCopy(l, s.now()); ok {
+			if refresh {
+				s.refresh(hash, formID)
+			}
+			l.age, l.stale = age, true
+			return l, nil
+		}
+	}
 	for {
 		l := &keyLookup{hash: hash, formID: formID}
 		if err := s.lookups.Do(ctx, l); err != nil {
 			// The batch still reads the row for nobody; its other lookups
 			// are unaffected.
-			return keyRow{}, err
+			return nil, err
 		}
 		if !errors.Is(l.err, errRetryLookup) {
-			return l.row, l.err
+			return l, nil
 		}
 		// A following store's round dropped the copy that was to answer
 		// it (follow.go): the next round reads its row.
 	}
+}
+
+// refreshTimeout bounds a round started in the background by an answer
+// from a following node's copy (refresh).
+const refreshTimeout = 10 * time.Second
+
+// refresh starts a round in the background, for a following node whose
+// copy answered a lookup past half its staleness bound (fromCopy), with
+// that lookup in it: the copy answers it, so the round reads the log
+// alone. The store's Close waits for it.
+func (s *Store) refresh(hash []byte, formID string) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		defer s.follow.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(s.closing, refreshTimeout)
+		defer cancel()
+		_ = s.lookups.Do(ctx, &keyLookup{hash: hash, formID: formID}) // a failed round leaves the copy to age out
+	}()
 }
 
 // lookupBatch reads the rows of batch, in the single statements for one

@@ -103,6 +103,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +129,7 @@ type config struct {
 	searchIndex  bool          // see WithSearchIndex
 	follow       bool          // see WithFollow
 	spacing      time.Duration // see WithFollow
+	staleness    time.Duration // see WithStaleness
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
@@ -255,6 +257,29 @@ func WithFollow(spacing time.Duration) Option {
 	return func(c *config) { c.follow, c.spacing = true, max(spacing, 0) }
 }
 
+// WithStaleness lets a following node (WithFollow, which it implies,
+// rounds spacing 0 unless WithFollow says otherwise) answer the handler's
+// combined lookups, AuthorizeForm and AuthorizeForms, from its copy
+// without waiting for a round, while the last round that succeeded
+// started at most bound ago by the store's clock (WithClock): the answer
+// may then miss writes, revocations included, committed up to bound
+// before it, never more (docs/fleet.md, "Bounded staleness"). Such an
+// answer carries its age (wire.Form.Age, wire.Forms.Age), which the
+// handler sends as the Data-Age header. A lookup the copy cannot answer,
+// or past the bound, waits for a round as without the option, so a node
+// whose rounds fail stops answering from its copy once bound has passed
+// since its last good one; an answer from the copy older than half the
+// bound starts a round in the background, so that a node with steady
+// traffic seldom makes a request wait. Authorize and ResolveKey, which
+// the handler's other routes (the export, the summary, webhook control)
+// use, stay exact. A bound of zero or less is exact mode, the default.
+func WithStaleness(bound time.Duration) Option {
+	return func(c *config) {
+		c.staleness = max(bound, 0)
+		c.follow = c.follow || bound > 0
+	}
+}
+
 // Store keeps forms, submissions, API keys and webhook endpoints in
 // PostgreSQL, for any number of nodes over one database. Like
 // memstore.Store and sqlitestore.Store, it implements every contract this
@@ -281,6 +306,13 @@ type Store struct {
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
 	replica *pgxpool.Pool                // nil without WithReplica
 	follow  *follower                    // nil without WithFollow
+
+	// Work the store started in the background (a following node's
+	// refresh rounds): closing ends when Close begins, which waits for
+	// background.
+	closing    context.Context
+	stop       context.CancelFunc
+	background sync.WaitGroup
 
 	replicaCounts replicaCounts // see ReplicaReads
 
@@ -376,9 +408,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("read the search index setting: %w", err)
 	}
 	s.searchOn.Store(on)
+	s.closing, s.stop = context.WithCancel(context.Background())
 	s.lookups = s.newLookups()
 	if cfg.follow {
 		s.follow = newFollower()
+		s.follow.staleness = cfg.staleness
 		s.lookups = s.newFollowLookups(cfg.spacing)
 	}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
@@ -398,6 +432,8 @@ func (s *Store) Schema() string { return s.schema }
 // either way), like sqlitestore's Close. A store from New leaves the
 // host's pool open. Close waits for queries in progress to finish.
 func (s *Store) Close() error {
+	s.stop()
+	s.background.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
 	defer cancel()
 	err := s.used.Stop(ctx)

@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	account := fs.String("account", demoAccount, "with -delete and -erase: the account whose submissions they delete")
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
+	staleness := fs.Duration("staleness", 0, "with -follow: let the node answer lists from its copy of keys and forms up to this old, without a round (pgstore.WithStaleness; the Data-Age header says how old); see docs/fleet.md (default: 0, exact)")
 	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38, not complete) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
@@ -208,7 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, follow: *follow}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, follow: *follow, staleness: *staleness}
 	if *keyFile == "" {
 		*keyFile = *dbPath + ".demo-key"
 		if *dsn != "" {

@@ -24,6 +24,7 @@ type storeFlags struct {
 	cacheMiB                        int
 	searchIndex                     bool
 	follow                          time.Duration // -follow: negative for off
+	staleness                       time.Duration // -staleness, with -follow
 }
 
 // dbSystem is the store's db.system.name, for the metrics.
@@ -84,7 +85,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		opts = append(opts, pgstore.WithSchema(f.schema))
 	}
 	if f.follow >= 0 {
-		opts = append(opts, pgstore.WithFollow(f.follow))
+		opts = append(opts, pgstore.WithFollow(f.follow), pgstore.WithStaleness(f.staleness))
 	}
 	pool, err := openPool(ctx, f.dsn)
 	if err != nil {
@@ -115,7 +116,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 			}
 			if f.follow >= 0 {
 				r := pg.FollowStats()
-				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced)
+				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ package wire
 import (
 	"math"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/observe"
@@ -114,6 +115,13 @@ type Form struct {
 	// Incarnation is the form's incarnation (see Page.Incarnation), 0
 	// when the store did not read it.
 	Incarnation uint64
+	// Stale reports an answer a following node gave from its copy
+	// without waiting for a round (pgstore.WithStaleness): it may miss
+	// writes committed up to the node's bound before the request. Age is
+	// then how long before the answer the copy's last round started; the
+	// handler sends it as the Data-Age header.
+	Stale bool
+	Age   time.Duration
 }
 
 // Forms is the version of an account's forms list, as a store of this
@@ -134,6 +142,10 @@ type Forms struct {
 	Known bool
 	// Version is the list's version when Known.
 	Version int64
+	// Stale and Age are Form's: an answer from a following node's copy,
+	// and its age.
+	Stale bool
+	Age   time.Duration
 	// Cache is what the store's read cache did for the page last read, for
 	// an observer; CacheNone without a cache.
 	Cache observe.Cache

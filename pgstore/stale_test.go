@@ -1,0 +1,114 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+)
+
+// TestBoundedStaleness: a following node with a staleness bound
+// (WithStaleness) answers from its copy without a round while its last
+// good round started within the bound by its clock, and says how old the
+// answer is (Data-Age); the answer may miss a write made meanwhile, never
+// one older than the bound; past half the bound an answer starts a round
+// in the background; past the bound a request waits for a round, so a
+// revocation holds; and a node whose rounds fail stops answering from its
+// copy once the bound has passed.
+func TestBoundedStaleness(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pooledSchema(t)
+	writer := mustOpenIn(t, dsn, schema)
+	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
+	clock := storetest.NewClock(time.Now().UTC())
+	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Second), pgstore.WithClock(clock.Now))
+	h := formsapi.NewHandler(node, node)
+	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
+	key, err := formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
+
+	res := get(h, list, key) // nothing copied yet: a round
+	first := decodePage(t, res)
+	is.Equal(res.header.Get("Data-Age"), "")
+	is.Equal(node.FollowStats().Rounds, int64(1))
+
+	res = get(h, list, key) // from the copy, no round
+	is.Equal(items(decodePage(t, res)), items(first))
+	is.Equal(res.header.Get("Data-Age"), "0.000")
+	is.Equal(node.FollowStats().Rounds, int64(1))
+	is.Equal(node.FollowStats().Stale, int64(1))
+
+	// A write within the bound may be missed: the copy still has the
+	// form's version from before it.
+	newest := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	is.NoErr(writer.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"stale":1}`), CreatedAt: newest}, formsapi.Metadata{ID: "stale-1"}))
+	clock.Advance(400 * time.Millisecond)
+	res = get(h, list, key)
+	is.Equal(items(decodePage(t, res)), items(first))
+	is.Equal(res.header.Get("Data-Age"), "0.400")
+	is.Equal(node.FollowStats().Rounds, int64(1))
+
+	// Past half the bound, an answer from the copy starts a round in the
+	// background, which brings the write in.
+	clock.Advance(200 * time.Millisecond)
+	res = get(h, list, key)
+	is.Equal(res.header.Get("Data-Age"), "0.600")
+	waitFor(t, func() bool { return node.FollowStats().Rounds == 2 })
+	res = get(h, list, key)
+	is.Equal(res.header.Get("Data-Age"), "0.000") // the background round started at the clock's now
+	is.True(strings.Contains(string(decodePage(t, res).Submissions[0]), `"stale":1`))
+
+	// Forms lists are answered from the copy too once it holds the list.
+	is.Equal(get(h, "/v1/forms", key).header.Get("Data-Age"), "") // a round: the list was not copied
+	is.Equal(get(h, "/v1/forms", key).header.Get("Data-Age"), "0.000")
+
+	// A revocation within the bound may be missed; past it, never.
+	is.NoErr(writer.RevokeKey(ctx, key))
+	clock.Advance(900 * time.Millisecond)
+	is.Equal(get(h, list, key).status, http.StatusOK)
+	waitFor(t, func() bool { return node.FollowStats().Rounds == 4 }) // the background round it started
+	is.Equal(get(h, list, key).status, http.StatusUnauthorized)       // that round saw the revocation
+	clock.Advance(1100 * time.Millisecond)
+	rounds := node.FollowStats().Rounds
+	is.Equal(get(h, list, storetest.KeyA).status, http.StatusOK) // past the bound: a round
+	is.Equal(node.FollowStats().Rounds, rounds+1)
+
+	// Rounds that fail: the copy answers until the bound has passed since
+	// the last good round, then requests fail as a failed lookup does (this
+	// failure is a 500; an unreachable database's, a 503).
+	conn, err := pgx.Connect(ctx, dsn)
+	is.NoErr(err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	rename := func(from, to string) {
+		_, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", pgx.Identifier{schema}.Sanitize(), from, to))
+		is.NoErr(err)
+	}
+	rename("formsapi_changes", "formsapi_changes_gone")
+	t.Cleanup(func() { rename("formsapi_changes_gone", "formsapi_changes") })
+	clock.Advance(700 * time.Millisecond)
+	is.Equal(get(h, list, storetest.KeyA).status, http.StatusOK) // from the copy, and a round that fails
+	clock.Advance(400 * time.Millisecond)
+	is.Equal(get(h, list, storetest.KeyA).status, http.StatusInternalServerError) // the failed lookup's answer
+}
+
+// waitFor waits until cond holds, for work a test started in the
+// background, failing the test after ten seconds of wall time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition did not hold within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
