@@ -27,6 +27,9 @@
 #                 follow the change log (pgstore.WithFollow, issue 38);
 #                 each node's rounds are printed after the row (not in
 #                 the default ROWS)
+#   pg3-stale, pg3+writer-stale   pg3-follow and pg3+writer-follow with
+#                 -staleness "$STALE" (10ms): bounded staleness
+#                 (pgstore.WithStaleness; not in the default ROWS)
 #
 # Rows on a primary and a hot standby of the script's own (not in the
 # default ROWS; the shared server allows no replication): initdb into
@@ -390,6 +393,7 @@ node_row() {
 
 PGNODE=(-postgres "$(dsn "$PG" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}")
 FOLLOW=${FOLLOW:-1ms}
+STALE=${STALE:-10ms}
 
 # follow_rounds NAME: prints the rounds each -follow node of row NAME
 # logged at exit (warm-up included): rounds, lookups the copy could not
@@ -425,10 +429,12 @@ for row in $ROWS; do
   pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
-  pg1-follow | pg3-follow)
-    n=${row%-follow}
+  pg1-follow | pg3-follow | pg3-stale)
+    n=${row%-*}
     n=${n#pg}
-    node_row "$row" "$n" "$(( n == 1 ? 2 : n ))" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" -follow "$FOLLOW"
+    stale=()
+    case $row in *-stale) stale=(-staleness "$STALE") ;; esac
+    node_row "$row" "$n" "$(( n == 1 ? 2 : n ))" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" -follow "$FOLLOW" "${stale[@]}"
     follow_rounds "$row"
     ;;
   old-pg1-redis | old-pg2-redis | old-pg3-redis)
@@ -452,11 +458,14 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg1+writer | pg2+writer | pg3+writer | pg3+writer-follow)
+  pg1+writer | pg2+writer | pg3+writer | pg3+writer-follow | pg3+writer-stale)
     n=${row%%+writer*}
     n=${n#pg}
     follow=()
-    case $row in *-follow) follow=(-follow "$FOLLOW") ;; esac
+    case $row in
+    *-follow) follow=(-follow "$FOLLOW") ;;
+    *-stale) follow=(-follow "$FOLLOW" -staleness "$STALE") ;;
+    esac
     start_nodes "$row" "$n" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" "${follow[@]}"
     "$DIR/tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$SCHEMA" \
       -keys "$PGKEYS" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
@@ -466,7 +475,7 @@ for row in $ROWS; do
     wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
     echo "$(cat "$DIR/writer.out")" >&2
     stop_nodes
-    case $row in *-follow) follow_rounds "$row" ;; esac
+    case $row in *-follow | *-stale) follow_rounds "$row" ;; esac
     ;;
   rpg3 | rpg3-replica | rpg3+writer | rpg3+writer-replica)
     args=("${RPGNODE[@]}")

@@ -2,7 +2,8 @@
 # bench/scopedflood.sh); source it from the repository root. It builds the
 # example server and the bench commands into a temporary directory $DIR,
 # and on exit stops every server it started, drops the PostgreSQL schemas
-# named in $SCHEMAS and removes $DIR.
+# named in $SCHEMAS and removes $DIR (KEEP=DIR copies the servers' logs
+# there first).
 set -euo pipefail
 PG=${PG-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
 DIR=$(mktemp -d /tmp/formsapi-bench.XXXXXX)
@@ -12,6 +13,7 @@ bench_cleanup() {
   set +e
   for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   for s in "${SCHEMAS[@]}"; do psql -q "$PG" -c "DROP SCHEMA IF EXISTS $s CASCADE" >/dev/null 2>&1; done
+  [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$DIR"/*.log "$DIR"/*.err "$KEEP"/ 2>/dev/null; }
   rm -rf "$DIR"
 }
 trap bench_cleanup EXIT
