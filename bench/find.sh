@@ -30,7 +30,10 @@
 # search (q: rare, rare of common trigrams, common, none): the
 # median time of the first page (limit=100, newest first) and of a page
 # 90% into the range, its items and the index entries it examined, and
-# the time and answer of total=exact and total=estimate. Goals (issue 27):
+# the time and answer of total=exact and total=estimate; then the form's
+# summary (issue 39), whole and filtered, read afresh (a new handler each
+# time) and kept (the same handler, the form unchanged), with the kinds
+# of its figures. Goals (issue 27):
 # a page for a filter matching nothing or one submission within 50 ms on
 # both stores; a search page with a rare term within 100 ms.
 #

@@ -6,8 +6,9 @@
 // (issue 39), the time of the first page (and this process's CPU per
 // request for it: all of SQLite's work, none of PostgreSQL's backends')
 // and of a page deep in the walk, the items and index entries a page
-// examines, and the time of an exact total and of an estimate. bench/find.sh
-// runs it; see there.
+// examines, and the time of an exact total and of an estimate; then the
+// form's summary (issue 39), read afresh and kept, whole and filtered.
+// bench/find.sh runs it; see there.
 //
 //	go run ./internal/cmd/findbench -db /tmp/find.db -n 1000000
 //	go run ./internal/cmd/findbench -postgres "$DSN" -schema formsapi_find -n 1000000
@@ -202,7 +203,84 @@ func run() error {
 		fmt.Printf("%-34s %10s %9s %6d %9s %10s %6d %12s %12s\n", c.name, ms(first), ms(firstCPU), len(p.Submissions), examined(c.q, len(p.Submissions), p.NextCursor != ""), ms(deepT), deepItems,
 			fmt.Sprintf("%s %d %s", ms(exact), te.Total.Value, te.Total.Kind), fmt.Sprintf("%s %d %s", ms(est), tt.Total.Value, tt.Total.Kind))
 	}
+	return summaries(s, *runs)
+}
+
+// summaries measures the form's summary (issue 39): read afresh (a new
+// handler each time, so none is kept) and kept (the same handler again,
+// the form unchanged), the whole form and with filters, with the kinds
+// of its figures.
+func summaries(s store, runs int) error {
+	fmt.Printf("\n%-34s %10s %9s %10s %9s %26s %8s %s\n", "summary (interval=day)", "afresh", "CPU/req", "kept", "CPU/req", "count", "read", "kinds (buckets, fields)")
+	for _, c := range []struct{ name, q string }{
+		{"whole form", ""},
+		{"1%: plan=gold", "filter[plan]=gold"},
+		{"50%: half=true", "filter[half]=true"},
+		{"range: n>=0 (all)", "filter[n][gte]=0"},
+		{"q rare: zoe", "q=zoe"},
+	} {
+		target := "/v1/forms/" + formID + "/summary?" + c.q
+		var sum summary
+		get := func(h http.Handler) time.Duration {
+			r := httptest.NewRequest("GET", target, nil)
+			r.Header.Set("Authorization", "Bearer "+key)
+			w := httptest.NewRecorder()
+			began := time.Now()
+			h.ServeHTTP(w, r)
+			d := time.Since(began)
+			var body struct{ Summary summary }
+			if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil {
+				fmt.Fprintf(os.Stderr, "%s: %d %.200s\n", target, w.Code, w.Body.String())
+			}
+			sum = body.Summary
+			return d
+		}
+		measure := func(h func() http.Handler) (time.Duration, time.Duration) {
+			var ds []time.Duration
+			began := processCPU()
+			for range runs {
+				ds = append(ds, get(h()))
+			}
+			cpu := (processCPU() - began) / time.Duration(runs)
+			slices.Sort(ds)
+			return ds[len(ds)/2], cpu
+		}
+		afresh, afreshCPU := measure(func() http.Handler { return formsapi.NewHandler(s, s) })
+		kept := formsapi.NewHandler(s, s)
+		get(kept)
+		keptT, keptCPU := measure(func() http.Handler { return kept })
+		fmt.Printf("%-34s %10s %9s %10s %9s %26s %8d %s\n", c.name, ms(afresh), ms(afreshCPU), ms(keptT), ms(keptCPU),
+			fmt.Sprintf("%d %s", sum.Count.Value, sum.Count.Kind), sum.Read.Value, sum.kinds())
+	}
 	return nil
+}
+
+// summary is the part of a summary's body findbench prints.
+type summary struct {
+	Count figure
+	Read  struct {
+		Value    int64
+		Complete bool
+	}
+	Buckets []struct{ Count figure }
+	Fields  []struct{ Present, Distinct figure }
+}
+
+type figure struct {
+	Value int64
+	Kind  string
+}
+
+// kinds counts the kinds of the summary's bucket and field figures.
+func (s summary) kinds() string {
+	buckets, fields := map[string]int{}, map[string]int{}
+	for _, b := range s.Buckets {
+		buckets[b.Count.Kind]++
+	}
+	for _, f := range s.Fields {
+		fields[f.Present.Kind]++
+	}
+	return fmt.Sprintf("%v %v", buckets, fields)
 }
 
 // addForm adds the bench's form and its key to s, which the fill then
