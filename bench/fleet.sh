@@ -30,6 +30,9 @@
 #   pg3-stale, pg3+writer-stale   pg3-follow and pg3+writer-follow with
 #                 -staleness "$STALE" (10ms): bounded staleness
 #                 (pgstore.WithStaleness; not in the default ROWS)
+#   pgN+writer, pgN-follow, pgN+writer-follow, pgN-stale, pgN+writer-stale
+#                 the same rows with N nodes, 1 to 6 (wrk runs N threads,
+#                 2 for one node), for the fleet's cost as it grows
 #
 # Rows on a primary and a hot standby of the script's own (not in the
 # default ROWS; the shared server allows no replication): initdb into
@@ -429,7 +432,7 @@ for row in $ROWS; do
   pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
-  pg1-follow | pg3-follow | pg3-stale)
+  pg[1-6]-follow | pg[1-6]-stale)
     n=${row%-*}
     n=${n#pg}
     stale=()
@@ -458,7 +461,7 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg1+writer | pg2+writer | pg3+writer | pg3+writer-follow | pg3+writer-stale)
+  pg[1-6]+writer | pg[1-6]+writer-follow | pg[1-6]+writer-stale)
     n=${row%%+writer*}
     n=${n#pg}
     follow=()
