@@ -13,7 +13,7 @@ import (
 
 var _ hookstore.Store = (*Store)(nil)
 
-// The statements of hookstore.Store (migration 0011).
+// The statements of hookstore.Store (migrations 0011 and 0027).
 const (
 	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = $1 ORDER BY created_at, id`
 	// FOR UPDATE: UpdateEndpoint reads and writes in one transaction, and
@@ -21,10 +21,10 @@ const (
 	sqlEndpointForUpdate = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = $1 FOR UPDATE`
 	sqlEndpoint          = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = $1`
 	sqlStreams           = `SELECT ` + hookrow.StreamColumns + ` FROM formsapi_endpoint_streams WHERE endpoint_id = $1 ORDER BY form_id`
-	sqlAddEndpoint       = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
-	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = $1, forms = $2, secrets = $3, disabled = $4, disabled_reason = $5, disabled_at = $6
-WHERE id = $7 AND account_id = $8`
+	sqlAddEndpoint       = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, filter_query, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = $1, forms = $2, secrets = $3, disabled = $4, disabled_reason = $5, disabled_at = $6, filter_query = $7
+WHERE id = $8 AND account_id = $9`
 	sqlDeleteEndpoint = `DELETE FROM formsapi_endpoints WHERE id = $1 AND account_id = $2`
 	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate

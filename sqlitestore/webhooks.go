@@ -13,7 +13,7 @@ import (
 
 var _ hookstore.Store = (*Store)(nil)
 
-// The statements of hookstore.Store (migration 0009). SQLite has one
+// The statements of hookstore.Store (migrations 0009 and 0018). SQLite has one
 // writer at a time, so a claim, one UPDATE that picks and leases, never
 // races another: whichever commits second no longer finds the endpoint
 // free.
@@ -21,9 +21,9 @@ const (
 	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = ? ORDER BY created_at, id`
 	sqlEndpoint    = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE id = ?`
 	sqlStreams     = `SELECT ` + hookrow.StreamColumns + ` FROM formsapi_endpoint_streams WHERE endpoint_id = ? ORDER BY form_id`
-	sqlAddEndpoint = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = ?, forms = ?, secrets = ?, disabled = ?, disabled_reason = ?, disabled_at = ?
+	sqlAddEndpoint = `INSERT INTO formsapi_endpoints (id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, filter_query, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = ?, forms = ?, secrets = ?, disabled = ?, disabled_reason = ?, disabled_at = ?, filter_query = ?
 WHERE id = ? AND account_id = ?`
 	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate

@@ -110,6 +110,12 @@ var brokenStores = map[string]struct {
 		passesIn: "Webhooks/Claim",
 		group:    "Webhooks",
 	},
+	"forgets an endpoint's filter": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return filterless{m} },
+		failsIn:  "Webhooks/Fields",
+		passesIn: "Webhooks/Isolation",
+		group:    "Webhooks",
+	},
 	"claims a leased endpoint again": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return &doubleClaim{Store: m} },
 		failsIn:  "Webhooks/Claim",
@@ -964,6 +970,15 @@ func (s unfenced) SaveStream(ctx context.Context, id string, gen int64, st webho
 		}
 	}
 	return s.Store.SaveStream(ctx, id, gen, st, now, d)
+}
+
+// filterless adds endpoints without their filter: a filtered endpoint
+// would receive every addition.
+type filterless struct{ *memstore.Store }
+
+func (s filterless) AddEndpoint(ctx context.Context, e webhook.Endpoint, streams []webhook.Stream) error {
+	e.Filter = ""
+	return s.Store.AddEndpoint(ctx, e, streams)
 }
 
 // doubleClaim forgets its leases: every claim finds every endpoint free.

@@ -84,6 +84,7 @@ func hookClauses(t *testing.T, open func(t *testing.T) hookStore, cfg *config) {
 		s := open(t)
 		full := endpoint(AccountA, "ep_full", 0)
 		full.Disabled, full.DisabledReason, full.DisabledAt = true, "the host's reason", at.Add(time.Second)
+		full.Filter = "filter%5Brating%5D%5Bgte%5D=4&q=zo%C3%AB" // kept as given, byte for byte
 		bare := webhook.Endpoint{ID: "ep_bare", AccountID: AccountA, URL: "https://h.example.com/x",
 			Forms: []string{}, Secrets: []webhook.EndpointSecret{{Secret: testSecret("x")}}, CreatedAt: at.Add(time.Minute)}
 		streams := []webhook.Stream{stream(FormSmall, 7), stream(FormBusy, 13)}
@@ -177,11 +178,13 @@ func hookClauses(t *testing.T, open func(t *testing.T) hookStore, cfg *config) {
 		want := e
 		want.Secrets = []webhook.EndpointSecret{{Secret: testSecret("newer")}, {Secret: testSecret("ep_unew"), Until: at.Add(48 * time.Hour)}}
 		want.Disabled, want.DisabledReason, want.DisabledAt = true, "410 Gone", at.Add(time.Hour)
+		want.Filter = "filter%5Bstatus%5D=%22open%22"
 		got, err := s.UpdateEndpoint(ctx, AccountA, e.ID, func(x *webhook.Endpoint) error {
 			if msg := diffEndpoint(e, *x); msg != "" {
 				t.Errorf("update was called with %s", msg)
 			}
 			x.Secrets, x.Disabled, x.DisabledReason, x.DisabledAt = want.Secrets, true, want.DisabledReason, want.DisabledAt
+			x.Filter = want.Filter
 			x.ID, x.AccountID, x.CreatedAt = "ep_other", AccountB, at.Add(99*time.Hour) // kept as stored
 			return nil
 		})
@@ -199,12 +202,15 @@ func hookClauses(t *testing.T, open func(t *testing.T) hookStore, cfg *config) {
 			t.Errorf("UpdateEndpoint changed a stream: %s", msg)
 		}
 		refuse := errors.New("refused by update")
-		_, err = s.UpdateEndpoint(ctx, AccountA, e.ID, func(x *webhook.Endpoint) error { x.URL = "https://changed.example.com/"; return refuse })
+		_, err = s.UpdateEndpoint(ctx, AccountA, e.ID, func(x *webhook.Endpoint) error {
+			x.URL, x.Filter = "https://changed.example.com/", "q=changed"
+			return refuse
+		})
 		if !errors.Is(err, refuse) {
 			t.Errorf("UpdateEndpoint whose update fails: got error %v, want update's", err)
 		}
-		if stored, _ := get(t, s, AccountA, e.ID); stored.URL != e.URL {
-			t.Errorf("a failed update changed the URL to %q", stored.URL)
+		if stored, _ := get(t, s, AccountA, e.ID); stored.URL != want.URL || stored.Filter != want.Filter {
+			t.Errorf("a failed update changed the URL to %q, the filter to %q", stored.URL, stored.Filter)
 		}
 	})
 	t.Run("Update/Concurrent", func(t *testing.T) {
@@ -490,6 +496,8 @@ func diffEndpoint(want, got webhook.Endpoint) string {
 		return fmt.Sprintf("got %d secrets, want %d", len(got.Secrets), len(want.Secrets))
 	case got.Disabled != want.Disabled || got.DisabledReason != want.DisabledReason || !got.DisabledAt.Equal(want.DisabledAt):
 		return fmt.Sprintf("got disabled %v (%q at %s), want %v (%q at %s)", got.Disabled, got.DisabledReason, got.DisabledAt, want.Disabled, want.DisabledReason, want.DisabledAt)
+	case got.Filter != want.Filter:
+		return fmt.Sprintf("got filter %q, want %q", got.Filter, want.Filter)
 	case !got.CreatedAt.Equal(want.CreatedAt):
 		return fmt.Sprintf("got createdAt %s, want %s", got.CreatedAt, want.CreatedAt)
 	}

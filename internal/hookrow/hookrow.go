@@ -116,7 +116,7 @@ func Endpoints(ls []hookstore.Lease) []hookstore.Endpoint {
 
 // EndpointColumns are the columns ScanEndpoint reads, in its order, as
 // both SQL stores name them.
-const EndpointColumns = "id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, created_at, lease_gen, lease_until"
+const EndpointColumns = "id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, filter_query, created_at, lease_gen, lease_until"
 
 // StreamColumns are the columns ScanStream reads, in its order.
 const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since, last_success, resync, incarnation"
@@ -133,7 +133,7 @@ func ScanEndpoint(scan func(dest ...any) error) (hookstore.Lease, error) {
 	var forms, secrets string
 	var disabledAt, createdAt, until int64
 	e := &l.Endpoint
-	if err := scan(&e.ID, &e.AccountID, &e.URL, &forms, &secrets, &e.Disabled, &e.DisabledReason, &disabledAt, &createdAt, &l.Gen, &until); err != nil {
+	if err := scan(&e.ID, &e.AccountID, &e.URL, &forms, &secrets, &e.Disabled, &e.DisabledReason, &disabledAt, &e.Filter, &createdAt, &l.Gen, &until); err != nil {
 		return l, err
 	}
 	var err error
@@ -148,9 +148,9 @@ func ScanEndpoint(scan func(dest ...any) error) (hookstore.Lease, error) {
 }
 
 // EndpointArgs returns e's values for the columns of EndpointColumns
-// from url to created_at.
+// from url to created_at (created_at last, which an update leaves out).
 func EndpointArgs(e hookstore.Endpoint) []any {
-	return []any{e.URL, EncodeForms(e.Forms), EncodeSecrets(e.Secrets), e.Disabled, e.DisabledReason, Nanos(e.DisabledAt), Nanos(e.CreatedAt)}
+	return []any{e.URL, EncodeForms(e.Forms), EncodeSecrets(e.Secrets), e.Disabled, e.DisabledReason, Nanos(e.DisabledAt), e.Filter, Nanos(e.CreatedAt)}
 }
 
 // ScanStream reads a row of StreamColumns with scan.

@@ -27,6 +27,13 @@ type Endpoint struct {
 	// Forms are the forms the endpoint follows; empty follows every form
 	// of the account, those created later included.
 	Forms []string
+	// Filter narrows the additions the endpoint receives to the
+	// submissions it matches: the filter parameters and q of the
+	// submissions list, as a query string in the canonical form
+	// webhook.ParseFilter gives ("filter[rating][gte]=4&q=zoe"); "" for
+	// none, every addition. A store keeps it as given: webhook.Endpoints
+	// checks it before it reaches the store.
+	Filter string
 	// Secrets sign every delivery, each one until its Until: the first
 	// is the current one; a rotation puts the new secret first and keeps
 	// the old one until the overlap ends.
