@@ -66,8 +66,8 @@
 //     dispatcher disabled, or stopped a form of for a resync, or started
 //     a form of over (it was deleted and created again), by
 //     formsapi.webhook.state ("disabled", "resync", "restart") and
-//     formsapi.webhook.reason ("gone", "failing", "retention",
-//     "recreated").
+//     formsapi.webhook.reason ("gone", "failing", "filter",
+//     "retention", "recreated").
 //
 // No endpoint URL or secret is ever recorded; the endpoint ID
 // (formsapi.webhook.endpoint.id), like the account and form IDs, only

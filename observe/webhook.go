@@ -59,7 +59,8 @@ type EndpointChange struct {
 	// started over at the form's first entry).
 	State string
 	// Reason is why: "gone" (the endpoint answered 410), "failing" (no
-	// success for five days), "retention" (for a resync) or "recreated"
+	// success for five days), "filter" (its stored filter is not one
+	// this version reads), "retention" (for a resync) or "recreated"
 	// (for a restart: the form was deleted and created again with the
 	// same ID).
 	Reason string

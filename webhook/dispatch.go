@@ -46,6 +46,11 @@ import (
 // 106): endpoints of one account that never answer hold that account's
 // share, and the other accounts' deliveries do not wait for them.
 //
+// An endpoint with a filter (Endpoint.Filter) is sent the additions
+// its filter keeps, checked as the pass that attempts each one reads the
+// filter, and every deletion: the cursor moves past the others, without
+// an attempt (docs/webhooks.md, "Filtered endpoints").
+//
 // A stream's cursor is a position in one incarnation of its form (see
 // Stream.Incarnation): a form deleted and created again with the same ID
 // is another form, whose feed starts over at position 1, so its stream
@@ -273,6 +278,14 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 		d.disable(ctx, e, "failing", fmt.Sprintf("no successful delivery for %s", FailingLimit))
 		return false, false
 	}
+	f, err := newMatcher(e.Filter)
+	if err != nil {
+		// Only a filter this version's parser refuses (written by
+		// another version, or behind Endpoints' back): sending on
+		// would deliver additions it may not match.
+		d.disable(ctx, e, "filter", fmt.Sprintf("its filter is not valid: %v", err))
+		return false, false
+	}
 	forms, err := d.forms(ctx, e)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -310,7 +323,7 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 		go func() {
 			defer wg.Done()
 			for t := rr.next(); t != nil; t = rr.next() {
-				again, r := d.take(ctx, h, e, t, deadline)
+				again, r := d.take(ctx, h, e, f, t, deadline)
 				rr.back(t, again, r)
 			}
 		}()
@@ -436,11 +449,11 @@ func accountForms(ctx context.Context, feed Feed, accountID string) ([]string, e
 	}
 }
 
-// take makes one attempt of the next entry of t's form, reading its feed
-// after the cursor first when t holds none, unless the pass's time is up
-// at deadline. It reports whether the form has more to send, and how the
-// turn ended.
-func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, deadline time.Time) (bool, result) {
+// take makes one attempt of the next entry of t's form that the
+// endpoint's filter f keeps, reading its feed after the cursor first when
+// t holds none, unless the pass's time is up at deadline. It reports
+// whether the form has more to send, and how the turn ended.
+func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, f *matcher, t *turn, deadline time.Time) (bool, result) {
 	if !d.cfg.now().Before(deadline) {
 		return false, timeUp
 	}
@@ -449,6 +462,14 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, dea
 			return false, r
 		}
 	}
+	if f != nil && passOver(f, t) && len(t.pending) == 0 {
+		// Nothing of what was read is for the endpoint: its cursor moves
+		// past it, one write for the whole batch.
+		if r := d.save(ctx, h, t.st); r != caughtUp {
+			return false, r
+		}
+		return t.more, caughtUp
+	}
 	st, ok, r := d.deliver(ctx, h, e, t.st, t.pending[0], &t.ready, t.last, deadline)
 	t.st = st
 	if !ok {
@@ -456,6 +477,23 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, t *turn, dea
 	}
 	t.pending = t.pending[1:]
 	return len(t.pending) > 0 || t.more, caughtUp
+}
+
+// passOver moves t's cursor, in memory, past the additions at the head of
+// t.pending that f does not keep, and reports whether it passed any. A
+// deletion is never passed: a filtered endpoint gets every deletion
+// (its submission's data is gone, so whether the endpoint got its
+// addition cannot be told). The cursor is saved with the next entry's
+// outcome, or by take when the batch ends. An entry that was failing is
+// passed like any other, its retries ended with it.
+func passOver(f *matcher, t *turn) bool {
+	passed := false
+	for len(t.pending) > 0 && !t.pending[0].deleted && !f.keeps(t.pending[0].sub) {
+		t.st.Cursor = t.pending[0].pos
+		t.st.Attempts, t.st.NextAt, t.st.FailingSince = 0, time.Time{}, time.Time{}
+		t.pending, t.ready, passed = t.pending[1:], nil, true
+	}
+	return passed
 }
 
 // fill reads the entries of t's form after its cursor into t.pending.

@@ -55,6 +55,20 @@ func NewEndpoints(store Store, feed Feed, cursorSecret []byte, opts ...Option) *
 // stream starts at the form's current end. A form created later starts
 // at its beginning.
 func (m *Endpoints) Add(ctx context.Context, accountID, rawURL string, forms []string) (Endpoint, error) {
+	return m.AddFiltered(ctx, accountID, rawURL, forms, "")
+}
+
+// AddFiltered is Add with a filter (see ParseFilter; "" for none): the
+// endpoint receives the additions of the submissions it matches, and
+// every deletion (docs/webhooks.md, "Filtered endpoints"). A filter the
+// submissions list would refuse is an error wrapping ErrInvalidEndpoint
+// that names the clause, and adds nothing. The endpoint returned, and
+// kept, has the filter's canonical text.
+func (m *Endpoints) AddFiltered(ctx context.Context, accountID, rawURL string, forms []string, filter string) (Endpoint, error) {
+	filter, err := ParseFilter(filter)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	if accountID == "" || !utf8.ValidString(accountID) || len(accountID) > 256 {
 		return Endpoint{}, fmt.Errorf("%w: the account ID must be 1 to 256 bytes of UTF-8", ErrInvalidEndpoint)
 	}
@@ -91,7 +105,7 @@ func (m *Endpoints) Add(ctx context.Context, accountID, rawURL string, forms []s
 	if err != nil {
 		return Endpoint{}, err
 	}
-	e := Endpoint{ID: id, AccountID: accountID, URL: rawURL, Forms: forms, Secrets: []EndpointSecret{{Secret: secret}}, CreatedAt: m.cfg.now()}
+	e := Endpoint{ID: id, AccountID: accountID, URL: rawURL, Forms: forms, Filter: filter, Secrets: []EndpointSecret{{Secret: secret}}, CreatedAt: m.cfg.now()}
 	if err := m.store.AddEndpoint(ctx, e, streams); err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: add endpoint: %w", err)
 	}
@@ -189,6 +203,28 @@ func (m *Endpoints) Enable(ctx context.Context, accountID, id string) error {
 		return nil
 	})
 	return err
+}
+
+// SetFilter changes an endpoint's filter (see ParseFilter; "" removes
+// it) and returns the endpoint as stored, with the filter's canonical
+// text. The new filter applies from each form's cursor on: every attempt
+// that starts more than a dispatcher's poll interval after SetFilter
+// returns is of an addition it matches (an entry that was failing, and
+// that it does not match, is passed over), while what was delivered
+// stays delivered and is not sent again. Deletions are delivered whatever
+// the filter, those of submissions delivered under an earlier one
+// included (docs/webhooks.md, "Filtered endpoints"). A filter the
+// submissions list would refuse is an error wrapping ErrInvalidEndpoint
+// that names the clause, and changes nothing.
+func (m *Endpoints) SetFilter(ctx context.Context, accountID, id, filter string) (Endpoint, error) {
+	filter, err := ParseFilter(filter)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return m.store.UpdateEndpoint(ctx, accountID, id, func(e *Endpoint) error {
+		e.Filter = filter
+		return nil
+	})
 }
 
 // RotateSecret gives an endpoint a new signing secret, drawn from

@@ -24,6 +24,7 @@ type webhookFlags struct {
 	list     string
 	url      string
 	forms    string
+	filter   string
 	loopback bool
 	poll     time.Duration
 	timeout  time.Duration
@@ -39,6 +40,7 @@ func addWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&w.list, "list-endpoints", "", "list the webhook endpoints of this account, with each form's delivery state, and exit")
 	fs.StringVar(&w.url, "endpoint-url", "", "with -new-endpoint: the URL events are sent to")
 	fs.StringVar(&w.forms, "endpoint-forms", "", "with -new-endpoint: the forms it follows, comma-separated (default: every form of the account, those created later included)")
+	fs.StringVar(&w.filter, "endpoint-filter", "", "with -new-endpoint: a filter, the submissions list's filter parameters and q as its query string (filter[rating][gte]=4&q=refund): the endpoint gets only the additions it keeps, and every deletion")
 	fs.BoolVar(&w.loopback, "webhook-allow-loopback", false, "let endpoints be plain http and on loopback (127.0.0.1, localhost): for local tests only, never in production")
 	fs.DurationVar(&w.poll, "webhook-poll", webhook.DefaultPollInterval, "with -webhooks: how often the dispatcher looks for new entries")
 	fs.DurationVar(&w.timeout, "webhook-timeout", webhook.DefaultAttemptTimeout, "with -webhooks: the timeout of one delivery attempt")
@@ -113,11 +115,14 @@ func (w *webhookFlags) command(ctx context.Context, store backend, secret []byte
 		if w.forms != "" {
 			forms = splitList(w.forms)
 		}
-		e, err := eps.Add(ctx, w.add, w.url, forms)
+		e, err := eps.AddFiltered(ctx, w.add, w.url, forms, w.filter)
 		if err != nil {
-			return true, err
+			return true, fmt.Errorf("-new-endpoint: %w", err)
 		}
 		fmt.Fprintf(stdout, "new webhook endpoint %s for account %q\nsigning secret (shown once): %s\n", e.ID, e.AccountID, e.Secrets[0].Secret.Reveal())
+		if e.Filter != "" {
+			fmt.Fprintf(stdout, "filter: %s\n", e.Filter)
+		}
 		return true, nil
 	case w.list != "":
 		list, err := eps.List(ctx, w.list)
@@ -133,7 +138,11 @@ func (w *webhookFlags) command(ctx context.Context, store backend, secret []byte
 			if len(e.Forms) > 0 {
 				forms = strings.Join(e.Forms, ",")
 			}
-			fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", e.ID, e.URL, forms, state)
+			filter := "no filter"
+			if e.Filter != "" {
+				filter = "filter " + e.Filter
+			}
+			fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.URL, forms, filter, state)
 			_, streams, err := eps.Get(ctx, w.list, e.ID)
 			if err != nil {
 				return true, err

@@ -69,9 +69,28 @@ func TestWebhookFlags(t *testing.T) {
 
 	out.Reset()
 	is.NoErr(run(context.Background(), []string{"-db", db, "-list-endpoints", "demo"}, &out, io.Discard))
-	is.True(strings.Contains(out.String(), m[1]+"\t"+rc.URL+"/hook\tevery form\tenabled\n"))
+	is.True(strings.Contains(out.String(), m[1]+"\t"+rc.URL+"/hook\tevery form\tno filter\tenabled\n"))
 	is.True(regexp.MustCompile(`\n  form \S+: delivered up to position [1-9]`).MatchString(out.String())) // a form with deliveries
 	is.True(!strings.Contains(out.String(), m[2]))                                                        // the secret is shown only once
+}
+
+// TestEndpointFilterFlag: -endpoint-filter gives the new endpoint a
+// filter, printed and listed in its canonical text; a filter the list
+// would refuse is an error naming the clause, and adds no endpoint.
+func TestEndpointFilterFlag(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "forms.db")
+	var out bytes.Buffer
+	args := []string{"-db", db, "-new-endpoint", "demo", "-endpoint-url", "http://127.0.0.1:9/hook", "-webhook-allow-loopback"}
+	err := run(context.Background(), append(args, "-endpoint-filter", "filter[rating][gte]=true"), &out, io.Discard)
+	is.True(err != nil)                                                   // a range on true
+	is.True(strings.Contains(err.Error(), "invalid filter[rating][gte]")) // the message names the clause
+	is.NoErr(run(context.Background(), append(args, "-endpoint-filter", "filter[rating][gte]=4&q=Refund"), &out, io.Discard))
+	canon := "filter%5Brating%5D%5Bgte%5D=4&q=refund"
+	is.True(strings.Contains(out.String(), "\nfilter: "+canon+"\n")) // shown back, canonical
+	out.Reset()
+	is.NoErr(run(context.Background(), []string{"-db", db, "-list-endpoints", "demo"}, &out, io.Discard))
+	is.Equal(strings.Count(out.String(), "\tfilter "+canon+"\tenabled\n"), 1) // one endpoint, the refused one not added
 }
 
 // TestEndpointURLMessages: a refused -endpoint-url says why; the message

@@ -1,0 +1,351 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/memstore"
+	"github.com/formsapi/formsapi/webhook"
+)
+
+// addData adds a submission of form with data, and metadata ID id, by
+// which delData deletes it.
+func (r *storeRig) addData(form, id, data string) {
+	r.t.Helper()
+	if err := r.store.AddSubmission(r.ctx, formsapi.Submission{FormID: form, Data: []byte(data)}, formsapi.Metadata{ID: id}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *storeRig) delData(form, id string) {
+	r.t.Helper()
+	if err := r.store.DeleteSubmission(r.ctx, account, form, id); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// events returns what ds are, in order: "+id" for a submission.created
+// of the submission whose data has that id, "-ref" for a deletion, with
+// the ref as refsByID names it ("-?" for a ref it does not know).
+func events(ds []delivery, idByRef map[string]string) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		if d.typ == webhook.EventCreated {
+			out[i] = "+" + idOf(d)
+			idByRef[d.ref] = idOf(d)
+			continue
+		}
+		id, ok := idByRef[d.ref]
+		if !ok {
+			id = "?"
+		}
+		out[i] = "-" + id
+	}
+	return out
+}
+
+// TestFilteredEndpoint, on memstore, SQLite and PostgreSQL: an endpoint
+// with a filter receives the additions it matches and no other, while an
+// endpoint without one, on the same feed, receives them all; every
+// deletion reaches both, those of what the filtered endpoint received
+// and, by the documented rule, those of what it did not (the tombstone
+// has no data to match). A filter change applies from the cursor on:
+// what was delivered is not sent again, the additions after it are
+// judged by the new filter, and the deletion of a submission delivered
+// under the old one is delivered. Each filtered event's ref is the
+// feed's for that submission. Without the filter, the filtered endpoint
+// would get the "drop" additions and the test fails.
+func TestFilteredEndpoint(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, c storeCase) {
+		r := newStoreRig(t, c, []byte("the filtered endpoint test's cursor secret"), "f")
+		filtered, every := newReceiver(t), newReceiver(t)
+		e, err := r.eps.AddFiltered(r.ctx, account, filtered.srv.URL, nil, "filter[kind]=keep&filter[n][gte]=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "filter%5Bkind%5D=%22keep%22&filter%5Bn%5D%5Bgte%5D=3"; e.Filter != want {
+			t.Errorf("AddFiltered's endpoint has filter %q, want the canonical %q", e.Filter, want)
+		}
+		if got, _, err := r.eps.Get(r.ctx, account, e.ID); err != nil || got.Filter != e.Filter {
+			t.Errorf("Get: filter %q, %v; want %q", got.Filter, err, e.Filter)
+		}
+		if _, err := r.eps.Add(r.ctx, account, every.srv.URL, []string{"f"}); err != nil {
+			t.Fatal(err)
+		}
+		r.addData("f", "a", `{"id":"a","kind":"keep","n":5}`)
+		r.addData("f", "b", `{"id":"b","kind":"drop","n":5}`)
+		r.addData("f", "c", `{"id":"c","kind":"keep","n":2}`)   // n below 3
+		r.addData("f", "d", `{"id":"d","kind":"keep","n":"9"}`) // a string does not order with a number
+		r.addData("f", "e", `{"id":"e","kind":"keep","n":3.0}`)
+		r.addData("f", "g", `{"id":"g","n":7}`)
+		r.disp.Step(r.ctx)
+		refs := r.feedRefs("f") // a b c d e g
+		idByRef := map[string]string{}
+		want := []string{"+a", "+e"}
+		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
+			t.Fatalf("the filtered endpoint got %v, want %v", got, want)
+		}
+		if got := events(every.deliveries(), map[string]string{}); len(got) != 6 {
+			t.Fatalf("the endpoint without a filter got %v, want all 6", got)
+		}
+		for i, d := range filtered.deliveries() {
+			if wantRef := refs[[]int{0, 4}[i]]; d.ref != wantRef || d.id() != webhook.MessageID(webhook.EventCreated, wantRef) {
+				t.Errorf("filtered delivery %d: ref %s, id %s; want the feed's ref %s", i, d.ref, d.id(), wantRef)
+			}
+		}
+		for i, id := range []string{"a", "b", "c", "d", "e", "g"} {
+			idByRef[refs[i]] = id
+		}
+
+		r.delData("f", "a") // delivered
+		r.delData("f", "b") // not delivered: sent all the same
+		r.disp.Step(r.ctx)
+		want = append(want, "-a", "-b")
+		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
+			t.Fatalf("after two deletions the filtered endpoint got %v, want %v", got, want)
+		}
+
+		// The filter changes: from the cursor on, "drop" is what it keeps.
+		changed, err := r.eps.SetFilter(r.ctx, account, e.ID, "filter[kind]=drop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `filter%5Bkind%5D=%22drop%22`; changed.Filter != want {
+			t.Errorf("SetFilter's endpoint has filter %q, want %q", changed.Filter, want)
+		}
+		r.addData("f", "h", `{"id":"h","kind":"keep","n":9}`)
+		r.addData("f", "i", `{"id":"i","kind":"drop","n":1}`)
+		r.delData("f", "e") // delivered under the old filter
+		r.disp.Step(r.ctx)
+		refs = r.feedRefs("f") // c d g h i
+		idByRef[refs[3]], idByRef[refs[4]] = "h", "i"
+		want = append(want, "+i", "-e")
+		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
+			t.Fatalf("after the filter changed the filtered endpoint got %v, want %v", got, want)
+		}
+		if got := events(every.deliveries(), map[string]string{}); len(got) != 11 {
+			t.Errorf("the endpoint without a filter got %d events, want 11", len(got))
+		}
+		_, streams, err := r.eps.Get(r.ctx, account, e.ID)
+		if err != nil || len(streams) != 1 {
+			t.Fatalf("Get: %d streams, %v", len(streams), err)
+		}
+		if _, head := r.feedHead("f"); streams[0].Cursor != head {
+			t.Errorf("the filtered stream's cursor is %d, want the feed's end %d", streams[0].Cursor, head)
+		}
+	})
+}
+
+// feedHead returns the form's feed from its start through the store:
+// its entries' count and the position after which nothing follows.
+func (r *storeRig) feedHead(form string) (entries int, head int64) {
+	r.t.Helper()
+	var after int64
+	for {
+		p, err := r.store.SyncSubmissions(r.ctx, account, form, after, 1000)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		entries += len(p.Items) + len(p.Deleted)
+		after = p.Next
+		if !p.More {
+			return entries, after
+		}
+	}
+}
+
+// TestFilterKeepsNothing, on every store: a filter that keeps none of
+// 250 additions (more than two of the dispatcher's batches) sends
+// nothing and moves the cursor to the feed's end in one step; the one
+// addition it keeps, after them, is delivered.
+func TestFilterKeepsNothing(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, c storeCase) {
+		r := newStoreRig(t, c, []byte("the keep-nothing test's cursor secret"), "f")
+		rc := newReceiver(t)
+		e, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, []string{"f"}, "q=needle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 250 {
+			r.addData("f", fmt.Sprint(i), fmt.Sprintf(`{"id":"%d","text":"hay"}`, i))
+		}
+		r.disp.Step(r.ctx)
+		if n := rc.count(); n != 0 {
+			t.Fatalf("%d deliveries of additions the filter does not keep", n)
+		}
+		_, streams, err := r.eps.Get(r.ctx, account, e.ID)
+		if _, head := r.feedHead("f"); err != nil || len(streams) != 1 || streams[0].Cursor != head {
+			t.Fatalf("after a step over 250 entries it keeps none of: streams %+v, %v; want the cursor at %d", streams, err, head)
+		}
+		r.addData("f", "x", `{"id":"x","text":"a NEEDLE in it"}`)
+		r.disp.Step(r.ctx)
+		if ds := rc.deliveries(); len(ds) != 1 || idOf(ds[0]) != "x" {
+			t.Fatalf("got %v, want the one addition the search finds", summary(ds))
+		}
+	})
+}
+
+// TestBadFilterChangesNothing: a filter the submissions list refuses is
+// refused by AddFiltered and SetFilter with an error that wraps
+// ErrInvalidEndpoint and formsapi.ErrInvalidInput and names the clause,
+// and adds or changes nothing.
+func TestBadFilterChangesNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	rc := newReceiver(t)
+	e, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, "filter[kind]=keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for filter, names := range map[string]string{
+		"filter[n][gte]=true":                 "filter[n][gte]",
+		"filter[n][about]=3":                  "filter[n][about]",
+		"filter[tags][in]=" + tooManyValues(): "filter[tags][in]",
+		"q=ab":                                "invalid q",
+		"limit=3":                             `invalid "limit"`,
+		"filter[a]=1&filter[b]=1&filter[c]=1&filter[d]=1&filter[e]=1&filter[f]=1&filter[g]=1&filter[h]=1&filter[i]=1": "the filter clauses limit",
+	} {
+		if _, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, filter); !errors.Is(err, webhook.ErrInvalidEndpoint) || !errors.Is(err, formsapi.ErrInvalidInput) || !strings.Contains(err.Error(), names) {
+			t.Errorf("AddFiltered(%.40q): %v, want ErrInvalidEndpoint and ErrInvalidInput naming %s", filter, err, names)
+		}
+		if _, err := r.eps.SetFilter(r.ctx, account, e.ID, filter); !errors.Is(err, webhook.ErrInvalidEndpoint) || !strings.Contains(err.Error(), names) {
+			t.Errorf("SetFilter(%.40q): %v, want ErrInvalidEndpoint naming %s", filter, err, names)
+		}
+	}
+	list, err := r.eps.List(r.ctx, account)
+	if err != nil || len(list) != 1 || list[0].Filter != `filter%5Bkind%5D=%22keep%22` {
+		t.Fatalf("after the refused calls: %+v, %v; want the one endpoint, its filter as it was", list, err)
+	}
+	if _, err := r.eps.SetFilter(r.ctx, account, "ep_none", "filter[kind]=x"); !errors.Is(err, webhook.ErrEndpointNotFound) {
+		t.Errorf("SetFilter of an unknown endpoint: %v, want ErrEndpointNotFound", err)
+	}
+	cleared, err := r.eps.SetFilter(r.ctx, account, e.ID, "")
+	if err != nil || cleared.Filter != "" {
+		t.Errorf("SetFilter to none: %q, %v", cleared.Filter, err)
+	}
+}
+
+func tooManyValues() string {
+	vs := make([]string, 33)
+	for i := range vs {
+		vs[i] = fmt.Sprint(i)
+	}
+	return strings.Join(vs, ",")
+}
+
+// TestFilterChangePassesAFailingEntry: an addition that keeps failing
+// under one filter, which the new filter does not keep, is passed over
+// at its next try (its retries end), and the next addition the new
+// filter keeps is sent at once.
+func TestFilterChangePassesAFailingEntry(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	rc := newReceiver(t)
+	e, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, "filter[id][prefix]=old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.setAnswer(func(n int, d delivery, w http.ResponseWriter) {
+		if idOf(d) == "old-1" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	r.add("f", "old-1")
+	r.add("f", "new-1")
+	r.disp.Step(r.ctx)
+	r.clock.Advance(5 * time.Second)
+	r.disp.Step(r.ctx)
+	if got := summaryIDs(rc.deliveries()); !slices.Equal(got, []string{"old-1", "old-1"}) {
+		t.Fatalf("before the change: %v, want old-1 twice (failing)", got)
+	}
+	if _, err := r.eps.SetFilter(r.ctx, account, e.ID, "filter[id][prefix]=new"); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(5 * time.Minute) // the third attempt's time
+	r.disp.Step(r.ctx)
+	if got := summaryIDs(rc.deliveries()); !slices.Equal(got, []string{"old-1", "old-1", "new-1"}) {
+		t.Fatalf("after the change: %v, want new-1 after old-1's two failures", got)
+	}
+	_, streams, err := r.eps.Get(r.ctx, account, e.ID)
+	if err != nil || len(streams) != 1 || streams[0].Attempts != 0 || !streams[0].FailingSince.IsZero() {
+		t.Errorf("the stream after the failing entry was passed over: %+v, %v; want no retries", streams, err)
+	}
+}
+
+func summaryIDs(ds []delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = idOf(d)
+	}
+	return out
+}
+
+// TestStoredFilterNotReadDisables: a filter that this version's parser
+// refuses, written to the store behind Endpoints' back, disables the
+// endpoint with a reason that says so, and nothing is sent: sending on
+// could deliver what the filter was meant to keep out.
+func TestStoredFilterNotReadDisables(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	rc := newReceiver(t)
+	e := r.endpoint(rc.srv.URL)
+	if _, err := r.store.UpdateEndpoint(r.ctx, account, e.ID, func(x *webhook.Endpoint) error {
+		x.Filter = "filter[a][bogus]=1"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.add("f", "1")
+	r.disp.Step(r.ctx)
+	if n := rc.count(); n != 0 {
+		t.Fatalf("%d deliveries under a filter that does not parse", n)
+	}
+	got, _, err := r.eps.Get(r.ctx, account, e.ID)
+	if err != nil || !got.Disabled || !strings.Contains(got.DisabledReason, "filter[a][bogus]") {
+		t.Fatalf("the endpoint: disabled %v (%q), %v; want disabled, naming the clause", got.Disabled, got.DisabledReason, err)
+	}
+}
+
+// countingStore counts the cursor writes of a memstore.
+type countingStore struct {
+	*memstore.Store
+	saves atomic.Int64
+}
+
+func (s *countingStore) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	s.saves.Add(1)
+	return s.Store.SaveStream(ctx, id, gen, st, now, d)
+}
+
+// TestFilterPassesInBatches: the additions a filter does not keep cost
+// no write each: the cursor moves past a batch of them (100 entries, the
+// dispatcher's batch) in one write, so 250 take 3.
+func TestFilterPassesInBatches(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	cs := &countingStore{Store: r.store}
+	disp := webhook.NewDispatcher(cs, r.store, r.secret, r.options()...)
+	t.Cleanup(disp.Close)
+	rc := newReceiver(t)
+	if _, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, "filter[id]=none"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 250 {
+		r.add("f", fmt.Sprint(i))
+	}
+	disp.Step(r.ctx)
+	if n := rc.count(); n != 0 {
+		t.Fatalf("%d deliveries of additions the filter does not keep", n)
+	}
+	if n := cs.saves.Load(); n != 3 {
+		t.Errorf("%d cursor writes to pass over 250 entries, want 3 (one a batch of 100)", n)
+	}
+}
