@@ -172,9 +172,16 @@ func bucketsBetween(interval string, since, until time.Time) int {
 	if !until.After(since) {
 		return 0
 	}
-	unit := map[string]time.Duration{intervalHour: time.Hour, intervalDay: 24 * time.Hour, intervalWeek: 7 * 24 * time.Hour}[interval]
-	lo := bucketStart(interval, since)
-	return int((until.Sub(lo) + unit - 1) / unit)
+	// In whole seconds, not a time.Duration: one saturates at 292 years,
+	// and a range of centuries must count as the many intervals it is.
+	unit := map[string]int64{intervalHour: 3600, intervalDay: 24 * 3600, intervalWeek: 7 * 24 * 3600}[interval]
+	lo := bucketStart(interval, since) // a whole second
+	secs := until.Unix() - lo.Unix()
+	n := secs / unit
+	if secs%unit != 0 || until.Nanosecond() != 0 {
+		n++
+	}
+	return int(n)
 }
 
 // serveSummary answers a summary: from the handler's summaries when it
@@ -348,11 +355,14 @@ func (a *api) summaryCounts(ctx context.Context, req summaryRequest, t *summaryT
 		}
 	} else {
 		from = bucketStart(req.interval, q.Since)
-		// Without until, the newest maxSummaryBuckets of the range.
-		if n := bucketsBetween(req.interval, from, to); n > maxSummaryBuckets {
-			for range n - maxSummaryBuckets {
-				from = nextBucket(req.interval, from)
-			}
+		// Without until, the newest maxSummaryBuckets of the range: at
+		// most that many steps back from to, however far back since is.
+		oldest := to
+		for range maxSummaryBuckets {
+			oldest = bucketStart(req.interval, oldest.Add(-time.Nanosecond))
+		}
+		if from.Before(oldest) {
+			from = oldest
 		}
 	}
 	f.from = from
