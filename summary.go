@@ -65,6 +65,11 @@ const (
 	summaryFields     = 100
 	summaryValues     = 1000
 	summaryValueBytes = 256
+	// summaryTallyBytes bounds the text of the names and values a
+	// summary keeps, all fields together: a page's byte budget, about
+	// what the request's room holds for it (the fields and values limits
+	// alone let 25 MB through).
+	summaryTallyBytes = DefaultPageBytes
 	// summaryCounts is the most counts (Counter.CountSubmissions) a
 	// summary asks for the buckets its read did not reach, and
 	// summaryCountRows the most rows those counts may have counted
@@ -246,7 +251,8 @@ type summaryTally struct {
 	times    []time.Time // the createdAt of each, newest first
 	fields   []*fieldTally
 	named    map[string]*fieldTally
-	more     bool // a field past summaryFields was left out
+	more     bool // a field past summaryFields (or summaryTallyBytes) was left out
+	bytes    int  // the names and values kept: summaryTallyBytes at most
 }
 
 // fieldTally is one field's figures in a summaryTally.
@@ -506,13 +512,14 @@ func (t *summaryTally) addMember(name string, value []byte) {
 	}
 	f := t.named[name]
 	if f == nil {
-		if len(t.fields) == summaryFields {
+		if len(t.fields) == summaryFields || t.bytes+len(name) > summaryTallyBytes {
 			t.more = true
 			return
 		}
 		f = &fieldTally{name: name, values: map[string]*int64{}}
 		t.fields = append(t.fields, f)
 		t.named[name] = f
+		t.bytes += len(name)
 	}
 	f.present++
 	raw, ok := canonicalText(value)
@@ -523,9 +530,10 @@ func (t *summaryTally) addMember(name string, value []byte) {
 	default:
 		if n := f.values[string(raw)]; n != nil { // no allocation for the lookup
 			*n++
-		} else if len(f.values) < summaryValues {
+		} else if len(f.values) < summaryValues && t.bytes+len(raw) <= summaryTallyBytes {
 			one := int64(1)
 			f.values[string(raw)] = &one
+			t.bytes += len(raw)
 		} else {
 			f.overflow = true
 		}

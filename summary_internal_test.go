@@ -1,6 +1,8 @@
 package formsapi
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi/internal/find"
@@ -16,5 +18,48 @@ func TestCanonicalTextIsFinds(t *testing.T) {
 		if ok != wantOK || string(got) != want {
 			t.Errorf("%s: got %q %v, want %q %v", raw, got, ok, want, wantOK)
 		}
+	}
+}
+
+// TestSummaryTallyBounded: submissions built to fill every tally (100
+// fields, each with 1,000 distinct values of 250 bytes) keep at most
+// summaryTallyBytes of names and values; past it a field's distinct is
+// a lower bound. Before the bound the tally held 25 MB for one request
+// while the request's room was one page (4 MiB).
+func TestSummaryTallyBounded(t *testing.T) {
+	tl := &summaryTally{named: map[string]*fieldTally{}}
+	pad := strings.Repeat("v", 240)
+	for i := range 1000 {
+		var b []byte
+		b = fmt.Appendf(b, `{"createdAt":"2025-01-01T00:00:00Z","data":{`)
+		for f := range summaryFields {
+			if f > 0 {
+				b = append(b, ',')
+			}
+			b = fmt.Appendf(b, `"f%03d":"%s%06d"`, f, pad, i)
+		}
+		b = append(b, "}}"...)
+		if err := tl.addPage(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, overflow := 0, 0
+	for _, f := range tl.fields {
+		kept += len(f.name)
+		for v := range f.values {
+			kept += len(v)
+		}
+		if f.overflow {
+			overflow++
+		}
+	}
+	if kept > summaryTallyBytes {
+		t.Errorf("the tally keeps %d bytes of names and values, want at most %d", kept, summaryTallyBytes)
+	}
+	if overflow == 0 {
+		t.Errorf("no field's distinct is a lower bound, though values were left out")
+	}
+	if len(tl.fields) != summaryFields {
+		t.Errorf("%d fields, want all %d (their names are small)", len(tl.fields), summaryFields)
 	}
 }
