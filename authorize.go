@@ -54,7 +54,10 @@ import (
 // call, and otherwise once it is authenticated. On success authorize
 // returns the function that ends the request's count, which the caller
 // must call when the request is done.
-func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found, func(), error) {
+//
+// With exact, the key is never taken from a following node's bounded
+// copy (see lookup).
+func (a *api) authorize(ctx context.Context, token, formID string, exact bool) (Grant, found, func(), error) {
 	h := a.gate.hash(token)
 	known := a.gate.known(h)
 	if !known {
@@ -68,7 +71,7 @@ func (a *api) authorize(ctx context.Context, token, formID string) (Grant, found
 	if known && !a.keysInFlight.enter(h) {
 		return Grant{}, found{}, nil, fmt.Errorf("%w: for one key", errBusy)
 	}
-	g, f, err := a.lookup(ctx, token, formID)
+	g, f, err := a.lookup(ctx, token, formID, exact)
 	switch {
 	case err == nil:
 		a.gate.remember(h)
@@ -116,7 +119,15 @@ func (fd found) stale() (time.Duration, bool) {
 	return 0, false
 }
 
-func (a *api) lookup(ctx context.Context, token, formID string) (Grant, found, error) {
+// lookup authenticates token, with the combined lookup of formID (or of
+// the forms list when formID is "") where the key resolver offers one.
+// With exact (the routes that are not lists: route.exact), a combined
+// lookup that a following node answered from its copy without a round
+// (pgstore's WithStaleness) is not taken: the key is looked up again by
+// Authorize, which waits for its round, and nothing found is returned,
+// so a revocation holds for them at once (docs/fleet.md, "Bounded
+// staleness").
+func (a *api) lookup(ctx context.Context, token, formID string, exact bool) (Grant, found, error) {
 	if a.authz == nil {
 		account, err := a.keys.ResolveKey(ctx, token)
 		return Grant{AccountID: account}, found{}, err
@@ -140,6 +151,12 @@ func (a *api) lookup(ctx context.Context, token, formID string) (Grant, found, e
 	}
 	if err != nil {
 		return Grant{}, found{}, err
+	}
+	if _, stale := fd.stale(); exact && stale {
+		fd = found{}
+		if g, err = a.authz.Authorize(ctx, token); err != nil {
+			return Grant{}, found{}, err
+		}
 	}
 	if a.both {
 		account, err := a.keys.ResolveKey(ctx, token)

@@ -92,7 +92,7 @@ func TestUnknownKeysWaitForASlot(t *testing.T) {
 func unknownKeysWait(t *testing.T, a *api, keys blockingKeys, formID, entered string) {
 	is := is.New(t)
 	ctx := context.Background()
-	_, _, _, err := a.authorize(ctx, "known-key", formID)
+	_, _, _, err := a.authorize(ctx, "known-key", formID, false)
 	is.NoErr(err) // remembered from now on
 
 	slots := cap(a.gate.slots)
@@ -102,7 +102,7 @@ func unknownKeysWait(t *testing.T, a *api, keys blockingKeys, formID, entered st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, _, err := a.authorize(ctx, fmt.Sprintf("unknown-%d", i), formID)
+			_, _, _, err := a.authorize(ctx, fmt.Sprintf("unknown-%d", i), formID, false)
 			errs <- err
 		}()
 	}
@@ -113,11 +113,11 @@ func unknownKeysWait(t *testing.T, a *api, keys blockingKeys, formID, entered st
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, _, _, err = a.authorize(done, "unknown-one-more", formID)
+	_, _, _, err = a.authorize(done, "unknown-one-more", formID, false)
 	is.True(errors.Is(err, context.Canceled)) // gave up waiting for a slot
 	is.Equal(len(keys.entered), 0)            // and never reached the resolver
 
-	g, _, _, err := a.authorize(ctx, "known-key", formID)
+	g, _, _, err := a.authorize(ctx, "known-key", formID, false)
 	is.NoErr(err)                 // a key seen to work does not wait behind them
 	is.Equal(g.AccountID, "acct") // its own grant
 

@@ -469,7 +469,7 @@ func (x *exporter) read() error {
 // any request of that key gets. One key lookup per page of up to
 // exportPage submissions.
 func (x *exporter) recheck(ctx context.Context) error {
-	g, _, err := x.a.lookup(ctx, x.req.key, x.req.list.FormID)
+	g, _, err := x.a.lookup(ctx, x.req.key, x.req.list.FormID, true)
 	if err != nil {
 		return fmt.Errorf("export: the key looked up again: %w", err)
 	}

@@ -94,7 +94,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 		}
 		return fail(err)
 	}
-	grant, fd, done, err := a.authorize(ctx, key, formID)
+	grant, fd, done, err := a.authorize(ctx, key, formID, rt.exact)
 	if errors.Is(err, errBusy) {
 		return paced(err)
 	}

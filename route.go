@@ -73,6 +73,10 @@ type route struct {
 	// nothing to resume or page through (the summary): it takes no token
 	// and sends no Link.
 	whole bool
+	// exact marks a keyed route that is not a list (the export, the
+	// summary): its key is looked up exactly, never answered from a
+	// following node's bounded copy (lookup; docs/fleet.md).
+	exact bool
 	// operations are the OpenAPI operationIds of its GET and HEAD.
 	operations [2]string
 	// rate is how the rate limiter counts its requests.
@@ -122,7 +126,7 @@ var routes = []*route{
 	{
 		name:  "export",
 		path:  pathExport,
-		keyed: true, rate: ratePerPage, room: roomStream,
+		keyed: true, rate: ratePerPage, room: roomStream, exact: true,
 		params: exportParams,
 		tokens: map[string]token.Kind{"after": token.ExportPosition},
 		// Its Link is the feed to read on from its Sync-Token.
@@ -133,7 +137,7 @@ var routes = []*route{
 	{
 		name:  "summary",
 		path:  pathSummary,
-		keyed: true, rate: ratePerRequest, room: roomPage,
+		keyed: true, rate: ratePerRequest, room: roomPage, exact: true,
 		params:     summaryParams,
 		whole:      true,
 		operations: [2]string{"getSummary", "headSummary"},

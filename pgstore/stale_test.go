@@ -112,3 +112,42 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBoundedStalenessListsOnly: on a node with a staleness bound, a key
+// revoked after its copy was made still reads the lists within the bound
+// (Data-Age), but the summary and the export, which docs/fleet.md says
+// stay exact, refuse it at once: 401, no Data-Age. Before, every route
+// with a form in its path took the combined lookup from the copy.
+func TestBoundedStalenessListsOnly(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pooledSchema(t)
+	writer := mustOpenIn(t, dsn, schema)
+	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
+	clock := storetest.NewClock(time.Now().UTC())
+	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Hour), pgstore.WithClock(clock.Now))
+	h := formsapi.NewHandler(node, node)
+	form := "/v1/forms/" + storetest.FormBusy
+	key, err := formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
+	is.Equal(get(h, form+"/submissions?limit=5", key).status, http.StatusOK) // a round copies the key and the form
+
+	is.NoErr(writer.RevokeKey(ctx, key))
+	res := get(h, form+"/submissions?limit=5", key)
+	is.Equal(res.status, http.StatusOK) // the list, from the copy: within the bound
+	is.Equal(res.header.Get("Data-Age"), "0.000")
+	for _, path := range []string{form + "/summary", form + "/export"} {
+		res := get(h, path, key)
+		if res.status != http.StatusUnauthorized || res.header.Get("Data-Age") != "" {
+			t.Errorf("%s with a revoked key: %d, Data-Age %q; want 401, exact", path, res.status, res.header.Get("Data-Age"))
+		}
+	}
+	// A live key still reads them, exactly.
+	for _, path := range []string{form + "/summary", form + "/export"} {
+		res := get(h, path, storetest.KeyA)
+		if res.status != http.StatusOK || res.header.Get("Data-Age") != "" {
+			t.Errorf("%s: %d, Data-Age %q; want 200, exact", path, res.status, res.header.Get("Data-Age"))
+		}
+	}
+}
