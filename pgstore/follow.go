@@ -348,10 +348,10 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		err = f.apply(prev, rows, miss)
 	}
 	if err == nil {
+		// The start of the last round that succeeded (rounds run one at
+		// a time), even when the clock went back since the one before.
 		f.mu.Lock()
-		if start.After(f.fresh) {
-			f.fresh = start
-		}
+		f.fresh = start
 		f.mu.Unlock()
 	}
 	f.rounds.Add(1)
@@ -391,8 +391,10 @@ func (f *follower) fromCopy(l *keyLookup, now time.Time) (age time.Duration, ok,
 	if f.fresh.IsZero() {
 		return 0, false, false
 	}
-	age = max(now.Sub(f.fresh), 0)
-	if age > f.staleness || !f.answer(l) {
+	// A clock that went back (a host's WithClock stepped back) cannot
+	// tell the copy's age: a round, which restarts it.
+	age = now.Sub(f.fresh)
+	if age < 0 || age > f.staleness || !f.answer(l) {
 		return 0, false, false
 	}
 	f.stale.Add(1)

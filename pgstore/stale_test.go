@@ -151,3 +151,38 @@ func TestBoundedStalenessListsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundedStalenessClockBack: when the store's clock goes back (a
+// host's WithClock stepped back by NTP), the copy's age cannot be told,
+// so the node waits for a round, and a revocation holds; before, the age
+// read as 0 until the clock caught up, an hour of answers from a copy
+// older than the bound. The round then restarts the age from its start.
+func TestBoundedStalenessClockBack(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pooledSchema(t)
+	writer := mustOpenIn(t, dsn, schema)
+	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
+	clock := storetest.NewClock(time.Now().UTC())
+	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Second), pgstore.WithClock(clock.Now))
+	h := formsapi.NewHandler(node, node)
+	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
+	key, err := formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
+	is.Equal(get(h, list, key).status, http.StatusOK)            // a round copies the key
+	is.Equal(get(h, list, storetest.KeyA).status, http.StatusOK) // and KeyA
+
+	is.NoErr(writer.RevokeKey(ctx, key))
+	clock.Advance(-time.Hour)
+	res := get(h, list, key)
+	if res.status != http.StatusUnauthorized {
+		t.Fatalf("a revoked key after the clock went back: %d, Data-Age %q; want 401 (a round)", res.status, res.header.Get("Data-Age"))
+	}
+	// The round restarted the age on the clock as it reads now.
+	rounds := node.FollowStats().Rounds
+	res = get(h, list, storetest.KeyA)
+	is.Equal(res.status, http.StatusOK)
+	is.Equal(res.header.Get("Data-Age"), "0.000")
+	is.Equal(node.FollowStats().Rounds, rounds)
+}
