@@ -57,3 +57,25 @@ func RoutePaths() []string {
 	}
 	return paths
 }
+
+// WithWaitTimer sets the timer of a sync request's wait (wait.go), for
+// tests: it returns a channel that fires when the wait ends, and a
+// function that stops it.
+func WithWaitTimer(timer func(time.Duration) (<-chan time.Time, func() bool)) Option {
+	return func(c *config) { c.waitTimer = timer }
+}
+
+// WithWaitHook sets a function a waiting sync request calls once it has
+// read nothing, left flight and its room, and is about to block.
+func WithWaitHook(f func()) Option {
+	return func(c *config) { c.waitHook = f }
+}
+
+// MaxWait is the longest wait= a sync request may ask for, in seconds.
+const MaxWait = maxWait
+
+// WithWaitProbe sets *waiting, when the handler is made, to a function
+// that returns how many sync requests wait in it now.
+func WithWaitProbe(waiting *func() int) Option {
+	return func(c *config) { c.waitProbe = waiting }
+}

@@ -44,6 +44,11 @@ type config struct {
 	// Tests only (export_test.go): the timer of waits for room, and where
 	// to put a function that reads the bytes held.
 	roomTimer func(time.Duration) (<-chan time.Time, func() bool)
+	// waitTimer is the clock of the feed's waits (wait.go); nil: a
+	// timer (tests set it).
+	waitTimer func(time.Duration) (<-chan time.Time, func() bool)
+	waitHook  func()      // called as a waiter blocks (tests)
+	waitProbe *func() int // set to the count of waiters (tests)
 	roomProbe *func() int64
 }
 
@@ -171,6 +176,8 @@ type api struct {
 	// The page bytes the handler holds, of every request (room.go).
 	room *room
 
+	waiters *waiters // the sync requests waiting (wait.go)
+
 	// msgNoRoute is the message of the 404 of a path the API does not
 	// serve, naming every route (noRouteMessage).
 	msgNoRoute string
@@ -241,6 +248,10 @@ func newAPI(store Store, keys KeyResolver, opts ...Option) *api {
 	a.msgNoRoute = noRouteMessage()
 	a.keysInFlight, a.accountsInFlight = newInFlight[uint64](cfg.access.perKey), newInFlight[string](cfg.access.perAccount)
 	a.room = newRoom(cfg.access.bytes)
+	a.waiters = newWaiters()
+	if cfg.waitProbe != nil {
+		*cfg.waitProbe = func() int { return int(a.waiters.n.Load()) }
+	}
 	if cfg.roomTimer != nil {
 		a.room.timer = cfg.roomTimer
 	}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -109,6 +110,74 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 		a.fail(w, r, errNoFeed)
 		return
 	}
+	d := a.waitFor(r, &req)
+	if d <= 0 {
+		a.feedPage(w, r, &req, formID, false)
+		return
+	}
+	// A waiting request (wait.go): each turn registers with the hub
+	// before it reads, so that no write after the read is missed.
+	defer func() { req.cancelStore(); req.room.release() }()
+	var timer <-chan time.Time
+	entered := false
+	defer func() {
+		if entered {
+			a.waiters.leave(req.account)
+		}
+	}()
+	for {
+		watch := a.watch(&req)
+		if a.feedPage(w, r, &req, formID, true) {
+			watch.Release()
+			return
+		}
+		if !entered {
+			if entered = a.waiters.enter(req.account); !entered {
+				watch.Release()
+				a.fail(w, r, fmt.Errorf("%w: waiting sync requests", errBusy))
+				return
+			}
+			var stop func() bool
+			timer, stop = a.waitTimer(d)
+			defer stop()
+		}
+		outcome := a.block(r, &req, watch, timer)
+		watch.Release()
+		switch outcome {
+		case clientGone:
+			return
+		case waitOver:
+			a.emptyFeedPage(w, r, &req)
+			return
+		}
+		if !a.rejoin(w, r, &req) {
+			return
+		}
+	}
+}
+
+// emptyFeedPage answers the page of a wait that ended with nothing: the
+// empty page its last read found, with no statement (its position, floor
+// and incarnation are the request's, as that read left them), or 401 for
+// a key that expired meanwhile by the handler's clock.
+func (a *api) emptyFeedPage(w http.ResponseWriter, r *http.Request, req *listRequest) {
+	if exp := req.grant.ExpiresAt; !exp.IsZero() && !a.now().Before(exp) {
+		a.fail(w, r, ErrInvalidKey)
+		return
+	}
+	withBuffer(func(b []byte) []byte {
+		body := appendEnvelope(b, msgSubmissions, "submissions")
+		start := len(body)
+		body = appendFeedEntries(body, a.tokens.Refs(req.list, req.inc), nil, nil)
+		return a.respondFeed(w, r, *req, body, start, start, req.after, false)
+	})
+}
+
+// feedPage reads one page of the feed for req and answers it, reporting
+// true; or, when mayWait and the page holds nothing, answers nothing and
+// reports false, for the caller to wait.
+func (a *api) feedPage(w http.ResponseWriter, r *http.Request, req *listRequest, formID string, mayWait bool) (answered bool) {
+	answered = true
 	withBuffer(func(b []byte) []byte {
 		p := wire.Page{Body: appendEnvelope(b, msgSubmissions, "submissions")}
 		itemsStart := len(p.Body)
@@ -121,10 +190,11 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 		// Purged at that first page. Past it, a forgotten deletion after
 		// the token may concern a submission the reader holds (positions
 		// are in commit order), so it must start over.
+		floor := req.floor
 		switch {
 		case err != nil:
 		case req.after == 0:
-			req.floor = p.Purged
+			floor = p.Purged
 		case otherIncarnation(req.inc, p.Incarnation):
 			// Before retention: the token's positions are of another
 			// form's feed, and mean nothing in this one.
@@ -132,7 +202,6 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 		case max(req.after, req.floor) < p.Purged:
 			err = errSyncExpired
 		}
-		req.inc = p.Incarnation
 		if err == nil && len(p.Positions) != p.Objects() {
 			err = fmt.Errorf("sync submissions: the store gave %d positions for %d submissions", len(p.Positions), p.Objects())
 		}
@@ -140,13 +209,19 @@ func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, 
 			a.fail(w, r, err)
 			return p.Body
 		}
+		req.floor, req.inc = floor, p.Incarnation
+		if mayWait && next == req.after && !more {
+			answered = false // nothing past the token: wait
+			return p.Body
+		}
 		a.logSkipped(w, r, p.Skipped)
 		// The refs of the page's form: of its incarnation, as the
 		// store read it with the page (internal/token's AppendRef).
 		start, end := itemsStart, len(p.Body)
 		body := appendFeedEntries(p.Body, a.tokens.Refs(req.list, p.Incarnation), p.Positions, p.Deleted)
-		return a.respondFeed(w, r, req, body, start, end, next, more)
+		return a.respondFeed(w, r, *req, body, start, end, next, more)
 	})
+	return answered
 }
 
 // appendForms appends to b the page of forms g may read, as q asks,

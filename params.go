@@ -185,7 +185,7 @@ var pageParams = func() []string {
 	for _, p := range listParams {
 		names = append(names, p.name)
 	}
-	return append(names, "total", "sync")
+	return append(names, "total", "sync", "wait")
 }()
 
 // onceParams are those of pageParams that may be given once at most, in

@@ -25,10 +25,14 @@ type request struct {
 	key     string          // the API key, for the limiter's later decisions (export)
 	httpCtx context.Context // the request's own, without the store timeout
 	ctx     context.Context
-	cancel  context.CancelFunc
-	account string
-	grant   Grant      // what the key may read
-	form    *wire.Form // the form, from the combined lookup (authorize.go), or nil
+	cancel  context.CancelFunc // ends the request: its store context and its count in flight
+	// cancelStore cancels ctx alone; leave ends the count in flight
+	// alone (a waiter leaves it while it blocks: wait.go).
+	cancelStore context.CancelFunc
+	leave       *leaver
+	account     string
+	grant       Grant      // what the key may read
+	form        *wire.Form // the form, from the combined lookup (authorize.go), or nil
 	// forms is the version of the account's forms list, from the combined
 	// lookup of a request for the forms list, or nil: every page of forms
 	// the request reads is read at it (appendForms).
@@ -48,9 +52,12 @@ type listRequest struct {
 	total string // the total parameter: "", TotalExact or TotalEstimate
 	// totalJSON is the page's "total" member, once counted, or nil.
 	totalJSON []byte
-	sync      bool  // a feed request: ?sync=start or ?sync=<token>
-	after     int64 // the feed position it reads after
-	floor     int64 // the token's floor (see listFeed)
+	sync      bool // a feed request: ?sync=start or ?sync=<token>
+	// wait is how long a feed request may wait for entries when its
+	// page is empty (wait=, wait.go); 0: it answers at once.
+	wait  time.Duration
+	after int64 // the feed position it reads after
+	floor int64 // the token's floor (see listFeed)
 	// inc is the incarnation of the form that the request's cursor or
 	// sync token was sealed for (0: none, or not known); once the store
 	// has read the page, the form's own, which the next token carries.
@@ -104,8 +111,8 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	if age, ok := fd.stale(); ok {
 		w.Header().Set("Data-Age", strconv.FormatFloat(age.Seconds(), 'f', 3, 64))
 	}
-	stop := cancel
-	cancel = func() { stop(); done() } // the request is out of flight
+	stop, lv := cancel, &leaver{f: done}
+	cancel = func() { stop(); lv.end() } // the request is out of flight
 	if err := a.rateLimit(w, r, key, grant); err != nil {
 		if errors.Is(err, errBusy) || errors.Is(err, errRateLimited) {
 			return paced(err)
@@ -121,7 +128,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, rt *route, fo
 	// The form found with the key is used only by the route's read, after
 	// its own parameters are checked: a form that is not found is
 	// answered by the store, after the query's own checks.
-	return request{route: rt, key: key, httpCtx: r.Context(), ctx: ctx, cancel: cancel, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}, start: start}, true
+	return request{route: rt, key: key, httpCtx: r.Context(), ctx: ctx, cancel: cancel, cancelStore: stop, leave: lv, account: account, grant: grant, form: fd.form, forms: fd.forms, list: token.List{Account: account, FormID: formID}, start: start}, true
 }
 
 // cursorKind is the kind of the cursors of req's route (internal/token):
@@ -164,6 +171,9 @@ func (a *api) readQuery(raw string, req *listRequest) string {
 	if vals.Has("sync") {
 		req.q = q
 		return a.parseSync(vals, req)
+	}
+	if vals.Get("wait") != "" && slices.Contains(req.route.params, "wait") {
+		return "invalid wait: it waits for a sync feed's next entries, and needs sync"
 	}
 	if msg := parseListParams(vals, req.route.params, &q); msg != "" {
 		return msg
@@ -219,5 +229,20 @@ func (a *api) parseSync(vals url.Values, req *listRequest) string {
 		}
 		req.after, req.floor, req.inc = s.Pos, s.Floor, s.Incarnation
 	}
+	return parseWait(vals, req)
+}
+
+// parseWait reads the wait parameter of a feed request: whole seconds
+// from 0 to maxWait.
+func parseWait(vals url.Values, req *listRequest) string {
+	v := vals.Get("wait")
+	if v == "" {
+		return ""
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxWait {
+		return fmt.Sprintf("invalid wait: must be a whole number of seconds from 0 to %d", maxWait)
+	}
+	req.wait = time.Duration(n) * time.Second
 	return ""
 }

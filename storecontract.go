@@ -37,6 +37,10 @@ type capabilities struct {
 	// with the key, and pages of forms read at it (authorize.go); nil
 	// otherwise.
 	formsAuthz formsAuthorizer
+	// waiter wakes the feed's waiting requests (wait.go): the feed's
+	// store, when it is one of this module's; nil otherwise, and then a
+	// sync request's wait= is answered at once.
+	waiter storecontract.Waiter
 }
 
 // capabilitiesOf decides how a handler reads store, feed and keys. It
@@ -80,6 +84,7 @@ func capabilitiesOf(store Store, feed FeedStore, keys KeyResolver) capabilities 
 		c.formAuthz, _ = keys.(formAuthorizer)
 		c.formsAuthz, _ = keys.(formsAuthorizer)
 	}
+	c.waiter, _ = storecontract.Of[storecontract.Waiter](feed)
 	// WithFeed may name another store, to which the form means nothing.
 	c.feedForm = c.formAuthz != nil && storecontract.Same(feed, keys)
 	return c

@@ -19,14 +19,14 @@ import (
 var tiers = map[string][]string{
 	// Below the root: imported by the root and any package; import no
 	// package of the module but each other and observe.
-	"below": {"internal/coalesce", "internal/find", "internal/keyformat", "internal/keyuse", "internal/storecontract", "internal/token", "internal/wire"},
+	"below": {"internal/coalesce", "internal/feedwait", "internal/find", "internal/keyformat", "internal/keyuse", "internal/storecontract", "internal/token", "internal/wire"},
 	// Beside the stores: import the root (and the tier below, observe and
 	// webhook/hookstore); imported by the stores, storetest and each
 	// other, never by the root or another public package.
 	"kit": {"internal/hookrow", "internal/keyset", "internal/pagecache", "internal/stored"},
 	// Tools: the commands of the load runs and the tests' helpers;
 	// imported by nothing but tools and tests.
-	"tools": {"internal/benchdata", "internal/cmd/...", "internal/pgtest", "internal/redistest", "internal/steps", "internal/testenv"},
+	"tools": {"internal/benchdata", "internal/cmd/...", "internal/pgtest", "internal/redistest", "internal/steps", "internal/testenv", "internal/waittest"},
 }
 
 // kitUsers are the packages the kit tier serves.

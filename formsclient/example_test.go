@@ -160,5 +160,5 @@ func ExampleClient_Sync() {
 	// {"name":"Grace"}
 	// {"name":"Edsger"}
 	// 0 new, <nil>
-	// formsclient: sync submissions of form "contact": Since cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize applies)
+	// formsclient: sync submissions of form "contact": Since cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize and Wait apply)
 }

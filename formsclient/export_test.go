@@ -15,5 +15,5 @@ var Sleep = sleep
 // RetryAfter exposes the Retry-After parser.
 var RetryAfter = retryAfter
 
-// Wait exposes the backoff computation.
-func Wait(c *Client, try int, ra time.Duration) time.Duration { return c.wait(try, ra) }
+// Backoff exposes the backoff computation.
+func Backoff(c *Client, try int, ra time.Duration) time.Duration { return c.wait(try, ra) }

@@ -631,14 +631,14 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 	c := newClient(t, "https://example.com", key, formsclient.WithRetries(20, time.Second, 10*time.Second))
 	for try, hi := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 19: 10 * time.Second} {
 		for range 50 {
-			if d := formsclient.Wait(c, try, 0); d < hi/2 || d > hi {
+			if d := formsclient.Backoff(c, try, 0); d < hi/2 || d > hi {
 				t.Fatalf("try %d: %v, want %v to %v", try, d, hi/2, hi)
 			}
 		}
 	}
 	distinct := map[time.Duration]bool{}
 	for range 50 {
-		d := formsclient.Wait(c, 1, 5*time.Second)
+		d := formsclient.Backoff(c, 1, 5*time.Second)
 		if d < 5*time.Second || d > 5*time.Second+time.Second/2 {
 			t.Fatalf("Retry-After 5 s: %v", d)
 		}

@@ -36,6 +36,7 @@ type listQuery struct {
 	cursor       string     // Cursor: where the page starts; "" for the first
 	ifNoneMatch  string     // IfNoneMatch: the tag to send
 	total        string     // ExactTotal, EstimatedTotal: "exact" or "estimate"
+	wait         int        // Wait: the seconds a sync request may wait; 0: none
 	given        []string   // the options given, by name, in order
 	err          error      // the first option that cannot be used
 }
@@ -383,6 +384,9 @@ var pageOptions = []string{"Cursor", "IfNoneMatch", "ExactTotal", "EstimatedTota
 func (l list[T]) refuse(q listQuery, iterator bool) error {
 	if q.err != nil {
 		return q.err
+	}
+	if slices.Contains(q.given, "Wait") {
+		return fmt.Errorf("formsclient: %s: Wait applies to the sync feed only (Sync and SyncPage)", l.op)
 	}
 	if l.field == "forms" && (q.filters != nil || q.total != "") {
 		return fmt.Errorf("formsclient: %s: Filter, Where, WhereIn, WhereExists, Search, Fields, ExactTotal and EstimatedTotal apply to submissions only", l.op)

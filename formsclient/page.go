@@ -225,8 +225,8 @@ func (c *Client) SyncPage(ctx context.Context, formID, token string, opts ...Lis
 		return nil, nil, q.err
 	}
 	for _, name := range q.given {
-		if name != "PageSize" && name != "IfNoneMatch" {
-			return nil, nil, fmt.Errorf("formsclient: %s: %s cannot be used with SyncPage: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize and IfNoneMatch apply)", l.op, name)
+		if name != "PageSize" && name != "IfNoneMatch" && name != "Wait" {
+			return nil, nil, fmt.Errorf("formsclient: %s: %s cannot be used with SyncPage: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize, IfNoneMatch and Wait apply)", l.op, name)
 		}
 	}
 	if l.err != nil {
@@ -235,13 +235,38 @@ func (c *Client) SyncPage(ctx context.Context, formID, token string, opts ...Lis
 	if token == "" {
 		return nil, nil, fmt.Errorf("formsclient: %s: an empty token: pass SyncStart the first time", l.op)
 	}
-	return syncPage(ctx, c, l, token, q.limit, q.ifNoneMatch, nil)
+	return syncPage(ctx, c, l, token, q.limit, q.wait, q.ifNoneMatch, nil)
 }
 
+// Wait makes [Client.SyncPage] and [Client.Sync] wait on the server, up
+// to d, when nothing was committed after the token: the server answers as
+// soon as the form's next changes reach it (the request's wait=, rounded
+// up to whole seconds), or with the empty page when d passes. d is from 0
+// (no wait) to 30 seconds, the server's bound; another d is an error
+// before any request. A WithHTTPClient client's Timeout must leave room
+// for d. The other calls refuse it.
+func Wait(d time.Duration) ListOption {
+	return func(q *listQuery) {
+		q.note("Wait")
+		if q.err == nil && (d < 0 || d > maxWait) {
+			q.err = fmt.Errorf("formsclient: Wait(%s): from 0 to %s, the server's bound", d, maxWait)
+		}
+		q.wait = int((d + time.Second - 1) / time.Second)
+	}
+}
+
+// maxWait is the server's bound on a sync request's wait.
+const maxWait = 30 * time.Second
+
 // syncPage gets the feed page of l after token, through listPage, and
-// checks it: a syncToken and hasMore, and one ref per submission.
-func syncPage(ctx context.Context, c *Client, l list[formsapi.Submission], token string, limit int, inm string, sc *scratch) ([]Change, *Response, error) {
-	items, env, resp, err := listPage(ctx, c, l, url.Values{"sync": {token}}, limit, inm, sc)
+// checks it: a syncToken and hasMore, and one ref per submission. With
+// wait above 0 the server may wait that many seconds for changes.
+func syncPage(ctx context.Context, c *Client, l list[formsapi.Submission], token string, limit, wait int, inm string, sc *scratch) ([]Change, *Response, error) {
+	params := url.Values{"sync": {token}}
+	if wait > 0 {
+		params.Set("wait", strconv.Itoa(wait))
+	}
+	items, env, resp, err := listPage(ctx, c, l, params, limit, inm, sc)
 	if e, ok := err.(*Error); ok && e.StatusCode == http.StatusBadRequest && token != SyncStart && strings.HasPrefix(e.Message, msgBadSyncPrefix) {
 		e.badToken = true // ErrResync: the only parameters sent are the token and a limit the client checked
 	}

@@ -58,9 +58,13 @@ type Change struct {
 // loop. Sync reads its pages with [Client.SyncPage]'s code; call that to
 // read one page at a time.
 //
-// Of the list options only [PageSize] applies: it sets the page size, and
-// a page over [WithMaxResponseSize] is asked for again with half as many
-// items, as the lists do. The feed comes in commit order and cannot be
+// Of the list options only [PageSize] and [Wait] apply. PageSize sets the
+// page size, and a page over [WithMaxResponseSize] is asked for again
+// with half as many items, as the lists do. With Wait, a call that finds
+// nothing after token waits on the server for the form's next changes
+// and returns as soon as they are handed to fn (or, when the wait ends
+// with nothing, with token as it was): calling Sync again in a loop,
+// with the token it returns, follows the feed live. The feed comes in commit order and cannot be
 // filtered, so [Since], [Until], [Oldest] and [Newest] make Sync return an
 // error naming the option, as do a nil fn, an empty token, an empty form
 // ID and PageSize(0), all before any request and with token unchanged.
@@ -74,8 +78,8 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change)
 		return token, q.err
 	}
 	for _, name := range q.given {
-		if name != "PageSize" {
-			return token, fmt.Errorf("formsclient: %s: %s cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize applies)", l.op, name)
+		if name != "PageSize" && name != "Wait" {
+			return token, fmt.Errorf("formsclient: %s: %s cannot be used with Sync: the feed comes in commit order and cannot be filtered or reordered (of the list options only PageSize and Wait apply)", l.op, name)
 		}
 	}
 	if l.err != nil {
@@ -91,7 +95,7 @@ func (c *Client) Sync(ctx context.Context, formID, token string, fn func(Change)
 	var sc scratch   // the memory of a page too large, for the smaller request after it
 	seen := tokenSet{}
 	for empty := 0; ; {
-		changes, resp, err := syncPage(ctx, c, l, token, limit, "", &sc)
+		changes, resp, err := syncPage(ctx, c, l, token, limit, q.wait, "", &sc)
 		if err != nil {
 			return token, err
 		}

@@ -56,6 +56,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 		return fmt.Errorf("memstore: delete form %q: %w", formID, formsapi.ErrFormNotFound)
 	}
 	delete(s.forms, formID)
+	s.wait.WakeForm(formID) // its waiters read again, and are told it is gone
 	list := s.accounts[accountID]
 	i := slices.Index(list, fm)
 	list = slices.Delete(list, i, i+1)
@@ -139,6 +140,7 @@ func (s *Store) remove(fm *form, r *submission, now time.Time) {
 	fm.subs = slices.Delete(fm.subs, i, i+1)
 	fm.feed[r.feedPos-1] = feedEntry{}
 	fm.feed = append(fm.feed, feedEntry{of: r.feedPos, at: now})
+	s.wait.WakeForm(fm.form.ID)
 	if r.meta.ID != "" {
 		delete(fm.ids, r.meta.ID)
 	}

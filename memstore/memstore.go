@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/keyset"
@@ -50,6 +51,10 @@ type Store struct {
 	keep     time.Duration    // see WithTombstoneRetention
 	secret   []byte           // the cursor secret, for handlers over this store (FastPath)
 	hooks    hooks            // webhook endpoints (webhooks.go)
+	// wait wakes the sync feed's waiting requests: every write of the
+	// store is made here, so each wakes its form's (or key's) waiters
+	// directly, and no check is needed.
+	wait *feedwait.Hub
 }
 
 // keyRec is one API key. Only lastUsed changes after it is added (and
@@ -175,6 +180,7 @@ func New(opts ...Option) *Store {
 		now:      time.Now,
 		keep:     stored.TombstoneRetention,
 		secret:   stored.NewSecret(),
+		wait:     feedwait.New(nil, 0, 0),
 	}
 	for _, o := range opts {
 		o(s)
@@ -292,6 +298,7 @@ func (s *Store) add(fm *form, r newSubmission) {
 	fm.subs = insert(fm.subs, rec, func(r *submission) keyset.Pos { return r.pos })
 	fm.feed = append(fm.feed, feedEntry{sub: rec})
 	rec.feedPos = int64(len(fm.feed))
+	s.wait.WakeForm(fm.form.ID) // its waiters read once the lock is let go
 	for _, n := range r.names {
 		if !fm.named[n] {
 			if fm.named == nil {
@@ -363,6 +370,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 		return fmt.Errorf("memstore: revoke key: %w", formsapi.ErrInvalidKey)
 	}
 	k.revokedAt = s.now().UTC().Round(0)
+	s.wait.WakeKey(h)
 	return nil
 }
 
@@ -488,6 +496,7 @@ func (s *Store) AppendSubmissions(ctx context.Context, accountID, formID string,
 // they are not part of the store's API.
 var (
 	_ storecontract.Store[formsapi.Query] = (*Store)(nil)
+	_ storecontract.Waiter                = (*Store)(nil)
 	_ formsapi.Counter                    = (*Store)(nil)
 )
 
@@ -659,10 +668,21 @@ func cloneSubmission(s formsapi.Submission) formsapi.Submission {
 	return s
 }
 
-// Close returns nil: the store holds nothing outside its memory. It is
-// here so that every store of this module is an io.Closer, and a host can
-// swap one for another behind that interface too.
-func (s *Store) Close() error { return nil }
+// Close ends the waits of the sync feed's waiting requests (they answer
+// at once) and returns nil: the store holds nothing else outside its
+// memory, and stays usable. It is here so that every store of this module
+// is an io.Closer, and a host can swap one for another behind that
+// interface too.
+func (s *Store) Close() error {
+	s.wait.Close()
+	return nil
+}
+
+// WatchFeed registers a waiting request of the sync feed with the
+// store's hub (the handler's wait=; internal/storecontract.Waiter).
+func (s *Store) WatchFeed(formID string, key [32]byte, after int64) *feedwait.Watch {
+	return s.wait.Watch(formID, key, after)
+}
 
 // CountSubmissions is the count the handler asks for total= (see formsapi.Counter), as the database stores
 // do, over the submissions in memory: the candidates of a filtered list

@@ -80,6 +80,9 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 		retry, err := write(ctx, rs, on)
 		switch {
 		case err == nil && !retry:
+			for _, r := range rs {
+				s.wait.WakeForm(r.FormID) // the same form twice wakes nothing more
+			}
 			return nil
 		case err == nil: // the search index was turned on since this store last looked
 			s.searchOn.Store(true)

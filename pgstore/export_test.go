@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/feedwait"
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // Pool returns the pool the store works through.
@@ -63,7 +65,7 @@ func AllSQL(s *Store) []string {
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
 		q.formListVersion, q.authorizeBatch,
 		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
-		q.listKeys, q.touchKeys, q.rateLimit, q.rateCharge, q.ratePrune, q.feed, q.feedEncoded}
+		q.listKeys, q.touchKeys, q.rateLimit, q.rateCharge, q.ratePrune, q.feed, q.feedEncoded, q.checkWaits}
 }
 
 // LookupSQL returns the store's key and form lookups with example
@@ -185,3 +187,9 @@ func AddBulk(ctx context.Context, s *Store, batch iter.Seq2[formsapi.Submission,
 		s.searchOn.Store(true)
 	}
 }
+
+// WaitHub returns the store's hub of waiting sync requests.
+func WaitHub(s *Store) *feedwait.Hub { return s.wait }
+
+// KeyHash is the hash the store keeps of key.
+func KeyHash(key string) [32]byte { return keyformat.Hash(key) }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/formsapi/formsapi/internal/coalesce"
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/pagecache"
 )
@@ -146,6 +147,10 @@ type follower struct {
 	refreshing atomic.Bool
 
 	rounds, misses, resets, spliced, stale atomic.Int64
+
+	// wake is the store's hub of the sync feed's waiting requests, woken
+	// by each round applied (apply).
+	wake *feedwait.Hub
 }
 
 type followKey struct {
@@ -289,6 +294,9 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	clear(f.goneForms)
 	var miss []*keyLookup
 	for _, l := range batch {
+		if l.tick {
+			continue // a round for waiters: nothing to look up
+		}
 		if !f.answer(l) {
 			miss = append(miss, l)
 		}
@@ -365,7 +373,7 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, l := range batch {
-		if l.n == 0 && f.answer(l) {
+		if l.tick || l.n == 0 && f.answer(l) {
 			continue
 		}
 		if l.n == 0 {
@@ -437,6 +445,27 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 			reset = true
 		}
 	}
+	// The round's changes wake the waiters of what they name
+	// (wait.go): the forms and keys the log names, whether the copy
+	// holds them or not, and everyone after a reset.
+	defer func() {
+		if f.wake == nil {
+			return
+		}
+		if reset {
+			f.wake.WakeAll()
+			return
+		}
+		for _, r := range rows {
+			switch {
+			case !r.kind.Valid:
+			case r.kind.Int16 == changeForm:
+				f.wake.WakeForm(string(r.ref))
+			case r.kind.Int16 == changeKey && len(r.ref) == 32:
+				f.wake.WakeKey([32]byte(r.ref))
+			}
+		}
+	}()
 	if reset {
 		f.resets.Add(1)
 		clear(f.keys)

@@ -89,6 +89,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	if err != nil {
 		return fmt.Errorf("pgstore: delete form %q: %w", formID, withCtx(ctx, err))
 	}
+	s.wait.WakeForm(formID)
 	s.cache.Forget(seq)
 	s.cache.ForgetForms(accountID) // the deleted form's fields are in its account's lists
 	return nil
@@ -126,6 +127,7 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if err != nil {
 		return fmt.Errorf("pgstore: delete submission %q of form %q: %w", id, formID, withCtx(ctx, err))
 	}
+	s.wait.WakeForm(formID)
 	s.cache.Forget(seq)
 	return nil
 }
@@ -196,6 +198,9 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: erase: %w", withCtx(ctx, err))
+	}
+	if len(forms) > 0 {
+		s.wait.WakeAll() // forms by their seq here: their waiters read again, some for nothing
 	}
 	s.cache.Forget(forms...)
 	return len(forms), nil

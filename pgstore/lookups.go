@@ -42,6 +42,9 @@ type keyLookup struct {
 	age   time.Duration
 	stale bool
 	n     int64 // a following store's round: the lookup's row number, 0 when the copy answers it
+	// tick marks no lookup: a round run for the sync feed's waiting
+	// requests alone (waitRound), which reads the log and nothing else.
+	tick bool
 }
 
 // keyRow is what a lookup reads: the key's grant and expiry, and the

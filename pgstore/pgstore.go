@@ -113,6 +113,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/coalesce"
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -130,6 +131,7 @@ type config struct {
 	follow       bool          // see WithFollow
 	spacing      time.Duration // see WithFollow
 	staleness    time.Duration // see WithStaleness
+	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
@@ -306,6 +308,7 @@ type Store struct {
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
 	replica *pgxpool.Pool                // nil without WithReplica
 	follow  *follower                    // nil without WithFollow
+	wait    *feedwait.Hub                // the sync feed's waiting requests (wait.go)
 
 	// Work the store started in the background (a following node's
 	// refresh rounds): closing ends when Close begins, which waits for
@@ -415,6 +418,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		s.follow.staleness = cfg.staleness
 		s.lookups = s.newFollowLookups(cfg.spacing)
 	}
+	s.startWait(cfg)
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil
@@ -432,6 +436,7 @@ func (s *Store) Schema() string { return s.schema }
 // either way), like sqlitestore's Close. A store from New leaves the
 // host's pool open. Close waits for queries in progress to finish.
 func (s *Store) Close() error {
+	s.wait.Close()
 	s.stop()
 	s.background.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)

@@ -708,6 +708,7 @@ type queries struct {
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
 	lockForm                                                     string
 	stampTombstones, purgedUpTo, purgeTombstones                 string
+	checkWaits                                                   string
 }
 
 // qualifyTables returns s with every table name in it qualified by schema.
@@ -764,5 +765,6 @@ func newQueries(schema string) queries {
 		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),
 		stampTombstones: q(sqlStampTombstones), purgedUpTo: q(sqlPurgedUpTo), purgeTombstones: q(sqlPurgeTombstones),
+		checkWaits: q(sqlCheckWaits),
 	}
 }

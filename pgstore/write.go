@@ -83,6 +83,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		}
 		switch {
 		case tag.RowsAffected() > 0:
+			s.wait.WakeForm(r.FormID) // committed: its waiters on this node read it
 			return nil
 		case on && !s.searchOn.Load():
 			s.searchOn.Store(true)
@@ -172,6 +173,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("pgstore: revoke key: %w", formsapi.ErrInvalidKey)
 	}
+	s.wait.WakeKey(h)
 	return nil
 }
 

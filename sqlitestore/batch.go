@@ -35,8 +35,20 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: add submissions: %w", err)
 	}
-	if err := s.addBatch(ctx, batch); err != nil {
+	forms := map[string]bool{} // the forms written, whose waiters to wake
+	err := s.addBatch(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for sub, m := range batch {
+			forms[sub.FormID] = true
+			if !yield(sub, m) {
+				return
+			}
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("sqlitestore: add submissions: %w", err)
+	}
+	for id := range forms {
+		s.wait.WakeForm(id)
 	}
 	return nil
 }

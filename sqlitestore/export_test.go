@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/feedwait"
+	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
 // ReadDB returns the pool the store reads through.
@@ -169,3 +171,9 @@ func SearchIndexOn(opts ...Option) bool {
 func WithProgressClock(now func() time.Time, tick func(time.Duration) (<-chan time.Time, func())) Option {
 	return func(c *config) { c.progress.Now, c.progress.Tick = now, tick }
 }
+
+// WaitHub returns the store's hub of waiting sync requests.
+func WaitHub(s *Store) *feedwait.Hub { return s.wait }
+
+// KeyHash is the hash the store keeps of key.
+func KeyHash(key string) [32]byte { return keyformat.Hash(key) }

@@ -83,6 +83,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	if err != nil {
 		return fmt.Errorf("sqlitestore: delete form %q: %w", formID, err)
 	}
+	s.wait.WakeForm(formID)
 	s.cache.Forget(seq)
 	return nil
 }
@@ -119,6 +120,7 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	if err != nil {
 		return fmt.Errorf("sqlitestore: delete submission %q of form %q: %w", id, formID, err)
 	}
+	s.wait.WakeForm(formID)
 	s.cache.Forget(seq)
 	return nil
 }
@@ -200,6 +202,9 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
+	}
+	if n > 0 {
+		s.wait.WakeAll() // forms by their seq here: their waiters read again, some for nothing
 	}
 	s.cache.Forget(forms...)
 	return n, nil

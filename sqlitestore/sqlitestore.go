@@ -31,6 +31,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -56,7 +57,8 @@ type config struct {
 	keep         time.Duration // see WithTombstoneRetention
 	searchIndex  bool          // see WithSearchIndex
 	progress     stored.Progress
-	quiet        bool // WithLogger(nil)
+	quiet        bool          // WithLogger(nil)
+	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
 }
 
 // Option configures a store from Open or New.
@@ -186,6 +188,9 @@ type Store struct {
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
 	searchIndexed                               *sql.Stmt // on read: the setting, for searches
+
+	// wait wakes the sync feed's waiting requests (wait.go).
+	wait *feedwait.Hub
 }
 
 var (
@@ -303,6 +308,7 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s.cache = pagecache.New(cfg.cacheBytes)
 	s.used.Start()
+	s.startWait(cfg)
 	return s, nil
 }
 
@@ -350,6 +356,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	s.used.Start()
+	s.startWait(cfg)
 	return s, nil
 }
 
@@ -378,6 +385,9 @@ func (s *Store) writing(ctx context.Context) (done func(), err error) {
 // a store from Open, closes its database connections. A store from New leaves the
 // host's handle open.
 func (s *Store) Close() error {
+	if s.wait != nil {
+		s.wait.Close()
+	}
 	var errs []error
 	if s.used != nil {
 		errs = append(errs, s.used.Stop(context.Background()))

@@ -80,6 +80,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		}
 		switch {
 		case n > 0:
+			s.wait.WakeForm(r.FormID) // committed: its waiters read it
 			return nil
 		case on && !s.searchOn.Load():
 			s.searchOn.Store(true)
@@ -150,6 +151,7 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	}
 	res, err := s.revokeKey.ExecContext(ctx, s.now().UnixNano(), h[:])
 	done()
+	s.wait.WakeKey(h) // its waiters look it up again (a spurious wake-up if nothing was revoked)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}

@@ -24,6 +24,7 @@ package storecontract
 import (
 	"context"
 
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/internal/wire"
 )
 
@@ -125,6 +126,28 @@ type FormAuthorizer[G any] interface {
 type FormsAuthorizer[G, Q, FP any] interface {
 	AuthorizeForms(ctx context.Context, key string) (G, wire.Forms, error)
 	ListFormsAt(ctx context.Context, accountID string, q Q, at *wire.Forms) (FP, error)
+}
+
+// Waiter is a store of this module that wakes the sync feed's waiting
+// requests (wait=, the root's wait.go) when a form's feed may have moved
+// on or a key may have changed, through its internal/feedwait hub.
+// Every Store is one.
+//
+//   - WatchFeed registers a waiter of formID, holding the key whose
+//     hash (internal/keyformat) is key, that has read the form's feed to
+//     after (it may not have read it yet: it registers before it reads).
+//     The Watch's Form channel is closed once an entry past after may be
+//     visible to a read, its Key channel once the key may have been
+//     revoked, expired or changed, and Done once the store is closing.
+//     A change the store commits itself wakes its waiters directly;
+//     one committed by another process or node, within the store's
+//     documented check interval.
+//   - Spurious wake-ups are allowed (the waiter reads again); lost ones
+//     are not: a change that commits after WatchFeed returns and is not
+//     seen by the waiter's next read must close a channel it holds.
+type Waiter interface {
+	Handshake
+	WatchFeed(formID string, key [32]byte, after int64) *feedwait.Watch
 }
 
 // Head is a store of this module that tells where a form's feed ends and
