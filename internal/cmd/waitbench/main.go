@@ -1,0 +1,372 @@
+// Command waitbench measures the live feed (sync requests with wait=,
+// issue 38) on PostgreSQL: N idle waiters on one node, what they cost it
+// (memory per waiter, the node's CPU, statements per second and the
+// PostgreSQL backends' CPU while idle) against the same node with none,
+// in the same run; then the time from a write's commit to a waiter's
+// answer (its headers), for writes through the waiters' own node (woken
+// at once) and through another node (found by the node's check, or its
+// round when it follows the log).
+//
+//	go run ./internal/cmd/waitbench -n 1000,10000
+//
+// It needs FORMSAPI_TEST_POSTGRES, and creates (and drops) a database of
+// its own, waitbench, so that pg_stat_database counts its statements
+// alone. The waiters are real HTTP connections to a net/http server in
+// this process, so memory per waiter counts the server's connection and
+// the client's, and the node's CPU counts both sides.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/pgstore"
+)
+
+func main() {
+	ns := flag.String("n", "1000,10000", "waiter counts to measure, each against none")
+	forms := flag.Int("forms", 100, "forms the waiters wait on, as many waiters each")
+	idle := flag.Duration("idle", 10*time.Second, "the idle window measured (under the 30 s wait)")
+	writes := flag.Int("writes", 40, "writes timed, per kind")
+	follow := flag.Bool("follow", false, "the waiters' node follows the change log (pgstore.WithFollow)")
+	interval := flag.Duration("interval", pgstore.DefaultWaitCheck, "the node's check interval (pgstore.WithWaitCheck)")
+	flag.Parse()
+	dsn := os.Getenv("FORMSAPI_TEST_POSTGRES")
+	if dsn == "" {
+		log.Fatal("waitbench: set FORMSAPI_TEST_POSTGRES")
+	}
+	ctx := context.Background()
+	benchDSN, drop := database(ctx, dsn)
+	defer drop()
+
+	opts := []pgstore.Option{pgstore.WithWaitCheck(*interval)}
+	if *follow {
+		opts = append(opts, pgstore.WithFollow(0))
+	}
+	node, err := pgstore.Open(ctx, withApp(benchDSN, "waitbench-node"), opts...)
+	check(err)
+	defer node.Close()
+	other, err := pgstore.Open(ctx, withApp(benchDSN, "waitbench-other"))
+	check(err)
+	defer other.Close()
+	key, err := formsapi.NewKey()
+	check(err)
+	check(node.AddKey(ctx, key, "acct"))
+	ids := make([]string, *forms)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("form-%d", i)
+		check(node.AddForm(ctx, "acct", formsapi.Form{ID: ids[i], Title: ids[i]}))
+	}
+
+	var active atomic.Int64
+	srv := &http.Server{Handler: formsapi.NewHandler(node, node), ConnState: func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateActive:
+			active.Add(1)
+		case http.StateIdle, http.StateClosed, http.StateHijacked:
+			// counted by the waiters themselves below
+		}
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 20000, DisableCompression: true}}
+
+	// The token at the end of each form's feed.
+	tokens := map[string]string{}
+	for _, id := range ids {
+		p := get(ctx, client, base, key, id, url.Values{"sync": {"start"}})
+		tokens[id] = p.token
+	}
+
+	fmt.Printf("waitbench: %d forms, check interval %s, follow %t, idle window %s, GOMAXPROCS %d\n", *forms, *interval, *follow, *idle, runtime.GOMAXPROCS(0))
+	for _, f := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(f)
+		check(err)
+		base0 := measureIdle(ctx, benchDSN, *idle)
+		w := startWaiters(ctx, client, base, key, ids, tokens, n)
+		loaded := measureIdle(ctx, benchDSN, *idle)
+		fmt.Printf("n=%d: memory per waiter %.1f KiB (heap+stacks), %.1f KiB (RSS); node CPU %.2f%% of a core (none waiting: %.2f%%); statements %.2f/s (none waiting: %.2f/s); PostgreSQL backends' CPU %.2f%% of a core (none waiting: %.2f%%)\n",
+			n, float64(loaded.heap-base0.heap)/float64(n)/1024, float64(loaded.rss-base0.rss)/float64(n)/1024,
+			100*loaded.cpu, 100*base0.cpu, loaded.stmts, base0.stmts, 100*loaded.pgCPU, 100*base0.pgCPU)
+		for _, kind := range []struct {
+			name  string
+			store *pgstore.Store
+		}{{"own node", node}, {"other node", other}} {
+			lat := w.latencies(ctx, kind.store, ids, *writes)
+			slices.Sort(lat)
+			fmt.Printf("n=%d: write to a waiter's answer, through the %s: median %s, p99 %s (%d answers of %d writes)\n",
+				n, kind.name, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond), len(lat), *writes)
+		}
+		w.stop()
+	}
+}
+
+// idleStats is what one idle window cost.
+type idleStats struct {
+	heap, rss  int64   // after it, bytes
+	cpu        float64 // the process's CPU per second of it
+	stmts      float64 // statements (transactions) per second of it, in the bench's database
+	pgCPU      float64 // the node's PostgreSQL backends' CPU per second
+	backendPID []int
+}
+
+func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
+	conn, err := pgx.Connect(ctx, dsn)
+	check(err)
+	defer conn.Close(ctx)
+	xacts := func() int64 {
+		var n int64
+		_, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+		check(err)
+		check(conn.QueryRow(ctx, "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()").Scan(&n))
+		return n
+	}
+	pids := func() []int {
+		rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = 'waitbench-node'")
+		check(err)
+		ps, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		check(err)
+		var out []int
+		for _, p := range ps {
+			out = append(out, int(p))
+		}
+		return out
+	}
+	pgCPU := func(ps []int) float64 {
+		t := 0.0
+		for _, p := range ps {
+			c, err := cpuOf(p)
+			if err == nil {
+				t += c
+			}
+		}
+		return t
+	}
+	time.Sleep(2 * time.Second) // let the pool's backends report their stats
+	ps := pids()
+	x0, c0, p0, t0 := xacts(), mustCPU(os.Getpid()), pgCPU(ps), time.Now()
+	time.Sleep(d)
+	x1, c1, p1 := xacts(), mustCPU(os.Getpid()), pgCPU(ps)
+	el := time.Since(t0).Seconds()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	// One statement of ours in each xacts() read, and the two of
+	// pg_stat_clear_snapshot: four in all, not the node's.
+	return idleStats{heap: int64(ms.HeapInuse + ms.StackInuse), rss: rss(), cpu: (c1 - c0) / el, stmts: float64(x1-x0-2) / el, pgCPU: (p1 - p0) / el}
+}
+
+// waiters is N goroutines, each waiting on a form's feed, again and
+// again, and reporting when an answer with entries arrives.
+type waiters struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	n      int
+	mu     sync.Mutex
+	got    map[string][]time.Time // answers with entries, by form
+	tokens map[string]string
+}
+
+func startWaiters(ctx context.Context, client *http.Client, base, key string, ids []string, tokens map[string]string, n int) *waiters {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &waiters{cancel: cancel, n: n, got: map[string][]time.Time{}}
+	var started sync.WaitGroup
+	started.Add(n)
+	for i := range n {
+		id := ids[i%len(ids)]
+		token := tokens[id]
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			first := true
+			for ctx.Err() == nil {
+				p, at := waitOnce(ctx, client, base, key, id, token, first, &started)
+				first = false
+				if p.token == "" {
+					return
+				}
+				if p.items > 0 {
+					w.mu.Lock()
+					w.got[id] = append(w.got[id], at)
+					w.mu.Unlock()
+				}
+				token = p.token
+			}
+		}()
+	}
+	started.Wait()
+	time.Sleep(2 * time.Second) // the last requests reach their block
+	return w
+}
+
+// waitOnce sends one waiting request and returns its page and when its
+// headers came.
+func waitOnce(ctx context.Context, client *http.Client, base, key, id, token string, first bool, started *sync.WaitGroup) (page, time.Time) {
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/forms/"+id+"/submissions?"+url.Values{"sync": {token}, "wait": {"30"}}.Encode(), nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	if first {
+		started.Done()
+	}
+	resp, err := client.Do(r)
+	if err != nil {
+		return page{}, time.Time{}
+	}
+	at := time.Now()
+	defer resp.Body.Close()
+	return readPage(resp), at
+}
+
+// latencies makes writes through store, one at a time to a form in
+// turn, and returns the time from each write's return to each answer of
+// the form's waiters.
+func (w *waiters) latencies(ctx context.Context, store *pgstore.Store, ids []string, writes int) []time.Duration {
+	var out []time.Duration
+	per := w.n / len(ids)
+	if per == 0 {
+		per = 1
+	}
+	for i := range writes {
+		id := ids[i%len(ids)]
+		w.mu.Lock()
+		before := len(w.got[id])
+		w.mu.Unlock()
+		check(store.AddSubmission(ctx, formsapi.Submission{FormID: id, Data: json.RawMessage(`{"n":1}`)}, formsapi.Metadata{}))
+		t0 := time.Now()
+		deadline := t0.Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			w.mu.Lock()
+			n := len(w.got[id]) - before
+			w.mu.Unlock()
+			if n >= per {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		w.mu.Lock()
+		for _, at := range w.got[id][before:] {
+			out = append(out, at.Sub(t0))
+		}
+		w.mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // the answered waiters wait again
+	}
+	return out
+}
+
+func (w *waiters) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+type page struct {
+	items int
+	token string
+}
+
+func get(ctx context.Context, client *http.Client, base, key, id string, q url.Values) page {
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/forms/"+id+"/submissions?"+q.Encode(), nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(r)
+	check(err)
+	defer resp.Body.Close()
+	return readPage(resp)
+}
+
+func readPage(resp *http.Response) page {
+	b, _ := io.ReadAll(resp.Body)
+	var body struct {
+		Submissions []json.RawMessage `json:"submissions"`
+		SyncToken   string            `json:"syncToken"`
+	}
+	json.Unmarshal(b, &body)
+	return page{items: len(body.Submissions), token: body.SyncToken}
+}
+
+// database creates the bench's own database and returns its DSN and
+// what drops it.
+func database(ctx context.Context, dsn string) (string, func()) {
+	conn, err := pgx.Connect(ctx, dsn)
+	check(err)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS waitbench WITH (FORCE)")
+	check(err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE waitbench")
+	check(err)
+	u, err := url.Parse(dsn)
+	check(err)
+	u.Path = "/waitbench"
+	return u.String(), func() {
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS waitbench WITH (FORCE)")
+		conn.Close(ctx)
+	}
+}
+
+func withApp(dsn, app string) string {
+	u, err := url.Parse(dsn)
+	check(err)
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func mustCPU(pid int) float64 {
+	c, err := cpuOf(pid)
+	check(err)
+	return c
+}
+
+// cpuOf is the CPU seconds (utime + stime, /proc/PID/stat) of pid.
+func cpuOf(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q %q", pid, f[11], f[12])
+	}
+	return (ut + st) / 100, nil
+}
+
+// rss is the process's resident set, bytes.
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal("waitbench: ", err)
+	}
+}
