@@ -124,11 +124,10 @@ func main() {
 
 // idleStats is what one idle window cost.
 type idleStats struct {
-	heap, rss  int64   // after it, bytes
-	cpu        float64 // the process's CPU per second of it
-	stmts      float64 // statements (transactions) per second of it, in the bench's database
-	pgCPU      float64 // the node's PostgreSQL backends' CPU per second
-	backendPID []int
+	heap, rss int64   // after it, bytes
+	cpu       float64 // the process's CPU per second of it
+	stmts     float64 // statements (transactions) per second of it, in the bench's database
+	pgCPU     float64 // the node's PostgreSQL backends' CPU per second
 }
 
 func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
@@ -185,7 +184,6 @@ type waiters struct {
 	n      int
 	mu     sync.Mutex
 	got    map[string][]time.Time // answers with entries, by form
-	tokens map[string]string
 }
 
 func startWaiters(ctx context.Context, client *http.Client, base, key string, ids []string, tokens map[string]string, n int) *waiters {
