@@ -179,7 +179,7 @@ func (a *api) rejoin(w http.ResponseWriter, r *http.Request, req *listRequest) b
 	req.cancelStore()
 	ctx, cancel := a.storeContext(req.request)
 	req.ctx, req.cancelStore = ctx, cancel
-	g, fd, done, err := a.authorize(ctx, req.key, req.list.FormID)
+	g, fd, done, err := a.authorize(ctx, req.key, req.list.FormID, req.route.exact)
 	if err != nil {
 		if !errors.Is(err, errBusy) {
 			err = errors.Join(errRejoin, err)
