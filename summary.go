@@ -729,10 +729,13 @@ type summaryEntry struct {
 	version int64
 	body    []byte // never changes once kept
 	tag     string
+	// keyBytes are those of its key (its parameters may be tens of KiB
+	// for a body of a few hundred bytes), set by put.
+	keyBytes int
 }
 
 func (e *summaryEntry) size() int {
-	return len(e.body) + len(e.tag) + 128
+	return len(e.body) + len(e.tag) + e.keyBytes + 128
 }
 
 // summaryCache keeps summaries under the version of their form: one is
@@ -741,7 +744,8 @@ func (e *summaryEntry) size() int {
 // version, and any write since has changed the version: exact, as the
 // stores' page caches are). A version lower than the one kept means the
 // database went back in time (a restore): the summary is dropped.
-// Eviction is random, within summaryCacheBytes. The zero value is empty
+// Eviction is random, within summaryCacheBytes, which counts each
+// summary's key as well as its body. The zero value is empty
 // and ready; it is safe for concurrent use.
 type summaryCache struct {
 	mu    sync.Mutex
@@ -769,6 +773,7 @@ func (c *summaryCache) get(k summaryKey, v int64) *summaryEntry {
 
 // put keeps e under k, unless a summary of a later version is kept.
 func (c *summaryCache) put(k summaryKey, e *summaryEntry) {
+	e.keyBytes = len(k.account) + len(k.formID) + len(k.params)
 	if e.size() > summaryCacheBytes/8 {
 		return
 	}

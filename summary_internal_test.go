@@ -63,3 +63,28 @@ func TestSummaryTallyBounded(t *testing.T) {
 		t.Errorf("%d fields, want all %d (their names are small)", len(tl.fields), summaryFields)
 	}
 }
+
+// TestSummaryCacheCountsKeys: the summaries kept, their keys included,
+// stay within summaryCacheBytes. A key's parameters (eight clauses of
+// in lists) can be 64 KiB while its summary is a few hundred bytes;
+// before, only bodies were counted, and a client asking for small
+// summaries under large filters made the handler keep a GiB of keys.
+func TestSummaryCacheCountsKeys(t *testing.T) {
+	var c summaryCache
+	params := strings.Repeat("p", 64<<10)
+	body := []byte(strings.Repeat("b", 300))
+	for i := range 2000 {
+		k := summaryKey{account: "acct", formID: "form", seq: int64(i), params: params}
+		c.put(k, &summaryEntry{version: 1, body: body, tag: `W/"tag"`})
+	}
+	held := 0
+	for k, e := range c.m {
+		held += len(k.params) + len(e.body)
+	}
+	if held > summaryCacheBytes {
+		t.Errorf("the cache holds %d bytes of keys and bodies in %d entries, want at most %d", held, len(c.m), summaryCacheBytes)
+	}
+	if len(c.m) == 0 {
+		t.Error("the cache kept nothing")
+	}
+}
