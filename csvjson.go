@@ -45,15 +45,25 @@ func skipSpace(b []byte, i int) int {
 
 // stringEnd returns the index just past the JSON string that starts at
 // b[i] (a quote), and whether it holds a backslash.
+//
+// It jumps from quote to quote (bytes.IndexByte): a quote ends the string
+// unless an odd run of backslashes comes right before it, which escapes
+// it.
 func stringEnd(b []byte, i int) (end int, escaped, ok bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '"':
-			return j + 1, escaped, true
-		case '\\':
-			escaped = true
-			j++
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			break
 		}
+		q := j + k
+		run := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			run++
+		}
+		if run%2 == 0 {
+			return q + 1, bytes.IndexByte(b[i+1:q], '\\') >= 0, true
+		}
+		j = q + 1
 	}
 	return 0, false, false
 }

@@ -232,6 +232,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	x := &exporter{a: a, req: req.request, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
 	if e.filtered() {
 		x.clauses, x.term = e.list.clauses(), e.list.Search
+		x.keys = find.ClauseKeys(x.clauses)
 	}
 	if e.format == formatCSV {
 		columns := x.columns
@@ -398,9 +399,14 @@ type exporter struct {
 	other bool           // CSV: members past maxColumns, in a last column
 
 	// A filtered export's matcher: the clauses, prepared once, and the
-	// search term ("" for none).
+	// search term ("" for none); and the index keys of which a
+	// submission must hold one to match (find.ClauseKeys, nil for none),
+	// by which a store that keeps each submission's keys leaves out, unread,
+	// those that hold none (wire.FeedQuery.Keys).
 	clauses []find.Clause
 	term    string
+	keys    []int64
+	allRows bool // columns is reading the form: every submission, whatever the filter
 
 	sent     int   // submissions sent since the rate limiter was last asked
 	examined int   // a filtered export: entries checked since then
@@ -440,7 +446,11 @@ func (x *exporter) read() error {
 			return err
 		}
 	}
-	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes}, &x.page)
+	keys := x.keys
+	if x.allRows {
+		keys = nil // the CSV's columns are read from every submission
+	}
+	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes, Keys: keys}, &x.page)
 	if err != nil {
 		return err
 	}
@@ -458,6 +468,19 @@ func (x *exporter) read() error {
 	}
 	x.next = next
 	x.done = !more || next >= x.asOf
+	return nil
+}
+
+// walkedExcluded counts the submissions of the page read last that the
+// store left out by their keys (wire.Page.Excluded) as entries a
+// filtered export checked (walked): each as its share of their bytes.
+func (x *exporter) walkedExcluded() error {
+	n, size := int64(x.page.Excluded), x.page.ExcludedBytes
+	for i := range n {
+		if err := x.walked(size*(i+1)/n - size*i/n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -551,6 +574,8 @@ func (x *exporter) fieldColumns() error {
 func (x *exporter) columns() error {
 	x.cols = map[string]int{}
 	x.next = 0
+	x.allRows = true
+	defer func() { x.allRows = false }()
 	for {
 		if err := x.read(); err != nil {
 			return err
@@ -598,6 +623,9 @@ func (x *exporter) stream() error {
 		line = x.writeMatch
 	}
 	for {
+		if err := x.walkedExcluded(); err != nil {
+			return err
+		}
 		if err := x.each(line); err != nil {
 			return err
 		}
@@ -623,7 +651,7 @@ func (x *exporter) writeMatch(pos int64, obj []byte) error {
 	if err != nil {
 		return err
 	}
-	keep, matched := find.MatchWork(data, x.clauses)
+	keep, matched := find.MatchValid(data, x.clauses)
 	normalized := matched
 	if keep && x.term != "" {
 		var n int

@@ -65,7 +65,7 @@ func AllSQL(s *Store) []string {
 	return []string{q.formsDesc, q.formsAsc, q.subsDesc, q.subsAsc, q.encodedDesc, q.encodedAsc,
 		q.formListVersion, q.authorizeBatch,
 		q.formOf, q.resolveKey, q.authorizeForm, q.addForm, q.addSubmission, q.addKey, q.revokeKey,
-		q.listKeys, q.touchKeys, q.rateLimit, q.rateCharge, q.ratePrune, q.feed, q.feedEncoded, q.checkWaits}
+		q.listKeys, q.touchKeys, q.rateLimit, q.rateCharge, q.ratePrune, q.feed, q.feedEncoded, q.checkWaits, q.feedKeyed}
 }
 
 // LookupSQL returns the store's key and form lookups with example
@@ -93,9 +93,10 @@ func LookupSQL(s *Store) map[string][]any {
 // agent, geo, trace ID, encoding version, host ID and index keys.
 func AddSubmissionSQL(s *Store) string { return s.sql.addSubmission }
 
-// FeedSQL returns the statements of the sync feed and its fast path,
-// whose arguments are form ID, account ID, after and the rows to fetch.
-func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded} }
+// FeedSQL returns the statements of the sync feed, its fast path and the
+// fast path with keys, whose arguments are form ID, account ID, after and
+// the rows to fetch (then the byte room, and the keys).
+func FeedSQL(s *Store) []string { return []string{s.sql.feed, s.sql.feedEncoded, s.sql.feedKeyed} }
 
 // CachedPages returns how many lists and bytes the store's cache holds.
 func CachedPages(s *Store) (pages, bytes int) { return s.cache.Stats() }

@@ -68,7 +68,7 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire
 	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
 	// appendFeed leaves p as it was when it fails, so a retry starts over.
 	err = retry(ctx, func() (err error) {
-		next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+		next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, q.Keys, p)
 		return err
 	})
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire
 	return next, more, nil
 }
 
-func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
+func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, keys []int64, p *wire.Page) (next int64, more bool, err error) {
 	// The handler's combined lookup may have found the form already (see
 	// AuthorizeForm): then no statement needs to ask whether it exists.
 	found := p.Form != nil && p.Form.Found
@@ -103,7 +103,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 		want = p.Form.Version
 	}
 	err = s.fromReplica(ctx, found, want, func(src source) (err error) {
-		next, more, err = s.readFeed(ctx, src, accountID, formID, after, limit, maxBytes, found, p)
+		next, more, err = s.readFeed(ctx, src, accountID, formID, after, limit, maxBytes, keys, found, p)
 		return err
 	})
 	return next, more, err
@@ -112,9 +112,15 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after 
 // readFeed reads a page of the feed for appendFeed on src. On the replica
 // it returns errStale, having appended nothing, when the form's version
 // there is not src.want or the form is not there.
-func (s *Store) readFeed(ctx context.Context, src source, accountID, formID string, after int64, limit, maxBytes int, found bool, p *wire.Page) (next int64, more bool, err error) {
+func (s *Store) readFeed(ctx context.Context, src source, accountID, formID string, after int64, limit, maxBytes int, keys []int64, found bool, p *wire.Page) (next int64, more bool, err error) {
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	rows, err := src.db.Query(ctx, s.sql.feedEncoded, formID, accountID, after, limit+1, budget.Room())
+	st, args := s.sql.feedEncoded, []any{formID, accountID, after, limit + 1, budget.Room()}
+	if len(keys) > 0 {
+		// A submission whose keys hold none of keys comes without its
+		// JSON (sqlFeedKeyed), counted in the page's Excluded.
+		st, args = s.sql.feedKeyed, append(args, keys)
+	}
+	rows, err := src.db.Query(ctx, st, args...)
 	if err != nil {
 		return 0, false, src.failed(err, true)
 	}

@@ -226,8 +226,11 @@ FROM generate_series(1, 40000) g`, schema),
 			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 				name := fmt.Sprintf("feed %d/after %d/%s", i, after, mode)
 				args := fmt.Sprintf("'form-1', 'big', %d, %d", after, fetch)
-				if i == 1 {
+				if i >= 1 {
 					args += ", 4194304" // the fast path's byte room
+				}
+				if i == 2 {
+					args += ", ARRAY[1, 2]::bigint[]" // the keys
 				}
 				plan := explain(t, conn.Conn(), sql, args, mode, mode == "force_custom_plan")
 				scans := 0

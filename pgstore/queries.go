@@ -271,6 +271,36 @@ UNION ALL
 SELECT 0, NULL, feed_purged, incarnation, version FROM formsapi_forms WHERE id = $1 AND account_id = $2
 ORDER BY 1`
 
+	// sqlFeedKeyed is sqlFeedEncoded for a page read with keys
+	// (wire.FeedQuery.Keys, $6): a submission whose find_keys is known and
+	// holds none of them comes without its JSON, its of_pos the negative
+	// of its JSON's bytes (wire.FeedRows), and takes nothing of the byte
+	// bound ($5), so that neither the server nor the client spends more on
+	// it than its row's read.
+	sqlFeedKeyed = `SELECT feed_pos, json, of_pos, total, 0::bigint FROM (
+    SELECT feed_pos, json, of_pos,
+        coalesce(sum(octet_length(json)) OVER (ORDER BY feed_pos ROWS UNBOUNDED PRECEDING), 0) - coalesce(octet_length(json), 0) AS before,
+        count(*) OVER () AS total
+    FROM (
+        SELECT feed_pos, json, of_pos FROM (
+            (SELECT feed_pos, CASE WHEN keep THEN json END AS json, CASE WHEN keep THEN 0 ELSE -octet_length(json) END::bigint AS of_pos FROM (
+                SELECT feed_pos, json, (find_keys IS NULL OR find_keys && $6::bigint[]) AS keep FROM formsapi_submissions
+                WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+                ORDER BY feed_pos LIMIT $4) keyed)
+            UNION ALL
+            (SELECT feed_pos, NULL::bytea, of_pos FROM formsapi_tombstones
+            WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2) AND feed_pos > $3
+            ORDER BY feed_pos LIMIT $4)
+        ) entries
+        ORDER BY feed_pos
+        LIMIT $4
+    ) lim
+) sized
+WHERE before <= $5
+UNION ALL
+SELECT 0, NULL, feed_purged, incarnation, version FROM formsapi_forms WHERE id = $1 AND account_id = $2
+ORDER BY 1`
+
 	// Every deletion of the store stamps the tombstones the triggers made
 	// (its own and any writer's since its last deletion) with its clock,
 	// then forgets those past retention ($1: now less the retention),
@@ -703,7 +733,7 @@ type queries struct {
 	touchKeys                                                    string
 	addForm, addSubmission, addSubmissions, addKey, revokeKey    string
 	rateLimit, rateCharge, rateTat, ratePrune                    string
-	feed, feedEncoded, dataFields                                string
+	feed, feedEncoded, feedKeyed, dataFields                     string
 	updateForm, formCreatedAt, deleteSubmission                  string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
 	lockForm                                                     string
@@ -760,7 +790,7 @@ func newQueries(schema string) queries {
 		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission), addSubmissions: q(sqlAddSubmissions),
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
-		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), dataFields: q(sqlDataFields),
+		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), feedKeyed: q(sqlFeedKeyed), dataFields: q(sqlDataFields),
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
 		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),

@@ -84,7 +84,7 @@ func MigrateBefore(ctx context.Context, db *sql.DB, name string) error {
 }
 
 // FeedSQL are the statements of the sync feed and its fast path.
-var FeedSQL = []string{sqlFeed, sqlFeedEncoded}
+var FeedSQL = []string{sqlFeed, sqlFeedEncoded, sqlFeedKeyed}
 
 // UseBatches returns a channel that gets the size and error of each
 // batch of key uses the store writes on its own, every interval: a test

@@ -1,10 +1,13 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/keyset"
@@ -54,32 +57,47 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 // the page's submissions past maxBytes, unless it would be the page's
 // first. A stored row that is damaged is left out and recorded in
 // p.Skipped, as on the lists; the feed moves past it.
+//
+// With keys (q.Keys), it reads each submission's find_keys too, and
+// leaves out (p.Excluded) one whose find_keys it has and holds none of
+// them, before its JSON is checked or copied onto the page.
 func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
-	after, limit, maxBytes := q.After, q.Limit, q.MaxBytes
-	next, more, err = s.appendFeed(ctx, accountID, formID, after, limit, maxBytes, p)
+	next, more, err = s.appendFeed(ctx, accountID, formID, q, p)
 	if err != nil {
 		return 0, false, fmt.Errorf("sqlitestore: sync submissions: %w", err)
 	}
 	return next, more, nil
 }
 
-func (s *Store) appendFeed(ctx context.Context, accountID, formID string, after int64, limit, maxBytes int, p *wire.Page) (next int64, more bool, err error) {
-	rows, form, err := s.feedRows(ctx, s.feedEncoded, accountID, formID, after, limit, p.Form)
+func (s *Store) appendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
+	st, keyed := s.feedEncoded, len(q.Keys) > 0
+	if keyed {
+		st = s.feedKeyed
+	}
+	rows, form, err := s.feedRows(ctx, st, accountID, formID, q.After, q.Limit, p.Form)
 	if err != nil {
 		return 0, false, err
 	}
 	p.Incarnation = form.Incarnation
 	defer rows.Close()
-	budget := keyset.NewBudget(formsapi.Query{MaxBytes: maxBytes})
-	f := wire.FeedRows{Page: p, Budget: budget, Limit: limit, Next: after}
+	budget := keyset.NewBudget(formsapi.Query{MaxBytes: q.MaxBytes})
+	f := wire.FeedRows{Page: p, Budget: budget, Limit: q.Limit, Next: q.After}
 	var pos, of int64
-	var encoded sql.RawBytes // valid until the next Next: copied at once
+	var encoded, keys sql.RawBytes // valid until the next Next: copied at once
 	found := false
 	for rows.Next() {
-		if err := rows.Scan(&pos, &encoded, &of); err != nil {
+		if keyed {
+			err = rows.Scan(&pos, &encoded, &of, &keys)
+		} else {
+			err = rows.Scan(&pos, &encoded, &of)
+		}
+		if err != nil {
 			return 0, false, err
 		}
 		found = found || pos == 0
+		if keyed && pos != 0 && of == 0 && keys != nil && !holdsAnyKey(keys, q.Keys) {
+			encoded, of = nil, -int64(len(encoded))
+		}
 		if !f.Row(pos, encoded, of) {
 			break
 		}
@@ -165,4 +183,62 @@ WHERE form_seq = ? AND first_pos <= ? ORDER BY first_pos, ord LIMIT ?`, form.Seq
 		return nil, nil, fmt.Errorf("sqlitestore: data fields: %w", err)
 	}
 	return names, first, nil
+}
+
+// holdsAnyKey reports whether list, a find_keys column (a JSON array of
+// integers in ascending order, findKeys's), holds one of keys (sorted).
+// A filter's keys are not negative, and come after search's negative
+// ones: when there are negative ones, only the part after the last '-'
+// is read. Anything it cannot read as such an array holds them all (the
+// submission is then checked as any other).
+func holdsAnyKey(list []byte, keys []int64) bool {
+	if len(list) < 2 || list[0] != '[' || list[len(list)-1] != ']' {
+		return true
+	}
+	body := list[1 : len(list)-1]
+	if len(body) > 0 && body[0] == '-' {
+		i := bytes.LastIndexByte(body, '-')
+		j := bytes.IndexByte(body[i:], ',')
+		if j < 0 {
+			return false // negative keys only
+		}
+		body = body[i+j+1:]
+	}
+	for len(body) > 0 {
+		end := bytes.IndexByte(body, ',')
+		if end < 0 {
+			end = len(body)
+		}
+		k, ok := parseKey(body[:end])
+		if !ok {
+			return true
+		}
+		if _, found := slices.BinarySearch(keys, k); found {
+			return true
+		}
+		if end == len(body) {
+			break
+		}
+		body = body[end+1:]
+	}
+	return false
+}
+
+// parseKey reads b as a non-negative decimal integer of at most 19
+// digits (every index key of a filter).
+func parseKey(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var k uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		k = k*10 + uint64(c-'0')
+	}
+	if k > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(k), true
 }

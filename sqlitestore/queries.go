@@ -241,6 +241,16 @@ UNION ALL
 SELECT feed_pos, NULL, of_pos FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
 ORDER BY 1`
 
+	// sqlFeedKeyed is sqlFeedEncoded with each submission's find_keys
+	// (NULL for the form's row and the tombstones): what a page read with
+	// keys (wire.FeedQuery.Keys) checks before it takes a submission.
+	sqlFeedKeyed = `SELECT 0, NULL, feed_purged, NULL FROM formsapi_forms WHERE seq = ?1
+UNION ALL
+SELECT feed_pos, json, 0, find_keys FROM formsapi_submissions WHERE form_seq = ?1 AND feed_pos > ?2
+UNION ALL
+SELECT feed_pos, NULL, of_pos, NULL FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
+ORDER BY 1`
+
 	// Every deletion of the store stamps the tombstones the triggers made
 	// (its own and any writer's since its last deletion) with its clock,
 	// then forgets those past retention ($1: now less the retention),

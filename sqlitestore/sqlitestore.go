@@ -184,7 +184,7 @@ type Store struct {
 	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
 	searchEncodedDesc, searchEncodedAsc         *sql.Stmt // on read: searched pages (a trigram's entries and the tail)
 	searchDesc, searchAsc                       *sql.Stmt // on read: searched pages
-	feed, feedEncoded                           *sql.Stmt // on read
+	feed, feedEncoded, feedKeyed                *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
 	searchIndexed                               *sql.Stmt // on read: the setting, for searches
@@ -438,6 +438,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.searchAsc, s.read, sqlSearchAsc},
 		{&s.feed, s.read, sqlFeed},
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
+		{&s.feedKeyed, s.read, sqlFeedKeyed},
 		{&s.formOf, s.read, sqlFormOf},
 		{&s.resolveKey, s.read, sqlResolveKey},
 		{&s.authorizeForm, s.read, sqlAuthorizeForm},

@@ -1,6 +1,8 @@
 package benchdata
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -192,4 +194,94 @@ func serveBench(b *testing.B, handler func() http.Handler, target string, cpu fu
 			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 		}
 	}
+}
+
+// ExportForm is the form the filtered export benchmarks fill
+// (LoadExport) and export (RunExportFiltered).
+const ExportForm = "export"
+
+// ExportSubmissions is how many submissions LoadExport adds.
+const ExportSubmissions = 100_000
+
+// LoadExport adds the form ExportForm of Account, ExportSubmissions wide
+// submissions (WideSubmission) in it, and the key Key.
+func LoadExport(b *testing.B, w formsapi.Writer) {
+	ctx := context.Background()
+	if err := w.AddForm(ctx, Account, formsapi.Form{ID: ExportForm, Title: "Sign-ups"}); err != nil {
+		b.Fatal(err)
+	}
+	if err := AddAll(ctx, w, ExportSubmissions, 0, func(i int) (formsapi.Submission, formsapi.Metadata) { return WideSubmission(ExportForm, i) }, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.AddKey(ctx, Key, Account); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// ExportFilters are the exports RunExportFiltered measures, by name: the
+// whole form, and filters that keep 1% (an equality on company, 1 in
+// 97), 2% (an operator, teamSize gte 51), 1% (q, a search of "holdings 5
+// ltd") and 50% (country in four of eight; teamSize lt 27, a range,
+// which no index key narrows).
+var ExportFilters = []struct{ Name, Query string }{
+	{"all", ""},
+	{"eq1pct", "filter[company]=" + url.QueryEscape("Example Holdings 5 Ltd")},
+	{"gte2pct", "filter[teamSize][gte]=51"},
+	{"q1pct", "q=" + url.QueryEscape("holdings 5 ltd")},
+	{"in50pct", "filter[country][in]=NL,DE,FR,GB"},
+	{"lt50pct", "filter[teamSize][lt]=27"},
+}
+
+// RunExportFiltered measures the whole export of ExportForm (LoadExport)
+// as JSON Lines, unfiltered and with each of ExportFilters, one export
+// an op, each served to a writer that counts its lines. It reports the
+// process's CPU per export as cpu-ms/op, the database server's as
+// pg-cpu-ms/op from cpu when it is not nil and can tell, and the lines
+// written as rows/op.
+func RunExportFiltered(b *testing.B, store formsapi.Store, keys formsapi.KeyResolver, cpu func() (time.Duration, bool)) {
+	h := formsapi.NewHandler(store, keys)
+	for _, c := range ExportFilters {
+		b.Run(c.Name, func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/v1/forms/"+ExportForm+"/export?"+c.Query, nil)
+			r.Header.Set("Authorization", "Bearer "+Key)
+			w := &lineCounter{h: http.Header{}}
+			h.ServeHTTP(w, r)
+			if w.status != http.StatusOK || w.lines == 0 {
+				b.Fatalf("status %d, %d lines", w.status, w.lines)
+			}
+			rows := w.lines
+			var cpu0 time.Duration
+			ok := cpu != nil
+			if ok {
+				cpu0, ok = cpu()
+			}
+			self0 := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				h.ServeHTTP(w, r)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-self0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			if ok {
+				if cpu1, ok := cpu(); ok {
+					b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "pg-cpu-ms/op")
+				}
+			}
+			b.ReportMetric(float64(rows), "rows/op")
+		})
+	}
+}
+
+// lineCounter is a response writer that counts the lines of a body.
+type lineCounter struct {
+	h      http.Header
+	status int
+	lines  int
+}
+
+func (d *lineCounter) Header() http.Header  { return d.h }
+func (d *lineCounter) WriteHeader(code int) { d.status = code; d.lines = 0 }
+func (d *lineCounter) Write(p []byte) (int, error) {
+	d.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
 }

@@ -264,8 +264,12 @@ func key[F, V string | []byte](field F, value V) int64 {
 // encoding/json reads it) into raws, and whether it has one into present.
 // It reports false when data is not one JSON object, which then
 // satisfies no clause.
-func clauseMembers(data []byte, cs []Clause, raws [][]byte, present []bool) bool {
-	return eachMember(data, func(name, raw []byte) {
+func clauseMembers(data []byte, cs []Clause, raws [][]byte, present []bool, valid bool) bool {
+	each := eachMember
+	if valid {
+		each = eachValidMember
+	}
+	return each(data, func(name, raw []byte) {
 		for k := range cs {
 			if string(name) == cs[k].Field {
 				raws[k], present[k] = raw, true
@@ -282,6 +286,12 @@ func eachMember(data []byte, fn func(name, raw []byte)) bool {
 	if !json.Valid(data) {
 		return false
 	}
+	return eachValidMember(data, fn)
+}
+
+// eachValidMember is eachMember for data known to be valid JSON (a
+// page's, which the store or the encoder checked): it skips the check.
+func eachValidMember(data []byte, fn func(name, raw []byte)) bool {
 	i := wire.SkipSpace(data, 0)
 	if data[i] != '{' {
 		return false
@@ -456,16 +466,31 @@ func Match(data []byte, cs []Clause) bool {
 // text) passed through Unicode normalization, read and made (see
 // Examined).
 func MatchWork(data []byte, cs []Clause) (bool, int) {
+	return matchWork(data, cs, false)
+}
+
+// MatchValid is MatchWork for data known to be one valid JSON value: a
+// submission's data as a page (wire.Page) holds it, which the store
+// checked, or the encoder made, before the page reached its reader. It
+// answers as MatchWork does, without MatchWork's check of data's syntax
+// (a pass over the whole of it): on bytes that are not valid JSON it may
+// answer anything, or panic.
+func MatchValid(data []byte, cs []Clause) (bool, int) {
+	return matchWork(data, cs, true)
+}
+
+func matchWork(data []byte, cs []Clause, valid bool) (bool, int) {
 	if len(cs) == 0 {
 		return true, 0
 	}
 	// A string value without escapes appears in data as it is, when data
-	// has no escapes either: an equality whose string is not in data
-	// fails without decoding it (most entries of a walk that a later
-	// clause refuses).
+	// has no escapes either: an equality whose string is not in data, or
+	// an in none of whose strings is, fails without decoding it (most
+	// entries of a walk that a later clause refuses, and those an in
+	// refuses).
 	if bytes.IndexByte(data, '\\') < 0 && utf8.Valid(data) {
-		for _, c := range cs {
-			if c.Op == OpEq && strings.HasPrefix(c.Value, `"`) && !strings.Contains(c.Value, `\`) && !bytes.Contains(data, []byte(c.Value)) {
+		for i := range cs {
+			if absent(data, &cs[i]) {
 				return false, 0
 			}
 		}
@@ -475,7 +500,7 @@ func MatchWork(data []byte, cs []Clause) (bool, int) {
 	if len(cs) > MaxClauses {
 		return matchDecoded(data, cs)
 	}
-	if !clauseMembers(data, cs, raws[:len(cs)], present[:len(cs)]) {
+	if !clauseMembers(data, cs, raws[:len(cs)], present[:len(cs)], valid) {
 		return false, 0
 	}
 	// The normalizer's iterator is large: made only for clauses that
@@ -494,4 +519,69 @@ func MatchWork(data []byte, cs []Clause) (bool, int) {
 		}
 	}
 	return true, normalized
+}
+
+// absent reports whether c, an equality or an in, can keep no
+// submission with data, which holds no backslash and is valid UTF-8,
+// since none of its values appears in data's bytes: each value is a
+// string without escapes (which then appears in such data as it is) and
+// is not there. It reports false for any other clause, and for an
+// equality or in with a value of another kind.
+func absent(data []byte, c *Clause) bool {
+	switch c.Op {
+	case OpEq:
+		return plainString(c.Value) && !bytes.Contains(data, []byte(c.Value))
+	case OpIn:
+		for _, v := range c.Values {
+			if !plainString(v) || bytes.Contains(data, []byte(v)) {
+				return false
+			}
+		}
+		return len(c.Values) > 0
+	}
+	return false
+}
+
+// plainString reports whether v, a canonical text, is a string without
+// escapes.
+func plainString(v string) bool {
+	return strings.HasPrefix(v, `"`) && !strings.Contains(v, `\`)
+}
+
+// ClauseKeys returns the index keys (Key) of one clause of cs, sorted,
+// each once, of which a submission's keys (Keys) must hold one for its
+// data to satisfy every clause: an equality's one key, or an in's key
+// of each value, whichever clause has the fewest. A submission that
+// holds none of them satisfies no such clause (Keys indexes every value
+// of a member that a filter can name, each of a name given twice too), so
+// a store that keeps each submission's keys may skip it unread. Nil when
+// no clause is an equality or an in on a member Keys indexes.
+func ClauseKeys(cs []Clause) []int64 {
+	var best []int64
+	for _, c := range cs {
+		var values []string
+		switch c.Op {
+		case OpEq:
+			values = []string{c.Value}
+		case OpIn:
+			values = c.Values
+		default:
+			continue
+		}
+		if len(c.Field) > MaxFieldBytes || len(values) == 0 || best != nil && len(values) >= len(best) {
+			continue
+		}
+		keys := make([]int64, 0, len(values))
+		for _, v := range values {
+			if len(v) > MaxValueBytes {
+				keys = nil
+				break
+			}
+			keys = append(keys, Key(c.Field, v))
+		}
+		if keys != nil {
+			best = sortedUnique(keys)
+		}
+	}
+	return best
 }

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -285,13 +286,17 @@ func (c *Clause) matchOne(raw json.RawMessage, present bool, it *norm.Iter, buf 
 	case OpEq, OpNe:
 		eq := false
 		if present {
-			v, ok := Canonical(raw)
-			eq = ok && v == c.Value
+			eq = canonicalIs(raw, c.Value)
 		}
 		return eq == (c.Op == OpEq), 0
 	case OpIn:
 		if !present {
 			return false, 0
+		}
+		if v, ok := plainCanonical(bytes.TrimSpace(raw)); ok {
+			// Values are sorted: the first not below v is v or not there.
+			i := sort.Search(len(c.Values), func(i int) bool { return c.Values[i] >= string(v) })
+			return i < len(c.Values) && c.Values[i] == string(v), 0
 		}
 		v, ok := Canonical(raw)
 		if !ok {
@@ -397,4 +402,19 @@ func memberString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// canonicalIs reports whether the canonical text of raw, a member's JSON
+// value, is value (Canonical's, without allocating for a value that is
+// its own canonical text).
+func canonicalIs(raw []byte, value string) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	if v, ok := plainCanonical(raw); ok {
+		return string(v) == value
+	}
+	v, ok := Canonical(raw)
+	return ok && v == value
 }

@@ -1,5 +1,7 @@
 package wire
 
+import "bytes"
+
 // SkipSpace returns the index of the first byte of data at or after i
 // that is not JSON white space.
 func SkipSpace(data []byte, i int) int {
@@ -15,13 +17,22 @@ func SkipSpace(data []byte, i int) int {
 func ValueEnd(data []byte, i int) int {
 	switch data[i] {
 	case '"':
-		for j := i + 1; ; j++ {
-			switch data[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
+		// From quote to quote: a quote ends the string unless an odd run
+		// of backslashes comes right before it.
+		for j := i + 1; ; {
+			k := bytes.IndexByte(data[j:], '"')
+			if k < 0 {
+				return len(data) // not valid JSON: no end
 			}
+			q := j + k
+			run := 0
+			for p := q - 1; p > i && data[p] == '\\'; p-- {
+				run++
+			}
+			if run%2 == 0 {
+				return q + 1
+			}
+			j = q + 1
 		}
 	case '{', '[':
 		depth := 0

@@ -50,6 +50,12 @@ type Page struct {
 	// Body just past it, so that a reader of the page (the export) can
 	// take its objects one by one.
 	Ends []int
+	// Excluded counts the submissions a feed page read with keys
+	// (FeedQuery.Keys) left out, none of whose index keys is one of them,
+	// and ExcludedBytes their stored JSON's bytes: the reader counts them
+	// as walked, and checks no more of them.
+	Excluded      int
+	ExcludedBytes int64
 
 	// Digests, when the store's read cache served the page's items whole
 	// from a page it holds (and only then), is where the handler keeps its
@@ -266,12 +272,15 @@ type Mark struct {
 	positions, deleted   int
 	purged               int64
 	next                 string
+	excluded             int
+	excludedBytes        int64
 }
 
 // Mark records where p stands now.
 func (p *Page) Mark() Mark {
 	return Mark{body: len(p.Body), skipped: len(p.Skipped), items: p.items, next: p.NextCursor,
-		positions: len(p.Positions), deleted: len(p.Deleted), purged: p.Purged}
+		positions: len(p.Positions), deleted: len(p.Deleted), purged: p.Purged,
+		excluded: p.Excluded, excludedBytes: p.ExcludedBytes}
 }
 
 // Rewind undoes everything added to p since m: its objects, separating
@@ -282,6 +291,7 @@ func (p *Page) Rewind(m Mark) {
 	p.Body, p.Skipped, p.items, p.NextCursor = p.Body[:m.body], p.Skipped[:m.skipped], m.items, m.next
 	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
 	p.Ends = p.Ends[:min(len(p.Ends), m.positions)]
+	p.Excluded, p.ExcludedBytes = m.excluded, m.excludedBytes
 	p.Digests, p.DigestItems = nil, 0
 }
 
@@ -333,7 +343,9 @@ func (b *Budget) Take(size int) bool {
 // FeedRows reads the rows of a store's feed statement into a page: the
 // one rule by which every database store fills a feed page. Each row is
 // a position with either a submission as sent (encoded) or, for a
-// deletion, the position of the deleted submission (of > 0); the row at
+// deletion, the position of the deleted submission (of > 0), or, for a
+// submission that a page read with keys leaves out (FeedQuery.Keys), no
+// encoded and its stored JSON's bytes as -of (of < 0); the row at
 // position 0 is the form's own, whose of is the last forgotten
 // deletion. The statement reads one row more than limit.
 type FeedRows struct {
@@ -361,6 +373,12 @@ func (f *FeedRows) Row(pos int64, encoded []byte, of int64) bool {
 	f.n++
 	if of > 0 { // a deletion
 		f.Page.Deleted = append(f.Page.Deleted, of)
+		f.Next = pos
+		return true
+	}
+	if of < 0 && encoded == nil { // left out by the page's keys: walked, not sent
+		f.Page.Excluded++
+		f.Page.ExcludedBytes -= of
 		f.Next = pos
 		return true
 	}
@@ -393,4 +411,13 @@ type FeedQuery struct {
 	// MaxBytes is the page's byte budget, as formsapi.Query.MaxBytes
 	// counts it; 0 for none.
 	MaxBytes int
+	// Keys, when not empty, are index keys (find.Keys, sorted) of which a
+	// submission must hold one for the reader to want it: a filtered
+	// export's (find.ClauseKeys). A store that keeps each submission's
+	// keys may leave out one that holds none of them, counting it in the
+	// page's Excluded and ExcludedBytes instead, as an entry of the page
+	// (Limit counts it) past which the page moves on; it must never leave
+	// out one that holds one, nor one whose keys it does not know. A
+	// store may ignore Keys: the reader checks every submission it gets.
+	Keys []int64
 }
