@@ -38,7 +38,7 @@ import (
 // documents, is either safelisted or here, and that nothing here is
 // neither sent nor documented.
 var exposedHeaders = []string{"Link", "ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id",
-	"Sync-Token", "Content-Disposition", "Accept-Ranges", "Allow", "Content-Encoding", "Vary", "X-Content-Type-Options"}
+	"Sync-Token", "Content-Disposition", "Accept-Ranges", "Allow", "Content-Encoding", "Vary", "X-Content-Type-Options", "Data-Age"}
 
 // allowedHeaders are the request headers the handler reads that a browser
 // sends only after a preflight: the key, the validator of a conditional
