@@ -78,8 +78,50 @@ var listParams = []listParam{
 			return b[k+int(n):], true
 		},
 	},
+	sortParam,
 	fieldsParam,
 }
+
+// sortParam is sort=<field> (ascending) or sort=-<field> (descending):
+// the list ordered by a top-level member of the submissions' data
+// (find.ParseSort). Its bytes in a key are a marker byte, 0xFF, then the
+// value: nothing at all without a sort, so that the keys, cursors and
+// tags of every other list are what they were before sort existed. It
+// comes before fields, whose first byte is a count of at most 32, so the
+// marker is never mistaken for it.
+var sortParam = listParam{
+	name: "sort", field: "Sort", sample: "-age",
+	parse: func(v string, q *Query) string {
+		if _, _, msg := find.ParseSort(v); msg != "" {
+			return msg
+		}
+		q.Sort = v
+		return ""
+	},
+	append: func(b []byte, q Query) []byte {
+		if q.Sort == "" {
+			return b
+		}
+		return appendLenString(append(b, sortMarker), q.Sort)
+	},
+	read: func(b []byte, q *Query) ([]byte, bool) {
+		if len(b) == 0 || b[0] != sortMarker {
+			return b, true
+		}
+		s, rest, ok := readString(b[1:])
+		if !ok {
+			return nil, false
+		}
+		if _, _, msg := find.ParseSort(s); msg != "" {
+			return nil, false
+		}
+		q.Sort = s
+		return rest, true
+	},
+}
+
+// sortMarker starts a sort's bytes in a key (sortParam).
+const sortMarker = 0xFF
 
 // listParam is one parameter that selects a list.
 type listParam struct {
@@ -213,6 +255,9 @@ func parseListParams(vals url.Values, params []string, q *Query) string {
 		if msg := p.parse(p.value(vals), q); msg != "" {
 			return fmt.Sprintf("invalid %s: %s", p.name, msg)
 		}
+	}
+	if q.Sort != "" && vals.Get("order") != "" && slices.Contains(params, "order") {
+		return "invalid order: it cannot be combined with sort, whose direction orders ties too (sort=<field>: oldest first, sort=-<field>: newest first)"
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
 		return "invalid until: must be later than since"

@@ -40,6 +40,9 @@ import (
 //     examined. The handler also drops any item that does not match, so
 //     a store that ignores Filters or Search serves correct (if short)
 //     pages, but does not pass storetest.
+//   - Sort. When q.Sort is set, items come in the order it names
+//     ([Query.Sort]) rather than by CreatedAt, each item of the range
+//     once across the pages, filters and search applied as above.
 //   - Pages. A page holds at most q.Limit items. NextCursor is "" when no
 //     item of the range follows the page; otherwise it is a non-empty string
 //     that, passed back as q.Cursor with the same Order, Since, Until,
@@ -132,6 +135,20 @@ type Query struct {
 	// ([Query.Finds]). The handler sends it for lists of submissions only,
 	// 3 characters to 64 bytes long.
 	Search string
+	// Sort, when not "", orders a list of submissions by the top-level
+	// member of Data it names instead of by CreatedAt alone: "<field>"
+	// ascending, "-<field>" descending (sort=, docs/api.md, "Sort by a
+	// submitted field"). Items with a sortable value of the member come
+	// first, ordered by it (numbers < RFC 3339 instants < other text by
+	// its normal form < false < true, reversed when descending), ties by
+	// CreatedAt and the tie-breaker in the sort's direction (ascending:
+	// oldest first); then the items without one (the member absent,
+	// null, an object or an array), by CreatedAt in the same direction.
+	// Order is then ignored; the handler sends Order's zero value. A
+	// sorted page may end short, as a filtered one, with a NextCursor;
+	// walking the pages returns every item of the range exactly once,
+	// even when items are added or deleted between two requests.
+	Sort string
 	// Fields, when not nil, are the top-level members of Data that a
 	// page of submissions carries (fields=), sorted; the handler drops the
 	// others from the page a store gives it, so a store may ignore them.

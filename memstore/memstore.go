@@ -526,6 +526,11 @@ func (s *Store) submissions(ctx context.Context, accountID, formID string, q for
 	if inc != nil {
 		*inc = fm.incarnation()
 	}
+	if q.Sort != "" {
+		next, work, err := walkSorted(fm.subs, q, visit)
+		wire.AddExamined(ctx, work)
+		return next, err
+	}
 	if stored.Filtered(q) {
 		next, work, err := walkFiltered(fm.subs, q, visit)
 		wire.AddExamined(ctx, work)
@@ -591,6 +596,75 @@ func walkFiltered(list []*submission, q formsapi.Query, visit func(*submission))
 		}
 		scan.Cursor = next
 	}
+}
+
+// walkSorted is walk for a sorted query (formsapi.Query.Sort): it visits
+// the submissions of the range that match the query's filters and
+// search in the sort's order (see keyset.SortPos), from the cursor's
+// place. memstore keeps no ordered index: each page reads the sort key
+// of every submission of the form and sorts those after the cursor, a
+// cost in the form's size that the database stores' index avoids. The
+// page's work (find.Examined of the submissions it checked against
+// filters and search) is bounded as walkFiltered's.
+func walkSorted(list []*submission, q formsapi.Query, visit func(*submission)) (next string, work int64, err error) {
+	if _, err := keyset.Fetch(q); err != nil {
+		return "", 0, fmt.Errorf("memstore: %w", err)
+	}
+	s, err := keyset.ParseSorted(q)
+	if err != nil {
+		return "", 0, fmt.Errorf("memstore: %w", err)
+	}
+	type placed struct {
+		at keyset.SortPos
+		r  *submission
+	}
+	var keyed, plain []placed
+	for _, r := range list {
+		k, ok := find.SortValue(r.sub.Data, s.Field)
+		p := placed{at: keyset.SortPos{Keyed: ok, Key: k, Pos: r.pos}, r: r}
+		if !s.Follows(p.at) || !keyset.Contains(q, r.sub.CreatedAt) {
+			continue
+		}
+		if ok {
+			keyed = append(keyed, p)
+		} else {
+			plain = append(plain, p)
+		}
+	}
+	slices.SortFunc(keyed, func(a, b placed) int {
+		if s.Desc {
+			return b.at.Compare(a.at)
+		}
+		return a.at.Compare(b.at)
+	})
+	if s.Desc {
+		slices.Reverse(plain) // list is in ascending position order
+	}
+	cs := stored.Clauses(q)
+	budget := keyset.NewBudget(q)
+	n := 0
+	var last keyset.SortPos // the last submission examined
+	for _, p := range append(keyed, plain...) {
+		found := true
+		if len(cs) > 0 || q.Search != "" {
+			var w int64
+			found, w = finds(p.r, cs, q.Search)
+			work += w
+		}
+		if found {
+			if n == q.Limit || !budget.Fits(len(p.r.json)) {
+				return last.String(), work, nil
+			}
+			budget.Count(len(p.r.json))
+			n++
+			visit(p.r)
+		}
+		last = p.at
+		if work >= find.MaxExaminedBytes {
+			return p.at.String(), work, nil
+		}
+	}
+	return "", work, nil
 }
 
 // finds is stored.Finds for a submission in memory: whether it matches

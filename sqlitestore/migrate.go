@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -50,6 +51,9 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex bool, p *stored.Progre
 	}
 	if err := indexUnindexed(ctx, db, p); err != nil {
 		return false, fmt.Errorf("migrate: index submitted values: %w", err)
+	}
+	if err := indexUnsorted(ctx, db, p); err != nil {
+		return false, fmt.Errorf("migrate: index sort keys: %w", err)
 	}
 	if searchIndex {
 		if err := enableSearchIndex(ctx, db, p); err != nil {
@@ -335,4 +339,81 @@ func cursorSecret(ctx context.Context, db *sql.DB, now time.Time) ([]byte, error
 			stored.CursorSecret, secret, now.UnixNano())
 		return err
 	})
+}
+
+// indexUnsorted sets sort_keys, and so the entries of the ordered index
+// (migration 0018), of every row without them, in one transaction: rows
+// stored before the index, or inserted by SQL that does not set the
+// column. In normal operation it finds nothing, through an empty index.
+func indexUnsorted(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stored.StepSortIndex, total)
+	defer func() { step.End(err) }()
+	var last int64
+	for {
+		rows, err := tx.QueryContext(ctx, `SELECT seq, data FROM formsapi_submissions INDEXED BY formsapi_submissions_unsorted
+WHERE seq > ? AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			seq  int64
+			keys string
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			var data []byte
+			if err := rows.Scan(&r.seq, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			r.keys = sortKeys(data)
+			batch = append(batch, r)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return tx.Commit()
+		}
+		for _, r := range batch {
+			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET sort_keys = ? WHERE seq = ?`, r.keys, r.seq); err != nil {
+				return err
+			}
+		}
+		step.Add(int64(len(batch)))
+		last = batch[len(batch)-1].seq
+	}
+}
+
+// sortKeys returns the sort_keys column of a submission with data: a
+// JSON array of [field, key] pairs, each member's find.SortField and its
+// find.SortKey in hex (find.SortEntries).
+func sortKeys(data []byte) string {
+	es := find.SortEntries(data)
+	b := make([]byte, 0, 2+len(es)*48)
+	b = append(b, '[')
+	for i, e := range es {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, e.Field, 10)
+		b = append(b, ',', '"')
+		b = hex.AppendEncode(b, e.Key)
+		b = append(b, '"', ']')
+	}
+	return string(append(b, ']'))
 }

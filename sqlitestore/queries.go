@@ -179,9 +179,11 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// include search's trigram keys. Keys without them are written only
 	// while the search index is off: once it is on, the statement inserts
 	// nothing (see AddSubmission).
+	// sort_keys (?14) are its sort keys, which a trigger copies into
+	// formsapi_sort (migration 0018).
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
-SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12 FROM formsapi_forms
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
+SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?14 FROM formsapi_forms
 WHERE id = ?11 AND (?13 OR (` + sqlSearchIndexed + `) = 0)`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
@@ -294,3 +296,30 @@ FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
 ORDER BY 2 ` + order + `, 1 ` + order
 }
+
+// Sorted pages (internal/stored/sort.go): the form's entries of one
+// field in the ordered index (migration 0018), from the cursor's place,
+// joined to their submissions; then the form's submissions in position
+// order, which the page checks for having no key. No LIMIT: the reader
+// stops stepping (see the note on the list statements).
+const (
+	sqlSortedAsc = `SELECT e.seq, e.created_at, e.value, s.data, s.attachments, %s
+FROM formsapi_sort e JOIN formsapi_submissions s ON s.seq = e.seq
+WHERE e.form_seq = ?1 AND e.field = ?2 AND (e.value, e.created_at, e.seq) > (?3, ?4, ?5)
+ORDER BY e.value, e.created_at, e.seq`
+
+	sqlSortedDesc = `SELECT e.seq, e.created_at, e.value, s.data, s.attachments, %s
+FROM formsapi_sort e JOIN formsapi_submissions s ON s.seq = e.seq
+WHERE e.form_seq = ?1 AND e.field = ?2 AND (e.value, e.created_at, e.seq) < (?3, ?4, ?5)
+ORDER BY e.value DESC, e.created_at DESC, e.seq DESC`
+
+	sqlUnsortedAsc = `SELECT seq, created_at, data, attachments, %s
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at ASC, seq ASC`
+
+	sqlUnsortedDesc = `SELECT seq, created_at, data, attachments, %s
+FROM formsapi_submissions
+WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
+ORDER BY created_at DESC, seq DESC`
+)

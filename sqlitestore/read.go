@@ -115,6 +115,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 	if err != nil {
 		return p, err
 	}
+	if q.Sort != "" {
+		return stored.SortedSubmissions(ctx, formID, q, sortSource[int](ctx, s, form.Seq, q, 0))
+	}
 	args, err := listArgs(form.Seq, q)
 	if err != nil {
 		return p, err
@@ -183,6 +186,11 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	}
 	formSeq, version := form.Seq, form.Version
 	p.Incarnation = form.Incarnation
+	if q.Sort != "" {
+		// Around the read cache, which holds unsorted pages only.
+		p.Cache = observe.CacheNone
+		return stored.AppendSorted(ctx, q, sortSource[[]byte](ctx, s, formSeq, q, 1), p)
+	}
 	if stored.Filtered(q) {
 		return s.appendFiltered(ctx, formSeq, q, p)
 	}
@@ -438,4 +446,23 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		return formsapi.Total{}, err
 	}
 	return t, rows.Err()
+}
+
+// sortSource reads a sorted page of q on the form formSeq from the
+// ordered index (migration 0018) and the form's submissions, with the
+// JSON as sent (encoded 1) or its size (0).
+func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.Query, encoded int) stored.SortSource[X] {
+	field, desc, _ := find.ParseSort(q.Sort)
+	d := 0
+	if desc {
+		d = 1
+	}
+	return stored.SortSource[X]{
+		Keyed: func(key []byte, at, seq int64) (stored.Rows, error) {
+			return s.sorted[encoded][d].QueryContext(ctx, formSeq, find.SortField(field), key, at, seq)
+		},
+		Plain: func(lo, hi keyset.Pos) (stored.Rows, error) {
+			return s.unsorted[encoded][d].QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
+		},
+	}
 }

@@ -191,6 +191,8 @@ type Store struct {
 
 	// wait wakes the sync feed's waiting requests (wait.go).
 	wait *feedwait.Hub
+	// on read: sorted pages, [encoded][desc] (the JSON as sent, or its size)
+	sorted, unsorted [2][2]*sql.Stmt
 }
 
 var (
@@ -446,6 +448,14 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.scanEncodedDesc, s.read, sqlScanEncodedDesc},
 		{&s.scanEncodedAsc, s.read, sqlScanEncodedAsc},
 		{&s.searchIndexed, s.read, sqlSearchIndexed},
+		{&s.sorted[0][0], s.read, fmt.Sprintf(sqlSortedAsc, "length(s.json)")},
+		{&s.sorted[0][1], s.read, fmt.Sprintf(sqlSortedDesc, "length(s.json)")},
+		{&s.sorted[1][0], s.read, fmt.Sprintf(sqlSortedAsc, "s.json")},
+		{&s.sorted[1][1], s.read, fmt.Sprintf(sqlSortedDesc, "s.json")},
+		{&s.unsorted[0][0], s.read, fmt.Sprintf(sqlUnsortedAsc, "length(json)")},
+		{&s.unsorted[0][1], s.read, fmt.Sprintf(sqlUnsortedDesc, "length(json)")},
+		{&s.unsorted[1][0], s.read, fmt.Sprintf(sqlUnsortedAsc, "json")},
+		{&s.unsorted[1][1], s.read, fmt.Sprintf(sqlUnsortedDesc, "json")},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {

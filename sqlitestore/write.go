@@ -109,7 +109,7 @@ func (r *newSubmission) args(on bool) []any {
 		geo = string(r.Geo)
 	}
 	return []any{r.At, string(r.Data), string(r.Attachments), r.Encoded, stored.Version,
-		r.Meta.ClientIP, r.Meta.UserAgent, geo, r.Meta.TraceID, r.Meta.ID, r.FormID, findKeys(r.Data, r.URLs, on), on}
+		r.Meta.ClientIP, r.Meta.UserAgent, geo, r.Meta.TraceID, r.Meta.ID, r.FormID, findKeys(r.Data, r.URLs, on), on, sortKeys(r.Data)}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a

@@ -345,6 +345,7 @@ func storeClauses(t *testing.T, open Open, cfg *config) {
 	findWriteClauses(t, open, cfg)
 	searchClauses(t, open, cfg)
 	totalClauses(t, open, cfg)
+	sortClauses(t, open, cfg)
 }
 
 // badLimits are limits below 1, which the handler never sends: a store

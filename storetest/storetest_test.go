@@ -104,6 +104,16 @@ var brokenStores = map[string]struct {
 		failsIn:  "Store/Find/Total",
 		passesIn: "Store/Find/Equality",
 	},
+	"sorts by the member's JSON text": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return offsetSorted{m, true} },
+		failsIn:  "Store/Sort/Order",
+		passesIn: "Store/Sort/Isolation",
+	},
+	"pages sorted lists by offset": {
+		wrap:     func(m *memstore.Store) formsapi.Store { return offsetSorted{m, false} },
+		failsIn:  "Store/Sort/AddedBetweenPages",
+		passesIn: "Store/Sort/Order",
+	},
 	"saves a stream under any lease": {
 		wrap:     func(m *memstore.Store) formsapi.Store { return unfenced{m} },
 		failsIn:  "Webhooks/Fencing",
@@ -659,6 +669,46 @@ func (s offsetFiltered) ListSubmissions(ctx context.Context, account, formID str
 	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Order: q.Order, Since: q.Since, Until: q.Until, Filters: q.Filters, Search: q.Search})
 	if err != nil {
 		return all, err
+	}
+	start := 0
+	if q.Cursor != "" {
+		start = len(q.Cursor) // the cursor is a run of n dots
+		if strings.Trim(q.Cursor, ".") != "" || start > len(all.Items) {
+			return formsapi.Page[formsapi.Submission]{}, formsapi.ErrInvalidCursor
+		}
+	}
+	end := min(start+q.Limit, len(all.Items))
+	p := formsapi.Page[formsapi.Submission]{Items: all.Items[start:end]}
+	if end < len(all.Items) {
+		p.NextCursor = strings.Repeat(".", end)
+	}
+	return p, nil
+}
+
+// offsetSorted pages a sorted list by offset: right until a write moves
+// the items under the cursor. With byText, it orders the items by their
+// member's JSON text, as a store without sort keys might.
+type offsetSorted struct {
+	*memstore.Store
+	byText bool
+}
+
+func (s offsetSorted) ListSubmissions(ctx context.Context, account, formID string, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
+	if q.Sort == "" {
+		return s.Store.ListSubmissions(ctx, account, formID, q)
+	}
+	all, err := s.Store.ListSubmissions(ctx, account, formID, formsapi.Query{Limit: 100000, Sort: q.Sort, Since: q.Since, Until: q.Until, Filters: q.Filters, Search: q.Search})
+	if err != nil {
+		return all, err
+	}
+	if s.byText {
+		field := strings.TrimPrefix(q.Sort, "-")
+		text := func(d []byte) string {
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal(d, &m)
+			return string(m[field])
+		}
+		slices.SortStableFunc(all.Items, func(a, b formsapi.Submission) int { return strings.Compare(text(a.Data), text(b.Data)) })
 	}
 	start := 0
 	if q.Cursor != "" {

@@ -44,6 +44,7 @@ const (
 	StepFields      = "fill the field table"
 	StepReencode    = "re-encode stored submissions"
 	StepIndex       = "index submitted values"
+	StepSortIndex   = "index sort keys"
 	StepSearchIndex = "build the search index"
 )
 
