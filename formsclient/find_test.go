@@ -165,3 +165,75 @@ func collectErr[T any](seq func(func(T, error) bool)) ([]T, error) {
 	})
 	return items, err
 }
+
+// TestSortBy: SortBy against the real handler over every backend: the
+// iterator walks the whole list in the field's order, either way, the
+// page call and its cursor too, a count ignores it, and the options it
+// does not combine with are refused before any request.
+func TestSortBy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			store, keys := b.open(t)
+			srv := serve(t, formsapi.NewHandler(store, keys), "")
+			c := newClient(t, srv.base, storetest.KeyA)
+			ns := func(opts ...formsclient.ListOption) []int {
+				t.Helper()
+				var out []int
+				for _, s := range mustCollect(t, c.Submissions(ctx, storetest.FormBusy, opts...)) {
+					var d struct{ N int }
+					if err := json.Unmarshal(s.Data, &d); err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, d.N)
+				}
+				return out
+			}
+			all := ns(formsclient.PageSize(1000))
+			asc := ns(formsclient.SortBy("n", false), formsclient.PageSize(7))
+			desc := ns(formsclient.SortBy("n", true), formsclient.PageSize(7))
+			if len(asc) != len(all) || len(desc) != len(all) || !slices.IsSorted(asc) {
+				t.Fatalf("SortBy(n): %d and %d submissions of %d, ascending sorted: %v", len(asc), len(desc), len(all), slices.IsSorted(asc))
+			}
+			slices.Reverse(desc)
+			if !slices.Equal(asc, desc) {
+				t.Errorf("SortBy(n, true) is not the reverse of SortBy(n, false)")
+			}
+			items, resp, err := c.SubmissionsPage(ctx, storetest.FormBusy, formsclient.SortBy("n", true), formsclient.PageSize(2))
+			if err != nil || len(items) != 2 || resp.NextCursor == "" {
+				t.Fatalf("SubmissionsPage(SortBy(n, true)): %d items, %v", len(items), err)
+			}
+			items2, _, err := c.SubmissionsPage(ctx, storetest.FormBusy, formsclient.Cursor(resp.NextCursor), formsclient.PageSize(2))
+			if err != nil || len(items2) != 2 {
+				t.Fatalf("the sorted page's cursor: %d items, %v", len(items2), err)
+			}
+			var d struct{ N int }
+			if err := json.Unmarshal(items2[0].Data, &d); err != nil || d.N != asc[len(asc)-3] {
+				t.Errorf("the second sorted page starts at n %d (%v), want %d", d.N, err, asc[len(asc)-3])
+			}
+			n, err := c.Count(ctx, storetest.FormBusy, true, formsclient.SortBy("n", false))
+			if err != nil || n.Value != int64(len(all)) {
+				t.Errorf("Count with SortBy: %+v, %v, want %d", n, err, len(all))
+			}
+			for name, opts := range map[string][]formsclient.ListOption{
+				"SortBy with Oldest": {formsclient.SortBy("n", false), formsclient.Oldest()},
+				"SortBy of no field": {formsclient.SortBy("", false)},
+			} {
+				for _, err := range c.Submissions(ctx, storetest.FormBusy, opts...) {
+					if err == nil {
+						t.Errorf("%s: no error", name)
+					}
+					break
+				}
+			}
+			for _, err := range c.Forms(ctx, formsclient.SortBy("n", false)) {
+				if err == nil {
+					t.Errorf("SortBy on the forms list: no error")
+				}
+				break
+			}
+		})
+	}
+}

@@ -193,6 +193,8 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 	keys := make([]int64, 0, 16*n) // never nil: every slice of a NULL array is NULL
 	var names [][]byte
 	var nameItems, nameOrds []int64
+	sorts := make([][]byte, 0, 4*n) // never nil, as keys
+	slo, shi := make([]int32, n), make([]int32, n)
 	for j := range rs {
 		r := &rs[j]
 		f, ok := form[r.FormID]
@@ -213,6 +215,9 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 		lo[j] = int32(len(keys) + 1)
 		keys = append(keys, k...)
 		hi[j] = int32(len(keys))
+		slo[j] = int32(len(sorts) + 1)
+		sorts = append(sorts, sortKeys(r.Data)...)
+		shi[j] = int32(len(sorts))
 		for o, name := range wire.FieldNames(r.Data) {
 			names = append(names, []byte(name))
 			nameItems = append(nameItems, int64(j+1))
@@ -220,7 +225,7 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 		}
 	}
 	return []any{forms, counts, int64(n), formIdx, rank, at, data, attachments, encoded, ips, agents, geos, traces, hosts,
-		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version}
+		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version, sorts, slo, shi}
 }
 
 // addEach writes rs in one transaction at read committed: rs[:from] in

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -129,6 +131,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		}
 		if err := indexUnindexed(ctx, tx, p); err != nil {
 			return fmt.Errorf("index submitted values: %w", err)
+		}
+		if err := indexUnsorted(ctx, tx, p); err != nil {
+			return fmt.Errorf("index sort keys: %w", err)
 		}
 		if searchIndex {
 			if err := enableSearchIndex(ctx, tx, p); err != nil {
@@ -412,4 +417,88 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 		b = strconv.AppendInt(b, k, 10)
 	}
 	return string(append(b, '}'))
+}
+
+// indexUnsorted sets sort_keys, and so the entries of the ordered index
+// (migration 0027), of every row without them: rows stored before the
+// index, or inserted by SQL that does not set the column. Like
+// indexUnindexed, it runs in the migration's transaction, and in normal
+// operation finds nothing, through an empty index.
+func indexUnsorted(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	step := p.Begin(stored.StepSortIndex, total)
+	defer func() { step.End(err) }()
+	var last int64
+	for {
+		rows, err := tx.Query(ctx, `SELECT seq, data FROM formsapi_submissions
+WHERE seq > $1 AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		var keys [][]byte // each row's entries, as one bytea[]'s text
+		for rows.Next() {
+			var seq int64
+			var data []byte
+			if err := rows.Scan(&seq, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			seqs = append(seqs, seq)
+			keys = append(keys, sortArrayText(sortKeys(data)))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE formsapi_submissions s SET sort_keys = u.keys::bytea[]
+FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
+			return err
+		}
+		step.Add(int64(len(seqs)))
+		last = seqs[len(seqs)-1]
+	}
+}
+
+// sortKeys returns the sort_keys of a submission with data (migration
+// 0027): for each member with a sort key, its field's find.SortField,
+// big-endian with the sign bit flipped, then the key. Never nil, so that
+// a submission without one is indexed (an empty array), not NULL.
+func sortKeys(data []byte) [][]byte {
+	es := find.SortEntries(data)
+	out := make([][]byte, len(es))
+	for i, e := range es {
+		b := make([]byte, 0, 8+len(e.Key))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Field)^(1<<63))
+		out[i] = append(b, e.Key...)
+	}
+	return out
+}
+
+// sortPrefix is the first 8 bytes of the entries of field (sortKeys).
+func sortPrefix(field string) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(find.SortField(field))^(1<<63))
+}
+
+// sortArrayText is keys as the text of a PostgreSQL bytea[].
+func sortArrayText(keys [][]byte) []byte {
+	b := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `"\\x`...)
+		b = hex.AppendEncode(b, k)
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }

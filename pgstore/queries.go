@@ -569,6 +569,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// go to the form's field table in the same statement: only names the
 	// table lacks at a lower position are written, so a submission of
 	// known fields reads the table's index and writes nothing to it.
+	// $15 are its sort keys (migration 0027).
 	// $13 are the submission's index keys, $14 whether they include
 	// search's trigram keys: keys without them are written only while
 	// the search index is off (formsapi_search_indexed, which holds the
@@ -587,8 +588,8 @@ VALUES ($1, $2, $3, $4, $5, $6)`
     WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
 )
 INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
-SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[] FROM f`
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[], $15::bytea[] FROM f`
 
 	// sqlAddSubmissions is sqlAddSubmission for n submissions ($3) in
 	// one statement (AddSubmissions), in their order, to the forms $1:
@@ -602,6 +603,8 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 	// its form ($4, an index into $1, from 1). A submission's find_keys
 	// is the slice $18[$15:$16] of the keys of all of them (bigint[] holds
 	// no arrays of different lengths), or NULL where $17 says. The field
+	// sort_keys is the slice $24[$25[i]:$26[i]] of the sort keys of all
+	// of them, i its place in the arrays. The field
 	// table takes each name ($19; $20 the submission's place in the
 	// arrays, from 1, and $21 the name's among its names) at its least
 	// (position, ord), as that many single statements leave it.
@@ -628,9 +631,10 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
     WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
 )
 INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys)
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
 SELECT r.form_seq, r.pos, r.at, r.data, r.attachments, r.json, $23::integer, r.ip, r.ua, r.geo, r.trace, r.host,
-    CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END
+    CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END,
+    coalesce(($24::bytea[])[($25::integer[])[r.i]:($26::integer[])[r.i]], '{}')
 FROM r
 ORDER BY r.i`
 
@@ -711,6 +715,45 @@ WHERE before < ` + max + `
 ORDER BY created_at {DIR}, seq {DIR}`
 }
 
+// Sorted pages (internal/stored/sort.go): the form's entries of one
+// field in the ordered index (migration 0027) after the place $2 (the
+// field's prefix and a key), $3, $4 and before the end of the field's
+// run $5, in the sort's direction ({CMP}: > ascending, < descending;
+// {END} the other), joined to their submissions; then the form's
+// submissions in position order, which the page checks for having no
+// key. Each reads one row more than a page examines (stored.Examined).
+const (
+	sqlSorted = `SELECT e.seq, e.created_at, substring(e.entry FROM 9), s.data, s.attachments, {X}
+FROM formsapi_sort e JOIN formsapi_submissions s ON s.seq = e.seq
+WHERE e.form_seq = $1 AND (e.entry, e.created_at, e.seq) {CMP} ($2::bytea, $3::bigint, $4::bigint) AND e.entry {END} $5::bytea
+ORDER BY e.entry {DIR}, e.created_at {DIR}, e.seq {DIR}
+LIMIT ` + stored.ExaminedLimit
+
+	sqlUnsorted = `SELECT seq, created_at, data, attachments, {X}
+FROM formsapi_submissions
+WHERE form_seq = $1 AND (created_at, seq) > ($2::bigint, $3::bigint) AND (created_at, seq) < ($4::bigint, $5::bigint)
+ORDER BY created_at {DIR}, seq {DIR}
+LIMIT ` + stored.ExaminedLimit
+)
+
+// sortedSQL fills sqlSorted or sqlUnsorted for a direction (desc) and
+// the last column: the JSON as sent (encoded) or its size.
+func sortedSQL(sql string, desc, encoded bool) string {
+	x, cmp, end, dir := "octet_length(s.json)", ">", "<", "ASC"
+	if encoded {
+		x = "s.json"
+	}
+	if sql == sqlUnsorted {
+		x = strings.TrimPrefix(x, "s.")
+		x = strings.Replace(x, "(s.", "(", 1)
+	}
+	if desc {
+		cmp, end, dir = "<", ">", "DESC"
+	}
+	r := strings.NewReplacer("{X}", x, "{CMP}", cmp, "{END}", end, "{DIR}", dir)
+	return r.Replace(sql)
+}
+
 // ordered fills a list statement's {DIR} with the order of its page:
 // each list is one statement, made once per order.
 func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", dir) }
@@ -737,6 +780,8 @@ type queries struct {
 	updateForm, formCreatedAt, deleteSubmission                  string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
 	lockForm                                                     string
+	// sorted pages, [encoded][desc]
+	sorted, unsorted [2][2]string
 	stampTombstones, purgedUpTo, purgeTombstones                 string
 	checkWaits                                                   string
 }
@@ -768,7 +813,15 @@ func newQueries(schema string) queries {
 	findEncoded, find := byteBounded(sqlFindEncoded, "json", "$8"), byteBounded(sqlFind, "size", "$8")
 	searchEncoded, search := byteBounded(sqlSearchEncoded, "json", "$8"), byteBounded(sqlSearch, "size", "$8")
 	scanEncoded, scan := byteBounded(sqlScanEncoded, "json", "$7"), byteBounded(sqlScan, "size", "$7")
+	var sorted, unsorted [2][2]string
+	for e := range 2 {
+		for d := range 2 {
+			sorted[e][d] = q(sortedSQL(sqlSorted, d == 1, e == 1))
+			unsorted[e][d] = q(sortedSQL(sqlUnsorted, d == 1, e == 1))
+		}
+	}
 	return queries{
+		sorted: sorted, unsorted: unsorted,
 		formsDesc: q(ordered(sqlListForms, "DESC")), formsAsc: q(ordered(sqlListForms, "ASC")),
 		subsDesc: q(ordered(sqlListSubmissions, "DESC")), subsAsc: q(ordered(sqlListSubmissions, "ASC")),
 		encodedDesc: q(ordered(sqlAppendSubmissions, "DESC")), encodedAsc: q(ordered(sqlAppendSubmissions, "ASC")),

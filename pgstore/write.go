@@ -116,7 +116,7 @@ func (r *newSubmission) args(on bool) []any {
 		keys = find.IndexKeys(r.Data, r.URLs)
 	}
 	return []any{r.FormID, r.At, string(r.Data), string(r.Attachments), r.Encoded,
-		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on}
+		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on, sortKeys(r.Data)}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a

@@ -29,6 +29,10 @@ import (
 // find.MaxExaminedBytes of work, as a filtered page does, and may end
 // short with a cursor after the last row it examined.
 
+// ExaminedLimit is Examined as an SQL literal: the most rows one part of
+// a sorted page's walk reads.
+const ExaminedLimit = "1001"
+
 // SortSource is where a store reads the rows of a sorted page from.
 type SortSource[X any] struct {
 	// Keyed returns the form's index entries for the field strictly after

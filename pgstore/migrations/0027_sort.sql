@@ -1,0 +1,88 @@
+-- The ordered index of sort keys that sorted lists walk (sort=<field>;
+-- see internal/find/sort.go and internal/stored/sort.go). Each
+-- submission keeps, in sort_keys, one entry for each top-level member
+-- with a sort key (find.SortEntries), computed by the writer in Go: the
+-- field's find.SortField (8 bytes, big-endian, its sign bit flipped) and
+-- then the key, so that one form's entries of one field are one run of
+-- formsapi_sort's primary key in the keys' byte order (bytea compares
+-- as memcmp). The triggers copy them into formsapi_sort and remove them
+-- with the submission, whoever deletes it. A sorted page walks that run
+-- from its cursor: an index seek, so a deep page costs what the first
+-- does. sort_keys NULL is a row not in the index yet: the store indexes
+-- such rows (stored before this migration, or inserted by SQL that does
+-- not set the column) when it migrates, under the migration lock, as it
+-- does find_keys. Written to run again over itself, as 0016 is.
+ALTER TABLE formsapi_submissions ADD COLUMN IF NOT EXISTS sort_keys bytea[];
+
+CREATE INDEX IF NOT EXISTS formsapi_submissions_unsorted ON formsapi_submissions (seq) WHERE sort_keys IS NULL;
+
+CREATE TABLE IF NOT EXISTS formsapi_sort (
+    form_seq   bigint NOT NULL,
+    entry      bytea NOT NULL,
+    created_at bigint NOT NULL,
+    seq        bigint NOT NULL,
+    PRIMARY KEY (form_seq, entry, created_at, seq)
+);
+
+CREATE OR REPLACE FUNCTION formsapi_sort_insert() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
+    SELECT n.form_seq, k, n.created_at, n.seq FROM new_rows n, unnest(n.sort_keys) k
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS formsapi_sort_insert ON formsapi_submissions;
+CREATE TRIGGER formsapi_sort_insert AFTER INSERT ON formsapi_submissions
+REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_sort_insert();
+
+CREATE OR REPLACE FUNCTION formsapi_sort_delete() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM formsapi_sort f USING (
+        SELECT o.form_seq, k, o.created_at, o.seq FROM old_rows o, unnest(o.sort_keys) k
+    ) d (form_seq, entry, created_at, seq)
+    WHERE f.form_seq = d.form_seq AND f.entry = d.entry AND f.created_at = d.created_at AND f.seq = d.seq;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS formsapi_sort_delete ON formsapi_submissions;
+CREATE TRIGGER formsapi_sort_delete AFTER DELETE ON formsapi_submissions
+REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_sort_delete();
+
+-- An update that changes sort_keys (the store's indexing of rows without
+-- them) moves the entries: the old ones go, the new ones come.
+CREATE OR REPLACE FUNCTION formsapi_sort_update() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM formsapi_sort f USING (
+        SELECT o.form_seq, k, o.created_at, o.seq FROM old_rows o JOIN new_rows n ON n.seq = o.seq, unnest(o.sort_keys) k
+        WHERE o.sort_keys IS DISTINCT FROM n.sort_keys
+    ) d (form_seq, entry, created_at, seq)
+    WHERE f.form_seq = d.form_seq AND f.entry = d.entry AND f.created_at = d.created_at AND f.seq = d.seq;
+    INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
+    SELECT n.form_seq, k, n.created_at, n.seq FROM new_rows n JOIN old_rows o ON o.seq = n.seq, unnest(n.sort_keys) k
+    WHERE o.sort_keys IS DISTINCT FROM n.sort_keys
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS formsapi_sort_update ON formsapi_submissions;
+CREATE TRIGGER formsapi_sort_update AFTER UPDATE ON formsapi_submissions
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION formsapi_sort_update();
+
+CREATE OR REPLACE FUNCTION formsapi_sort_truncated() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    TRUNCATE formsapi_sort;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS formsapi_sort_truncate ON formsapi_submissions;
+CREATE TRIGGER formsapi_sort_truncate AFTER TRUNCATE ON formsapi_submissions
+FOR EACH STATEMENT EXECUTE FUNCTION formsapi_sort_truncated();
