@@ -16,10 +16,10 @@ import (
 // schema then goes back to the pool emptied; TestMain drops the pool.
 func openPostgres(t testing.TB, searchIndex bool) *pgstore.Store {
 	t.Helper()
-	var opts []pgstore.Option
-	class := "pgstore"
+	opts := []pgstore.Option{pgstore.WithSortIndex()}
+	class := "pgstore with its sort index"
 	if searchIndex {
-		opts, class = append(opts, pgstore.WithSearchIndex()), "pgstore with its search index"
+		opts, class = append(opts, pgstore.WithSearchIndex()), "pgstore with its search and sort indexes"
 	}
 	ctx := context.Background()
 	dsn, schema := pgtest.Pooled(t, class, func(dsn, schema string) error {

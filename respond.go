@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/token"
 )
 
@@ -27,6 +28,7 @@ const (
 	msgInternal          = "internal server error"
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
 	msgNoCount           = "not implemented: this server's store cannot count submissions; leave total out"
+	msgNoSortIndex       = "not implemented: this server's store keeps no sort index; leave sort out"
 	msgSyncExpired       = "sync token expired: deletions after it are no longer kept; read the feed again from sync=start and replace your copy"
 	msgCursorOfGone      = "cursor expired: the form it was made for was deleted and a form with the same ID created since; read the list again without a cursor"
 	msgSyncOfGone        = "sync token expired: the form it was made for was deleted and a form with the same ID created since; read the feed again from sync=start and replace your copy"
@@ -109,6 +111,10 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotImplemented, msgNoFeed)
 	case errors.Is(err, errNoCount):
 		writeError(w, http.StatusNotImplemented, msgNoCount)
+	case errors.Is(err, find.ErrNoSortIndex):
+		// The request is good and this server's store keeps no sort
+		// index.
+		writeError(w, http.StatusNotImplemented, msgNoSortIndex)
 	case errors.Is(err, errRateLimited):
 		// The RateLimit fields and Retry-After are set already (access.go).
 		writeError(w, http.StatusTooManyRequests, msgRateLimited)

@@ -35,7 +35,7 @@ var (
 // the test ends.
 func openSQLite(t testing.TB, searchIndex bool) *sqlitestore.Store {
 	t.Helper()
-	var opts []sqlitestore.Option
+	opts := []sqlitestore.Option{sqlitestore.WithSortIndex()}
 	i := 0
 	if searchIndex {
 		opts, i = append(opts, sqlitestore.WithSearchIndex()), 1

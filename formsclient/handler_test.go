@@ -48,7 +48,7 @@ var backends = []backend{
 		return s, s
 	}},
 	{"sqlitestore", func(t *testing.T) (formsapi.Store, formsapi.KeyResolver) {
-		s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
+		s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"), sqlitestore.WithSortIndex())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ var backends = []backend{
 	}},
 	{"pgstore", func(t *testing.T) (formsapi.Store, formsapi.KeyResolver) {
 		dsn, schema := pgtest.Schema(t) // skips without FORMSAPI_TEST_POSTGRES
-		s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema))
+		s, err := pgstore.Open(context.Background(), dsn, pgstore.WithSchema(schema), pgstore.WithSortIndex())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,8 +84,7 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 				s.wait.WakeForm(r.FormID) // the same form twice wakes nothing more
 			}
 			return nil
-		case err == nil: // the search index was turned on since this store last looked
-			s.searchOn.Store(true)
+		case err == nil: // an index was turned on since this store last looked (searchTurnedOn noted it)
 			continue
 		case errors.Is(err, errRefused):
 			// A statement of many refused them: the batch again, one
@@ -133,19 +132,20 @@ func (s *Store) addBulk(ctx context.Context, rs []newSubmission, on bool) (retry
 
 // bulkIn writes rs in tx as addBulk says.
 func (s *Store) bulkIn(ctx context.Context, tx pgx.Tx, rs []newSubmission, on bool) error {
+	sorted := s.sortOn.Load()
 	for start := 0; start < len(rs); start += bulkRows * bulkPipelined {
 		b := &pgx.Batch{}
 		var counts []int
 		for from := start; from < min(start+bulkRows*bulkPipelined, len(rs)); from += bulkRows {
 			chunk := rs[from:min(from+bulkRows, len(rs))]
-			b.Queue(s.sql.addSubmissions, bulkArgs(chunk, on)...)
+			b.Queue(s.sql.addSubmissions, bulkArgs(chunk, on, sorted)...)
 			counts = append(counts, len(chunk))
 		}
 		br := tx.SendBatch(ctx, b)
 		for k, n := range counts {
 			tag, err := br.Exec()
-			if err == nil && tag.RowsAffected() == 0 && !on {
-				if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
+			if err == nil && tag.RowsAffected() == 0 && (!on || !sorted) {
+				if err = s.searchTurnedOn(ctx, tx, br, on, sorted); errors.Is(err, errRetry) {
 					return err
 				}
 			}
@@ -180,7 +180,7 @@ func (e *refusedAt) Unwrap() error { return errRefused }
 // bulkArgs returns sqlAddSubmissions's arguments for rs: those of args,
 // one array a column, with search's trigram keys when the search index
 // is on.
-func bulkArgs(rs []newSubmission, on bool) []any {
+func bulkArgs(rs []newSubmission, on, sorted bool) []any {
 	n := len(rs)
 	var forms []string
 	var counts []int64
@@ -216,7 +216,9 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 		keys = append(keys, k...)
 		hi[j] = int32(len(keys))
 		slo[j] = int32(len(sorts) + 1)
-		sorts = append(sorts, sortKeys(r.Data)...)
+		if sorted {
+			sorts = append(sorts, sortKeys(r.Data)...)
+		}
 		shi[j] = int32(len(sorts))
 		for o, name := range wire.FieldNames(r.Data) {
 			names = append(names, []byte(name))
@@ -225,7 +227,7 @@ func bulkArgs(rs []newSubmission, on bool) []any {
 		}
 	}
 	return []any{forms, counts, int64(n), formIdx, rank, at, data, attachments, encoded, ips, agents, geos, traces, hosts,
-		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version, sorts, slo, shi}
+		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version, sorts, slo, shi, sorted}
 }
 
 // addEach writes rs in one transaction at read committed: rs[:from] in
@@ -247,18 +249,19 @@ func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool, from i
 			}
 			return err
 		}
+		sorted := s.sortOn.Load()
 		for start := from; start < len(rs); start += pipelined {
 			chunk := rs[start:min(start+pipelined, len(rs))]
 			b := &pgx.Batch{}
 			for i := range chunk {
-				b.Queue(s.sql.addSubmission, chunk[i].args(on)...)
+				b.Queue(s.sql.addSubmission, chunk[i].args(on, sorted)...)
 			}
 			br := tx.SendBatch(ctx, b)
 			for i := range chunk {
 				r, item := &chunk[i], start+i
 				tag, err := br.Exec()
-				if err == nil && tag.RowsAffected() == 0 && !on {
-					if err = s.searchTurnedOn(ctx, tx, br); errors.Is(err, errRetry) {
+				if err == nil && tag.RowsAffected() == 0 && (!on || !sorted) {
+					if err = s.searchTurnedOn(ctx, tx, br, on, sorted); errors.Is(err, errRetry) {
 						return err
 					}
 				}
@@ -293,23 +296,36 @@ func (s *Store) batchTx(ctx context.Context, fn func(tx pgx.Tx) error) (retry bo
 }
 
 // searchTurnedOn is asked when an insert of tx, sent with the search
-// index off, wrote nothing: it returns errRetry when the index is on now
-// (the batch is made again with its trigram keys), nil when it is still
-// off (the insert found no form). It closes br first: the pipeline's later
-// statements fail once the transaction is aborted.
-func (s *Store) searchTurnedOn(ctx context.Context, tx pgx.Tx, br pgx.BatchResults) error {
+// index off (on false) or the sort index off (sorted false), wrote
+// nothing: it returns errRetry when such an index is on now (the store
+// notes it, and the batch is made again with its keys), nil when they
+// are still off (the insert found no form). It closes br first: the
+// pipeline's later statements fail once the transaction is aborted.
+func (s *Store) searchTurnedOn(ctx context.Context, tx pgx.Tx, br pgx.BatchResults, on, sorted bool) error {
 	if err := br.Close(); err != nil {
 		return err
 	}
-	var on bool
-	if err := tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&on); err != nil {
+	var searchNow, sortNow bool
+	if err := tx.QueryRow(ctx, s.sql.searchIndexed).Scan(&searchNow); err != nil {
 		return err
 	}
-	if on {
+	if err := tx.QueryRow(ctx, s.sql.sortIndexed).Scan(&sortNow); err != nil {
+		return err
+	}
+	retry := false
+	if searchNow && !on {
+		s.searchOn.Store(true)
+		retry = true
+	}
+	if sortNow && !sorted {
+		s.sortOn.Store(true)
+		retry = true
+	}
+	if retry {
 		return errRetry
 	}
 	return nil
 }
 
 // errRetry rolls back a batch's transaction that is to be made again.
-var errRetry = errors.New("pgstore: the search index was turned on")
+var errRetry = errors.New("pgstore: an index was turned on")

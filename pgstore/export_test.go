@@ -158,6 +158,15 @@ func SearchIndexOn(opts ...Option) bool {
 	return cfg.searchIndex
 }
 
+// SortIndexOn reports whether opts turn the sort index on.
+func SortIndexOn(opts ...Option) bool {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg.sortIndex
+}
+
 // WithProgressClock gives the store's start-up progress log (see
 // WithLogger) the clock now and the ticker tick, which tests move and
 // send on instead of waiting.
@@ -194,3 +203,18 @@ func WaitHub(s *Store) *feedwait.Hub { return s.wait }
 
 // KeyHash is the hash the store keeps of key.
 func KeyHash(key string) [32]byte { return keyformat.Hash(key) }
+// SortSQL returns the statements of sorted pages by name: the ordered
+// index's walk ("sorted/…") takes the form's seq, the place (the field's
+// prefix and a key, created_at, seq) and the end of the field's run;
+// the submissions without a key ("unsorted/…") the form's seq and the
+// keyset bounds.
+func SortSQL(s *Store) map[string]string {
+	q := s.sql
+	return map[string]string{
+		"sorted/asc": q.sorted[1][0], "sorted/desc": q.sorted[1][1], "sorted/size/asc": q.sorted[0][0], "sorted/size/desc": q.sorted[0][1],
+		"unsorted/asc": q.unsorted[1][0], "unsorted/desc": q.unsorted[1][1],
+	}
+}
+
+// SortPrefix is the first bytes of the ordered index's entries of field.
+func SortPrefix(field string) []byte { return sortPrefix(field) }

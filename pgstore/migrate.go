@@ -66,7 +66,7 @@ func lockKey(schema string) int64 {
 //
 // p logs the progress of the steps that take long (see WithLogger): the
 // wait for another node's migration among them.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex bool, p *stored.Progress) (secret []byte, err error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex, sortIndex bool, p *stored.Progress) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -132,8 +132,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		if err := indexUnindexed(ctx, tx, p); err != nil {
 			return fmt.Errorf("index submitted values: %w", err)
 		}
-		if err := indexUnsorted(ctx, tx, p); err != nil {
-			return fmt.Errorf("index sort keys: %w", err)
+		if sortIndex {
+			if err := enableSortIndex(ctx, tx); err != nil {
+				return fmt.Errorf("turn the sort index on: %w", err)
+			}
+		}
+		var sorted bool
+		if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SortIndexSetting).Scan(&sorted); err != nil {
+			return fmt.Errorf("read the sort index setting: %w", err)
+		}
+		if sorted {
+			if err := indexUnsorted(ctx, tx, p); err != nil {
+				return fmt.Errorf("index sort keys: %w", err)
+			}
 		}
 		if searchIndex {
 			if err := enableSearchIndex(ctx, tx, p); err != nil {
@@ -419,9 +430,27 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 	return string(append(b, '}'))
 }
 
+// enableSortIndex turns the sort index on (migration 0027) in tx if it
+// is off. It first takes the sort lock exclusively, which every write
+// that found the setting off holds shared until it commits: the rows
+// indexUnsorted then reads, in statements of their own at read
+// committed, include every row written without its sort keys, and each
+// write after it finds the setting on (one that computed no keys writes
+// nothing, and is made again: see AddSubmission).
+func enableSortIndex(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(formsapi_sort_lock())`); err != nil {
+		return fmt.Errorf("take the sort lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = $1`, stored.SortIndexSetting); err != nil {
+		return fmt.Errorf("set the setting: %w", err)
+	}
+	return nil
+}
+
 // indexUnsorted sets sort_keys, and so the entries of the ordered index
-// (migration 0027), of every row without them: rows stored before the
-// index, or inserted by SQL that does not set the column. Like
+// (migration 0027), of every row without them, while the sort index is
+// on: rows written while it was off, or inserted by SQL that does not set
+// the column. Like
 // indexUnindexed, it runs in the migration's transaction, and in normal
 // operation finds nothing, through an empty index.
 func indexUnsorted(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
@@ -467,6 +496,15 @@ FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs
 		step.Add(int64(len(seqs)))
 		last = seqs[len(seqs)-1]
 	}
+}
+
+// sortKeysIf is sortKeys when the sort index is on (sorted), and NULL
+// otherwise: an index that is off stores nothing.
+func sortKeysIf(data []byte, sorted bool) [][]byte {
+	if !sorted {
+		return nil
+	}
+	return sortKeys(data)
 }
 
 // sortKeys returns the sort_keys of a submission with data (migration

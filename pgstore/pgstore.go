@@ -128,6 +128,7 @@ type config struct {
 	keep         time.Duration // see WithTombstoneRetention
 	replica      *pgxpool.Pool // see WithReplica
 	searchIndex  bool          // see WithSearchIndex
+	sortIndex    bool          // see WithSortIndex
 	follow       bool          // see WithFollow
 	spacing      time.Duration // see WithFollow
 	staleness    time.Duration // see WithStaleness
@@ -162,6 +163,22 @@ type Option func(*config)
 // complete once one turned it on.
 func WithSearchIndex() Option {
 	return func(c *config) { c.searchIndex = true }
+}
+
+// WithSortIndex turns on the schema's sort index, the ordered index of
+// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk:
+// Open sets the setting kept in the database (table formsapi_settings)
+// and, in its migration's transaction, indexes every stored
+// submission's top-level members, once, holding the migration lock and
+// the sort index's lock (every write waits meanwhile). From then on every
+// write, by any node, adds one entry per top-level member with a scalar
+// value (BENCHMARKS.md, "Sort by a submitted field", has its cost).
+// Without it (the default), writes compute and store no sort key, and a
+// sorted list is not served: the handler answers 501. As WithSearchIndex,
+// the setting belongs to the schema: a store opened without this option
+// never turns it off.
+func WithSortIndex() Option {
+	return func(c *config) { c.sortIndex = true }
 }
 
 // WithSchema keeps the store's tables in the PostgreSQL schema name, which
@@ -323,6 +340,9 @@ type Store struct {
 	// is never turned off): its writers then compute trigram keys, which
 	// an index that is off would not store (see AddSubmission).
 	searchOn atomic.Bool
+	// sortOn is the sort index setting as this store last saw it: it
+	// never turns off.
+	sortOn atomic.Bool
 }
 
 var (
@@ -401,7 +421,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
 		}
 	}
-	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex, cfg.startProgress())
+	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +431,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("read the search index setting: %w", err)
 	}
 	s.searchOn.Store(on)
+	if err := pool.QueryRow(ctx, s.sql.sortIndexed).Scan(&on); err != nil {
+		return nil, fmt.Errorf("read the sort index setting: %w", err)
+	}
+	s.sortOn.Store(on)
 	s.closing, s.stop = context.WithCancel(context.Background())
 	s.lookups = s.newLookups()
 	if cfg.follow {

@@ -190,6 +190,9 @@ LIMIT $6`
 	// by searches only.
 	sqlSearchIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
+	// The sort index's setting (migration 0027).
+	sqlSortIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form ($1), up to stored.Probed, counted from the index alone,
 	// and the creation time of the last of them (stored.Probe), in the
@@ -569,7 +572,9 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// go to the form's field table in the same statement: only names the
 	// table lacks at a lower position are written, so a submission of
 	// known fields reads the table's index and writes nothing to it.
-	// $15 are its sort keys (migration 0027).
+	// $15 are its sort keys (migration 0027), NULL while the sort index
+	// is off, $16 whether they are there: the statement writes nothing
+	// when they are not while the setting is on.
 	// $13 are the submission's index keys, $14 whether they include
 	// search's trigram keys: keys without them are written only while
 	// the search index is off (formsapi_search_indexed, which holds the
@@ -578,7 +583,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// AddSubmission).
 	sqlAddSubmission = `WITH f AS (
     UPDATE formsapi_forms SET feed_last = feed_last + 1, version = formsapi_addition_version()
-    WHERE id = $1 AND ($14::boolean OR NOT formsapi_search_indexed())
+    WHERE id = $1 AND ($14::boolean OR NOT formsapi_search_indexed()) AND ($16::boolean OR NOT formsapi_sort_indexed())
     RETURNING seq, feed_last
 ), fields AS (
     INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
@@ -604,7 +609,8 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 	// is the slice $18[$15:$16] of the keys of all of them (bigint[] holds
 	// no arrays of different lengths), or NULL where $17 says. The field
 	// sort_keys is the slice $24[$25[i]:$26[i]] of the sort keys of all
-	// of them, i its place in the arrays. The field
+	// of them, i its place in the arrays, or NULL unless $27 (the sort
+	// index is on, as for $16 above). The field
 	// table takes each name ($19; $20 the submission's place in the
 	// arrays, from 1, and $21 the name's among its names) at its least
 	// (position, ord), as that many single statements leave it.
@@ -613,7 +619,7 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 ), f AS (
     UPDATE formsapi_forms t SET feed_last = t.feed_last + c.n, version = v.version
     FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(id, n, fi)
-    WHERE t.id = c.id AND ($22::boolean OR NOT formsapi_search_indexed())
+    WHERE t.id = c.id AND ($22::boolean OR NOT formsapi_search_indexed()) AND ($27::boolean OR NOT formsapi_sort_indexed())
     RETURNING c.fi, t.seq, t.feed_last - c.n AS before
 ), r AS (
     SELECT f.seq AS form_seq, f.before + u.rank AS pos, u.*
@@ -634,7 +640,7 @@ INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
 SELECT r.form_seq, r.pos, r.at, r.data, r.attachments, r.json, $23::integer, r.ip, r.ua, r.geo, r.trace, r.host,
     CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END,
-    coalesce(($24::bytea[])[($25::integer[])[r.i]:($26::integer[])[r.i]], '{}')
+    CASE WHEN $27::boolean THEN coalesce(($24::bytea[])[($25::integer[])[r.i]:($26::integer[])[r.i]], '{}') END
 FROM r
 ORDER BY r.i`
 
@@ -723,11 +729,20 @@ ORDER BY created_at {DIR}, seq {DIR}`
 // submissions in position order, which the page checks for having no
 // key. Each reads one row more than a page examines (stored.Examined).
 const (
+	// As the filters' walk (sqlFind): the entries first, by their own
+	// LIMIT, then each submission by its primary key (OFFSET 0 keeps the
+	// planner from flattening the probe into a hash join over every
+	// submission, which it chose for a deep page's last thousand
+	// entries: TestExplainSort).
 	sqlSorted = `SELECT e.seq, e.created_at, substring(e.entry FROM 9), s.data, s.attachments, {X}
-FROM formsapi_sort e JOIN formsapi_submissions s ON s.seq = e.seq
-WHERE e.form_seq = $1 AND (e.entry, e.created_at, e.seq) {CMP} ($2::bytea, $3::bigint, $4::bigint) AND e.entry {END} $5::bytea
-ORDER BY e.entry {DIR}, e.created_at {DIR}, e.seq {DIR}
-LIMIT ` + stored.ExaminedLimit
+FROM (
+    SELECT entry, created_at, seq FROM formsapi_sort
+    WHERE form_seq = $1 AND (entry, created_at, seq) {CMP} ($2::bytea, $3::bigint, $4::bigint) AND entry {END} $5::bytea
+    ORDER BY entry {DIR}, created_at {DIR}, seq {DIR}
+    LIMIT ` + stored.ExaminedLimit + `
+) e
+CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = e.seq OFFSET 0) s
+ORDER BY e.entry {DIR}, e.created_at {DIR}, e.seq {DIR}`
 
 	sqlUnsorted = `SELECT seq, created_at, data, attachments, {X}
 FROM formsapi_submissions
@@ -768,6 +783,7 @@ type queries struct {
 	countSearchEntries                                           string
 	scanEncodedDesc, scanEncodedAsc, scanDesc, scanAsc           string
 	searchIndexed                                                string
+	sortIndexed                                                  string
 	countRows, countEntries, eraseCandidates                     string
 	probe                                                        string
 	formListVersion                                              string
@@ -834,7 +850,7 @@ func newQueries(schema string) queries {
 		countSearchEntries: q(sqlCountSearchEntries),
 		scanEncodedDesc:    q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
 		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),
-		searchIndexed: q(sqlSearchIndexed),
+		searchIndexed: q(sqlSearchIndexed), sortIndexed: q(sqlSortIndexed),
 		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound), roundLog: q(sqlRoundLog),

@@ -192,6 +192,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		if err != nil {
 			return p, err
 		}
+		if err := s.sortIndexed(ctx); err != nil {
+			return p, err
+		}
 		return stored.SortedSubmissions(ctx, formID, q, sortSource[int](ctx, s, form.Seq, q, 0))
 	}
 	b, err := s.submissionBounds(ctx, accountID, formID, q)
@@ -285,6 +288,9 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		}
 		p.Incarnation = form.Incarnation
 		p.Cache = observe.CacheNone
+		if err := s.sortIndexed(ctx); err != nil {
+			return err
+		}
 		if err := stored.AppendSorted(ctx, q, sortSource[[]byte](ctx, s, form.Seq, q, 1), p); err != nil {
 			p.Rewind(mark) // retry reads the page again from here
 			return err
@@ -879,4 +885,23 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 			return s.pool.Query(ctx, s.sql.unsorted[encoded][d], formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 		},
 	}
+}
+
+// sortIndexed returns nil when the schema keeps the sort index, and an
+// error wrapping find.ErrNoSortIndex otherwise: the setting as this
+// store last saw it on, or else as the database says now (another node
+// may have turned it on).
+func (s *Store) sortIndexed(ctx context.Context) error {
+	if s.sortOn.Load() {
+		return nil
+	}
+	var on bool
+	if err := s.pool.QueryRow(ctx, s.sql.sortIndexed).Scan(&on); err != nil {
+		return fmt.Errorf("read the sort index setting: %w", err)
+	}
+	if !on {
+		return find.ErrNoSortIndex
+	}
+	s.sortOn.Store(true)
+	return nil
 }

@@ -72,11 +72,15 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// them. The statement writes nothing when they are left out while the
 	// setting is on (turned on by another node since this store last
 	// looked), and the write is made again with them.
+	// So are the sort keys, once the sort index is on.
 	for {
-		on := s.searchOn.Load()
-		tag, err := s.exec(ctx, s.sql.addSubmission, r.args(on)...)
+		on, sorted := s.searchOn.Load(), s.sortOn.Load()
+		tag, err := s.exec(ctx, s.sql.addSubmission, r.args(on, sorted)...)
 		if err == nil && tag.RowsAffected() == 0 && !on {
 			err = s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on)
+		}
+		if err == nil && tag.RowsAffected() == 0 && !sorted {
+			err = s.pool.QueryRow(ctx, s.sql.sortIndexed).Scan(&sorted)
 		}
 		if err != nil {
 			return fmt.Errorf("pgstore: add submission to form %q: %w", r.FormID, r.insertError(ctx, err))
@@ -85,8 +89,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		case tag.RowsAffected() > 0:
 			s.wait.WakeForm(r.FormID) // committed: its waiters on this node read it
 			return nil
-		case on && !s.searchOn.Load():
-			s.searchOn.Store(true)
+		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
+			s.searchOn.Store(on || s.searchOn.Load())
+			s.sortOn.Store(sorted || s.sortOn.Load())
 			continue
 		}
 		return fmt.Errorf("pgstore: add submission to form %q: %w", r.FormID, formsapi.ErrFormNotFound)
@@ -110,13 +115,16 @@ func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) 
 // data and attachments go to text columns: PrepareSubmission checked
 // that data is UTF-8 JSON, which has no raw NUL, and json.Marshal
 // writes valid UTF-8.
-func (r *newSubmission) args(on bool) []any {
+//
+// With sorted (the sort index is on) they carry the sort keys, else
+// NULL.
+func (r *newSubmission) args(on, sorted bool) []any {
 	keys := find.Keys(r.Data)
 	if on {
 		keys = find.IndexKeys(r.Data, r.URLs)
 	}
 	return []any{r.FormID, r.At, string(r.Data), string(r.Attachments), r.Encoded,
-		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on, sortKeys(r.Data)}
+		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on, sortKeysIf(r.Data, sorted), sorted}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a

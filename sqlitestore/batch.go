@@ -71,6 +71,13 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 	if on {
 		s.searchOn.Store(true)
 	}
+	var sorted bool
+	if err := conn.QueryRowContext(ctx, sqlSortIndexed).Scan(&sorted); err != nil {
+		return fmt.Errorf("sort index setting: %w", err)
+	}
+	if sorted {
+		s.sortOn.Store(true)
+	}
 	insert, err := conn.PrepareContext(ctx, sqlAddSubmission)
 	if err != nil {
 		return err
@@ -82,7 +89,7 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 		if err != nil {
 			return &stored.ItemError{Item: i, Err: err}
 		}
-		res, err := insert.ExecContext(ctx, r.args(on)...)
+		res, err := insert.ExecContext(ctx, r.args(on, sorted)...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()

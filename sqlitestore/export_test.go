@@ -152,7 +152,7 @@ func MigrateFile(path string, opts ...Option) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	_, err = migrate(context.Background(), db, cfg.searchIndex, nil)
+	_, _, err = migrate(context.Background(), db, cfg.searchIndex, cfg.sortIndex, nil)
 	return errors.Join(err, db.Close())
 }
 
@@ -163,6 +163,15 @@ func SearchIndexOn(opts ...Option) bool {
 		o(&cfg)
 	}
 	return cfg.searchIndex
+}
+
+// SortIndexOn reports whether opts turn the sort index on.
+func SortIndexOn(opts ...Option) bool {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg.sortIndex
 }
 
 // WithProgressClock gives the store's start-up progress log (see

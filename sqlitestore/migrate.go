@@ -38,32 +38,42 @@ func migrations() ([]migration, error) {
 // formsapi_migrations, so a failure leaves the last complete version. It
 // returns whether the search index is on. p logs the progress of the
 // steps that take long (see WithLogger).
-func migrate(ctx context.Context, db *sql.DB, searchIndex bool, p *stored.Progress) (on bool, err error) {
+func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, p *stored.Progress) (on, sorted bool, err error) {
 	ms, err := migrations()
 	if err != nil {
-		return false, fmt.Errorf("migrate: %w", err)
+		return false, false, fmt.Errorf("migrate: %w", err)
 	}
 	if err := migrateThrough(ctx, db, ms, p); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := reencode(ctx, db, p); err != nil {
-		return false, fmt.Errorf("migrate: re-encode stored submissions: %w", err)
+		return false, false, fmt.Errorf("migrate: re-encode stored submissions: %w", err)
 	}
 	if err := indexUnindexed(ctx, db, p); err != nil {
-		return false, fmt.Errorf("migrate: index submitted values: %w", err)
+		return false, false, fmt.Errorf("migrate: index submitted values: %w", err)
 	}
-	if err := indexUnsorted(ctx, db, p); err != nil {
-		return false, fmt.Errorf("migrate: index sort keys: %w", err)
+	if sortIndex {
+		if err := enableSortIndex(ctx, db, p); err != nil {
+			return false, false, fmt.Errorf("migrate: turn the sort index on: %w", err)
+		}
+	}
+	if err := db.QueryRowContext(ctx, sqlSortIndexed).Scan(&sorted); err != nil {
+		return false, false, fmt.Errorf("migrate: read the sort index setting: %w", err)
+	}
+	if sorted {
+		if err := indexUnsorted(ctx, db, p, false); err != nil {
+			return false, false, fmt.Errorf("migrate: index sort keys: %w", err)
+		}
 	}
 	if searchIndex {
 		if err := enableSearchIndex(ctx, db, p); err != nil {
-			return false, fmt.Errorf("migrate: turn the search index on: %w", err)
+			return false, false, fmt.Errorf("migrate: turn the search index on: %w", err)
 		}
 	}
 	if err := db.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
-		return false, fmt.Errorf("migrate: read the search index setting: %w", err)
+		return false, false, fmt.Errorf("migrate: read the search index setting: %w", err)
 	}
-	return on, nil
+	return on, sorted, nil
 }
 
 // enableSearchIndex turns the search index on (migration 0015) if it is
@@ -341,22 +351,43 @@ func cursorSecret(ctx context.Context, db *sql.DB, now time.Time) ([]byte, error
 	})
 }
 
+// enableSortIndex turns the sort index on (migration 0018) if it is off,
+// and in the same transaction indexes every stored row (indexUnsorted).
+// Its first statement is a write, so it holds the write lock before it
+// reads: no row is written meanwhile without its sort keys, and a write
+// that computed none because it found the setting off is refused by its
+// own statement once the setting is on (see AddSubmission).
+func enableSortIndex(ctx context.Context, db *sql.DB, p *stored.Progress) error {
+	return indexUnsorted(ctx, db, p, true)
+}
+
 // indexUnsorted sets sort_keys, and so the entries of the ordered index
 // (migration 0018), of every row without them, in one transaction: rows
-// stored before the index, or inserted by SQL that does not set the
-// column. In normal operation it finds nothing, through an empty index.
-func indexUnsorted(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
+// written while the sort index was off, or inserted by SQL that does not
+// set the column. With turnOn it first turns the setting on, and does
+// nothing if it was on already. In normal operation it finds nothing,
+// through an empty index.
+func indexUnsorted(ctx context.Context, db *sql.DB, p *stored.Progress, turnOn bool) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
+	if turnOn {
+		res, err := tx.ExecContext(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = ? AND value = 0`, stored.SortIndexSetting)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // already on
+		}
+	}
 	var total int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`).Scan(&total); err != nil {
 		return err
 	}
 	if total == 0 {
-		return nil
+		return tx.Commit()
 	}
 	step := p.Begin(stored.StepSortIndex, total)
 	defer func() { step.End(err) }()
@@ -396,6 +427,15 @@ WHERE seq > ? AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
 		step.Add(int64(len(batch)))
 		last = batch[len(batch)-1].seq
 	}
+}
+
+// sortKeysIf is sortKeys when the sort index is on (sorted), and NULL
+// otherwise: an index that is off stores nothing.
+func sortKeysIf(data []byte, sorted bool) any {
+	if !sorted {
+		return nil
+	}
+	return sortKeys(data)
 }
 
 // sortKeys returns the sort_keys column of a submission with data: a

@@ -103,6 +103,9 @@ ORDER BY created_at ASC, seq ASC`
 	// searches only.
 	sqlSearchIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
+	// The sort index's setting (migration 0018).
+	sqlSortIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form, up to stored.Probed, counted from the index alone, and
 	// the creation time of the last of them (stored.Probe), as one JSON
@@ -180,11 +183,13 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// while the search index is off: once it is on, the statement inserts
 	// nothing (see AddSubmission).
 	// sort_keys (?14) are its sort keys, which a trigger copies into
-	// formsapi_sort (migration 0018).
+	// formsapi_sort (migration 0018), NULL while the sort index is off;
+	// ?15 says whether they are there, and the statement inserts nothing
+	// when they are not while the setting is on.
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
 SELECT seq, feed_last + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?14 FROM formsapi_forms
-WHERE id = ?11 AND (?13 OR (` + sqlSearchIndexed + `) = 0)`
+WHERE id = ?11 AND (?13 OR (` + sqlSearchIndexed + `) = 0) AND (?15 OR (` + sqlSortIndexed + `) = 0)`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.

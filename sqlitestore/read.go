@@ -116,6 +116,9 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		return p, err
 	}
 	if q.Sort != "" {
+		if err := s.sortIndexed(ctx); err != nil {
+			return p, err
+		}
 		return stored.SortedSubmissions(ctx, formID, q, sortSource[int](ctx, s, form.Seq, q, 0))
 	}
 	args, err := listArgs(form.Seq, q)
@@ -189,6 +192,9 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if q.Sort != "" {
 		// Around the read cache, which holds unsorted pages only.
 		p.Cache = observe.CacheNone
+		if err := s.sortIndexed(ctx); err != nil {
+			return err
+		}
 		return stored.AppendSorted(ctx, q, sortSource[[]byte](ctx, s, formSeq, q, 1), p)
 	}
 	if stored.Filtered(q) {
@@ -465,4 +471,23 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 			return s.unsorted[encoded][d].QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 		},
 	}
+}
+
+// sortIndexed returns nil when the file keeps the sort index, and an
+// error wrapping find.ErrNoSortIndex otherwise: the setting as this
+// store last saw it on, or else as the file says now (another process
+// may have turned it on).
+func (s *Store) sortIndexed(ctx context.Context) error {
+	if s.sortOn.Load() {
+		return nil
+	}
+	var on bool
+	if err := s.read.QueryRowContext(ctx, sqlSortIndexed).Scan(&on); err != nil {
+		return fmt.Errorf("read the sort index setting: %w", err)
+	}
+	if !on {
+		return find.ErrNoSortIndex
+	}
+	s.sortOn.Store(true)
+	return nil
 }

@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -48,7 +49,7 @@ func sortedNs(t *testing.T, s formsapi.Store, form, sort string, limit int) []in
 func TestSortIndexKeptByEveryWriter(t *testing.T) {
 	is := is.New(t)
 	path := dbPath(t)
-	s := load(t, mustOpen(t, path), storetest.FindSeed())
+	s := load(t, mustOpen(t, path, sqlitestore.WithSortIndex()), storetest.FindSeed())
 	db := hostDB(t, path)
 	_, err := db.Exec(`INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version)
 SELECT seq, feed_last + 1, 1, '{"n":-1000}', '[]', CAST('{"formId":"find-a","data":{"n":-1000},"attachments":[],"createdAt":"1970-01-01T00:00:00Z"}' AS BLOB), 0 FROM formsapi_forms WHERE id = ?`, storetest.FormFind)
@@ -81,7 +82,7 @@ AND NOT EXISTS (SELECT 1 FROM formsapi_sort e WHERE e.seq = s.seq AND e.field = 
 // primary key and reads it in order, never a scan or a sort; the
 // submissions without a key are one bounded range of the form's index.
 func TestSortQueryPlans(t *testing.T) {
-	s := load(t, mustOpen(t, dbPath(t)), storetest.FindSeed())
+	s := load(t, mustOpen(t, dbPath(t), sqlitestore.WithSortIndex()), storetest.FindSeed())
 	db := sqlitestore.ReadDB(s)
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	for name, query := range sqlitestore.SortSQL {
@@ -95,4 +96,40 @@ func TestSortQueryPlans(t *testing.T) {
 		}
 		t.Logf("%s: %q", name, details)
 	}
+}
+
+// TestSortIndexOff: without WithSortIndex a file keeps no sort keys
+// (writes store none) and a sorted list is find.ErrNoSortIndex; a store
+// opened with it turns the setting on and indexes every row stored
+// meanwhile, and from then on the store opened without it, which last
+// saw the setting off, writes its submissions with their keys too (its
+// statement refuses a write without them), and sorts.
+func TestSortIndexOff(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	off := load(t, mustOpen(t, path), storetest.FindSeed())
+	_, err := off.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "n"})
+	is.True(errors.Is(err, find.ErrNoSortIndex))
+	db := hostDB(t, path)
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		is.NoErr(db.QueryRow(q).Scan(&n))
+		return n
+	}
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort`), 0)
+	is.Equal(count(`SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NOT NULL`), 0)
+
+	on := mustOpen(t, path, sqlitestore.WithSortIndex())
+	is.Equal(count(`SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`), 0)
+	all := sortedNs(t, on, storetest.FormFind, "-n", 7)
+	is.Equal(len(all), 40)
+	is.True(slices.IsSortedFunc(all, func(a, b int) int { return b - a }))
+
+	is.NoErr(off.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFind, Data: []byte(`{"n":1000}`)}, formsapi.Metadata{}))
+	is.NoErr(off.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		yield(formsapi.Submission{FormID: storetest.FormFind, Data: []byte(`{"n":1001}`)}, formsapi.Metadata{})
+	}))
+	is.Equal(count(`SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`), 0)
+	is.Equal(sortedNs(t, off, storetest.FormFind, "-n", 7)[:2], []int{1001, 1000})
 }

@@ -56,6 +56,7 @@ type config struct {
 	now          func() time.Time
 	keep         time.Duration // see WithTombstoneRetention
 	searchIndex  bool          // see WithSearchIndex
+	sortIndex    bool          // see WithSortIndex
 	progress     stored.Progress
 	quiet        bool          // WithLogger(nil)
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
@@ -132,6 +133,23 @@ func WithSearchIndex() Option {
 	return func(c *config) { c.searchIndex = true }
 }
 
+// WithSortIndex turns on the file's sort index, the ordered index of
+// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk:
+// Open or New sets the setting kept in the database (table
+// formsapi_settings) and, in the same transaction, indexes every stored
+// submission's top-level members, once; on a big file that takes a while
+// and holds the write lock meanwhile. From then on every write to the
+// file, by any process, adds one entry per top-level member with a
+// scalar value: on this file that costs a write about as much again
+// (BENCHMARKS.md, "Sort by a submitted field"). Without it (the default
+// for a new file), writes compute and store no sort key, and a sorted
+// list is not served: the handler answers 501. As WithSearchIndex, the
+// setting belongs to the file: a store opened without this option never
+// turns it off.
+func WithSortIndex() Option {
+	return func(c *config) { c.sortIndex = true }
+}
+
 // WithClock sets the store's notion of now: the time by which keys
 // expire (Authorize, ResolveKey and AddKeyWith, which refuses an
 // ExpiresAt that is not after it), the CreatedAt and RevokedAt of keys,
@@ -175,6 +193,9 @@ type Store struct {
 	// is never turned off): its writers then compute trigram keys, which
 	// an index that is off would not store (see AddSubmission).
 	searchOn atomic.Bool
+	// sortOn is the sort index setting as this store last read it: it
+	// never turns off.
+	sortOn atomic.Bool
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -277,11 +298,12 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
 	}
-	on, err := migrate(ctx, write, cfg.searchIndex, cfg.startProgress())
+	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
 	if err != nil {
 		return fail(err)
 	}
 	s.searchOn.Store(on)
+	s.sortOn.Store(sorted)
 	if s.secret, err = cursorSecret(ctx, write, cfg.now()); err != nil {
 		return fail(err)
 	}
@@ -341,7 +363,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	ctx := context.Background()
-	on, err := migrate(ctx, db, cfg.searchIndex, cfg.startProgress())
+	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
@@ -351,6 +373,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	}
 	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1)}
 	s.searchOn.Store(on)
+	s.sortOn.Store(sorted)
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	if err := s.prepare(ctx); err != nil {

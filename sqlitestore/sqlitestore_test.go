@@ -118,19 +118,22 @@ var onNew = []string{"Store", "Keys", "Writes", "Batch", "Feed", "Webhooks"}
 // TestContract holds the store made by Open to every contract it
 // implements, its fast paths and the damaged-data clauses included, with
 // the search index off (the default) and the search clauses again with it
-// on, and the store made by New to the groups of onNew.
+// on, the sort index on throughout, and the store made by New to the
+// groups of onNew.
 func TestContract(t *testing.T) {
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			opts := []storetest.Option{storetest.WithDamage(damage),
 				storetest.WithSearchIndex(func(t *testing.T, seed storetest.Seed) formsapi.Store {
-					return f.open(t, seed, sqlitestore.WithSearchIndex())
+					return f.open(t, seed, sqlitestore.WithSearchIndex(), sqlitestore.WithSortIndex())
 				})}
 			if f.name == "New" {
 				opts = append(opts, storetest.Groups(onNew...))
 			}
-			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed) }, opts...)
+			// With the sort index on, so that the sort clauses run
+			// (TestSortIndexOff checks a store without it).
+			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed, sqlitestore.WithSortIndex()) }, opts...)
 		})
 	}
 }

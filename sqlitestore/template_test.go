@@ -72,7 +72,7 @@ func templateFile(t *testing.T, name string, make func(path string) error) strin
 func migrated(t *testing.T, path string, opts ...sqlitestore.Option) {
 	t.Helper()
 	index := sqlitestore.SearchIndexOn(opts...)
-	copyFile(t, templateFile(t, fmt.Sprintf("migrated index=%v", index), func(p string) error {
+	copyFile(t, templateFile(t, fmt.Sprintf("migrated index=%v sort=%v", index, sqlitestore.SortIndexOn(opts...)), func(p string) error {
 		return sqlitestore.MigrateFile(p, opts...)
 	}), path)
 }
@@ -87,7 +87,7 @@ func seeded(t *testing.T, path string, seed storetest.Seed, opts ...sqlitestore.
 		t.Fatal("seeded: a seed with a Clock is loaded by it, not copied")
 	}
 	index := sqlitestore.SearchIndexOn(opts...)
-	name := fmt.Sprintf("seeded index=%v %v", index, fmt.Sprint(seed.Forms, seed.Submissions, seed.Keys))
+	name := fmt.Sprintf("seeded index=%v sort=%v %v", index, sqlitestore.SortIndexOn(opts...), fmt.Sprint(seed.Forms, seed.Submissions, seed.Keys))
 	copyFile(t, templateFile(t, name, func(p string) error {
 		migrated(t, p, opts...)
 		s, err := sqlitestore.Open(p, opts...)

@@ -59,9 +59,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// them. The statement inserts nothing when they are left out while the
 	// setting is on (turned on by another process since this store last
 	// looked), and the write is made again with them.
+	// So are the sort keys, once the sort index is on.
 	for {
-		on := s.searchOn.Load()
-		args := r.args(on)
+		on, sorted := s.searchOn.Load(), s.sortOn.Load()
+		args := r.args(on, sorted)
 		done, err := s.writing(ctx)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, err)
@@ -74,6 +75,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		if err == nil && n == 0 && !on {
 			err = s.write.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on)
 		}
+		if err == nil && n == 0 && !sorted {
+			err = s.write.QueryRowContext(ctx, sqlSortIndexed).Scan(&sorted)
+		}
 		done()
 		if err != nil {
 			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, r.insertError(err))
@@ -82,8 +86,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		case n > 0:
 			s.wait.WakeForm(r.FormID) // committed: its waiters read it
 			return nil
-		case on && !s.searchOn.Load():
-			s.searchOn.Store(true)
+		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
+			s.searchOn.Store(on || s.searchOn.Load())
+			s.sortOn.Store(sorted || s.sortOn.Load())
 			continue
 		}
 		return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, formsapi.ErrFormNotFound)
@@ -102,14 +107,15 @@ func (s *Store) prepareSubmission(sub formsapi.Submission, m formsapi.Metadata) 
 }
 
 // args returns sqlAddSubmission's arguments, with search's trigram keys
-// when the search index is on.
-func (r *newSubmission) args(on bool) []any {
+// when the search index is on, and the sort keys when sorted is (the
+// sort index).
+func (r *newSubmission) args(on, sorted bool) []any {
 	var geo any // NULL when absent; text, as data and attachments are
 	if r.Geo != nil {
 		geo = string(r.Geo)
 	}
 	return []any{r.At, string(r.Data), string(r.Attachments), r.Encoded, stored.Version,
-		r.Meta.ClientIP, r.Meta.UserAgent, geo, r.Meta.TraceID, r.Meta.ID, r.FormID, findKeys(r.Data, r.URLs, on), on, sortKeys(r.Data)}
+		r.Meta.ClientIP, r.Meta.UserAgent, geo, r.Meta.TraceID, r.Meta.ID, r.FormID, findKeys(r.Data, r.URLs, on), on, sortKeysIf(r.Data, sorted), sorted}
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a

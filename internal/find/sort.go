@@ -26,6 +26,7 @@ package find
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -33,6 +34,11 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 )
+
+// ErrNoSortIndex is the error of a sorted list asked of a store that
+// keeps no ordered index of sort keys (its sort index setting off): the
+// handler answers 501.
+var ErrNoSortIndex = errors.New("the store keeps no sort index: sorted lists are off (sqlitestore.WithSortIndex, pgstore.WithSortIndex)")
 
 // SortTextBytes bounds the bytes of a string's normal form that its sort
 // key keeps: strings whose normal forms begin with the same

@@ -70,6 +70,13 @@ func Candidates(q formsapi.Query, searchIndexed bool) []int64 {
 // formsapi_settings table.
 const SearchIndexSetting = "search_index"
 
+// SortIndexSetting is the name of the setting, kept in the database,
+// that says whether the stores keep the ordered index of sort keys
+// (internal/stored/sort.go): 1 when every submission's entries are in
+// it, 0 when writers leave them out (sort_keys NULL) and sorted lists
+// are not served (find.ErrNoSortIndex).
+const SortIndexSetting = "sort_index"
+
 // Probed bounds the entries of one candidate key that a filtered page
 // counts to compare it with the others (a key with more is as common as
 // any): up to 8 clauses' and 16 trigrams' candidates of at most this

@@ -8,11 +8,44 @@
 -- as memcmp). The triggers copy them into formsapi_sort and remove them
 -- with the submission, whoever deletes it. A sorted page walks that run
 -- from its cursor: an index seek, so a deep page costs what the first
--- does. sort_keys NULL is a row not in the index yet: the store indexes
--- such rows (stored before this migration, or inserted by SQL that does
--- not set the column) when it migrates, under the migration lock, as it
--- does find_keys. Written to run again over itself, as 0016 is.
+-- does. sort_keys NULL is a row not in the index yet.
+--
+-- The index is opt-in, as search's trigrams are (0020, 0021): a host that
+-- never sorts should not pay for its entries. The setting sort_index says
+-- whether it is kept: 0 (the default), and writers leave sort_keys NULL,
+-- computing nothing, and a sorted list is not served; 1 once a store
+-- opened with WithSortIndex turned it on and, in its migration's
+-- transaction, indexed every row whose sort_keys is NULL. A write that
+-- leaves the keys out calls formsapi_sort_indexed(), which holds the lock
+-- formsapi_sort_lock() names shared until the write commits (and, at
+-- repeatable read or serializable, locks the setting's row FOR SHARE,
+-- as 0021 does for search), and writes nothing when it finds the setting
+-- on; turning it on takes the lock exclusively first, so the rows it
+-- indexes include every row written without keys. From then on the store
+-- indexes, when it migrates, the rows a host's SQL inserted without them.
+-- Written to run again over itself, as 0016 is.
 ALTER TABLE formsapi_submissions ADD COLUMN IF NOT EXISTS sort_keys bytea[];
+
+INSERT INTO formsapi_settings (name, value) VALUES ('sort_index', 0) ON CONFLICT (name) DO NOTHING;
+
+CREATE OR REPLACE FUNCTION formsapi_sort_lock() RETURNS bigint LANGUAGE sql STABLE
+SET search_path FROM CURRENT AS $$
+    SELECT hashtextextended('formsapi sort index ' || current_schema(), 0)
+$$;
+
+CREATE OR REPLACE FUNCTION formsapi_sort_indexed() RETURNS boolean LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM formsapi_settings WHERE name = 'sort_index' AND value = 1) THEN
+        RETURN true;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(formsapi_sort_lock());
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM 1 FROM formsapi_settings WHERE name = 'sort_index' FOR SHARE;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM formsapi_settings WHERE name = 'sort_index' AND value = 1);
+END
+$$;
 
 CREATE INDEX IF NOT EXISTS formsapi_submissions_unsorted ON formsapi_submissions (seq) WHERE sort_keys IS NULL;
 

@@ -7,10 +7,21 @@
 -- remove them with the submission. A sorted page walks one form's
 -- entries for one field in (value, created_at, seq) order, from its
 -- cursor: an index seek, so a deep page costs what the first does.
--- sort_keys NULL is a row not in the index yet: Open indexes such rows
--- (those stored before this migration, or written by SQL that does not
--- set the column) before it returns, as it does find_keys.
+-- sort_keys NULL is a row not in the index yet.
+--
+-- The index is opt-in, as search's trigrams are (0015): its entries cost
+-- a write about as much again on this file (bench/writecost.sh,
+-- BENCHMARKS.md), which a host that never sorts should not pay. The
+-- setting sort_index says whether it is kept: 0 (the default) and
+-- writers leave sort_keys NULL, computing nothing, and a sorted list is
+-- not served; 1 once a store opened with WithSortIndex turned it on and,
+-- in the same transaction, indexed every row whose sort_keys is NULL.
+-- From then on every writer, of any process, sets sort_keys (its
+-- statement writes nothing while it leaves them out and the setting is
+-- on), and Open indexes the rows a host's SQL inserted without them.
 ALTER TABLE formsapi_submissions ADD COLUMN sort_keys TEXT;
+
+INSERT INTO formsapi_settings (name, value) VALUES ('sort_index', 0);
 
 CREATE INDEX formsapi_submissions_unsorted ON formsapi_submissions (seq) WHERE sort_keys IS NULL;
 
