@@ -797,9 +797,9 @@ type queries struct {
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
 	lockForm                                                     string
 	// sorted pages, [encoded][desc]
-	sorted, unsorted [2][2]string
-	stampTombstones, purgedUpTo, purgeTombstones                 string
-	checkWaits                                                   string
+	sorted, unsorted                             [2][2]string
+	stampTombstones, purgedUpTo, purgeTombstones string
+	checkWaits                                   string
 }
 
 // qualifyTables returns s with every table name in it qualified by schema.
@@ -851,7 +851,7 @@ func newQueries(schema string) queries {
 		scanEncodedDesc:    q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
 		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),
 		searchIndexed: q(sqlSearchIndexed), sortIndexed: q(sqlSortIndexed),
-		countRows:     q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
+		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound), roundLog: q(sqlRoundLog),
 		roundLean: q(sqlRoundLean), roundLogLean: q(sqlRoundLogLean),

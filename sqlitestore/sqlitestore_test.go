@@ -133,7 +133,9 @@ func TestContract(t *testing.T) {
 			}
 			// With the sort index on, so that the sort clauses run
 			// (TestSortIndexOff checks a store without it).
-			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return f.open(t, seed, sqlitestore.WithSortIndex()) }, opts...)
+			storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store {
+				return f.open(t, seed, sqlitestore.WithSortIndex())
+			}, opts...)
 		})
 	}
 }
