@@ -20,7 +20,9 @@
 # each tree, this tree's median over BASE's (index off, and index on), and
 # the median of the rounds' own ratios (each round's this-tree run over
 # its base run, which ran next to it: on a shared machine the steadier
-# figure). A BASE with the switch runs with its index off.
+# figure). A BASE with the switch runs with its index off. SORT=1 runs
+# this tree a third way, with the sort index on and the search index off
+# (-bench.sort-index: WithSortIndex), reported as "sort index on".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -34,16 +36,23 @@ for s in $STORES; do
   (cd "$NEW" && go test -c -o "$DIR/new-$s.test" "./$s/")
   (cd "$OLD" && go test -c -o "$DIR/old-$s.test" "./$s/")
 done
-run() { # TREE STORE (TREE: old, new, or idx: new with the search index on)
+TREES="old new idx"
+[ -n "${SORT:-}" ] && TREES="$TREES srt"
+run() { # TREE STORE (TREE: old, new, idx: new with the search index on, or srt: with the sort index on)
   local dir=$NEW bin=$1 flags=()
   [ "$1" = old ] && dir=$OLD
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
+  [ "$1" = srt ] && bin=new flags=(-bench.sort-index)
   (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }
 for i in $(seq "$COUNT"); do
   for s in $STORES; do
-    if [ $((i % 2)) = 1 ]; then run old "$s"; run new "$s"; run idx "$s"; else run idx "$s"; run new "$s"; run old "$s"; fi
+    if [ $((i % 2)) = 1 ]; then
+      for t in $TREES; do run "$t" "$s"; done
+    else
+      for t in $(echo "$TREES" | tr ' ' '\n' | tac); do run "$t" "$s"; done
+    fi
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -56,8 +65,8 @@ median() {
     sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 for s in $STORES; do
-  for t in old new idx; do
-    case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; esac
+  for t in $TREES; do
+    case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; srt) name="this tree, sort index on" ;; esac
     n=$(awk -v t="$t" -v s="$s" '$1 == t && $2 == s' "$DIR/lines" | wc -l)
     pg=$(median pg-cpu-ns/op "$t" "$s")
     echo "| $s | $name | $n | $(median ns/op "$t" "$s") | $(median B/op "$t" "$s") | $(median allocs/op "$t" "$s") | $([ "$pg" = - ] && echo - || echo "$pg ns") |"
@@ -65,8 +74,8 @@ for s in $STORES; do
 done
 echo
 for s in $STORES; do
-  for t in new idx; do
-    what=$([ "$t" = new ] && echo "search index off" || echo "search index on")
+  for t in ${TREES#old }; do
+    case $t in new) what="search index off" ;; idx) what="search index on" ;; srt) what="sort index on" ;; esac
     for unit in ns/op allocs/op B/op pg-cpu-ns/op; do
       o=$(median "$unit" old "$s") n=$(median "$unit" "$t" "$s")
       [ "$o" = - ] && continue

@@ -43,11 +43,19 @@ func BenchmarkHandler(b *testing.B) {
 // index on (bench/writecost.sh's "search index on" rows).
 var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
 
+// benchSortIndex opens BenchmarkAddSubmission's store with the sort index
+// on (bench/writecost.sh's "sort index on" rows).
+var benchSortIndex = flag.Bool("bench.sort-index", false, "BenchmarkAddSubmission: open the store with WithSortIndex")
+
 func benchOptions() []pgstore.Option {
+	var opts []pgstore.Option
 	if *benchSearchIndex {
-		return []pgstore.Option{pgstore.WithSearchIndex()}
+		opts = append(opts, pgstore.WithSearchIndex())
 	}
-	return nil
+	if *benchSortIndex {
+		opts = append(opts, pgstore.WithSortIndex())
+	}
+	return opts
 }
 
 // BenchmarkAddSubmission measures the write path with the server's

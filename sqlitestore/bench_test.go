@@ -62,11 +62,19 @@ func BenchmarkHandlerUncached(b *testing.B) {
 // index on (bench/writecost.sh's "search index on" rows).
 var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
 
+// benchSortIndex opens BenchmarkAddSubmission's store with the sort index
+// on (bench/writecost.sh's "sort index on" rows).
+var benchSortIndex = flag.Bool("bench.sort-index", false, "BenchmarkAddSubmission: open the store with WithSortIndex")
+
 func benchOptions() []sqlitestore.Option {
+	var opts []sqlitestore.Option
 	if *benchSearchIndex {
-		return []sqlitestore.Option{sqlitestore.WithSearchIndex()}
+		opts = append(opts, sqlitestore.WithSearchIndex())
 	}
-	return nil
+	if *benchSortIndex {
+		opts = append(opts, sqlitestore.WithSortIndex())
+	}
+	return opts
 }
 
 // BenchmarkAddSubmission measures the write path a host calls for every
