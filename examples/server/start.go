@@ -23,6 +23,7 @@ type storeFlags struct {
 	dsn, replicaDSN, schema, dbPath string
 	cacheMiB                        int
 	searchIndex                     bool
+	sortIndex                       bool          // -sort-index: WithSortIndex
 	follow                          time.Duration // -follow: negative for off
 	staleness                       time.Duration // -staleness, with -follow
 }
@@ -66,6 +67,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		if f.searchIndex { // as pgstore's below
 			opts = append(opts, sqlitestore.WithSearchIndex())
 		}
+		if f.sortIndex {
+			opts = append(opts, sqlitestore.WithSortIndex())
+		}
 		lite, err := sqlitestore.Open(f.dbPath, opts...)
 		if err != nil {
 			return nil, err
@@ -80,6 +84,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 	opts := []pgstore.Option{pgstore.WithCacheSize(f.cacheMiB << 20), pgstore.WithLogger(logger)}
 	if f.searchIndex {
 		opts = append(opts, pgstore.WithSearchIndex())
+	}
+	if f.sortIndex {
+		opts = append(opts, pgstore.WithSortIndex())
 	}
 	if f.schema != "" {
 		opts = append(opts, pgstore.WithSchema(f.schema))
@@ -136,6 +143,9 @@ func migrateAhead(ctx context.Context, f storeFlags, logger *slog.Logger, stderr
 		if f.searchIndex {
 			opts = append(opts, sqlitestore.WithSearchIndex())
 		}
+		if f.sortIndex {
+			opts = append(opts, sqlitestore.WithSortIndex())
+		}
 		if err := sqlitestore.Migrate(ctx, f.dbPath, opts...); err != nil {
 			return err
 		}
@@ -144,6 +154,9 @@ func migrateAhead(ctx context.Context, f storeFlags, logger *slog.Logger, stderr
 		opts := []pgstore.Option{pgstore.WithLogger(logger)}
 		if f.searchIndex {
 			opts = append(opts, pgstore.WithSearchIndex())
+		}
+		if f.sortIndex {
+			opts = append(opts, pgstore.WithSortIndex())
 		}
 		where = "PostgreSQL, the connection's current schema"
 		if f.schema != "" {
