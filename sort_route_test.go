@@ -1,15 +1,18 @@
 package formsapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
 )
@@ -209,4 +212,20 @@ func FuzzSortParams(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSortWithoutIndex: a database store without its sort index answers
+// a sorted list with 501, naming what to leave out, and the unsorted
+// list as ever.
+func TestSortWithoutIndex(t *testing.T) {
+	is := is.New(t)
+	s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "f.db"))
+	is.NoErr(err)
+	t.Cleanup(func() { s.Close() })
+	is.NoErr(storetest.Load(context.Background(), s, storetest.FindSeed()))
+	h := formsapi.NewHandler(s, s)
+	res := do(t, h, "GET", findPath+"?sort=n", bearer(storetest.KeyA)...)
+	is.Equal(res.status, http.StatusNotImplemented)
+	is.True(strings.Contains(string(res.body), "leave sort out"))
+	is.Equal(do(t, h, "GET", findPath+"?limit=3", bearer(storetest.KeyA)...).status, http.StatusOK)
 }
