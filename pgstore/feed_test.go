@@ -118,7 +118,7 @@ func TestFeedCommitOrder(t *testing.T) {
 			return err
 		}
 		_, err = tx.Exec(ctx, pgstore.AddSubmissionSQL(s), form, at.UnixNano(), string(sub.Data), "[]", encoded,
-			[]byte{}, []byte{}, nil, []byte{}, stored.Version, "", [][]byte{[]byte("tx")}, find.Keys(sub.Data), false)
+			[]byte{}, []byte{}, nil, []byte{}, stored.Version, "", [][]byte{[]byte("tx")}, find.Keys(sub.Data), false, nil, false)
 		return err
 	}
 	begin := func() pgx.Tx {

@@ -25,8 +25,8 @@ func TestFollowContract(t *testing.T) {
 	pgtest.DSN(t)
 	t.Parallel()
 	open := func(t *testing.T, seed storetest.Seed) formsapi.Store {
-		dsn, schema := pooledSchema(t)
-		return load(t, mustOpenIn(t, dsn, schema, pgstore.WithFollow(0), pgstore.WithClock(seed.Clock.Now)), seed)
+		dsn, schema := pooledSchema(t, pgstore.WithSortIndex())
+		return load(t, mustOpenIn(t, dsn, schema, pgstore.WithFollow(0), pgstore.WithSortIndex(), pgstore.WithClock(seed.Clock.Now)), seed)
 	}
 	storetest.Run(t, open, storetest.Groups("FastPath", "Keys", "Grants", "Lifecycle"))
 }
