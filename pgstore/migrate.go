@@ -489,8 +489,12 @@ WHERE seq > $1 AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
 		if len(seqs) == 0 {
 			return nil
 		}
+		// s.seq = ANY($1) lets the planner find the rows by the primary
+		// key: with the join alone, on a table just filled and not yet
+		// analyzed, it scanned the whole table for each of the batch's
+		// rows (5,000 rows took 3.5 minutes).
 		if _, err := tx.Exec(ctx, `UPDATE formsapi_submissions s SET sort_keys = u.keys::bytea[]
-FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
+FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq AND s.seq = ANY($1::bigint[])`, seqs, keys); err != nil {
 			return err
 		}
 		step.Add(int64(len(seqs)))
