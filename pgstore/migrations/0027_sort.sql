@@ -94,10 +94,15 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE o.sort_keys IS DISTINCT FROM n.sort_keys) THEN
         RETURN NULL;
     END IF;
-    DELETE FROM formsapi_sort f USING (
-        SELECT o.form_seq, k, o.created_at, o.seq FROM old_rows o, unnest(o.sort_keys) k
-    ) d (form_seq, entry, created_at, seq)
-    WHERE f.form_seq = d.form_seq AND f.entry = d.entry AND f.created_at = d.created_at AND f.seq = d.seq;
+    -- Rows indexed for the first time had no entries: the planner,
+    -- which cannot tell, hashed every entry of formsapi_sort for the
+    -- DELETE of none, in each statement of the backfill.
+    IF EXISTS (SELECT 1 FROM old_rows o WHERE cardinality(o.sort_keys) > 0) THEN
+        DELETE FROM formsapi_sort f USING (
+            SELECT o.form_seq, k, o.created_at, o.seq FROM old_rows o, unnest(o.sort_keys) k
+        ) d (form_seq, entry, created_at, seq)
+        WHERE f.form_seq = d.form_seq AND f.entry = d.entry AND f.created_at = d.created_at AND f.seq = d.seq;
+    END IF;
     INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
     SELECT n.form_seq, k, n.created_at, n.seq FROM new_rows n, unnest(n.sort_keys) k
     ON CONFLICT DO NOTHING;
