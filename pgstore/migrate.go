@@ -430,7 +430,7 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 	return string(append(b, '}'))
 }
 
-// enableSortIndex turns the sort index on (migration 0027) in tx if it
+// enableSortIndex turns the sort index on (migration 0028) in tx if it
 // is off. It first takes the sort lock exclusively, which every write
 // that found the setting off holds shared until it commits: the rows
 // indexUnsorted then reads, in statements of their own at read
@@ -448,7 +448,7 @@ func enableSortIndex(ctx context.Context, tx pgx.Tx) error {
 }
 
 // indexUnsorted sets sort_keys, and so the entries of the ordered index
-// (migration 0027), of every row without them, while the sort index is
+// (migration 0028), of every row without them, while the sort index is
 // on: rows written while it was off, or inserted by SQL that does not set
 // the column. Like
 // indexUnindexed, it runs in the migration's transaction, and in normal
@@ -512,7 +512,7 @@ func sortKeysIf(data []byte, sorted bool) [][]byte {
 }
 
 // sortKeys returns the sort_keys of a submission with data (migration
-// 0027): for each member with a sort key, its field's find.SortField,
+// 0028): for each member with a sort key, its field's find.SortField,
 // big-endian with the sign bit flipped, then the key. Never nil, so that
 // a submission without one is indexed (an empty array), not NULL.
 func sortKeys(data []byte) [][]byte {

@@ -190,7 +190,7 @@ LIMIT $6`
 	// by searches only.
 	sqlSearchIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
-	// The sort index's setting (migration 0027).
+	// The sort index's setting (migration 0028).
 	sqlSortIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
@@ -572,7 +572,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// go to the form's field table in the same statement: only names the
 	// table lacks at a lower position are written, so a submission of
 	// known fields reads the table's index and writes nothing to it.
-	// $15 are its sort keys (migration 0027), NULL while the sort index
+	// $15 are its sort keys (migration 0028), NULL while the sort index
 	// is off, $16 whether they are there: the statement writes nothing
 	// when they are not while the setting is on.
 	// $13 are the submission's index keys, $14 whether they include
@@ -722,7 +722,7 @@ ORDER BY created_at {DIR}, seq {DIR}`
 }
 
 // Sorted pages (internal/stored/sort.go): the form's entries of one
-// field in the ordered index (migration 0027) after the place $2 (the
+// field in the ordered index (migration 0028) after the place $2 (the
 // field's prefix and a key), $3, $4 and before the end of the field's
 // run $5, in the sort's direction ({CMP}: > ascending, < descending;
 // {END} the other), joined to their submissions; then the form's

@@ -351,7 +351,7 @@ func cursorSecret(ctx context.Context, db *sql.DB, now time.Time) ([]byte, error
 	})
 }
 
-// enableSortIndex turns the sort index on (migration 0018) if it is off,
+// enableSortIndex turns the sort index on (migration 0019) if it is off,
 // and in the same transaction indexes every stored row (indexUnsorted).
 // Its first statement is a write, so it holds the write lock before it
 // reads: no row is written meanwhile without its sort keys, and a write
@@ -362,7 +362,7 @@ func enableSortIndex(ctx context.Context, db *sql.DB, p *stored.Progress) error 
 }
 
 // indexUnsorted sets sort_keys, and so the entries of the ordered index
-// (migration 0018), of every row without them, in one transaction: rows
+// (migration 0019), of every row without them, in one transaction: rows
 // written while the sort index was off, or inserted by SQL that does not
 // set the column. With turnOn it first turns the setting on, and does
 // nothing if it was on already. In normal operation it finds nothing,

@@ -103,7 +103,7 @@ ORDER BY created_at ASC, seq ASC`
 	// searches only.
 	sqlSearchIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
-	// The sort index's setting (migration 0018).
+	// The sort index's setting (migration 0019).
 	sqlSortIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
@@ -183,7 +183,7 @@ VALUES (?, ?, ?, ?, ?, ?)`
 	// while the search index is off: once it is on, the statement inserts
 	// nothing (see AddSubmission).
 	// sort_keys (?14) are its sort keys, which a trigger copies into
-	// formsapi_sort (migration 0018), NULL while the sort index is off;
+	// formsapi_sort (migration 0019), NULL while the sort index is off;
 	// ?15 says whether they are there, and the statement inserts nothing
 	// when they are not while the setting is on.
 	sqlAddSubmission = `INSERT INTO formsapi_submissions
@@ -303,7 +303,7 @@ ORDER BY 2 ` + order + `, 1 ` + order
 }
 
 // Sorted pages (internal/stored/sort.go): the form's entries of one
-// field in the ordered index (migration 0018), from the cursor's place,
+// field in the ordered index (migration 0019), from the cursor's place,
 // joined to their submissions; then the form's submissions in position
 // order, which the page checks for having no key. No LIMIT: the reader
 // stops stepping (see the note on the list statements).

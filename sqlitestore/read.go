@@ -455,7 +455,7 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 }
 
 // sortSource reads a sorted page of q on the form formSeq from the
-// ordered index (migration 0018) and the form's submissions, with the
+// ordered index (migration 0019) and the form's submissions, with the
 // JSON as sent (encoded 1) or its size (0).
 func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.Query, encoded int) stored.SortSource[X] {
 	field, desc, _ := find.ParseSort(q.Sort)

@@ -44,7 +44,7 @@ func sortedNs(t *testing.T, s formsapi.Store, form, sort string, limit int) []in
 // TestSortIndexKeptByEveryWriter: a submission inserted by a host's SQL
 // without sort keys is not listed sorted (as a filter does not find it)
 // until its keys are set, and sorts among the others once the store opens the file
-// again (rows stored before migration 0018 are indexed the same way),
+// again (rows stored before migration 0019 are indexed the same way),
 // and a deleted submission leaves no entry behind.
 func TestSortIndexKeptByEveryWriter(t *testing.T) {
 	is := is.New(t)
