@@ -93,16 +93,16 @@ ORDER BY entry %s, created_at %[2]s, seq %[2]s OFFSET 99000 LIMIT 1`, schema, q.
 		var places map[string]string
 		switch {
 		case strings.HasPrefix(name, "unsorted"):
-			places = map[string]string{"all": fmt.Sprintf("%d, %d, %d, %d, %d", form, int64(math.MinInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MaxInt64))}
+			places = map[string]string{"all": fmt.Sprintf("%d, %d, %d, %d, %d, %d", form, int64(math.MinInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MaxInt64), stored.Examined)}
 		case desc:
 			places = map[string]string{
-				"first": fmt.Sprintf("%d, %s, %d, %d, %s", form, after, int64(math.MaxInt64), int64(math.MaxInt64), hexOf(prefix)),
-				"deep":  fmt.Sprintf("%d, %s, %s", form, deepDesc, hexOf(prefix)),
+				"first": fmt.Sprintf("%d, %s, %d, %d, %s, %d", form, after, int64(math.MaxInt64), int64(math.MaxInt64), hexOf(prefix), stored.Examined),
+				"deep":  fmt.Sprintf("%d, %s, %s, %d", form, deepDesc, hexOf(prefix), stored.Examined),
 			}
 		default:
 			places = map[string]string{
-				"first": fmt.Sprintf("%d, %s, %d, %d, %s", form, hexOf(prefix), int64(math.MinInt64), int64(math.MinInt64), after),
-				"deep":  fmt.Sprintf("%d, %s, %s", form, deepAsc, after),
+				"first": fmt.Sprintf("%d, %s, %d, %d, %s, %d", form, hexOf(prefix), int64(math.MinInt64), int64(math.MinInt64), after, stored.Examined),
+				"deep":  fmt.Sprintf("%d, %s, %s, %d", form, deepAsc, after, stored.Examined),
 			}
 		}
 		for _, place := range slices.Sorted(maps.Keys(places)) {

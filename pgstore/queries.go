@@ -727,7 +727,7 @@ ORDER BY created_at {DIR}, seq {DIR}`
 // run $5, in the sort's direction ({CMP}: > ascending, < descending;
 // {END} the other), joined to their submissions; then the form's
 // submissions in position order, which the page checks for having no
-// key. Each reads one row more than a page examines (stored.Examined).
+// key. Each reads $6 rows at most, the walk's batch (stored.SortSource).
 const (
 	// As the filters' walk (sqlFind): the entries first, by their own
 	// LIMIT, then each submission by its primary key (OFFSET 0 keeps the
@@ -739,7 +739,7 @@ FROM (
     SELECT entry, created_at, seq FROM formsapi_sort
     WHERE form_seq = $1 AND (entry, created_at, seq) {CMP} ($2::bytea, $3::bigint, $4::bigint) AND entry {END} $5::bytea
     ORDER BY entry {DIR}, created_at {DIR}, seq {DIR}
-    LIMIT ` + stored.ExaminedLimit + `
+    LIMIT $6
 ) e
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = e.seq OFFSET 0) s
 ORDER BY e.entry {DIR}, e.created_at {DIR}, e.seq {DIR}`
@@ -748,7 +748,7 @@ ORDER BY e.entry {DIR}, e.created_at {DIR}, e.seq {DIR}`
 FROM formsapi_submissions
 WHERE form_seq = $1 AND (created_at, seq) > ($2::bigint, $3::bigint) AND (created_at, seq) < ($4::bigint, $5::bigint)
 ORDER BY created_at {DIR}, seq {DIR}
-LIMIT ` + stored.ExaminedLimit
+LIMIT $6`
 )
 
 // sortedSQL fills sqlSorted or sqlUnsorted for a direction (desc) and

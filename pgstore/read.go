@@ -878,11 +878,11 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 		end = append(slices.Clip(prefix), 0xFF) // after every entry ascending
 	}
 	return stored.SortSource[X]{
-		Keyed: func(key []byte, at, seq int64) (stored.Rows, error) {
-			return s.pool.Query(ctx, s.sql.sorted[encoded][d], formSeq, append(slices.Clip(prefix), key...), at, seq, end)
+		Keyed: func(key []byte, at, seq int64, limit int) (stored.Rows, error) {
+			return s.pool.Query(ctx, s.sql.sorted[encoded][d], formSeq, append(slices.Clip(prefix), key...), at, seq, end, limit)
 		},
-		Plain: func(lo, hi keyset.Pos) (stored.Rows, error) {
-			return s.pool.Query(ctx, s.sql.unsorted[encoded][d], formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
+		Plain: func(lo, hi keyset.Pos, limit int) (stored.Rows, error) {
+			return s.pool.Query(ctx, s.sql.unsorted[encoded][d], formSeq, lo.At, lo.Seq, hi.At, hi.Seq, limit)
 		},
 	}
 }

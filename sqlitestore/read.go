@@ -464,10 +464,12 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 		d = 1
 	}
 	return stored.SortSource[X]{
-		Keyed: func(key []byte, at, seq int64) (stored.Rows, error) {
+		// No LIMIT (see the note on the list statements): the walk stops
+		// stepping.
+		Keyed: func(key []byte, at, seq int64, _ int) (stored.Rows, error) {
 			return s.sorted[encoded][d].QueryContext(ctx, formSeq, find.SortField(field), key, at, seq)
 		},
-		Plain: func(lo, hi keyset.Pos) (stored.Rows, error) {
+		Plain: func(lo, hi keyset.Pos, _ int) (stored.Rows, error) {
 			return s.unsorted[encoded][d].QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 		},
 	}

@@ -29,22 +29,19 @@ import (
 // find.MaxExaminedBytes of work, as a filtered page does, and may end
 // short with a cursor after the last row it examined.
 
-// ExaminedLimit is Examined as an SQL literal: the most rows one part of
-// a sorted page's walk reads.
-const ExaminedLimit = "1001"
-
 // SortSource is where a store reads the rows of a sorted page from.
 type SortSource[X any] struct {
 	// Keyed returns the form's index entries for the field strictly after
 	// the place (key, at, seq) in the walk's direction (ascending: greater;
 	// descending: less), in walk order, each joined to its submission:
 	// seq, created_at, key, data, attachments and X (the JSON as sent, or
-	// its size).
-	Keyed func(key []byte, at, seq int64) (Rows, error)
+	// its size). It may stop after limit rows (a statement's LIMIT):
+	// the walk then asks again from the last.
+	Keyed func(key []byte, at, seq int64, limit int) (Rows, error)
 	// Plain returns the form's submissions strictly between the
 	// positions lo and hi, in walk order: seq, created_at, data,
-	// attachments and X.
-	Plain func(lo, hi keyset.Pos) (Rows, error)
+	// attachments and X, limit of them at least, as Keyed.
+	Plain func(lo, hi keyset.Pos, limit int) (Rows, error)
 }
 
 // sortWalk is the rule of a sorted page.
@@ -107,9 +104,12 @@ func walkSorted[X any](ctx context.Context, q formsapi.Query, src SortSource[X],
 	}
 	w := &sortWalk{s: s, q: q, cs: Clauses(q), budget: keyset.NewBudget(q)}
 	defer func() { wire.AddExamined(ctx, w.work) }()
-	// each visits rows; done reports the page ended.
+	// each visits rows; done reports the page ended, n the rows read.
+	var n int
 	each := func(rows Rows, keyed bool) (bool, error) {
+		n = 0
 		for rows.Next() {
+			n++
 			var p keyset.SortPos
 			var data, attachments []byte
 			var x X
@@ -139,6 +139,10 @@ func walkSorted[X any](ctx context.Context, q formsapi.Query, src SortSource[X],
 		}
 		return false, nil
 	}
+	// batch is how many rows a statement reads: the page and one more at
+	// first, as many as the page may still examine after that (a
+	// statement's rows are all read and sent by PostgreSQL, read or not).
+	batch := func() int { return min(q.Limit+1, Examined) }
 	if s.After == nil || s.After.Keyed {
 		key, at, seq := []byte{}, int64(math.MinInt64), int64(math.MinInt64)
 		if s.Desc {
@@ -147,16 +151,22 @@ func walkSorted[X any](ctx context.Context, q formsapi.Query, src SortSource[X],
 		if a := s.After; a != nil {
 			key, at, seq = a.Key, a.At, a.Seq
 		}
-		rows, err := src.Keyed(key, at, seq)
-		if err != nil {
-			return "", err
-		}
-		done, err := each(rows, true)
-		if cerr := closeRows(rows); err == nil {
-			err = cerr
-		}
-		if err != nil || done {
-			return w.cursor(), err
+		for limit := batch(); ; limit = Examined - w.examined {
+			rows, err := src.Keyed(key, at, seq, limit)
+			if err != nil {
+				return "", err
+			}
+			done, err := each(rows, true)
+			if cerr := closeRows(rows); err == nil {
+				err = cerr
+			}
+			if err != nil || done {
+				return w.cursor(), err
+			}
+			if n < limit {
+				break // the entries are done
+			}
+			key, at, seq = w.last.Key, w.last.At, w.last.Seq // the last row read
 		}
 	}
 	plain := formsapi.Query{Since: q.Since, Until: q.Until, Order: formsapi.Oldest}
@@ -166,22 +176,29 @@ func walkSorted[X any](ctx context.Context, q formsapi.Query, src SortSource[X],
 	if a := s.After; a != nil && !a.Keyed {
 		plain.Cursor = a.Pos.String()
 	}
-	lo, hi, err := keyset.Bounds(plain)
-	if err != nil {
-		return "", err
+	for limit := batch(); ; limit = Examined - w.examined {
+		lo, hi, err := keyset.Bounds(plain)
+		if err != nil {
+			return "", err
+		}
+		rows, err := src.Plain(lo, hi, limit)
+		if err != nil {
+			return "", err
+		}
+		done, err := each(rows, false)
+		if cerr := closeRows(rows); err == nil {
+			err = cerr
+		}
+		switch {
+		case err != nil:
+			return "", err
+		case done:
+			return w.cursor(), nil
+		case n < limit:
+			return "", nil // the form is done
+		}
+		plain.Cursor = w.last.Pos.String() // the last row read
 	}
-	rows, err := src.Plain(lo, hi)
-	if err != nil {
-		return "", err
-	}
-	done, err := each(rows, false)
-	if cerr := closeRows(rows); err == nil {
-		err = cerr
-	}
-	if err != nil || !done {
-		return "", err
-	}
-	return w.cursor(), nil
 }
 
 // cursor is the cursor after the last row examined: the place the page
