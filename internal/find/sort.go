@@ -107,6 +107,9 @@ func sortKey(dst, raw []byte, it **norm.Iter, buf *[]byte) ([]byte, bool) {
 	case c == 'n' || c == '{' || c == '[':
 		return nil, false
 	case c == '"':
+		if len(raw) < 2 || raw[len(raw)-1] != '"' {
+			return nil, false // not a JSON string (FuzzSortKey)
+		}
 		s, ok := memberString(raw)
 		if !ok {
 			return nil, false
@@ -125,6 +128,9 @@ func sortKey(dst, raw []byte, it **norm.Iter, buf *[]byte) ([]byte, bool) {
 		}
 		dst = append(dst, sortText)
 		return append(dst, t...), true
+	}
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return nil, false // not a JSON number: "NaN", "Inf"
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsInf(f, 0) {
