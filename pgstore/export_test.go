@@ -203,6 +203,7 @@ func WaitHub(s *Store) *feedwait.Hub { return s.wait }
 
 // KeyHash is the hash the store keeps of key.
 func KeyHash(key string) [32]byte { return keyformat.Hash(key) }
+
 // SortSQL returns the statements of sorted pages by name: the ordered
 // index's walk ("sorted/…") takes the form's seq, the place (the field's
 // prefix and a key, created_at, seq) and the end of the field's run;

@@ -186,6 +186,7 @@ func WaitHub(s *Store) *feedwait.Hub { return s.wait }
 
 // KeyHash is the hash the store keeps of key.
 func KeyHash(key string) [32]byte { return keyformat.Hash(key) }
+
 // SortSQL returns the statements of sorted pages: the ordered index's
 // walk ("sorted") and the submissions without a key ("unsorted").
 var SortSQL = map[string]string{
