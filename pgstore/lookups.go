@@ -105,6 +105,14 @@ const refreshTimeout = 10 * time.Second
 // that lookup in it: the copy answers it, so the round reads the log
 // alone. The store's Close waits for it.
 func (s *Store) refresh(hash []byte, formID string) {
+	// Under bgMu, so that no round starts once Close has begun: Close
+	// ends closing under it before it waits for background.
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closing.Err() != nil {
+		s.follow.refreshing.Store(false)
+		return
+	}
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()

@@ -333,6 +333,7 @@ type Store struct {
 	closing    context.Context
 	stop       context.CancelFunc
 	background sync.WaitGroup
+	bgMu       sync.Mutex // orders background.Add before Close's Wait
 
 	replicaCounts replicaCounts // see ReplicaReads
 
@@ -461,7 +462,9 @@ func (s *Store) Schema() string { return s.schema }
 // host's pool open. Close waits for queries in progress to finish.
 func (s *Store) Close() error {
 	s.wait.Close()
+	s.bgMu.Lock()
 	s.stop()
+	s.bgMu.Unlock()
 	s.background.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
 	defer cancel()
