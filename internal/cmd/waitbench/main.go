@@ -39,6 +39,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/ratelimit"
 )
 
 func main() {
@@ -67,17 +68,25 @@ func main() {
 	other, err := pgstore.Open(ctx, withApp(benchDSN, "waitbench-other"))
 	check(err)
 	defer other.Close()
-	key, err := formsapi.NewKey()
-	check(err)
-	check(node.AddKey(ctx, key, "acct"))
+	// An account and a key per form: a node keeps at most 1,024 waiters
+	// of one account.
 	ids := make([]string, *forms)
+	keys := map[string]string{}
 	for i := range ids {
 		ids[i] = fmt.Sprintf("form-%d", i)
-		check(node.AddForm(ctx, "acct", formsapi.Form{ID: ids[i], Title: ids[i]}))
+		acct := fmt.Sprintf("acct-%d", i)
+		key, err := formsapi.NewKey()
+		check(err)
+		check(node.AddKey(ctx, key, acct))
+		keys[ids[i]] = key
+		check(node.AddForm(ctx, acct, formsapi.Form{ID: ids[i], Title: ids[i]}))
 	}
 
 	var active atomic.Int64
-	srv := &http.Server{Handler: formsapi.NewHandler(node, node), ConnState: func(_ net.Conn, s http.ConnState) {
+	// No bound on requests or page bytes in flight: the waiters start
+	// all at once, each in flight, with a page's room, until it blocks.
+	h := formsapi.NewHandler(node, node, formsapi.WithRateLimit(ratelimit.Options{InFlightPerKey: -1, InFlightPerAccount: -1, BytesInFlight: -1}))
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
 		switch s {
 		case http.StateActive:
 			active.Add(1)
@@ -95,7 +104,7 @@ func main() {
 	// The token at the end of each form's feed.
 	tokens := map[string]string{}
 	for _, id := range ids {
-		p := get(ctx, client, base, key, id, url.Values{"sync": {"start"}})
+		p := get(ctx, client, base, keys[id], id, url.Values{"sync": {"start"}})
 		tokens[id] = p.token
 	}
 
@@ -104,7 +113,7 @@ func main() {
 		n, err := strconv.Atoi(f)
 		check(err)
 		base0 := measureIdle(ctx, benchDSN, *idle)
-		w := startWaiters(ctx, client, base, key, ids, tokens, n)
+		w := startWaiters(ctx, client, base, keys, ids, tokens, n)
 		loaded := measureIdle(ctx, benchDSN, *idle)
 		fmt.Printf("n=%d: memory per waiter %.1f KiB (heap+stacks), %.1f KiB (RSS); node CPU %.2f%% of a core (none waiting: %.2f%%); statements %.2f/s (none waiting: %.2f/s); PostgreSQL backends' CPU %.2f%% of a core (none waiting: %.2f%%)\n",
 			n, float64(loaded.heap-base0.heap)/float64(n)/1024, float64(loaded.rss-base0.rss)/float64(n)/1024,
@@ -119,6 +128,10 @@ func main() {
 				n, kind.name, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond), len(lat), *writes)
 		}
 		w.stop()
+		refused.Range(func(k, v any) bool {
+			fmt.Printf("n=%d: %d answers of status %d\n", n, v.(*atomic.Int64).Load(), k)
+			return true
+		})
 	}
 }
 
@@ -162,7 +175,10 @@ func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
 		}
 		return t
 	}
-	time.Sleep(2 * time.Second) // let the pool's backends report their stats
+	// PostgreSQL's backends report their counts when idle 10 s at the
+	// latest: the statements of the waiters' start must not land in the
+	// window.
+	time.Sleep(12 * time.Second)
 	ps := pids()
 	x0, c0, p0, t0 := xacts(), mustCPU(os.Getpid()), pgCPU(ps), time.Now()
 	time.Sleep(d)
@@ -186,14 +202,14 @@ type waiters struct {
 	got    map[string][]time.Time // answers with entries, by form
 }
 
-func startWaiters(ctx context.Context, client *http.Client, base, key string, ids []string, tokens map[string]string, n int) *waiters {
+func startWaiters(ctx context.Context, client *http.Client, base string, keys map[string]string, ids []string, tokens map[string]string, n int) *waiters {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &waiters{cancel: cancel, n: n, got: map[string][]time.Time{}}
 	var started sync.WaitGroup
 	started.Add(n)
 	for i := range n {
 		id := ids[i%len(ids)]
-		token := tokens[id]
+		token, key := tokens[id], keys[id]
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
@@ -201,8 +217,11 @@ func startWaiters(ctx context.Context, client *http.Client, base, key string, id
 			for ctx.Err() == nil {
 				p, at := waitOnce(ctx, client, base, key, id, token, first, &started)
 				first = false
+				if p.status == 0 {
+					return // canceled
+				}
 				if p.token == "" {
-					return
+					continue // refused (counted): ask again
 				}
 				if p.items > 0 {
 					w.mu.Lock()
@@ -251,7 +270,7 @@ func (w *waiters) latencies(ctx context.Context, store *pgstore.Store, ids []str
 		w.mu.Unlock()
 		check(store.AddSubmission(ctx, formsapi.Submission{FormID: id, Data: json.RawMessage(`{"n":1}`)}, formsapi.Metadata{}))
 		t0 := time.Now()
-		deadline := t0.Add(10 * time.Second)
+		deadline := t0.Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			w.mu.Lock()
 			n := len(w.got[id]) - before
@@ -277,9 +296,13 @@ func (w *waiters) stop() {
 }
 
 type page struct {
-	items int
-	token string
+	status int
+	items  int
+	token  string
 }
+
+// refused counts the waiters' answers other than 200, by status.
+var refused sync.Map
 
 func get(ctx context.Context, client *http.Client, base, key, id string, q url.Values) page {
 	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/forms/"+id+"/submissions?"+q.Encode(), nil)
@@ -297,7 +320,11 @@ func readPage(resp *http.Response) page {
 		SyncToken   string            `json:"syncToken"`
 	}
 	json.Unmarshal(b, &body)
-	return page{items: len(body.Submissions), token: body.SyncToken}
+	if resp.StatusCode != http.StatusOK {
+		c, _ := refused.LoadOrStore(resp.StatusCode, new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+	}
+	return page{status: resp.StatusCode, items: len(body.Submissions), token: body.SyncToken}
 }
 
 // database creates the bench's own database and returns its DSN and
