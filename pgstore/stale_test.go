@@ -26,16 +26,9 @@ import (
 func TestBoundedStaleness(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pooledSchema(t)
-	writer := mustOpenIn(t, dsn, schema)
-	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
-	clock := storetest.NewClock(time.Now().UTC())
-	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Second), pgstore.WithClock(clock.Now))
-	h := formsapi.NewHandler(node, node)
+	b := newBounded(t, time.Second)
+	writer, node, clock, h, key := b.writer, b.node, b.clock, b.h, b.key
 	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
-	key, err := formsapi.NewKey()
-	is.NoErr(err)
-	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
 
 	res := get(h, list, key) // nothing copied yet: a round
 	first := decodePage(t, res)
@@ -86,11 +79,11 @@ func TestBoundedStaleness(t *testing.T) {
 	// Rounds that fail: the copy answers until the bound has passed since
 	// the last good round, then requests fail as a failed lookup does (this
 	// failure is a 500; an unreachable database's, a 503).
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, b.dsn)
 	is.NoErr(err)
 	t.Cleanup(func() { conn.Close(ctx) })
 	rename := func(from, to string) {
-		_, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", pgx.Identifier{schema}.Sanitize(), from, to))
+		_, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", pgx.Identifier{b.schema}.Sanitize(), from, to))
 		is.NoErr(err)
 	}
 	rename("formsapi_changes", "formsapi_changes_gone")
@@ -99,6 +92,32 @@ func TestBoundedStaleness(t *testing.T) {
 	is.Equal(get(h, list, storetest.KeyA).status, http.StatusOK) // from the copy, and a round that fails
 	clock.Advance(400 * time.Millisecond)
 	is.Equal(get(h, list, storetest.KeyA).status, http.StatusInternalServerError) // the failed lookup's answer
+}
+
+// bounded is a node with a staleness bound (WithStaleness) on a moved
+// clock, beside a writer over the same seeded schema, and a key of
+// AccountA the writer added.
+type bounded struct {
+	dsn, schema  string
+	writer, node *pgstore.Store
+	clock        *storetest.Clock
+	h            http.Handler
+	key          string
+}
+
+func newBounded(t *testing.T, bound time.Duration) bounded {
+	t.Helper()
+	is := is.New(t)
+	dsn, schema := pooledSchema(t)
+	b := bounded{dsn: dsn, schema: schema, writer: mustOpenIn(t, dsn, schema), clock: storetest.NewClock(time.Now().UTC())}
+	is.NoErr(storetest.Load(ctx, b.writer, storetest.DefaultSeed()))
+	b.node = mustOpenIn(t, dsn, schema, pgstore.WithStaleness(bound), pgstore.WithClock(b.clock.Now))
+	b.h = formsapi.NewHandler(b.node, b.node)
+	var err error
+	b.key, err = formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(b.writer.AddKey(ctx, b.key, storetest.AccountA))
+	return b
 }
 
 // waitFor waits until cond holds, for work a test started in the
@@ -121,16 +140,9 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestBoundedStalenessListsOnly(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pooledSchema(t)
-	writer := mustOpenIn(t, dsn, schema)
-	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
-	clock := storetest.NewClock(time.Now().UTC())
-	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Hour), pgstore.WithClock(clock.Now))
-	h := formsapi.NewHandler(node, node)
+	b := newBounded(t, time.Hour)
+	writer, h, key := b.writer, b.h, b.key
 	form := "/v1/forms/" + storetest.FormBusy
-	key, err := formsapi.NewKey()
-	is.NoErr(err)
-	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
 	is.Equal(get(h, form+"/submissions?limit=5", key).status, http.StatusOK) // a round copies the key and the form
 
 	is.NoErr(writer.RevokeKey(ctx, key))
@@ -160,16 +172,9 @@ func TestBoundedStalenessListsOnly(t *testing.T) {
 func TestBoundedStalenessClockBack(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	dsn, schema := pooledSchema(t)
-	writer := mustOpenIn(t, dsn, schema)
-	is.NoErr(storetest.Load(ctx, writer, storetest.DefaultSeed()))
-	clock := storetest.NewClock(time.Now().UTC())
-	node := mustOpenIn(t, dsn, schema, pgstore.WithStaleness(time.Second), pgstore.WithClock(clock.Now))
-	h := formsapi.NewHandler(node, node)
+	b := newBounded(t, time.Second)
+	writer, node, clock, h, key := b.writer, b.node, b.clock, b.h, b.key
 	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
-	key, err := formsapi.NewKey()
-	is.NoErr(err)
-	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
 	is.Equal(get(h, list, key).status, http.StatusOK)            // a round copies the key
 	is.Equal(get(h, list, storetest.KeyA).status, http.StatusOK) // and KeyA
 
