@@ -23,44 +23,7 @@ func waitFixture(t *testing.T, other bool, nodeOpts []pgstore.Option, opts ...fo
 	if other {
 		writer = mustOpenIn(t, dsn, schema)
 	}
-	key, err := formsapi.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.AddKey(ctx, key, "acct"); err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.AddForm(ctx, "acct", formsapi.Form{ID: "live", Title: "Live"}); err != nil {
-		t.Fatal(err)
-	}
-	hub := pgstore.WaitHub(s)
-	f := waittest.Fixture{
-		Handler: formsapi.NewHandler(s, s, opts...),
-		Key:     key, FormID: "live",
-		Write: func(t testing.TB) {
-			if err := writer.AddSubmission(ctx, formsapi.Submission{FormID: "live", Data: json.RawMessage(`{"a":1}`)}, formsapi.Metadata{}); err != nil {
-				t.Error(err)
-			}
-		},
-		Revoke: func(t testing.TB) {
-			if err := writer.RevokeKey(ctx, key); err != nil {
-				t.Error(err)
-			}
-		},
-		Hook: func(f func()) { hub.SetBlockedHook(f) },
-		Waiting: func() int {
-			n, _ := hub.Waiting()
-			return n
-		},
-	}
-	if other {
-		f.Check = func(t testing.TB) {
-			if err := hub.Check(ctx); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	return f
+	return waittest.StoreFixture(t, formsapi.NewHandler(s, s, opts...), pgstore.WaitHub(s), writer, other)
 }
 
 // TestWaitOwnWrites: the node's own writes wake its waiters directly.

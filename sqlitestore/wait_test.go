@@ -17,7 +17,6 @@ import (
 // process, as SQLite sees it: its own connections) that writes.
 func waitFixture(t *testing.T, other bool, opts ...formsapi.Option) waittest.Fixture {
 	t.Helper()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "forms.db")
 	// The check's interval never passes in a test: Check stands for it.
 	s, err := sqlitestore.Open(path, sqlitestore.WithWaitCheck(time.Hour))
@@ -32,44 +31,7 @@ func waitFixture(t *testing.T, other bool, opts ...formsapi.Option) waittest.Fix
 		}
 		t.Cleanup(func() { writer.Close() })
 	}
-	key, err := formsapi.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.AddKey(ctx, key, "acct"); err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.AddForm(ctx, "acct", formsapi.Form{ID: "live", Title: "Live"}); err != nil {
-		t.Fatal(err)
-	}
-	hub := sqlitestore.WaitHub(s)
-	f := waittest.Fixture{
-		Handler: formsapi.NewHandler(s, s, opts...),
-		Key:     key, FormID: "live",
-		Write: func(t testing.TB) {
-			if err := writer.AddSubmission(ctx, formsapi.Submission{FormID: "live", Data: json.RawMessage(`{"a":1}`)}, formsapi.Metadata{}); err != nil {
-				t.Error(err)
-			}
-		},
-		Revoke: func(t testing.TB) {
-			if err := writer.RevokeKey(ctx, key); err != nil {
-				t.Error(err)
-			}
-		},
-		Hook: func(f func()) { hub.SetBlockedHook(f) },
-		Waiting: func() int {
-			n, _ := hub.Waiting()
-			return n
-		},
-	}
-	if other {
-		f.Check = func(t testing.TB) {
-			if err := hub.Check(ctx); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	return f
+	return waittest.StoreFixture(t, formsapi.NewHandler(s, s, opts...), sqlitestore.WaitHub(s), writer, other)
 }
 
 // TestWaitOwnWrites: the store's own writes wake its waiters directly.

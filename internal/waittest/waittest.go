@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/feedwait"
 	"github.com/formsapi/formsapi/ratelimit"
 )
 
@@ -41,6 +42,61 @@ type Fixture struct {
 	Check func(t testing.TB)
 	// Waiting returns how many waiters the store's hub holds.
 	Waiting func() int
+}
+
+// Writer is what a fixture of a store of this module writes through:
+// the store itself, or another process's or node's over the same data.
+type Writer interface {
+	AddKey(ctx context.Context, key, accountID string) error
+	AddForm(ctx context.Context, accountID string, f formsapi.Form) error
+	AddSubmission(ctx context.Context, s formsapi.Submission, m formsapi.Metadata) error
+	RevokeKey(ctx context.Context, key string) error
+}
+
+// StoreFixture is the fixture of a store of this module served by h,
+// whose waiters are hub's: a key of account "acct" and its form "live",
+// added through writer, which writes and revokes too. With other, writer
+// is another process's or node's, and Check runs hub's check.
+func StoreFixture(t *testing.T, h http.Handler, hub *feedwait.Hub, writer Writer, other bool) Fixture {
+	t.Helper()
+	ctx := context.Background()
+	key, err := formsapi.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.AddKey(ctx, key, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.AddForm(ctx, "acct", formsapi.Form{ID: "live", Title: "Live"}); err != nil {
+		t.Fatal(err)
+	}
+	f := Fixture{
+		Handler: h,
+		Key:     key, FormID: "live",
+		Write: func(t testing.TB) {
+			if err := writer.AddSubmission(ctx, formsapi.Submission{FormID: "live", Data: json.RawMessage(`{"a":1}`)}, formsapi.Metadata{}); err != nil {
+				t.Error(err)
+			}
+		},
+		Revoke: func(t testing.TB) {
+			if err := writer.RevokeKey(ctx, key); err != nil {
+				t.Error(err)
+			}
+		},
+		Hook: func(f func()) { hub.SetBlockedHook(f) },
+		Waiting: func() int {
+			n, _ := hub.Waiting()
+			return n
+		},
+	}
+	if other {
+		f.Check = func(t testing.TB) {
+			if err := hub.Check(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return f
 }
 
 // New makes a fixture whose handler has opts.
