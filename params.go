@@ -158,12 +158,29 @@ func timeParam(name, field string, at func(*Query) *time.Time) listParam {
 			if err != nil {
 				return "must be an RFC 3339 time such as 2024-05-01T12:00:00Z (percent-encode a + in the offset as %2B)"
 			}
+			if t.IsZero() {
+				// Query's zero time is no bound: taken as given, this
+				// instant would be read as none (until would list
+				// everything, not nothing), so it is refused instead.
+				return zeroTimeMessage(name)
+			}
 			*at(q) = t.UTC()
 			return ""
 		},
 		append: func(b []byte, q Query) []byte { return appendTime(b, *at(&q)) },
 		read:   func(b []byte, q *Query) ([]byte, bool) { return readTime(b, at(q)) },
 	}
+}
+
+// zeroTimeMessage is the 400 of since or until at 0001-01-01T00:00:00Z
+// (in any offset), the zero time, which a Query cannot hold as a bound:
+// its zero Since or Until is none. No stored submission is created
+// before it (the stores keep createdAt in Unix nanoseconds, from 1677 on).
+func zeroTimeMessage(name string) string {
+	if name == "since" {
+		return "0001-01-01T00:00:00Z, the zero time, is not taken as a bound (it would read as none): leave since out, which keeps every submission, none being created before it"
+	}
+	return "0001-01-01T00:00:00Z, the zero time, is not taken as a bound (it would read as none): no submission is created before it, so there is nothing to list"
 }
 
 // AppendKey appends to b a canonical encoding of what selects q's list:
