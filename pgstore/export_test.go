@@ -85,6 +85,7 @@ func LookupSQL(s *Store) map[string][]any {
 			[][]byte{make([]byte, 32)}, []string{"form-id"}},
 		s.sql.roundLogLean: {"100", []string{}},
 		s.sql.roundLean:    {"100", []string{}, [][]byte{make([]byte, 32)}, []string{"form-id"}},
+		s.sql.roundProbe:   {"100", []string{"99"}},
 	}
 }
 

@@ -137,6 +137,10 @@ type follower struct {
 	feedBytes    int                  // of every feed's rows
 	quiet        int                  // rounds since one found a form with a feed changed
 	feedArgBytes int                  // of the last round's feedArgs
+	// busy says the last round applied read some log rows: the next
+	// round then runs its statement at once rather than probe first
+	// (round).
+	busy bool
 
 	// Bounded staleness (WithStaleness): the bound, 0 for exact mode;
 	// when the last round that succeeded started (the store's clock),
@@ -146,7 +150,7 @@ type follower struct {
 	fresh      time.Time
 	refreshing atomic.Bool
 
-	rounds, misses, resets, spliced, stale atomic.Int64
+	rounds, misses, resets, spliced, stale, probed atomic.Int64
 
 	// wake is the store's hub of the sync feed's waiting requests, woken
 	// by each round applied (apply).
@@ -207,6 +211,9 @@ type FollowStats struct {
 	// Stale counts lookups answered from the copy without waiting for a
 	// round (WithStaleness).
 	Stale int64
+	// Probed counts the rounds that found the log empty by the probe
+	// alone (sqlRoundProbe), the cheapest statement a round sends.
+	Probed int64
 }
 
 // FollowStats returns the counts of a store made WithFollow, and zeros
@@ -216,13 +223,13 @@ func (s *Store) FollowStats() FollowStats {
 	if f == nil {
 		return FollowStats{}
 	}
-	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load(), Spliced: f.spliced.Load(), Stale: f.stale.Load()}
+	return FollowStats{Rounds: f.rounds.Load(), Misses: f.misses.Load(), Resets: f.resets.Load(), Spliced: f.spliced.Load(), Stale: f.stale.Load(), Probed: f.probed.Load()}
 }
 
 // newFollowLookups returns the queue of key lookups of a following store:
 // each batch is one round.
-func (s *Store) newFollowLookups(spacing time.Duration) *coalesce.Batcher[keyLookup] {
-	return &coalesce.Batcher[keyLookup]{Run: s.round, Max: maxFollowBatch, Spacing: spacing}
+func (s *Store) newFollowLookups(spacing time.Duration, target int, maxSpacing time.Duration) *coalesce.Batcher[keyLookup] {
+	return &coalesce.Batcher[keyLookup]{Run: s.round, Max: maxFollowBatch, Spacing: spacing, Target: target, MaxSpacing: maxSpacing}
 }
 
 // answer sets l's row from the copy, reporting false when the copy cannot
@@ -311,6 +318,10 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	if fed {
 		feeds = f.feedArgs()
 	}
+	// A round with nothing to look up after one that read no log row
+	// probes the log first: when it is still empty, the probe's snapshot
+	// is the round's (see sqlRoundProbe).
+	probe := len(miss) == 0 && prev.text != "" && !f.busy
 	f.mu.Unlock()
 	hashes := make([][]byte, len(miss))
 	forms := make([]string, len(miss))
@@ -326,6 +337,18 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 	var rows []roundRow
 	err := retry(ctx, func() error {
 		rows = rows[:0]
+		if probe {
+			var snap string
+			var changed bool
+			if err := s.pool.QueryRow(ctx, s.sql.roundProbe, xmax, xip).Scan(&snap, &changed); err != nil {
+				return err
+			}
+			if !changed {
+				rows = append(rows, roundRow{snap: pgtype.Text{String: snap, Valid: true}})
+				f.probed.Add(1)
+				return nil
+			}
+		}
 		var rs pgx.Rows
 		var err error
 		switch {
@@ -535,6 +558,7 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 	}
 	f.bound()
 	f.snap = snap
+	f.busy = slices.ContainsFunc(rows, func(r roundRow) bool { return r.kind.Valid })
 	return nil
 }
 

@@ -37,15 +37,24 @@ func TestFollowContract(t *testing.T) {
 // added and deleted, keys revoked, a transaction that committed after
 // the node's last round had begun, a TRUNCATE), and answers a request
 // whose key its copy holds with no lookup of its own.
+// With WithRoundBatch (rounds spaced by the request rate), the same.
 func TestFollowIsExact(t *testing.T) {
 	t.Parallel()
+	t.Run("Spacing", func(t *testing.T) { t.Parallel(); followIsExact(t, pgstore.WithFollow(0)) })
+	t.Run("Batch", func(t *testing.T) {
+		t.Parallel()
+		followIsExact(t, pgstore.WithFollow(0), pgstore.WithRoundBatch(4, time.Millisecond))
+	})
+}
+
+func followIsExact(t *testing.T, opts ...pgstore.Option) {
 	is := is.New(t)
 	dsn, schema := pooledSchema(t)
 	writer := mustOpenIn(t, dsn, schema)
 	if err := storetest.Load(ctx, writer, storetest.DefaultSeed()); err != nil {
 		t.Fatal(err)
 	}
-	follower := mustOpenIn(t, dsn, schema, pgstore.WithFollow(0))
+	follower := mustOpenIn(t, dsn, schema, opts...)
 	h := formsapi.NewHandler(follower, follower)
 	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
 
@@ -133,4 +142,58 @@ func TestFollowIsExact(t *testing.T) {
 		is.Equal(get(h, list, storetest.KeyA).status, http.StatusUnauthorized) // every key gone
 		is.Equal(follower.FollowStats().Resets, resets+1)                      // the copy dropped whole
 	})
+}
+
+// A round with nothing to look up, after one that read no log row, probes
+// the log first (the cheapest statement a round sends) and runs the
+// round's statement only when the probe finds a row: a write, and a
+// transaction that was in progress at the last round's snapshot and
+// committed after it, are in the next answer all the same.
+func TestFollowProbeIsExact(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pooledSchema(t)
+	writer := mustOpenIn(t, dsn, schema)
+	if err := storetest.Load(ctx, writer, storetest.DefaultSeed()); err != nil {
+		t.Fatal(err)
+	}
+	follower := mustOpenIn(t, dsn, schema, pgstore.WithFollow(0))
+	h := formsapi.NewHandler(follower, follower)
+	list := "/v1/forms/" + storetest.FormBusy + "/submissions?limit=5"
+	key, err := formsapi.NewKey()
+	is.NoErr(err)
+	is.NoErr(writer.AddKey(ctx, key, storetest.AccountA))
+	is.Equal(get(h, list, key).status, http.StatusOK) // copied
+	is.Equal(get(h, list, key).status, http.StatusOK) // a round that read the log (the key's row, maybe) or nothing
+	probed := follower.FollowStats().Probed
+	is.Equal(get(h, list, key).status, http.StatusOK)
+	is.Equal(follower.FollowStats().Probed, probed+1) // nothing written: the probe alone
+
+	// A write: the probe finds its row, and the round reads it.
+	is.NoErr(writer.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"probed":1}`), CreatedAt: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{}))
+	p := decodePage(t, get(h, list, key))
+	is.True(strings.Contains(string(p.Submissions[0]), `"probed":1`))
+	is.Equal(follower.FollowStats().Probed, probed+1)
+	is.Equal(get(h, list, key).status, http.StatusOK) // after a round that read a row: no probe
+	is.Equal(get(h, list, key).status, http.StatusOK) // after one that read none: the probe
+	probed = follower.FollowStats().Probed
+	is.True(probed >= 2)
+
+	// A late commit: the revocation's transaction is in progress at the
+	// probe's snapshot, which becomes the round's; the next probe finds
+	// its row by the snapshot's list of transactions in progress.
+	conn, err := pgx.Connect(ctx, dsn)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	hash := keyformat.Hash(key)
+	_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %s.formsapi_keys SET revoked_at = 1 WHERE key_hash = $1`, quote(schema)), hash[:])
+	is.NoErr(err)
+	is.Equal(get(h, list, key).status, http.StatusOK) // not committed: live
+	is.Equal(follower.FollowStats().Probed, probed+1)
+	is.NoErr(tx.Commit(ctx))
+	is.Equal(get(h, list, key).status, http.StatusUnauthorized) // committed before this request: refused
+	is.Equal(follower.FollowStats().Probed, probed+1)           // the probe found the row: the round's statement read it
 }

@@ -131,6 +131,8 @@ type config struct {
 	sortIndex    bool          // see WithSortIndex
 	follow       bool          // see WithFollow
 	spacing      time.Duration // see WithFollow
+	roundTarget  int           // see WithRoundBatch
+	roundMax     time.Duration // see WithRoundBatch
 	staleness    time.Duration // see WithStaleness
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
 	progress     stored.Progress
@@ -274,6 +276,29 @@ func WithClock(now func() time.Time) Option {
 // request's wait. Off by default.
 func WithFollow(spacing time.Duration) Option {
 	return func(c *config) { c.follow, c.spacing = true, max(spacing, 0) }
+}
+
+// WithRoundBatch spaces a following node's rounds (WithFollow, which it
+// implies, rounds spacing 0 unless WithFollow says otherwise) by its
+// request rate: a round waits until target requests wait for it (and
+// WithFollow's spacing has passed since the last round started), or
+// until maxSpacing has passed since then, whichever is first. A node
+// whose requests come at rate r so runs a round every target/r, clamped
+// between the two spacings: about r/target rounds a second, so that the
+// primary's rounds follow the fleet's total request rate, not the number
+// of nodes it is spread over (docs/fleet.md, "Rounds spaced by the request
+// rate"). The cost is each request's wait for its round: up to
+// maxSpacing more, plus the round in flight; a request that comes
+// maxSpacing or more after the last round started (an idle node) goes at
+// once. Every answer stays exact: a request still waits for a round that
+// starts after it arrived. A target below 1 or a maxSpacing of zero or
+// less leaves the rounds spaced by WithFollow's spacing alone, the
+// default.
+func WithRoundBatch(target int, maxSpacing time.Duration) Option {
+	return func(c *config) {
+		c.roundTarget, c.roundMax = max(target, 0), max(maxSpacing, 0)
+		c.follow = c.follow || target > 0 && maxSpacing > 0
+	}
 }
 
 // WithStaleness lets a following node (WithFollow, which it implies,
@@ -441,7 +466,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if cfg.follow {
 		s.follow = newFollower()
 		s.follow.staleness = cfg.staleness
-		s.lookups = s.newFollowLookups(cfg.spacing)
+		s.lookups = s.newFollowLookups(cfg.spacing, cfg.roundTarget, cfg.roundMax)
 	}
 	s.startWait(cfg)
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)

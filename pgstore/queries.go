@@ -412,6 +412,22 @@ FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])` + lookupsJoin
 	// round 60% more).
 	sqlRoundLog = roundHead + roundForms + roundTail
 
+	// A round's probe (follow.go): the statement's snapshot, and whether
+	// the log has a row whose transaction the last round's snapshot did
+	// not see ($1 its xmax, $2 the transactions in progress then), by
+	// the same two index lookups as roundHead's. When it has none, the
+	// round's statement in the same snapshot would have read the
+	// snapshot's row and nothing else: nothing the copy holds changed
+	// between the two snapshots, and the probe's snapshot is the round's.
+	// It costs PostgreSQL about a statement's floor (one index probe
+	// each; a lean round's statement twice that: each branch, table and
+	// index of it opened), so a round with nothing to look up after one
+	// that read nothing sends it first, and the round's statement only
+	// when it finds a row.
+	sqlRoundProbe = `SELECT pg_current_snapshot()::text,
+    EXISTS (SELECT FROM formsapi_changes WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8))
+    OR EXISTS (SELECT FROM formsapi_changes WHERE xid = ANY ((SELECT $2::text[])::xid8[]))`
+
 	// sqlRoundLog and the lookups: a round with misses.
 	sqlRound = sqlRoundLog + roundLookups + `$5::bytea[]), (SELECT $6::text[])` + lookupsJoin
 
@@ -788,7 +804,7 @@ type queries struct {
 	probe                                                        string
 	formListVersion                                              string
 	formOf, resolveKey, authorizeForm, authorizeBatch, listKeys  string
-	round, roundLog, roundLean, roundLogLean                     string
+	round, roundLog, roundLean, roundLogLean, roundProbe         string
 	touchKeys                                                    string
 	addForm, addSubmission, addSubmissions, addKey, revokeKey    string
 	rateLimit, rateCharge, rateTat, ratePrune                    string
@@ -854,7 +870,7 @@ func newQueries(schema string) queries {
 		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound), roundLog: q(sqlRoundLog),
-		roundLean: q(sqlRoundLean), roundLogLean: q(sqlRoundLogLean),
+		roundLean: q(sqlRoundLean), roundLogLean: q(sqlRoundLogLean), roundProbe: q(sqlRoundProbe),
 		listKeys: q(sqlListKeys), touchKeys: q(sqlTouchKeys),
 		rateLimit: q(sqlRateLimit), rateCharge: q(sqlRateCharge), rateTat: q(sqlRateTat), ratePrune: q(sqlRatePrune),
 		addForm: q(sqlAddForm), addSubmission: q(sqlAddSubmission), addSubmissions: q(sqlAddSubmissions),

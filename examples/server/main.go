@@ -102,6 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
 	staleness := fs.Duration("staleness", 0, "with -follow: let the node answer lists from its copy of keys and forms up to this old, without a round (pgstore.WithStaleness; the Data-Age header says how old); see docs/fleet.md (default: 0, exact)")
 	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38, not complete) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
+	roundBatch := fs.Int("round-batch", 0, "with -follow: space the rounds so that each serves about this many requests, rounds at most -round-max-spacing apart (pgstore.WithRoundBatch); see docs/fleet.md (default: 0, rounds spaced by -follow alone)")
+	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
 	sortIndex := fs.Bool("sort-index", false, "open the store with its sort index (WithSortIndex), so that sort=<field> is served (501 without it); it costs every write an entry per top-level member; the setting persists in the database, so false does not turn an existing index off")
@@ -210,7 +212,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, follow: *follow, staleness: *staleness}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax}
 	if *keyFile == "" {
 		*keyFile = *dbPath + ".demo-key"
 		if *dsn != "" {

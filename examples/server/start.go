@@ -26,6 +26,8 @@ type storeFlags struct {
 	sortIndex                       bool          // -sort-index: WithSortIndex
 	follow                          time.Duration // -follow: negative for off
 	staleness                       time.Duration // -staleness, with -follow
+	roundBatch                      int           // -round-batch, with -follow
+	roundMax                        time.Duration // -round-max-spacing, with -round-batch
 }
 
 // dbSystem is the store's db.system.name, for the metrics.
@@ -92,7 +94,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		opts = append(opts, pgstore.WithSchema(f.schema))
 	}
 	if f.follow >= 0 {
-		opts = append(opts, pgstore.WithFollow(f.follow), pgstore.WithStaleness(f.staleness))
+		opts = append(opts, pgstore.WithFollow(f.follow), pgstore.WithStaleness(f.staleness), pgstore.WithRoundBatch(f.roundBatch, f.roundMax))
 	}
 	pool, err := openPool(ctx, f.dsn)
 	if err != nil {
@@ -123,7 +125,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 			}
 			if f.follow >= 0 {
 				r := pg.FollowStats()
-				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale)
+				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale, "probed", r.Probed)
 			}
 		}
 	}

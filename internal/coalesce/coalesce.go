@@ -68,11 +68,26 @@ type Batcher[T any] struct {
 	// batch. It bounds the batches per second whatever the call rate,
 	// for a wait of at most Spacing, plus the batch in flight, per call.
 	Spacing time.Duration
+	// Target, when positive, with MaxSpacing, spaces the batches by the
+	// call rate: a batch waits until Target calls wait for it (and
+	// Spacing has passed since the last batch started), or until
+	// MaxSpacing has passed since then, whichever comes first. A caller
+	// whose calls come at rate r then sends a batch every Target/r,
+	// clamped to [Spacing, MaxSpacing]: about r/Target batches a second,
+	// so that callers sharing a load send about as many batches together
+	// as one caller would with the whole load. A call that finds
+	// MaxSpacing passed since the last batch started (an idle caller) runs
+	// at once; any other waits at most MaxSpacing, plus the batch in
+	// flight. MaxSpacing must then be positive; otherwise Target is
+	// ignored.
+	Target     int
+	MaxSpacing time.Duration
 
 	mu        sync.Mutex
-	inFlight  bool       // a batch is running, or waiting for Spacing to pass
-	waiting   []*call[T] // for the next batch, in arrival order
-	lastStart time.Time  // of the last batch taken, with Spacing
+	inFlight  bool          // a batch is running, or waiting for Spacing to pass
+	waiting   []*call[T]    // for the next batch, in arrival order
+	lastStart time.Time     // of the last batch taken, with Spacing or Target
+	full      chan struct{} // closed when Target calls wait, for a batch that waits for them
 }
 
 type call[T any] struct {
@@ -117,6 +132,10 @@ func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Dura
 	}
 	if b.inFlight {
 		b.waiting = append(b.waiting, c)
+		if b.full != nil && len(b.waiting) >= b.Target {
+			close(b.full) // the batch waiting for Target calls has them
+			b.full = nil
+		}
 		b.mu.Unlock()
 		if queue <= 0 {
 			return c.wait()
@@ -157,37 +176,61 @@ func (b *Batcher[T]) DoWithin(ctx context.Context, item *T, queue, run time.Dura
 	return c.err
 }
 
-// untilNext returns how long the next batch must wait for Spacing to
-// pass since the last batch started: 0 when it need not. b.mu must be
-// held.
+// targeted reports whether the batches are spaced by Target.
+func (b *Batcher[T]) targeted() bool { return b.Target > 0 && b.MaxSpacing > 0 }
+
+// untilNext returns how long the next batch must wait since the last
+// batch started: for Spacing to pass, or with Target, for MaxSpacing to
+// pass unless Target calls wait; 0 when it need not. b.mu must be held.
 func (b *Batcher[T]) untilNext() time.Duration {
-	if b.Spacing <= 0 || b.lastStart.IsZero() {
+	if b.lastStart.IsZero() {
 		return 0
 	}
-	return b.Spacing - now().Sub(b.lastStart)
+	spacing := b.Spacing
+	if b.targeted() && len(b.waiting) < b.Target {
+		spacing = max(b.MaxSpacing, b.Spacing)
+	}
+	if spacing <= 0 {
+		return 0
+	}
+	return spacing - now().Sub(b.lastStart)
 }
 
-// started notes that a batch starts now, for Spacing. b.mu must be held.
+// started notes that a batch starts now, for Spacing and Target. b.mu
+// must be held.
 func (b *Batcher[T]) started() {
-	if b.Spacing > 0 {
+	if b.Spacing > 0 || b.targeted() {
 		b.lastStart = now()
 	}
 }
 
-// take waits for Spacing to pass, if need be, and takes the next batch
-// from the waiting calls: nil, with nothing in flight any more, when none
-// is waiting.
+// take waits for Spacing to pass, if need be, or with Target for Target
+// calls or MaxSpacing, and takes the next batch from the waiting calls:
+// nil, with nothing in flight any more, when none is waiting.
 func (b *Batcher[T]) take() []*call[T] {
 	b.mu.Lock()
-	wait := b.untilNext()
-	b.mu.Unlock()
-	if wait > 0 {
-		passed := make(chan struct{})
-		afterFunc(wait, func() { close(passed) })
-		<-passed
-	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	for {
+		wait := b.untilNext()
+		if wait <= 0 {
+			break
+		}
+		var full chan struct{}
+		if b.targeted() && len(b.waiting) < b.Target {
+			full = make(chan struct{})
+			b.full = full
+		}
+		b.mu.Unlock()
+		passed := make(chan struct{})
+		t := afterFunc(wait, func() { close(passed) })
+		select {
+		case <-passed:
+		case <-full: // nil without Target: never
+			t.Stop()
+		}
+		b.mu.Lock()
+		b.full = nil
+	}
 	next := b.next(max(b.Max, 1))
 	if len(next) == 0 {
 		b.inFlight = false
