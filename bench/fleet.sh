@@ -90,6 +90,9 @@
 #
 # PER_FORM (500) is the submissions of each form in the datasets; it is
 # part of their names, so each size is generated once.
+# SEARCH_INDEX=false starts the nodes with -search-index=false: a fresh
+# schema is then never given the search index (the first start with it
+# builds it, some minutes on a loaded machine), and writes do not keep it.
 #
 # OLD=DIR (a checkout of another commit, e.g. `git worktree add --detach
 # DIR <commit>`) puts that commit's example server beside this one's on
@@ -125,7 +128,8 @@ ROWS=${ROWS:-baseline sqlite pg1-redis pg2-redis pg3-redis pg1-pglimit bouncer1 
 SCHEMA=${SCHEMA:-formsapi_fleet}
 CACHE_MIB=${CACHE_MIB:-32}
 PER_FORM=${PER_FORM:-500}
-RATE=(-rate-limit 10000000 -rate-window 1m -cache-mib "$CACHE_MIB")
+SEARCH_INDEX=${SEARCH_INDEX:-true}
+RATE=(-rate-limit 10000000 -rate-window 1m -cache-mib "$CACHE_MIB" -search-index="$SEARCH_INDEX")
 source bench/lib.sh
 [ -n "$PG" ] || { echo "fleet.sh needs PostgreSQL: set PG to a DSN" >&2; exit 1; }
 [ -n "$REDIS" ] || { echo "fleet.sh needs Redis: set REDIS to a URL" >&2; exit 1; }
