@@ -25,6 +25,7 @@ type hooks struct {
 type hookRec struct {
 	e       hookstore.Endpoint
 	streams map[string]hookstore.Stream
+	passed  map[string][]hookstore.Span // by form: ascending, disjoint (hookstore.PassedStore)
 	gen     int64
 	until   time.Time // the lease's end; zero when free
 }
@@ -233,7 +234,83 @@ func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookst
 		return err
 	}
 	r.streams[st.FormID] = st
+	if !st.Judging {
+		delete(r.passed, st.FormID)
+	}
 	r.gen++
 	r.until = time.Time{}
 	return nil
+}
+
+var _ hookstore.PassedStore = (*Store)(nil)
+
+// SaveVerdicts implements hookstore.PassedStore.
+func (s *Store) SaveVerdicts(ctx context.Context, id string, gen int64, st hookstore.Stream, v hookstore.Verdicts, now time.Time, d time.Duration) error {
+	if err := s.hooks.lock(ctx, "save stream"); err != nil {
+		return err
+	}
+	defer s.hooks.mu.Unlock()
+	r, err := s.hooks.leased(id, gen)
+	if err != nil {
+		return err
+	}
+	r.streams[st.FormID] = st
+	r.until = now.Add(d)
+	if r.passed == nil {
+		r.passed = map[string][]hookstore.Span{}
+	}
+	sps := r.passed[st.FormID] // changed in place: nothing below fails
+	if v.Clear {
+		sps = nil
+	}
+	for _, sp := range v.Pass {
+		i, _ := slices.BinarySearchFunc(sps, sp.From, func(x hookstore.Span, pos int64) int { return cmp.Compare(x.From, pos) })
+		if i > 0 && sps[i-1].To == sp.From-1 {
+			sps[i-1].To = max(sps[i-1].To, sp.To)
+			continue
+		}
+		if i < len(sps) && sps[i].From == sp.From {
+			sps[i].To = max(sps[i].To, sp.To)
+			continue
+		}
+		sps = slices.Insert(sps, i, sp)
+	}
+	for _, pos := range v.Unpass {
+		if i, ok := spanAt(sps, pos); ok {
+			sps = slices.Replace(sps, i, i+1, hookrow.Split(sps[i].From, sps[i].To, pos)...)
+		}
+	}
+	r.passed[st.FormID] = sps
+	return nil
+}
+
+// spanAt returns the index of the span of sps that holds pos.
+func spanAt(sps []hookstore.Span, pos int64) (int, bool) {
+	i, found := slices.BinarySearchFunc(sps, pos, func(x hookstore.Span, pos int64) int { return cmp.Compare(x.From, pos) })
+	if found {
+		return i, true
+	}
+	if i > 0 && sps[i-1].To >= pos {
+		return i - 1, true
+	}
+	return 0, false
+}
+
+// Passed implements hookstore.PassedStore.
+func (s *Store) Passed(ctx context.Context, id, formID string, positions []int64) ([]int64, error) {
+	if err := s.hooks.lock(ctx, "passed"); err != nil {
+		return nil, err
+	}
+	defer s.hooks.mu.Unlock()
+	out := []int64{}
+	r, ok := s.hooks.endpoints[id]
+	if !ok {
+		return out, nil
+	}
+	for _, pos := range hookrow.Ascending(positions) {
+		if _, ok := spanAt(r.passed[formID], pos); ok {
+			out = append(out, pos)
+		}
+	}
+	return out, nil
 }

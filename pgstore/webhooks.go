@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 var _ hookstore.Store = (*Store)(nil)
 
-// The statements of hookstore.Store (migrations 0011 and 0027).
+// The statements of hookstore.Store (migrations 0011, 0027 and 0029).
 const (
 	sqlEndpointsOf = `SELECT ` + hookrow.EndpointColumns + ` FROM formsapi_endpoints WHERE account_id = $1 ORDER BY created_at, id`
 	// FOR UPDATE: UpdateEndpoint reads and writes in one transaction, and
@@ -26,7 +27,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = $1, forms = $2, secrets = $3, disabled = $4, disabled_reason = $5, disabled_at = $6, filter_query = $7
 WHERE id = $8 AND account_id = $9`
 	sqlDeleteEndpoint = `DELETE FROM formsapi_endpoints WHERE id = $1 AND account_id = $2`
-	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	sqlSaveStream     = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate
 	// The claim: free, enabled endpoints, locked in one statement with
 	// SKIP LOCKED, so dispatchers on several nodes claiming at once each
@@ -39,6 +40,17 @@ RETURNING ` + hookrow.EndpointColumns
 	sqlRenew   = `UPDATE formsapi_endpoints SET lease_until = $1 WHERE id = $2 AND lease_gen = $3`
 	sqlRelease = `UPDATE formsapi_endpoints SET lease_until = 0 WHERE id = $1 AND lease_gen = $2`
 	sqlReset   = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = 0 WHERE id = $1 AND account_id = $2`
+
+	// hookstore.PassedStore (migration 0029): a span is found by the
+	// greatest From at or below a position, the table's key. The spans
+	// go with their endpoint (ON DELETE CASCADE).
+	sqlPassedClear = `DELETE FROM formsapi_endpoint_passed WHERE endpoint_id = $1 AND form_id = $2`
+	sqlPassedAt    = `SELECT pos_from, pos_to FROM formsapi_endpoint_passed
+WHERE endpoint_id = $1 AND form_id = $2 AND pos_from <= $3 ORDER BY pos_from DESC LIMIT 1`
+	sqlPassedSet = `UPDATE formsapi_endpoint_passed SET pos_to = $4 WHERE endpoint_id = $1 AND form_id = $2 AND pos_from = $3`
+	sqlPassedAdd = `INSERT INTO formsapi_endpoint_passed AS p (endpoint_id, form_id, pos_from, pos_to) VALUES ($1, $2, $3, $4)
+ON CONFLICT (endpoint_id, form_id, pos_from) DO UPDATE SET pos_to = greatest(p.pos_to, excluded.pos_to)`
+	sqlPassedDel = `DELETE FROM formsapi_endpoint_passed WHERE endpoint_id = $1 AND form_id = $2 AND pos_from = $3`
 )
 
 // hookQueries are the statements above, tables qualified by the store's
@@ -46,6 +58,7 @@ RETURNING ` + hookrow.EndpointColumns
 type hookQueries struct {
 	endpointsOf, endpointForUpdate, endpoint, streams, add, update, del string
 	saveStream, claim, renew, release, reset                            string
+	passedClear, passedAt, passedSet, passedAdd, passedDel              string
 }
 
 func newHookQueries(schema string) hookQueries {
@@ -54,6 +67,7 @@ func newHookQueries(schema string) hookQueries {
 		endpointsOf: q(sqlEndpointsOf), endpointForUpdate: q(sqlEndpointForUpdate), endpoint: q(sqlEndpoint), streams: q(sqlStreams),
 		add: q(sqlAddEndpoint), update: q(sqlUpdateEndpoint), del: q(sqlDeleteEndpoint),
 		saveStream: q(sqlSaveStream), claim: q(sqlClaim), renew: q(sqlRenew), release: q(sqlRelease), reset: q(sqlReset),
+		passedClear: q(sqlPassedClear), passedAt: q(sqlPassedAt), passedSet: q(sqlPassedSet), passedAdd: q(sqlPassedAdd), passedDel: q(sqlPassedDel),
 	}
 }
 
@@ -277,7 +291,97 @@ func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookst
 		if err := notFound(tag, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.hooks.saveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		if _, err = tx.Exec(ctx, s.hooks.saveStream, append([]any{id}, hookrow.StreamArgs(st)...)...); err != nil {
+			return err
+		}
+		if !st.Judging {
+			_, err = tx.Exec(ctx, s.hooks.passedClear, id, st.FormID)
+		}
 		return err
 	})
+}
+
+var _ hookstore.PassedStore = (*Store)(nil)
+
+// SaveVerdicts implements hookstore.PassedStore: the fenced lease
+// update, the stream's write and the change to its spans commit together
+// or not at all.
+func (s *Store) SaveVerdicts(ctx context.Context, id string, gen int64, st hookstore.Stream, v hookstore.Verdicts, now time.Time, d time.Duration) error {
+	return s.hookTx(ctx, "save stream", func(tx pgx.Tx) error {
+		if err := s.lease(ctx, tx, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.hooks.saveStream, append([]any{id}, hookrow.StreamArgs(st)...)...); err != nil {
+			return err
+		}
+		return s.applyVerdicts(ctx, tx, id, st.FormID, v)
+	})
+}
+
+// applyVerdicts applies v to the spans of the stream of form of endpoint
+// id, in tx.
+func (s *Store) applyVerdicts(ctx context.Context, tx pgx.Tx, id, form string, v hookstore.Verdicts) error {
+	if v.Clear {
+		if _, err := tx.Exec(ctx, s.hooks.passedClear, id, form); err != nil {
+			return err
+		}
+	}
+	at := func(pos int64) (from, to int64, ok bool, err error) {
+		err = tx.QueryRow(ctx, s.hooks.passedAt, id, form, pos).Scan(&from, &to)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return from, to, err == nil, err
+	}
+	for _, sp := range v.Pass {
+		from, to, ok, err := at(sp.From - 1)
+		if err != nil {
+			return err
+		}
+		if ok && to == sp.From-1 {
+			_, err = tx.Exec(ctx, s.hooks.passedSet, id, form, from, sp.To)
+		} else {
+			_, err = tx.Exec(ctx, s.hooks.passedAdd, id, form, sp.From, sp.To)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, pos := range v.Unpass {
+		from, to, ok, err := at(pos)
+		if err != nil {
+			return err
+		}
+		if !ok || to < pos {
+			continue
+		}
+		if _, err := tx.Exec(ctx, s.hooks.passedDel, id, form, from); err != nil {
+			return err
+		}
+		for _, sp := range hookrow.Split(from, to, pos) {
+			if _, err := tx.Exec(ctx, s.hooks.passedAdd, id, form, sp.From, sp.To); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Passed implements hookstore.PassedStore.
+func (s *Store) Passed(ctx context.Context, id, formID string, positions []int64) ([]int64, error) {
+	out := []int64{}
+	for _, pos := range hookrow.Ascending(positions) {
+		var from, to int64
+		err := s.pool.QueryRow(ctx, s.hooks.passedAt, id, formID, pos).Scan(&from, &to)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: passed: %w", err)
+		}
+		if to >= pos {
+			out = append(out, pos)
+		}
+	}
+	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 
 var _ hookstore.Store = (*Store)(nil)
 
-// The statements of hookstore.Store (migrations 0009 and 0018). SQLite has one
+// The statements of hookstore.Store (migrations 0009, 0018 and 0020). SQLite has one
 // writer at a time, so a claim, one UPDATE that picks and leases, never
 // races another: whichever commits second no longer finds the endpoint
 // free.
@@ -25,7 +25,7 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlUpdateEndpoint = `UPDATE formsapi_endpoints SET url = ?, forms = ?, secrets = ?, disabled = ?, disabled_reason = ?, disabled_at = ?, filter_query = ?
 WHERE id = ? AND account_id = ?`
-	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	sqlSaveStream = `INSERT INTO formsapi_endpoint_streams (endpoint_id, ` + hookrow.StreamColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (endpoint_id, form_id) DO UPDATE SET ` + hookrow.StreamUpdate
 	sqlClaim = `UPDATE formsapi_endpoints SET lease_gen = lease_gen + 1, lease_until = ?1
 WHERE id IN (SELECT id FROM formsapi_endpoints WHERE disabled = 0 AND lease_until <= ?2 ORDER BY id LIMIT ?3)
@@ -200,7 +200,10 @@ func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) error 
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound))
 		}
-		_, err = conn.ExecContext(ctx, `DELETE FROM formsapi_endpoint_streams WHERE endpoint_id = ?`, id)
+		if _, err = conn.ExecContext(ctx, `DELETE FROM formsapi_endpoint_streams WHERE endpoint_id = ?`, id); err != nil {
+			return err
+		}
+		_, err = conn.ExecContext(ctx, `DELETE FROM formsapi_endpoint_passed WHERE endpoint_id = ?`, id)
 		return err
 	})
 }
@@ -279,7 +282,107 @@ func (s *Store) ResetStream(ctx context.Context, accountID, id string, st hookst
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, fmt.Errorf("endpoint %q: %w", id, hookstore.ErrEndpointNotFound))
 		}
-		_, err = conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...)
+		if _, err = conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...); err != nil {
+			return err
+		}
+		if !st.Judging {
+			_, err = conn.ExecContext(ctx, sqlPassedClear, id, st.FormID)
+		}
 		return err
 	})
+}
+
+var _ hookstore.PassedStore = (*Store)(nil)
+
+// The statements of hookstore.PassedStore (migration 0020). A span is
+// found by the greatest From at or below a position: the table's key.
+const (
+	sqlPassedClear = `DELETE FROM formsapi_endpoint_passed WHERE endpoint_id = ? AND form_id = ?`
+	sqlPassedAt    = `SELECT pos_from, pos_to FROM formsapi_endpoint_passed
+WHERE endpoint_id = ?1 AND form_id = ?2 AND pos_from <= ?3 ORDER BY pos_from DESC LIMIT 1`
+	sqlPassedSet = `UPDATE formsapi_endpoint_passed SET pos_to = ?4 WHERE endpoint_id = ?1 AND form_id = ?2 AND pos_from = ?3`
+	sqlPassedAdd = `INSERT INTO formsapi_endpoint_passed (endpoint_id, form_id, pos_from, pos_to) VALUES (?, ?, ?, ?)
+ON CONFLICT (endpoint_id, form_id, pos_from) DO UPDATE SET pos_to = max(pos_to, excluded.pos_to)`
+	sqlPassedDel = `DELETE FROM formsapi_endpoint_passed WHERE endpoint_id = ? AND form_id = ? AND pos_from = ?`
+)
+
+// SaveVerdicts implements hookstore.PassedStore.
+func (s *Store) SaveVerdicts(ctx context.Context, id string, gen int64, st hookstore.Stream, v hookstore.Verdicts, now time.Time, d time.Duration) error {
+	return s.hookTx(ctx, "save stream", func(conn *sql.Conn) error {
+		if err := lease(ctx, conn, id, gen, now.Add(d)); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, sqlSaveStream, append([]any{id}, hookrow.StreamArgs(st)...)...); err != nil {
+			return err
+		}
+		return applyVerdicts(ctx, conn, id, st.FormID, v)
+	})
+}
+
+// applyVerdicts applies v to the spans of the stream of form of endpoint
+// id, in conn's transaction.
+func applyVerdicts(ctx context.Context, conn *sql.Conn, id, form string, v hookstore.Verdicts) error {
+	if v.Clear {
+		if _, err := conn.ExecContext(ctx, sqlPassedClear, id, form); err != nil {
+			return err
+		}
+	}
+	at := func(pos int64) (from, to int64, ok bool, err error) {
+		err = conn.QueryRowContext(ctx, sqlPassedAt, id, form, pos).Scan(&from, &to)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return from, to, err == nil, err
+	}
+	for _, sp := range v.Pass {
+		from, to, ok, err := at(sp.From - 1)
+		if err != nil {
+			return err
+		}
+		if ok && to == sp.From-1 {
+			_, err = conn.ExecContext(ctx, sqlPassedSet, id, form, from, sp.To)
+		} else {
+			_, err = conn.ExecContext(ctx, sqlPassedAdd, id, form, sp.From, sp.To)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, pos := range v.Unpass {
+		from, to, ok, err := at(pos)
+		if err != nil {
+			return err
+		}
+		if !ok || to < pos {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, sqlPassedDel, id, form, from); err != nil {
+			return err
+		}
+		for _, sp := range hookrow.Split(from, to, pos) {
+			if _, err := conn.ExecContext(ctx, sqlPassedAdd, id, form, sp.From, sp.To); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Passed implements hookstore.PassedStore.
+func (s *Store) Passed(ctx context.Context, id, formID string, positions []int64) ([]int64, error) {
+	out := []int64{}
+	for _, pos := range hookrow.Ascending(positions) {
+		var from, to int64
+		err := s.read.QueryRowContext(ctx, sqlPassedAt, id, formID, pos).Scan(&from, &to)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: passed: %w", err)
+		}
+		if to >= pos {
+			out = append(out, pos)
+		}
+	}
+	return out, nil
 }

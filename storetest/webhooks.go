@@ -14,6 +14,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
 // hookStore is a store that keeps webhook endpoints.
@@ -76,7 +77,8 @@ func hookClauses(t *testing.T, open func(t *testing.T) hookStore, cfg *config) {
 		// An incarnation with its top bit set, as this module's stores
 		// give new forms: kept whole, not as a negative number's.
 		return webhook.Stream{FormID: form, Incarnation: 1<<63 | uint64(cursor)<<20 | 0xbeef, Cursor: cursor, Floor: 2, Attempts: 3, NextAt: at.Add(5 * time.Minute),
-			FailingSince: at.Add(-time.Hour), LastSuccess: at.Add(-2 * time.Hour), Resync: cursor == 13}
+			FailingSince: at.Add(-time.Hour), LastSuccess: at.Add(-2 * time.Hour), Resync: cursor == 13,
+			Judging: cursor != 13, Unsent: 1, Judged: cursor + 1<<40}
 	}
 
 	t.Run("Fields", func(t *testing.T) {
@@ -427,6 +429,127 @@ func hookClauses(t *testing.T, open func(t *testing.T) hookStore, cfg *config) {
 			t.Errorf("claimed after a reset with generation %d, not above %d", next.Gen, l.Gen)
 		}
 	})
+	passedOf := func(t *testing.T, s hookStore) hookstore.PassedStore {
+		t.Helper()
+		p, ok := s.(hookstore.PassedStore)
+		if !ok {
+			t.Skip("the store is no hookstore.PassedStore: its filtered endpoints are sent every deletion")
+		}
+		return p
+	}
+	// held returns which of 1 to 40 are in the spans of form's stream.
+	held := func(t *testing.T, p hookstore.PassedStore, id, form string) []int64 {
+		t.Helper()
+		all := make([]int64, 40)
+		for i := range all {
+			all[i] = int64(40 - i) // in no order: the answer is ascending
+		}
+		in, err := p.Passed(ctx, id, form, all)
+		if err != nil {
+			t.Fatalf("Passed: %v", err)
+		}
+		return in
+	}
+	span := func(from, to int64) []int64 {
+		var out []int64
+		for p := from; p <= to; p++ {
+			out = append(out, p)
+		}
+		return out
+	}
+	t.Run("Passed", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t)
+		p := passedOf(t, s)
+		add(t, s, endpoint(AccountA, "ep_p", 0), stream(FormBusy, 3))
+		add(t, s, endpoint(AccountA, "ep_q", 1), stream(FormBusy, 3))
+		l := claimOne(t, s, at)
+		if l.Endpoint.ID != "ep_p" {
+			t.Fatalf("claimed %s first, want ep_p", l.Endpoint.ID)
+		}
+		save := func(st webhook.Stream, v hookstore.Verdicts) {
+			t.Helper()
+			if err := p.SaveVerdicts(ctx, "ep_p", l.Gen, st, v, at, time.Minute); err != nil {
+				t.Fatalf("SaveVerdicts(%+v): %v", v, err)
+			}
+		}
+		save(stream(FormBusy, 9), hookstore.Verdicts{Pass: []hookstore.Span{{From: 2, To: 4}, {From: 6, To: 9}}})
+		save(stream(FormBusy, 12), hookstore.Verdicts{Pass: []hookstore.Span{{From: 10, To: 12}}}) // merged with 6..9
+		save(stream(FormSmall, 5), hookstore.Verdicts{Pass: []hookstore.Span{{From: 1, To: 5}}})
+		if got, want := held(t, p, "ep_p", FormBusy), append(span(2, 4), span(6, 12)...); !slices.Equal(got, want) {
+			t.Errorf("after two saves: positions %v in spans, want %v", got, want)
+		}
+		if _, st := get(t, s, AccountA, "ep_p"); len(st) != 2 || diffStreams([]webhook.Stream{stream(FormBusy, 12)}, st[:1]) != "" {
+			t.Errorf("SaveVerdicts wrote streams %+v, want %+v first", st, stream(FormBusy, 12))
+		}
+		// Unpass splits a span, shortens one, drops one of one position,
+		// and leaves a position in none alone.
+		save(stream(FormBusy, 13), hookstore.Verdicts{Pass: []hookstore.Span{{From: 15, To: 15}}, Unpass: []int64{8, 2, 5, 12, 15}})
+		if got, want := held(t, p, "ep_p", FormBusy), []int64{3, 4, 6, 7, 9, 10, 11}; !slices.Equal(got, want) {
+			t.Errorf("after Unpass: positions %v in spans, want %v", got, want)
+		}
+		save(stream(FormBusy, 14), hookstore.Verdicts{Pass: []hookstore.Span{{From: 12, To: 14}}}) // merged with 9..11
+		save(stream(FormBusy, 20), hookstore.Verdicts{Unpass: []int64{10}, Pass: []hookstore.Span{{From: 20, To: 20}}})
+		if got, want := held(t, p, "ep_p", FormBusy), []int64{3, 4, 6, 7, 9, 11, 12, 13, 14, 20}; !slices.Equal(got, want) {
+			t.Errorf("after a merge and a split of it: positions %v in spans, want %v", got, want)
+		}
+		if got := held(t, p, "ep_p", FormSmall); !slices.Equal(got, span(1, 5)) {
+			t.Errorf("the other form's stream: positions %v in spans, want 1 to 5", got)
+		}
+		if got := held(t, p, "ep_q", FormBusy); len(got) != 0 {
+			t.Errorf("another endpoint's stream: positions %v in spans, want none", got)
+		}
+		if got := held(t, p, "ep_none", FormBusy); len(got) != 0 {
+			t.Errorf("an endpoint not there: positions %v in spans, want none", got)
+		}
+		// Fencing: a save under a lease taken over changes nothing.
+		taker := claimOne(t, s, at.Add(2*time.Minute))
+		_ = taker
+		lost(t, "SaveVerdicts of a node paused past its lease", p.SaveVerdicts(ctx, "ep_p", l.Gen, stream(FormBusy, 99),
+			hookstore.Verdicts{Clear: true, Pass: []hookstore.Span{{From: 30, To: 31}}}, at.Add(3*time.Minute), time.Minute))
+		if got, want := held(t, p, "ep_p", FormBusy), []int64{3, 4, 6, 7, 9, 11, 12, 13, 14, 20}; !slices.Equal(got, want) {
+			t.Errorf("after a fenced-off save: positions %v in spans, want %v", got, want)
+		}
+		// Clear, then pass, in one save.
+		if err := p.SaveVerdicts(ctx, "ep_p", taker.Gen, stream(FormBusy, 25), hookstore.Verdicts{Clear: true, Pass: []hookstore.Span{{From: 24, To: 25}}}, at.Add(2*time.Minute), time.Minute); err != nil {
+			t.Fatalf("SaveVerdicts of the new holder: %v", err)
+		}
+		if got := held(t, p, "ep_p", FormBusy); !slices.Equal(got, span(24, 25)) {
+			t.Errorf("after Clear: positions %v in spans, want 24 and 25", got)
+		}
+	})
+	t.Run("Passed/Reset", func(t *testing.T) {
+		cfg.parallel(t)
+		s := open(t)
+		p := passedOf(t, s)
+		add(t, s, endpoint(AccountA, "ep_pr", 0), stream(FormBusy, 3), stream(FormSmall, 3))
+		l := claimOne(t, s, at)
+		for _, form := range []string{FormBusy, FormSmall} {
+			if err := p.SaveVerdicts(ctx, "ep_pr", l.Gen, stream(form, 9), hookstore.Verdicts{Pass: []hookstore.Span{{From: 4, To: 9}}}, at, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		judging := stream(FormBusy, 5) // a replay from position 5: the verdicts stay
+		if err := s.ResetStream(ctx, AccountA, "ep_pr", judging); err != nil {
+			t.Fatal(err)
+		}
+		if got := held(t, p, "ep_pr", FormBusy); !slices.Equal(got, span(4, 9)) {
+			t.Errorf("after a reset of a judging stream: positions %v in spans, want 4 to 9", got)
+		}
+		if err := s.ResetStream(ctx, AccountA, "ep_pr", webhook.Stream{FormID: FormSmall}); err != nil { // from the start
+			t.Fatal(err)
+		}
+		if got := held(t, p, "ep_pr", FormSmall); len(got) != 0 {
+			t.Errorf("after a reset to a stream that does not judge: positions %v in spans, want none", got)
+		}
+		if err := s.DeleteEndpoint(ctx, AccountA, "ep_pr"); err != nil {
+			t.Fatal(err)
+		}
+		add(t, s, endpoint(AccountA, "ep_pr", 0), stream(FormBusy, 3)) // the same ID again
+		if got := held(t, p, "ep_pr", FormBusy); len(got) != 0 {
+			t.Errorf("an endpoint deleted and added again: positions %v in spans, want none", got)
+		}
+	})
 	t.Run("NotAliased", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t)
@@ -517,6 +640,7 @@ func diffStreams(want, got []webhook.Stream) string {
 	for i := range want {
 		w, g := want[i], got[i]
 		if g.FormID != w.FormID || g.Incarnation != w.Incarnation || g.Cursor != w.Cursor || g.Floor != w.Floor || g.Attempts != w.Attempts || g.Resync != w.Resync ||
+			g.Judging != w.Judging || g.Unsent != w.Unsent || g.Judged != w.Judged ||
 			!g.NextAt.Equal(w.NextAt) || !g.FailingSince.Equal(w.FailingSince) || !g.LastSuccess.Equal(w.LastSuccess) {
 			return fmt.Sprintf("stream %d: got %+v, want %+v", i, g, w)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/observe"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
 // Dispatcher delivers the events of the endpoints it holds. Any number of
@@ -48,8 +49,10 @@ import (
 //
 // An endpoint with a filter (Endpoint.Filter) is sent the additions
 // its filter keeps, checked as the pass that attempts each one reads the
-// filter, and every deletion: the cursor moves past the others, without
-// an attempt (docs/webhooks.md, "Filtered endpoints").
+// filter, and the deletions of the submissions it was sent, over a store
+// that keeps which those were (hookstore.PassedStore; every deletion
+// otherwise): the cursor moves past the others, without an attempt
+// (docs/webhooks.md, "Filtered endpoints").
 //
 // A stream's cursor is a position in one incarnation of its form (see
 // Stream.Incarnation): a form deleted and created again with the same ID
@@ -61,8 +64,12 @@ type Dispatcher struct {
 	store Store
 	feed  Feed
 	heads storecontract.Head // feed, if one of this module's stores itself: its forms' feed heads; nil otherwise
-	tok   tokens
-	slots *slots // attempts in flight: in all, per account
+	// passed is store, if it keeps the spans of additions not sent
+	// (hookstore.PassedStore): nil otherwise, when a filtered endpoint is
+	// sent every deletion.
+	passed hookstore.PassedStore
+	tok    tokens
+	slots  *slots // attempts in flight: in all, per account
 
 	mu   sync.Mutex
 	held map[string]*held
@@ -91,7 +98,8 @@ type held struct {
 // other secret would be no ref the API gives.
 func NewDispatcher(store Store, feed Feed, cursorSecret []byte, opts ...Option) *Dispatcher {
 	cfg := newConfig(opts)
-	return &Dispatcher{cfg: cfg, store: store, feed: feed, heads: headOf(feed), tok: newTokens(secretOf(cursorSecret, feed, store)),
+	passed, _ := store.(hookstore.PassedStore)
+	return &Dispatcher{cfg: cfg, store: store, feed: feed, heads: headOf(feed), passed: passed, tok: newTokens(secretOf(cursorSecret, feed, store)),
 		slots: newSlots(cfg.total, cfg.perAccount), held: map[string]*held{}}
 }
 
@@ -314,6 +322,7 @@ func (d *Dispatcher) pass(ctx context.Context, h *held) (keep, more bool) {
 		t := &turn{st: st, stored: ok}
 		if c := carried[form]; c != nil && ok && c.st.Cursor == st.Cursor && c.st.Floor == st.Floor && c.st.Incarnation == st.Incarnation {
 			t.pending, t.last, t.more, t.ready = c.pending, c.last, c.more, c.ready
+			t.rec.inSpan, t.rec.recent = c.rec.inSpan, c.rec.recent
 		}
 		rr.line = append(rr.line, t)
 	}
@@ -349,6 +358,8 @@ type turn struct {
 	pending []entry // read, not sent yet
 	last    int64   // the position of the last entry read
 	more    bool    // the feed has entries after those read
+	// rec is what the turn knows of its stream's spans (verdicts.go).
+	rec record
 	// ready is the event of pending[0] when a pass made it and its time
 	// ran out before the attempt: the next pass sends it as it is, for
 	// an event that takes longer to make than a poll interval (a large
@@ -461,16 +472,21 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, f *matcher, 
 		if ok, r := d.fill(ctx, h, e, t); !ok {
 			return false, r
 		}
+		d.judge(t, f)
+		if !d.spans(ctx, e, t) {
+			t.pending = nil
+			return false, caughtUp // read again on the next pass
+		}
 	}
-	if f != nil && passOver(f, t) && len(t.pending) == 0 {
+	if (f != nil || t.st.Judging) && passOver(f, t) && len(t.pending) == 0 {
 		// Nothing of what was read is for the endpoint: its cursor moves
 		// past it, one write for the whole batch.
-		if r := d.save(ctx, h, t.st); r != caughtUp {
+		if r := d.save(ctx, h, t.st, &t.rec); r != caughtUp {
 			return false, r
 		}
 		return t.more, caughtUp
 	}
-	st, ok, r := d.deliver(ctx, h, e, t.st, t.pending[0], &t.ready, t.last, deadline)
+	st, ok, r := d.deliver(ctx, h, e, t.st, &t.rec, t.pending[0], &t.ready, t.last, deadline)
 	t.st = st
 	if !ok {
 		return false, r
@@ -479,17 +495,22 @@ func (d *Dispatcher) take(ctx context.Context, h *held, e Endpoint, f *matcher, 
 	return len(t.pending) > 0 || t.more, caughtUp
 }
 
-// passOver moves t's cursor, in memory, past the additions at the head of
-// t.pending that f does not keep, and reports whether it passed any. A
-// deletion is never passed: a filtered endpoint gets every deletion
-// (its submission's data is gone, so whether the endpoint got its
-// addition cannot be told). The cursor is saved with the next entry's
-// outcome, or by take when the batch ends. An entry that was failing is
-// passed like any other, its retries ended with it.
+// passOver moves t's cursor, in memory, past the entries at the head of
+// t.pending that are not for the endpoint, and reports whether it passed
+// any: the additions f does not keep, and on a judging stream the
+// deletions of submissions the endpoint was not sent (received), each
+// recorded (advance). The cursor is saved with the next entry's
+// outcome, or by take when the batch ends, with the record. An entry
+// that was failing is passed like any other, its retries ended with it.
 func passOver(f *matcher, t *turn) bool {
 	passed := false
-	for len(t.pending) > 0 && !t.pending[0].deleted && !f.keeps(t.pending[0].sub) {
-		t.st.Cursor = t.pending[0].pos
+	for len(t.pending) > 0 {
+		x := t.pending[0]
+		if x.deleted && received(t.st, &t.rec, x.of) || !x.deleted && f.keeps(x.sub) {
+			break
+		}
+		advance(&t.st, &t.rec, x, false)
+		t.st.Cursor = x.pos
 		t.st.Attempts, t.st.NextAt, t.st.FailingSince = 0, time.Time{}, time.Time{}
 		t.pending, t.ready, passed = t.pending[1:], nil, true
 	}
@@ -537,7 +558,8 @@ func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bo
 			st.Floor, t.stored = max(st.Cursor, p.Purged), true
 		}
 		if restarted {
-			if r := d.save(ctx, h, *st); r != caughtUp {
+			t.rec.clear() // the spans were of the form deleted since
+			if r := d.save(ctx, h, *st, &t.rec); r != caughtUp {
 				return false, r
 			}
 			d.changed(ctx, observe.EndpointChange{State: "restart", Reason: "recreated", AccountID: e.AccountID, EndpointID: e.ID, FormID: st.FormID})
@@ -548,7 +570,13 @@ func (d *Dispatcher) fill(ctx context.Context, h *held, e Endpoint, t *turn) (bo
 		// Deletions after the cursor are forgotten: sending on would
 		// leave the receiver holding submissions the server deleted.
 		st.Resync = true
-		if r := d.save(ctx, h, *st); r != caughtUp {
+		if st.Judging {
+			// The stream is replayed from the start, or not at all: the
+			// verdicts go (those of deleted submissions among them).
+			st.Judging, st.Unsent, st.Judged = false, 0, 0
+			t.rec.clear()
+		}
+		if r := d.save(ctx, h, *st, &t.rec); r != caughtUp {
 			return false, r
 		}
 		d.changed(ctx, observe.EndpointChange{State: "resync", Reason: "retention", AccountID: e.AccountID, EndpointID: e.ID, FormID: st.FormID})
@@ -625,11 +653,11 @@ func one(p formsapi.FeedPage) []entry {
 // entry; otherwise r says why not. *ready is x's event if an earlier
 // pass made it; deliver leaves there the one it made when the time was
 // up, and nil otherwise.
-func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, x entry, ready **event, last int64, deadline time.Time) (Stream, bool, result) {
+func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream, rec *record, x entry, ready **event, last int64, deadline time.Time) (Stream, bool, result) {
 	ev := *ready
 	*ready = nil
 	if ev == nil {
-		made, st, ok, r := d.prepare(ctx, h, e, st, x)
+		made, st, ok, r := d.prepare(ctx, h, e, st, rec, x)
 		if made == nil {
 			return st, ok, r
 		}
@@ -647,13 +675,13 @@ func (d *Dispatcher) deliver(ctx context.Context, h *held, e Endpoint, st Stream
 		*ready = ev
 		return st, false, timeUp
 	}
-	return d.attempt(ctx, h, e, st, x, *ev, last, start)
+	return d.attempt(ctx, h, e, st, rec, x, *ev, last, start)
 }
 
 // prepare makes the event of entry x of st's form. When it cannot, ev is
 // nil and st, ok and r are deliver's answer: a damaged entry is passed
 // (its cursor saved), a failed signing is tried again on the next pass.
-func (d *Dispatcher) prepare(ctx context.Context, h *held, e Endpoint, st Stream, x entry) (ev *event, _ Stream, ok bool, r result) {
+func (d *Dispatcher) prepare(ctx context.Context, h *held, e Endpoint, st Stream, rec *record, x entry) (ev *event, _ Stream, ok bool, r result) {
 	refPos := x.pos
 	if x.deleted {
 		refPos = x.of
@@ -676,8 +704,9 @@ func (d *Dispatcher) prepare(ctx context.Context, h *held, e Endpoint, st Stream
 		// pages too): it can never be sent, so it does not hold back
 		// the entries after it.
 		d.cfg.log.Error("webhook: a feed entry cannot be sent", "endpoint", e.ID, "position", x.pos, "error", err)
+		advance(&st, rec, x, false)
 		st.Cursor = x.pos
-		r := d.save(ctx, h, st)
+		r := d.save(ctx, h, st, rec)
 		return nil, st, r == caughtUp, r
 	}
 	return &made, st, false, caughtUp
@@ -686,7 +715,7 @@ func (d *Dispatcher) prepare(ctx context.Context, h *held, e Endpoint, st Stream
 // attempt sends ev, the event of entry x of st's form, to e once, from
 // start, holding a slot that it releases, and saves the outcome to the
 // stream as deliver says.
-func (d *Dispatcher) attempt(ctx context.Context, h *held, e Endpoint, st Stream, x entry, ev event, last int64, start time.Time) (Stream, bool, result) {
+func (d *Dispatcher) attempt(ctx context.Context, h *held, e Endpoint, st Stream, rec *record, x entry, ev event, last int64, start time.Time) (Stream, bool, result) {
 	status, header, err := d.send(ctx, h.client, e, ev, start)
 	d.slots.release(e.AccountID, e.ID)
 	if ctx.Err() != nil {
@@ -697,13 +726,14 @@ func (d *Dispatcher) attempt(ctx context.Context, h *held, e Endpoint, st Stream
 	a := observe.Attempt{Outcome: string(o), Retry: st.Attempts > 0, Duration: now.Sub(start), EventType: ev.typ, MessageID: ev.id,
 		AccountID: e.AccountID, FormID: st.FormID, EndpointID: e.ID}
 	if o == OutcomeSuccess {
+		advance(&st, rec, x, true)
 		st.Cursor, st.Attempts, st.NextAt, st.FailingSince, st.LastSuccess = x.pos, 0, time.Time{}, time.Time{}, now
 		a.LagPositions = last - x.pos
 		if !x.deleted {
 			a.Lag = now.Sub(x.sub.CreatedAt)
 		}
 		d.attempted(ctx, a)
-		r := d.save(ctx, h, st)
+		r := d.save(ctx, h, st, rec)
 		return st, r == caughtUp, r
 	}
 	d.attempted(ctx, a)
@@ -713,7 +743,7 @@ func (d *Dispatcher) attempt(ctx context.Context, h *held, e Endpoint, st Stream
 	}
 	ra, hasRA := retryAfter(header, now)
 	st.NextAt = now.Add(time.Duration(float64(retryDelay(st.Attempts, o, ra, hasRA, d.cfg.rnd())) * d.cfg.retryScale))
-	if r := d.save(ctx, h, st); r != caughtUp {
+	if r := d.save(ctx, h, st, rec); r != caughtUp {
 		return st, false, r
 	}
 	if o == OutcomeGone {
@@ -764,9 +794,18 @@ func live(secrets []EndpointSecret, at time.Time) []Secret {
 	return out
 }
 
-// save writes st under h's lease.
-func (d *Dispatcher) save(ctx context.Context, h *held, st Stream) result {
-	err := d.store.SaveStream(ctx, h.id, h.gen, st, d.cfg.now(), d.cfg.lease)
+// save writes st under h's lease, with rec's change to its spans if it
+// has one (nil: none), in one write.
+func (d *Dispatcher) save(ctx context.Context, h *held, st Stream, rec *record) result {
+	var err error
+	if rec.pending() && d.passed != nil {
+		err = d.passed.SaveVerdicts(ctx, h.id, h.gen, st, rec.v, d.cfg.now(), d.cfg.lease)
+	} else {
+		err = d.store.SaveStream(ctx, h.id, h.gen, st, d.cfg.now(), d.cfg.lease)
+	}
+	if err == nil && rec != nil {
+		rec.v = hookstore.Verdicts{}
+	}
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		return leaseLost

@@ -60,8 +60,9 @@ func (m *Endpoints) Add(ctx context.Context, accountID, rawURL string, forms []s
 
 // AddFiltered is Add with a filter (see ParseFilter; "" for none): the
 // endpoint receives the additions of the submissions it matches, and
-// every deletion (docs/webhooks.md, "Filtered endpoints"). A filter the
-// submissions list would refuse is an error wrapping ErrInvalidEndpoint
+// the deletions of those it received (docs/webhooks.md, "Filtered
+// endpoints"). A filter the submissions list would refuse is an error
+// wrapping ErrInvalidEndpoint
 // that names the clause, and adds nothing. The endpoint returned, and
 // kept, has the filter's canonical text.
 func (m *Endpoints) AddFiltered(ctx context.Context, accountID, rawURL string, forms []string, filter string) (Endpoint, error) {
@@ -95,7 +96,7 @@ func (m *Endpoints) AddFiltered(ctx context.Context, accountID, rawURL string, f
 		if err != nil {
 			return Endpoint{}, fmt.Errorf("webhook: add endpoint: %w", err)
 		}
-		streams = append(streams, Stream{FormID: f, Incarnation: inc, Cursor: end, Floor: max(end, purged)})
+		streams = append(streams, Stream{FormID: f, Incarnation: inc, Cursor: end, Floor: max(end, purged), Unsent: end})
 	}
 	secret, err := NewSecret()
 	if err != nil {
@@ -211,9 +212,9 @@ func (m *Endpoints) Enable(ctx context.Context, accountID, id string) error {
 // that starts more than a dispatcher's poll interval after SetFilter
 // returns is of an addition it matches (an entry that was failing, and
 // that it does not match, is passed over), while what was delivered
-// stays delivered and is not sent again. Deletions are delivered whatever
-// the filter, those of submissions delivered under an earlier one
-// included (docs/webhooks.md, "Filtered endpoints"). A filter the
+// stays delivered and is not sent again. A deletion is delivered if its
+// submission's addition was, under whichever filter was in force when
+// the cursor passed it (docs/webhooks.md, "Filtered endpoints"). A filter the
 // submissions list would refuse is an error wrapping ErrInvalidEndpoint
 // that names the clause, and changes nothing.
 func (m *Endpoints) SetFilter(ctx context.Context, accountID, id, filter string) (Endpoint, error) {
@@ -342,6 +343,11 @@ func (m *Endpoints) rewind(ctx context.Context, accountID, id, formID string, po
 	for _, old := range streams {
 		if old.FormID == formID && pos > 0 && sameIncarnation(old.Incarnation, inc) {
 			st.Floor = old.Floor // the receiver's copy is the one it had
+			// And so are the verdicts on what it was sent: the additions
+			// replayed are sent again (those up to Unsent for the first
+			// time), the deletions after pos of those it was sent come
+			// again. From the start, the stream judges afresh.
+			st.Judging, st.Unsent, st.Judged = old.Judging, min(old.Unsent, pos), old.Judged
 		}
 	}
 	return m.store.ResetStream(ctx, accountID, id, st)

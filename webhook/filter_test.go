@@ -17,6 +17,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/memstore"
 	"github.com/formsapi/formsapi/webhook"
+	"github.com/formsapi/formsapi/webhook/hookstore"
 )
 
 // addData adds a submission of form with data, and metadata ID id, by
@@ -57,13 +58,14 @@ func events(ds []delivery, idByRef map[string]string) []string {
 
 // TestFilteredEndpoint, on memstore, SQLite and PostgreSQL: an endpoint
 // with a filter receives the additions it matches and no other, while an
-// endpoint without one, on the same feed, receives them all; every
-// deletion reaches both, those of what the filtered endpoint received
-// and, by the documented rule, those of what it did not (the tombstone
-// has no data to match). A filter change applies from the cursor on:
+// endpoint without one, on the same feed, receives them all; the
+// filtered endpoint receives the deletions of what it received and of
+// nothing else (the verdict on each addition is kept, the tombstone
+// having no data to match). A filter change applies from the cursor on:
 // what was delivered is not sent again, the additions after it are
-// judged by the new filter, and the deletion of a submission delivered
-// under the old one is delivered. Each filtered event's ref is the
+// judged by the new filter, the deletion of a submission delivered
+// under the old one is delivered, and that of one the old filter passed
+// over is not, whatever the new filter would say of it. Each filtered event's ref is the
 // feed's for that submission. Without the filter, the filtered endpoint
 // would get the "drop" additions and the test fails.
 func TestFilteredEndpoint(t *testing.T) {
@@ -109,9 +111,9 @@ func TestFilteredEndpoint(t *testing.T) {
 		}
 
 		r.delData("f", "a") // delivered
-		r.delData("f", "b") // not delivered: sent all the same
+		r.delData("f", "b") // not delivered: nor is its deletion
 		r.disp.Step(r.ctx)
-		want = append(want, "-a", "-b")
+		want = append(want, "-a")
 		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
 			t.Fatalf("after two deletions the filtered endpoint got %v, want %v", got, want)
 		}
@@ -134,8 +136,18 @@ func TestFilteredEndpoint(t *testing.T) {
 		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
 			t.Fatalf("after the filter changed the filtered endpoint got %v, want %v", got, want)
 		}
-		if got := events(every.deliveries(), map[string]string{}); len(got) != 11 {
-			t.Errorf("the endpoint without a filter got %d events, want 11", len(got))
+		r.delData("f", "h") // added after the change, passed over by the new filter
+		r.delData("f", "i") // delivered under the new filter
+		r.delData("f", "c") // passed over by the old filter
+		r.addData("f", "j", `{"id":"j","kind":"drop"}`)
+		r.delData("f", "j") // deleted before the dispatcher reached it
+		r.disp.Step(r.ctx)
+		want = append(want, "-i")
+		if got := events(filtered.deliveries(), idByRef); !slices.Equal(got, want) {
+			t.Fatalf("after the filter changed the filtered endpoint got %v, want %v", got, want)
+		}
+		if got := events(every.deliveries(), map[string]string{}); len(got) != 15 {
+			t.Errorf("the endpoint without a filter got %d events, want 15", len(got))
 		}
 		_, streams, err := r.eps.Get(r.ctx, account, e.ID)
 		if err != nil || len(streams) != 1 {
@@ -328,6 +340,11 @@ func (s *countingStore) SaveStream(ctx context.Context, id string, gen int64, st
 	return s.Store.SaveStream(ctx, id, gen, st, now, d)
 }
 
+func (s *countingStore) SaveVerdicts(ctx context.Context, id string, gen int64, st webhook.Stream, v hookstore.Verdicts, now time.Time, d time.Duration) error {
+	s.saves.Add(1)
+	return s.Store.SaveVerdicts(ctx, id, gen, st, v, now, d)
+}
+
 // TestFilterPassesInBatches: the additions a filter does not keep cost
 // no write each: the cursor moves past a batch of them (100 entries, the
 // dispatcher's batch) in one write, so 250 take 3.
@@ -417,7 +434,9 @@ func randomData(rnd *rand.Rand, id string) string {
 // before most of them, what a filtered endpoint receives at each step is
 // exactly, in feed order: the addition of each submission of the step
 // that the submissions list with the same parameters lists (the store's
-// own query, a path the dispatcher does not share), and every deletion.
+// own query, a path the dispatcher does not share), and the deletion of
+// each submission whose addition it received, in this step or an
+// earlier one, under whichever filter was in force then; of no other.
 func TestFilterAgreesWithTheList(t *testing.T) {
 	filters := []string{
 		"", "filter[n][gte]=3", "filter[n][lt]=2.5&filter[tag][ne]=t1", "filter[when][gte]=2026-01-01T00:00:00Z",
@@ -436,7 +455,8 @@ func TestFilterAgreesWithTheList(t *testing.T) {
 		rnd := rand.New(rand.NewPCG(39, uint64(len(c.name))))
 		inc := webhook.IncarnationOf(r.store, account, "f")
 		filter, alive, n, after, seen := filters[1], []string{}, 0, int64(0), 0
-		kept := 0
+		kept, deleted := 0, 0
+		got := map[string]bool{} // the refs whose additions the endpoint received
 		for step := range 12 {
 			if step > 0 && rnd.IntN(4) > 0 {
 				filter = filters[rnd.IntN(len(filters))]
@@ -478,7 +498,9 @@ func TestFilterAgreesWithTheList(t *testing.T) {
 					}
 				}
 				for i, of := range p.Deleted {
-					es = append(es, entry{p.DeletedAt[i], "-" + webhook.RefOf(secret, account, "f", inc, of)})
+					if ref := webhook.RefOf(secret, account, "f", inc, of); got[ref] {
+						es = append(es, entry{p.DeletedAt[i], "-" + ref})
+					}
 				}
 				slices.SortFunc(es, func(a, b entry) int { return int(a.pos - b.pos) })
 				for _, x := range es {
@@ -492,19 +514,112 @@ func TestFilterAgreesWithTheList(t *testing.T) {
 			r.disp.Step(r.ctx)
 			ds := rc.deliveries()[seen:]
 			seen += len(ds)
-			got := make([]string, len(ds))
+			evs := make([]string, len(ds))
 			for i, d := range ds {
-				got[i] = map[string]string{webhook.EventCreated: "+", webhook.EventDeleted: "-"}[d.typ] + d.ref
+				evs[i] = map[string]string{webhook.EventCreated: "+", webhook.EventDeleted: "-"}[d.typ] + d.ref
 				if d.typ == webhook.EventCreated {
 					kept++
+					got[d.ref] = true
+				} else {
+					deleted++
 				}
 			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("step %d, filter %q: the endpoint got %d events %v, the list and the feed say %d %v", step, filter, len(got), got, len(want), want)
+			if !slices.Equal(evs, want) {
+				t.Fatalf("step %d, filter %q: the endpoint got %d events %v, the list and the feed say %d %v", step, filter, len(evs), evs, len(want), want)
 			}
 		}
-		if kept == 0 || kept == n {
-			t.Errorf("the filters kept %d of %d additions: a corpus that tells nothing", kept, n)
+		if kept == 0 || kept == n || deleted == 0 {
+			t.Errorf("the filters kept %d of %d additions, and %d deletions were sent: a corpus that tells nothing", kept, n, deleted)
 		}
 	})
+}
+
+// failingSaves is a memstore whose next cursor write fails once armed:
+// a node that dies between an event's 2xx and its cursor's write.
+type failingSaves struct {
+	*memstore.Store
+	armed atomic.Bool
+}
+
+func (s *failingSaves) SaveStream(ctx context.Context, id string, gen int64, st webhook.Stream, now time.Time, d time.Duration) error {
+	if s.armed.CompareAndSwap(true, false) {
+		return errors.New("the node died before the write")
+	}
+	return s.Store.SaveStream(ctx, id, gen, st, now, d)
+}
+
+func (s *failingSaves) SaveVerdicts(ctx context.Context, id string, gen int64, st webhook.Stream, v hookstore.Verdicts, now time.Time, d time.Duration) error {
+	if s.armed.CompareAndSwap(true, false) {
+		return errors.New("the node died before the write")
+	}
+	return s.Store.SaveVerdicts(ctx, id, gen, st, v, now, d)
+}
+
+// TestFilteredDeletionsOfWhatItGot: a filtered endpoint gets the deletion
+// of a submission if and only if it got its addition, across a crash
+// between an addition's 2xx and the cursor's write (the addition comes
+// again, at least once; its deletion comes, never missed), and not for a
+// submission added before the endpoint, one its filter passed over
+// (with a run of them saved in two writes, one span), or one deleted
+// before the dispatcher reached it.
+func TestFilteredDeletionsOfWhatItGot(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	fs := &failingSaves{Store: r.store}
+	disp := webhook.NewDispatcher(fs, r.store, r.secret, r.options()...)
+	t.Cleanup(disp.Close)
+	rc := newReceiver(t)
+	r.add("f", "old") // before the endpoint
+	if _, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, `filter[id][prefix]=keep`); err != nil {
+		t.Fatal(err)
+	}
+	r.add("f", "keep1")
+	r.add("f", "drop1")
+	r.add("f", "drop2")
+	r.add("f", "gone") // deleted before the dispatcher reads it
+	r.del("f", "gone")
+	fs.armed.Store(true) // the write after keep1's 2xx fails
+	disp.Step(r.ctx)
+	r.clock.Advance(webhook.DefaultLease) // the lease of the node that died runs out
+	disp.Step(r.ctx)
+	r.add("f", "drop3")
+	r.add("f", "keep2")
+	disp.Step(r.ctx)
+	for _, id := range []string{"old", "drop1", "keep1", "drop3", "keep2", "drop2"} {
+		r.del("f", id)
+	}
+	disp.Step(r.ctx)
+	want := []string{"+keep1", "+keep1", "+keep2", "-keep1", "-keep2"}
+	if got := events(rc.deliveries(), map[string]string{}); !slices.Equal(got, want) {
+		t.Fatalf("the filtered endpoint got %v, want %v", got, want)
+	}
+	// The verdicts of the deleted submissions went with their deletions:
+	// drop1, drop2 and drop3 are at positions 3, 4 and 7. (A span may
+	// keep the position of one deleted before it was reached, 5, which
+	// no filter judged.)
+	_, streams, err := r.eps.Get(r.ctx, account, rc.endpointID(t, r))
+	if err != nil || len(streams) != 1 || !streams[0].Judging {
+		t.Fatalf("the stream: %+v, %v; want one, judging", streams, err)
+	}
+	in, err := r.store.Passed(r.ctx, rc.endpointID(t, r), "f", []int64{3, 4, 7})
+	if err != nil || len(in) != 0 {
+		t.Errorf("positions %v of deleted submissions still in spans (%v), want none", in, err)
+	}
+}
+
+// endpointID returns the ID of the one endpoint of the account that
+// sends to rc.
+func (rc *receiver) endpointID(t *testing.T, r *rig) string {
+	t.Helper()
+	es, err := r.eps.List(r.ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.URL == rc.srv.URL {
+			return e.ID
+		}
+	}
+	t.Fatal("no endpoint sends to the receiver")
+	return ""
 }

@@ -119,12 +119,13 @@ func Endpoints(ls []hookstore.Lease) []hookstore.Endpoint {
 const EndpointColumns = "id, account_id, url, forms, secrets, disabled, disabled_reason, disabled_at, filter_query, created_at, lease_gen, lease_until"
 
 // StreamColumns are the columns ScanStream reads, in its order.
-const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since, last_success, resync, incarnation"
+const StreamColumns = "form_id, cursor, floor, attempts, next_at, failing_since, last_success, resync, incarnation, judging, unsent, judged"
 
 // StreamUpdate is the SET clause of a stream's upsert: every column of
 // StreamColumns but form_id, from the row the insert would have added.
 const StreamUpdate = `cursor = excluded.cursor, floor = excluded.floor, attempts = excluded.attempts, next_at = excluded.next_at,
-failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync, incarnation = excluded.incarnation`
+failing_since = excluded.failing_since, last_success = excluded.last_success, resync = excluded.resync, incarnation = excluded.incarnation,
+judging = excluded.judging, unsent = excluded.unsent, judged = excluded.judged`
 
 // ScanEndpoint reads a row of EndpointColumns with scan (a Rows' or a
 // Row's Scan), into a lease: its endpoint, generation and end.
@@ -157,7 +158,7 @@ func EndpointArgs(e hookstore.Endpoint) []any {
 func ScanStream(scan func(dest ...any) error) (hookstore.Stream, error) {
 	var s hookstore.Stream
 	var nextAt, failing, success, inc int64
-	if err := scan(&s.FormID, &s.Cursor, &s.Floor, &s.Attempts, &nextAt, &failing, &success, &s.Resync, &inc); err != nil {
+	if err := scan(&s.FormID, &s.Cursor, &s.Floor, &s.Attempts, &nextAt, &failing, &success, &s.Resync, &inc, &s.Judging, &s.Unsent, &s.Judged); err != nil {
 		return s, err
 	}
 	s.NextAt, s.FailingSince, s.LastSuccess = Time(nextAt), Time(failing), Time(success)
@@ -167,7 +168,7 @@ func ScanStream(scan func(dest ...any) error) (hookstore.Stream, error) {
 
 // StreamArgs returns s's values for StreamColumns, in order.
 func StreamArgs(s hookstore.Stream) []any {
-	return []any{s.FormID, s.Cursor, s.Floor, s.Attempts, Nanos(s.NextAt), Nanos(s.FailingSince), Nanos(s.LastSuccess), s.Resync, int64(s.Incarnation)}
+	return []any{s.FormID, s.Cursor, s.Floor, s.Attempts, Nanos(s.NextAt), Nanos(s.FailingSince), Nanos(s.LastSuccess), s.Resync, int64(s.Incarnation), s.Judging, s.Unsent, s.Judged}
 }
 
 // Rows is what the rows of both SQL stores' drivers have; the caller
@@ -216,4 +217,22 @@ func AttachStreams(ls []hookstore.Lease, streams func(id string) ([]hookstore.St
 		ls[i].Streams = st
 	}
 	return nil
+}
+
+// Split returns what is left of the span from..to once pos (within it)
+// is taken out: none, one or two spans.
+func Split(from, to, pos int64) []hookstore.Span {
+	var out []hookstore.Span
+	if from < pos {
+		out = append(out, hookstore.Span{From: from, To: pos - 1})
+	}
+	if pos < to {
+		out = append(out, hookstore.Span{From: pos + 1, To: to})
+	}
+	return out
+}
+
+// Ascending returns positions sorted, without repeats, in a new slice.
+func Ascending(positions []int64) []int64 {
+	return slices.Compact(slices.Sorted(slices.Values(positions)))
 }

@@ -87,11 +87,74 @@ type Stream struct {
 	// success (zero when the last attempt succeeded), LastSuccess that of
 	// the last 2xx.
 	FailingSince, LastSuccess time.Time
+	// Judging reports that the stream records which additions the
+	// endpoint was sent, so that it is sent the deletions of those and
+	// of no others (docs/webhooks.md, "Filtered endpoints"): a
+	// dispatcher starts it on a stream of an endpoint with a filter, over
+	// a store that is a PassedStore. The additions at or below Judged
+	// and above Unsent that are in none of the stream's passed spans
+	// (PassedStore) were sent; the others were not. A stream that is not
+	// judging (every stream of an endpoint that never had a filter) is
+	// sent every deletion.
+	Judging bool
+	// Unsent is the position up to which the form's additions were never
+	// sent: the form's end when the endpoint was added (0 for a form
+	// created later, or a stream added before streams kept it).
+	Unsent int64
+	// Judged is the furthest position the stream's cursor reached while
+	// judging: the positions above it have no verdict yet.
+	Judged int64
 	// Resync reports that the endpoint's cursor fell behind the feed's
 	// tombstone retention: deletions it was never sent are forgotten, so
 	// the stream is stopped until the host replays the form from the
 	// start (webhook.Endpoints.Replay with position 0).
 	Resync bool
+}
+
+// Span is the feed positions From to To, both included.
+type Span struct{ From, To int64 }
+
+// Verdicts is a change to a stream's passed spans (PassedStore).
+type Verdicts struct {
+	// Clear removes every span of the stream first.
+	Clear bool
+	// Pass adds these spans, ascending and disjoint: each is merged with
+	// a stored span that ends just before it.
+	Pass []Span
+	// Unpass removes these positions from the spans that hold them
+	// (splitting a span in two when one is inside it); a position in
+	// none is no change.
+	Unpass []int64
+}
+
+// PassedStore is a Store that keeps, for each stream of a judging
+// endpoint, the spans of feed positions whose additions the endpoint was
+// not sent (its filter did not keep them, or they were deleted before
+// the dispatcher reached them; a span may cover deletions too, whose own
+// positions are never asked about), so that it is sent the deletions of
+// the submissions it was sent and of no others. memstore, sqlitestore
+// and pgstore implement it, and storetest.Run checks it on any store
+// that does; over a store that does not, a filtered endpoint is sent
+// every deletion.
+//
+// The contract, on top of Store's:
+//
+//   - Atomic. SaveVerdicts writes s as SaveStream does, under the same
+//     fencing (ErrLeaseLost changes nothing), and applies v to the
+//     stream's spans in the same transaction: both or neither.
+//   - Passed. Passed returns, ascending, those of positions that are in a
+//     span of the stream of formID of endpoint id (none: an empty
+//     result); of an endpoint that is not there, none.
+//   - Merged. A span passed right after a stored span (its From one past
+//     the stored To) extends it, so that a run of passed additions saved
+//     in many writes is one span.
+//   - Reset and delete. ResetStream with a stream that is not Judging,
+//     and DeleteEndpoint, remove the spans of the streams they reset or
+//     delete.
+type PassedStore interface {
+	Store
+	SaveVerdicts(ctx context.Context, id string, gen int64, s Stream, v Verdicts, now time.Time, d time.Duration) error
+	Passed(ctx context.Context, id, formID string, positions []int64) ([]int64, error)
 }
 
 // Lease is an endpoint that a dispatcher holds: only it sends the
