@@ -300,6 +300,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	if err := x.out.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		panic(http.ErrAbortHandler)
 	}
+	x.out.sent = x.out.clock()
 	if gz {
 		req.room.grow(gzipState)
 		zw := gzipPool.Get().(*gzip.Writer)
@@ -621,6 +622,12 @@ func (x *exporter) stream() error {
 	line := x.writeLine
 	if x.e.filtered() {
 		line = x.writeMatch
+		// A filter may keep nothing for a long walk: what the file opens
+		// with (the CSV's header, the gzip header) goes at once.
+		x.pending = true
+		if err := x.flushMatches(); err != nil {
+			return err
+		}
 	}
 	for {
 		if err := x.walkedExcluded(); err != nil {
@@ -635,10 +642,37 @@ func (x *exporter) stream() error {
 		if err := x.flushMatches(); err != nil {
 			return err
 		}
+		if err := x.keepAlive(); err != nil {
+			return err
+		}
 		if err := x.read(); err != nil {
 			return err
 		}
 	}
+}
+
+// exportKeepAlive is how long a filtered, gzip-coded export's walk goes
+// without sending a byte before it sends an empty gzip block: within the
+// idle timeouts of common proxies and load balancers (60 s and more).
+const exportKeepAlive = 15 * time.Second
+
+// keepAlive sends, between two pages of a filtered export coded with
+// gzip, an empty deflate block (a sync flush: 5 bytes that decode to
+// nothing, valid anywhere in the stream) when nothing was sent for
+// exportKeepAlive, so that a proxy that cuts a response idle for longer
+// does not cut a walk between two kept lines. The file's bytes are the
+// same once decoded. An export without gzip has no such bytes in its
+// format (a JSON Lines line or a CSV row is a submission): it sends what
+// it opens with at once, and nothing between lines (docs/api.md).
+func (x *exporter) keepAlive() error {
+	zw, ok := x.dst.(*gzip.Writer)
+	if !ok || !x.e.filtered() || x.out.clock().Sub(x.out.sent) < exportKeepAlive {
+		return nil
+	}
+	if err := zw.Flush(); err != nil {
+		return err
+	}
+	return x.out.flush()
 }
 
 // writeMatch is writeLine for a filtered export: it checks the
@@ -1038,6 +1072,15 @@ type chunkWriter struct {
 	stall time.Duration
 	now   func() time.Time // the clock of deadlines; nil means time.Now (a test's)
 	buf   []byte
+	sent  time.Time // when bytes last went to the client (by now)
+}
+
+// clock returns the time by c's clock.
+func (c *chunkWriter) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 func (c *chunkWriter) Write(p []byte) (int, error) {
@@ -1057,11 +1100,7 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 func (c *chunkWriter) deadline() error {
 	var d time.Time
 	if c.stall > 0 {
-		now := time.Now
-		if c.now != nil {
-			now = c.now
-		}
-		d = now().Add(c.stall)
+		d = c.clock().Add(c.stall)
 	}
 	// A writer without deadlines (a test's recorder) has no timeout to
 	// renew either.
@@ -1082,7 +1121,7 @@ func (c *chunkWriter) flush() error {
 	if _, err := c.w.Write(c.buf); err != nil {
 		return err
 	}
-	c.buf = c.buf[:0]
+	c.buf, c.sent = c.buf[:0], c.clock()
 	if err := c.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}

@@ -497,3 +497,96 @@ func FuzzExportFilters(f *testing.F) {
 		}
 	})
 }
+
+// writeRecorder records, at each write of the body, the clock's time.
+type writeRecorder struct {
+	*httptest.ResponseRecorder
+	clock  *fakeClock
+	writes []time.Time
+}
+
+func (w *writeRecorder) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, w.clock.now())
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *writeRecorder) FlushError() error {
+	w.ResponseRecorder.Flush()
+	return nil
+}
+
+// TestExportFilterKeepAlive: a filtered export that keeps nothing of a
+// long walk (an hour a page, to the handler's clock) sends what its
+// format opens with at once (the CSV's header; the gzip header), and,
+// coded with gzip, an empty deflate block between pages once nothing was
+// sent for the keep-alive interval, so a proxy's idle timeout does not
+// cut it; decoded, the file is the one without them. Without gzip, JSON
+// Lines has nothing to send before a line, and sends nothing. With a
+// clock that does not move, no keep-alive is sent.
+func TestExportFilterKeepAlive(t *testing.T) {
+	t.Parallel()
+	s := seeded(t)
+	filterCorpus(t, s, 3000)
+	for _, c := range []struct {
+		query string
+		gz    bool
+		early bool // a write before the walk's end
+		alive bool // writes between pages
+	}{
+		{"filter[i]=-1", true, true, true},
+		{"filter[i]=-1&format=csv", true, true, true},
+		{"filter[i]=-1&format=csv", false, true, false},
+		{"filter[i]=-1", false, false, false},
+	} {
+		for _, moving := range []bool{true, false} {
+			clock := &fakeClock{t: time.Now()}
+			var store formsapi.Store = s
+			if moving {
+				store = clockedFeed{Store: s, feed: s, clock: clock}
+			}
+			h := formsapi.NewHandler(store, s, formsapi.WithClock(clock.now), formsapi.WithDeadlineClock(clock.now))
+			rec := &writeRecorder{ResponseRecorder: httptest.NewRecorder(), clock: clock}
+			r := httptest.NewRequest("GET", "/v1/forms/"+storetest.FormSmall+"/export?"+c.query, nil)
+			r.Header.Set("Authorization", "Bearer "+storetest.KeyA)
+			if c.gz {
+				r.Header.Set("Accept-Encoding", "gzip")
+			}
+			h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("?%s: %d %s", c.query, rec.Code, rec.Body)
+			}
+			body := rec.Body.Bytes()
+			if c.gz {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatalf("?%s gzip: the body does not decode: %v", c.query, err)
+				}
+			}
+			if want := strings.Contains(c.query, "csv"); want != (len(body) > 0) || want && bytes.Count(body, []byte("\r\n")) != 1 {
+				t.Errorf("?%s gzip %v: decoded body %q, want the header alone for CSV, nothing for JSON Lines", c.query, c.gz, body)
+			}
+			end := clock.now()
+			before := 0 // writes before the walk's end
+			for _, at := range rec.writes {
+				if at.Before(end) {
+					before++
+				}
+			}
+			if !moving {
+				if n := len(rec.writes); c.gz && n != 2 || !c.gz && n > 1 {
+					t.Errorf("?%s gzip %v, a clock that does not move: %d writes, want %d", c.query, c.gz, n, map[bool]int{true: 2, false: 1}[c.gz])
+				}
+				continue
+			}
+			if early := before > 0; early != c.early {
+				t.Errorf("?%s gzip %v: %d writes before the walk's end, want some: %v", c.query, c.gz, before, c.early)
+			}
+			if alive := before > 2; alive != c.alive {
+				t.Errorf("?%s gzip %v: %d writes before the walk's end, want keep-alives between pages: %v", c.query, c.gz, before, c.alive)
+			}
+		}
+	}
+}
