@@ -623,3 +623,54 @@ func (rc *receiver) endpointID(t *testing.T, r *rig) string {
 	t.Fatal("no endpoint sends to the receiver")
 	return ""
 }
+
+// TestFilteredReplay: a replay of a filtered endpoint from a sync token
+// sends again the deletions after it of what the endpoint got, those of
+// submissions added before the token included: never missed. (The
+// deletions of those its filter passed over come too: their verdicts
+// went when the cursor first passed their deletions.)
+func TestFilteredReplay(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "f")
+	rc := newReceiver(t)
+	e, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, `filter[id][prefix]=keep`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.add("f", "keep1")
+	r.add("f", "drop1")
+	r.disp.Step(r.ctx)
+	_, token := r.feed("f", "start")
+	r.add("f", "keep2")
+	r.add("f", "drop2")
+	r.disp.Step(r.ctx)
+	for _, id := range []string{"keep1", "drop1", "keep2", "drop2"} {
+		r.del("f", id)
+	}
+	r.disp.Step(r.ctx)
+	want := []string{"+keep1", "+keep2", "-keep1", "-keep2"}
+	idByRef := map[string]string{}
+	if got := events(rc.deliveries(), idByRef); !slices.Equal(got, want) {
+		t.Fatalf("before the replay the endpoint got %v, want %v", got, want)
+	}
+	n := rc.count()
+	if err := r.eps.Replay(r.ctx, account, e.ID, "f", token); err != nil {
+		t.Fatal(err)
+	}
+	r.disp.Step(r.ctx)
+	got := events(rc.deliveries()[n:], idByRef)
+	t.Logf("the replay sent %v", got)
+	for _, w := range []string{"-keep1", "-keep2"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("the replay sent %v, without %s", got, w)
+		}
+	}
+	for _, g := range got {
+		if strings.HasPrefix(g, "+") {
+			t.Errorf("the replay sent %v: %s, an addition deleted since", got, g)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("the replay sent %v, want the four deletions after the token (two of them of refs the endpoint never had)", got)
+	}
+}
