@@ -96,7 +96,7 @@ func (c *singles) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 }
 
 func (c *singles) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	if strings.Contains(d.SQL, "SET feed_last = feed_last + 1") {
+	if strings.Contains(d.SQL, "SET feed_last = t.feed_last + 1,") {
 		c.n.Add(1)
 	}
 }

@@ -581,8 +581,9 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// One statement takes the form's next feed position and inserts, so
 	// no transaction is needed. The UPDATE locks the form's row until the
 	// insert commits, so the positions of one form commit in order; no
-	// row means no such form. It gives the form its new version too, so
-	// the insert's trigger leaves the row alone (migration 0018): one
+	// row means no such form. It gives the form its new version too
+	// (formsapi_addition, migration 0030, which marks the transaction as
+	// the store's, so the insert's triggers leave the row alone): one
 	// update of the form's row per write.
 	// The submission's fields ($12, its data's member names in order)
 	// go to the form's field table in the same statement: only names the
@@ -593,30 +594,56 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// when they are not while the setting is on.
 	// $13 are the submission's index keys, $14 whether they include
 	// search's trigram keys: keys without them are written only while
-	// the search index is off (formsapi_search_indexed, which holds the
-	// search lock shared until the write commits when it finds it off).
-	// Once it is on, the statement writes nothing at all (see
-	// AddSubmission).
-	sqlAddSubmission = `WITH f AS (
-    UPDATE formsapi_forms SET feed_last = feed_last + 1, version = formsapi_addition_version()
-    WHERE id = $1 AND ($14::boolean OR NOT formsapi_search_indexed()) AND ($16::boolean OR NOT formsapi_sort_indexed())
-    RETURNING seq, feed_last
+	// the search index is off (formsapi_addition holds the search lock
+	// shared until the write commits when it finds it off). Once it is
+	// on, the statement writes nothing at all (see AddSubmission).
+	// The statement writes the form's row of the change log (migration
+	// 0025's formsapi_change, after the form's row lock, as its trigger
+	// did) and the index entries itself (migration 0030):
+	// the filter entries (the keys that are not negative), the row in
+	// the search index's tail while that index is on, and the sort
+	// entries. It returns a row without columns for the submission it
+	// inserted, so its tag counts it, as the insert's did.
+	sqlAddSubmission = `WITH v AS (
+    SELECT * FROM formsapi_addition(1, $14::boolean, $16::boolean)
+), f AS (
+    UPDATE formsapi_forms t SET feed_last = t.feed_last + 1, version = v.version
+    FROM v WHERE t.id = $1 AND v.version IS NOT NULL
+    RETURNING t.seq, t.feed_last, t.id
+), ch AS (
+    INSERT INTO formsapi_changes AS c (kind, ref, xid)
+    SELECT 2, convert_to(f.id, 'UTF8'), pg_current_xact_id() FROM f
+    ON CONFLICT (kind, ref) DO UPDATE SET xid = excluded.xid WHERE c.xid <> excluded.xid
 ), fields AS (
     INSERT INTO formsapi_fields AS t (form_seq, name, first_pos, ord)
     SELECT f.seq, n.name, f.feed_last, n.ord FROM f, unnest($12::bytea[]) WITH ORDINALITY AS n(name, ord)
     WHERE NOT EXISTS (SELECT 1 FROM formsapi_fields x WHERE x.form_seq = f.seq AND x.name = n.name AND x.first_pos <= f.feed_last)
     ON CONFLICT (form_seq, name) DO UPDATE SET first_pos = EXCLUDED.first_pos, ord = EXCLUDED.ord
     WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
+), s AS (
+    INSERT INTO formsapi_submissions
+        (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
+    SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[], $15::bytea[] FROM f
+    RETURNING form_seq, created_at, seq
+), e AS (
+    INSERT INTO formsapi_find (form_seq, key, created_at, seq)
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest($13::bigint[]) k WHERE k >= 0
+    ON CONFLICT DO NOTHING
+), tl AS (
+    INSERT INTO formsapi_find_tail (form_seq, created_at, seq)
+    SELECT s.form_seq, s.created_at, s.seq FROM s, v WHERE v.indexed AND $13::bigint[] IS NOT NULL
+), o AS (
+    INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest($15::bytea[]) k
+    ON CONFLICT DO NOTHING
 )
-INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
-SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text, $13::bigint[], $15::bytea[] FROM f`
+SELECT FROM s`
 
 	// sqlAddSubmissions is sqlAddSubmission for n submissions ($3) in
 	// one statement (AddSubmissions), in their order, to the forms $1:
 	// each form's row is updated once, its feed_last moved by its count
 	// ($2), and the forms given one version, once for the statement
-	// (formsapi_addition_version(n), migration 0024), a value no state of
+	// (formsapi_addition(n, ...), migrations 0024 and 0030), a value no state of
 	// any of them had. The submissions, one element of each array ($4 to
 	// $17) apiece, are inserted in array order, so their seqs are those
 	// that many single statements would take; each takes the position
@@ -629,14 +656,20 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 	// index is on, as for $16 above). The field
 	// table takes each name ($19; $20 the submission's place in the
 	// arrays, from 1, and $21 the name's among its names) at its least
-	// (position, ord), as that many single statements leave it.
+	// (position, ord), as that many single statements leave it. The
+	// index entries are written as sqlAddSubmission writes them, and the
+	// statement returns a row without columns a submission.
 	sqlAddSubmissions = `WITH v AS (
-    SELECT formsapi_addition_version($3) AS version
+    SELECT * FROM formsapi_addition($3, $22::boolean, $27::boolean)
 ), f AS (
     UPDATE formsapi_forms t SET feed_last = t.feed_last + c.n, version = v.version
     FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(id, n, fi)
-    WHERE t.id = c.id AND ($22::boolean OR NOT formsapi_search_indexed()) AND ($27::boolean OR NOT formsapi_sort_indexed())
-    RETURNING c.fi, t.seq, t.feed_last - c.n AS before
+    WHERE t.id = c.id AND v.version IS NOT NULL
+    RETURNING c.fi, t.seq, t.feed_last - c.n AS before, t.id
+), ch AS (
+    INSERT INTO formsapi_changes AS c (kind, ref, xid)
+    SELECT 2, convert_to(f.id, 'UTF8'), pg_current_xact_id() FROM f
+    ON CONFLICT (kind, ref) DO UPDATE SET xid = excluded.xid WHERE c.xid <> excluded.xid
 ), r AS (
     SELECT f.seq AS form_seq, f.before + u.rank AS pos, u.*
     FROM unnest($4::integer[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bytea[], $10::bytea[], $11::bytea[],
@@ -651,14 +684,28 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
     ORDER BY r.form_seq, n.name, r.pos, n.ord
     ON CONFLICT (form_seq, name) DO UPDATE SET first_pos = EXCLUDED.first_pos, ord = EXCLUDED.ord
     WHERE (EXCLUDED.first_pos, EXCLUDED.ord) < (t.first_pos, t.ord)
+), s AS (
+    INSERT INTO formsapi_submissions
+        (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
+    SELECT r.form_seq, r.pos, r.at, r.data, r.attachments, r.json, $23::integer, r.ip, r.ua, r.geo, r.trace, r.host,
+        CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END,
+        CASE WHEN $27::boolean THEN coalesce(($24::bytea[])[($25::integer[])[r.i]:($26::integer[])[r.i]], '{}') END
+    FROM r
+    ORDER BY r.i
+    RETURNING form_seq, created_at, seq, find_keys, sort_keys
+), e AS (
+    INSERT INTO formsapi_find (form_seq, key, created_at, seq)
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest(s.find_keys) k WHERE k >= 0
+    ON CONFLICT DO NOTHING
+), tl AS (
+    INSERT INTO formsapi_find_tail (form_seq, created_at, seq)
+    SELECT s.form_seq, s.created_at, s.seq FROM s, v WHERE v.indexed AND s.find_keys IS NOT NULL
+), o AS (
+    INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest(s.sort_keys) k
+    ON CONFLICT DO NOTHING
 )
-INSERT INTO formsapi_submissions
-    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id, find_keys, sort_keys)
-SELECT r.form_seq, r.pos, r.at, r.data, r.attachments, r.json, $23::integer, r.ip, r.ua, r.geo, r.trace, r.host,
-    CASE WHEN r.nokeys THEN NULL ELSE ($18::bigint[])[r.lo:r.hi] END,
-    CASE WHEN $27::boolean THEN coalesce(($24::bytea[])[($25::integer[])[r.i]:($26::integer[])[r.i]], '{}') END
-FROM r
-ORDER BY r.i`
+SELECT FROM s`
 
 	// The data lifecycle (lifecycle.go). Each names the form by ID and
 	// owner, so another account's form is not found.
