@@ -29,6 +29,7 @@ const (
 	msgNoFeed            = "not implemented: this server's store has no sync feed; page with cursor, order, since and until instead"
 	msgNoCount           = "not implemented: this server's store cannot count submissions; leave total out"
 	msgNoSortIndex       = "not implemented: this server's store keeps no sort index; leave sort out"
+	msgNotSorted         = "not implemented: this server's sort index does not keep the field %q; sort by a field it keeps, or leave sort out"
 	msgSyncExpired       = "sync token expired: deletions after it are no longer kept; read the feed again from sync=start and replace your copy"
 	msgCursorOfGone      = "cursor expired: the form it was made for was deleted and a form with the same ID created since; read the list again without a cursor"
 	msgSyncOfGone        = "sync token expired: the form it was made for was deleted and a form with the same ID created since; read the feed again from sync=start and replace your copy"
@@ -74,6 +75,7 @@ func (p panicked) Error() string { return fmt.Sprint("panic: ", p.value) }
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var bad badRequest
 	var pan panicked
+	var notSorted *find.NotSortedError
 	switch {
 	case errors.As(err, &bad):
 		writeError(w, http.StatusBadRequest, string(bad))
@@ -115,6 +117,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// The request is good and this server's store keeps no sort
 		// index.
 		writeError(w, http.StatusNotImplemented, msgNoSortIndex)
+	case errors.As(err, &notSorted):
+		// The request is good and this server's sort index keeps other
+		// fields only: the field is the request's own (at most 64 bytes
+		// of UTF-8, find.ParseSort).
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf(msgNotSorted, notSorted.Field))
 	case errors.Is(err, errRateLimited):
 		// The RateLimit fields and Retry-After are set already (access.go).
 		writeError(w, http.StatusTooManyRequests, msgRateLimited)

@@ -22,7 +22,10 @@
 # its base run, which ran next to it: on a shared machine the steadier
 # figure). A BASE with the switch runs with its index off. SORT=1 runs
 # this tree a third way, with the sort index on and the search index off
-# (-bench.sort-index: WithSortIndex), reported as "sort index on".
+# (-bench.sort-index: WithSortIndex), reported as "sort index on", for
+# the fields of SORT_FIELDS (default company: one field of every
+# submission; "*" for every field, the index as it was before it took
+# field names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -42,7 +45,7 @@ run() { # TREE STORE (TREE: old, new, idx: new with the search index on, or srt:
   local dir=$NEW bin=$1 flags=()
   [ "$1" = old ] && dir=$OLD
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
-  [ "$1" = srt ] && bin=new flags=(-bench.sort-index)
+  [ "$1" = srt ] && bin=new flags=("-bench.sort-index=${SORT_FIELDS:-company}")
   (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }

@@ -44,16 +44,22 @@ func BenchmarkHandler(b *testing.B) {
 var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
 
 // benchSortIndex opens BenchmarkAddSubmission's store with the sort index
-// on (bench/writecost.sh's "sort index on" rows).
-var benchSortIndex = flag.Bool("bench.sort-index", false, "BenchmarkAddSubmission: open the store with WithSortIndex")
+// on for the fields it names, comma-separated, or for every field when
+// it is "*" (bench/writecost.sh's "sort index on" rows: one field of
+// benchdata.Submission's data).
+var benchSortIndex = flag.String("bench.sort-index", "", "BenchmarkAddSubmission: open the store with WithSortIndex for these fields, comma-separated (* for every field)")
 
 func benchOptions() []pgstore.Option {
 	var opts []pgstore.Option
 	if *benchSearchIndex {
 		opts = append(opts, pgstore.WithSearchIndex())
 	}
-	if *benchSortIndex {
+	switch *benchSortIndex {
+	case "":
+	case "*":
 		opts = append(opts, pgstore.WithSortIndex())
+	default:
+		opts = append(opts, pgstore.WithSortIndex(strings.Split(*benchSortIndex, ",")...))
 	}
 	return opts
 }

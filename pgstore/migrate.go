@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,7 +67,7 @@ func lockKey(schema string) int64 {
 //
 // p logs the progress of the steps that take long (see WithLogger): the
 // wait for another node's migration among them.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex, sortIndex bool, p *stored.Progress) (secret []byte, err error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex, sortIndex bool, sortFields []string, p *stored.Progress) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -133,12 +134,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 			return fmt.Errorf("index submitted values: %w", err)
 		}
 		if sortIndex {
-			if err := enableSortIndex(ctx, tx); err != nil {
+			if err := configureSortIndex(ctx, tx, p, sortFields); err != nil {
 				return fmt.Errorf("turn the sort index on: %w", err)
 			}
 		}
 		var sorted bool
-		if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SortIndexSetting).Scan(&sorted); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT value > 0 FROM formsapi_settings WHERE name = $1`, stored.SortIndexSetting).Scan(&sorted); err != nil {
 			return fmt.Errorf("read the sort index setting: %w", err)
 		}
 		if sorted {
@@ -430,21 +431,144 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 	return string(append(b, '}'))
 }
 
-// enableSortIndex turns the sort index on (migration 0028) in tx if it
-// is off. It first takes the sort lock exclusively, which every write
-// that found the setting off holds shared until it commits: the rows
-// indexUnsorted then reads, in statements of their own at read
-// committed, include every row written without its sort keys, and each
-// write after it finds the setting on (one that computed no keys writes
-// nothing, and is made again: see AddSubmission).
-func enableSortIndex(ctx context.Context, tx pgx.Tx) error {
+// configureSortIndex sets the sort index's setting and fields in tx to
+// what WithSortIndex asked (fields nil: every field, migration 0028; else
+// those fields, migration 0030). It first takes the sort lock
+// exclusively, which every write that found the setting off holds shared
+// until it commits (formsapi_sort_indexed), and so does every write while
+// the setting keeps listed fields (formsapi_sort_kept): the rows it then
+// reads, in statements of their own at read committed, include every row
+// written with the fields as they were, and each write after it reads the
+// setting as it leaves it. Turned on from off, the rows are indexed by
+// indexUnsorted, which the migration calls next; turned to other fields,
+// the entries of the fields it no longer keeps are deleted and those of
+// the fields it now keeps inserted from every row's sort_keys, each a
+// step logged by p.
+func configureSortIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress, fields []string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(formsapi_sort_lock())`); err != nil {
 		return fmt.Errorf("take the sort lock: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = $1`, stored.SortIndexSetting); err != nil {
+	var mode int
+	if err := tx.QueryRow(ctx, `SELECT value FROM formsapi_settings WHERE name = $1`, stored.SortIndexSetting).Scan(&mode); err != nil {
+		return fmt.Errorf("read the setting: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT name FROM formsapi_sort_fields`)
+	if err != nil {
+		return fmt.Errorf("read the fields: %w", err)
+	}
+	old, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read the fields: %w", err)
+	}
+	want := stored.SortEvery
+	if fields != nil {
+		want = stored.SortListed
+	}
+	if mode == want && (want == stored.SortEvery || sameNames(old, fields)) {
+		return nil
+	}
+	// The setting's row is updated even when its value stays: a write at
+	// repeatable read that read it FOR SHARE (formsapi_sort_kept) then
+	// fails to serialize, and is made again.
+	if _, err := tx.Exec(ctx, `UPDATE formsapi_settings SET value = $2 WHERE name = $1`, stored.SortIndexSetting, want); err != nil {
 		return fmt.Errorf("set the setting: %w", err)
 	}
+	if _, err := tx.Exec(ctx, `DELETE FROM formsapi_sort_fields`); err != nil {
+		return fmt.Errorf("set the fields: %w", err)
+	}
+	for _, f := range fields {
+		if _, err := tx.Exec(ctx, `INSERT INTO formsapi_sort_fields (name, prefix) VALUES ($1, $2)`, f, sortPrefix(f)); err != nil {
+			return fmt.Errorf("set the fields: %w", err)
+		}
+	}
+	if mode == stored.SortOff {
+		return nil // indexUnsorted indexes every row
+	}
+	if want == stored.SortListed {
+		if err := dropSortEntries(ctx, tx, p); err != nil {
+			return fmt.Errorf("drop the entries of removed fields: %w", err)
+		}
+	}
+	if mode != stored.SortListed {
+		return nil
+	}
+	// The fields kept before are indexed; with want SortEvery every other
+	// one is added, else the listed ones not kept before.
+	had := make(map[string]bool, len(old))
+	for _, f := range old {
+		had[string(sortPrefix(f))] = true
+	}
+	var prefixes [][]byte
+	for _, f := range fields {
+		if pre := sortPrefix(f); !had[string(pre)] {
+			prefixes = append(prefixes, pre)
+		}
+	}
+	if want == stored.SortEvery {
+		prefixes = prefixes[:0]
+		for pre := range had {
+			prefixes = append(prefixes, []byte(pre))
+		}
+	} else if len(prefixes) == 0 {
+		return nil
+	}
+	if err := addSortEntries(ctx, tx, p, prefixes, want == stored.SortEvery); err != nil {
+		return fmt.Errorf("index the entries of added fields: %w", err)
+	}
 	return nil
+}
+
+// sameNames reports whether a and b hold the same names (each once).
+func sameNames(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(b, func(n string) bool { return !slices.Contains(a, n) })
+}
+
+// dropSortEntries deletes the entries of every field not in
+// formsapi_sort_fields, in one statement.
+func dropSortEntries(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+	step := p.Begin(stored.StepSortDrop, 0)
+	defer func() { step.End(err) }()
+	tag, err := tx.Exec(ctx, `DELETE FROM formsapi_sort WHERE substring(entry from 1 for 8) NOT IN (SELECT prefix FROM formsapi_sort_fields)`)
+	step.Add(tag.RowsAffected())
+	return err
+}
+
+// addSortEntries inserts, from every row's sort_keys, the entries of the
+// fields whose entries begin with one of prefixes (sortPrefix) or, with
+// others, of every field whose entries begin with none of them, in
+// batches of rows, each counted by p's step.
+func addSortEntries(ctx context.Context, tx pgx.Tx, p *stored.Progress, prefixes [][]byte, others bool) (err error) {
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NOT NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	if prefixes == nil {
+		prefixes = [][]byte{} // an empty array, not NULL
+	}
+	step := p.Begin(stored.StepSortFields, total)
+	defer func() { step.End(err) }()
+	var last int64
+	for {
+		var hi *int64
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT max(seq), count(*) FROM (SELECT seq FROM formsapi_submissions WHERE seq > $1 ORDER BY seq LIMIT 1000) b`, last).Scan(&hi, &n); err != nil {
+			return err
+		}
+		if n == 0 || hi == nil {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
+SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.sort_keys) k
+WHERE s.seq > $1 AND s.seq <= $2 AND (substring(k from 1 for 8) = ANY($3::bytea[])) <> $4
+ON CONFLICT DO NOTHING`, last, *hi, prefixes, others); err != nil {
+			return err
+		}
+		step.Add(n)
+		last = *hi
+	}
 }
 
 // indexUnsorted sets sort_keys, and so the entries of the ordered index

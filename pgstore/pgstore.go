@@ -103,6 +103,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/coalesce"
 	"github.com/formsapi/formsapi/internal/feedwait"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -129,6 +131,7 @@ type config struct {
 	replica      *pgxpool.Pool // see WithReplica
 	searchIndex  bool          // see WithSearchIndex
 	sortIndex    bool          // see WithSortIndex
+	sortFields   []string      // see WithSortIndex: nil for every field
 	follow       bool          // see WithFollow
 	spacing      time.Duration // see WithFollow
 	roundTarget  int           // see WithRoundBatch
@@ -168,19 +171,34 @@ func WithSearchIndex() Option {
 }
 
 // WithSortIndex turns on the schema's sort index, the ordered index of
-// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk:
-// Open sets the setting kept in the database (table formsapi_settings)
-// and, in its migration's transaction, indexes every stored
-// submission's top-level members, once, holding the migration lock and
-// the sort index's lock (every write waits meanwhile). From then on every
-// write, by any node, adds one entry per top-level member with a scalar
-// value (BENCHMARKS.md, "Sort by a submitted field", has its cost).
-// Without it (the default), writes compute and store no sort key, and a
-// sorted list is not served: the handler answers 501. As WithSearchIndex,
-// the setting belongs to the schema: a store opened without this option
-// never turns it off.
-func WithSortIndex() Option {
-	return func(c *config) { c.sortIndex = true }
+// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk,
+// for the top-level fields named, or for every field when none is named:
+// Open sets the setting and the fields kept in the database (tables
+// formsapi_settings and formsapi_sort_fields) and, in its migration's
+// transaction, builds what changed, with its progress logged: turned on,
+// every stored submission is indexed; a field added gets the entries of
+// every stored submission that has it; a field no longer named loses
+// its entries. Meanwhile it holds the migration lock and the sort
+// index's lock (every write waits). From then on every write, by any
+// node, stores its submission's sort keys and adds one index entry per
+// kept field it has with a scalar value (BENCHMARKS.md, "Sort by a
+// submitted field", has its cost). A sort by a field the index does not
+// keep is not served: the handler answers 501 naming it. Without this
+// option (the default), writes compute and store no sort key, and a
+// sorted list is not served (501). As WithSearchIndex, the setting
+// belongs to the schema: a store opened without this option never turns
+// it off, nor changes its fields; one opened with it sets them to its own
+// (so give every node the same names). Open refuses a name that no sort
+// can name (empty, not valid UTF-8, longer than 64 bytes) or one named
+// twice.
+func WithSortIndex(fields ...string) Option {
+	return func(c *config) {
+		c.sortIndex = true
+		c.sortFields = nil
+		if len(fields) > 0 {
+			c.sortFields = slices.Clone(fields)
+		}
+	}
 }
 
 // WithSchema keeps the store's tables in the PostgreSQL schema name, which
@@ -447,7 +465,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 			return nil, errors.New("no schema on the search_path exists: create one or use WithSchema")
 		}
 	}
-	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
+	if err := find.CheckSortFields(cfg.sortFields); err != nil {
+		return nil, err
+	}
+	secret, err := migrate(ctx, pool, schema, cfg.now(), cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.startProgress())
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,12 @@ LIMIT $6`
 	sqlSearchIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
 	// The sort index's setting (migration 0028).
-	sqlSortIndexed = `SELECT value = 1 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+	sqlSortIndexed = `SELECT value > 0 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+
+	// Whether a sorted list by the field $1 is served: the sort index's
+	// setting and whether its fields (migration 0030) name $1.
+	sqlSortServed = `SELECT value, EXISTS (SELECT 1 FROM formsapi_sort_fields WHERE name = $1)
+FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form ($1), up to stored.Probed, counted from the index alone,
@@ -846,7 +851,7 @@ type queries struct {
 	countSearchEntries                                           string
 	scanEncodedDesc, scanEncodedAsc, scanDesc, scanAsc           string
 	searchIndexed                                                string
-	sortIndexed                                                  string
+	sortIndexed, sortServed                                      string
 	countRows, countEntries, eraseCandidates                     string
 	probe                                                        string
 	formListVersion                                              string
@@ -913,7 +918,7 @@ func newQueries(schema string) queries {
 		countSearchEntries: q(sqlCountSearchEntries),
 		scanEncodedDesc:    q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
 		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),
-		searchIndexed: q(sqlSearchIndexed), sortIndexed: q(sqlSortIndexed),
+		searchIndexed: q(sqlSearchIndexed), sortIndexed: q(sqlSortIndexed), sortServed: q(sqlSortServed),
 		countRows: q(sqlCountRows), countEntries: q(sqlCountEntries), eraseCandidates: q(sqlEraseCandidates),
 		probe:           q(sqlProbe),
 		formListVersion: q(sqlFormListVersion), formOf: q(sqlFormOf), resolveKey: q(sqlResolveKey), authorizeForm: q(sqlAuthorizeForm), authorizeBatch: q(sqlAuthorizeBatch), round: q(sqlRound), roundLog: q(sqlRoundLog),

@@ -192,7 +192,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		if err != nil {
 			return p, err
 		}
-		if err := s.sortIndexed(ctx); err != nil {
+		if err := s.sortIndexed(ctx, q.Sort); err != nil {
 			return p, err
 		}
 		return stored.SortedSubmissions(ctx, formID, q, sortSource[int](ctx, s, form.Seq, q, 0))
@@ -288,7 +288,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 		}
 		p.Incarnation = form.Incarnation
 		p.Cache = observe.CacheNone
-		if err := s.sortIndexed(ctx); err != nil {
+		if err := s.sortIndexed(ctx, q.Sort); err != nil {
 			return err
 		}
 		if err := stored.AppendSorted(ctx, q, sortSource[[]byte](ctx, s, form.Seq, q, 1), p); err != nil {
@@ -887,20 +887,23 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 	}
 }
 
-// sortIndexed returns nil when the schema keeps the sort index, and an
-// error wrapping find.ErrNoSortIndex otherwise: the setting as this
-// store last saw it on, or else as the database says now (another node
-// may have turned it on).
-func (s *Store) sortIndexed(ctx context.Context) error {
-	if s.sortOn.Load() {
-		return nil
-	}
-	var on bool
-	if err := s.pool.QueryRow(ctx, s.sql.sortIndexed).Scan(&on); err != nil {
+// sortIndexed returns nil when the schema's sort index keeps the
+// entries of the field of sort, an error wrapping find.ErrNoSortIndex
+// when it is off, and a *find.NotSortedError when it keeps other fields
+// only: as the database says now, for another node may have changed them
+// (a sorted page reads it each time, one row).
+func (s *Store) sortIndexed(ctx context.Context, sort string) error {
+	field, _, _ := find.ParseSort(sort)
+	var mode int
+	var listed bool
+	if err := s.pool.QueryRow(ctx, s.sql.sortServed, field).Scan(&mode, &listed); err != nil {
 		return fmt.Errorf("read the sort index setting: %w", err)
 	}
-	if !on {
+	switch {
+	case mode == stored.SortOff:
 		return find.ErrNoSortIndex
+	case mode == stored.SortListed && !listed:
+		return &find.NotSortedError{Field: field}
 	}
 	s.sortOn.Store(true)
 	return nil

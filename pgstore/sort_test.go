@@ -3,8 +3,12 @@ package pgstore_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
@@ -87,4 +91,124 @@ SELECT seq, feed_last + 1, 1, '{"n":-1000}', '[]', '{"formId":"find-a","data":{"
 	is.NoErr(off.DeleteSubmission(ctx, storetest.AccountA, storetest.FormFind, "x1000"))
 	is.Equal(count(`SELECT count(*) FROM `+quote(schema)+`.formsapi_sort`), entries-1)
 	is.Equal(count(`SELECT count(*) FROM `+quote(schema)+`.formsapi_sort e LEFT JOIN `+quote(schema)+`.formsapi_submissions s ON s.seq = e.seq WHERE s.seq IS NULL`), 0)
+}
+
+// sortedIDs lists the createdAt and data of each submission of form
+// sorted by sort, walking every page of 7.
+func sortedIDs(t *testing.T, s formsapi.Store, form, sort string) []string {
+	t.Helper()
+	var out []string
+	q := formsapi.Query{Limit: 7, Sort: sort}
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range p.Items {
+			out = append(out, sub.CreatedAt.String()+" "+string(sub.Data))
+		}
+		if p.NextCursor == "" {
+			return out
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestSortIndexFields: WithSortIndex with names keeps the entries of
+// those fields only (a write's entries are its listed fields', one at a
+// time and in batches), serves a sort by them as the index of every
+// field does, and refuses one by another field with a
+// *find.NotSortedError naming it; opened with other names, a field added
+// gets the entries of every stored submission (its progress logged) and
+// lists as the index of every field lists it, a field removed loses them,
+// and another node's store sees the change at its next sorted page; a
+// store opened without the option changes nothing, and WithSortIndex()
+// goes back to every field.
+func TestSortIndexFields(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := load(t, mustOpenIn(t, dsn, schema, pgstore.WithSortIndex("n")), storetest.FindSeed())
+	dsn2, schema2 := pgtest.Schema(t)
+	every := load(t, mustOpenIn(t, dsn2, schema2, pgstore.WithSortIndex()), storetest.FindSeed())
+	pool := pgstore.Pool(s)
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		is.NoErr(pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	sortTable := quote(schema) + `.formsapi_sort`
+	fieldEntries := func(name string) int {
+		return count(`SELECT count(*) FROM `+sortTable+` WHERE substring(entry from 1 for 8) = $1`, pgstore.SortPrefix(name))
+	}
+	is.True(fieldEntries("n") > 0)
+	is.Equal(count(`SELECT count(*) FROM `+sortTable), fieldEntries("n"))
+	is.Equal(sortedIDs(t, s, storetest.FormFind, "-n"), sortedIDs(t, every, storetest.FormFind, "-n"))
+	_, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "-name"})
+	var notSorted *find.NotSortedError
+	is.True(errors.As(err, &notSorted))
+	is.Equal(notSorted.Field, "name")
+
+	// A write's entries: its listed fields' only, its keys all stored.
+	add := func(s *pgstore.Store, data string, at time.Time) {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFind, Data: []byte(data), CreatedAt: at}, formsapi.Metadata{}))
+	}
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	add(s, `{"n":1000,"name":"Zed","score":3}`, at)
+	add(every, `{"n":1000,"name":"Zed","score":3}`, at)
+	is.NoErr(s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		yield(formsapi.Submission{FormID: storetest.FormFind, Data: []byte(`{"n":1001,"name":"Ann"}`), CreatedAt: at.Add(time.Second)}, formsapi.Metadata{})
+	}))
+	add(every, `{"n":1001,"name":"Ann"}`, at.Add(time.Second))
+	for n, keys := range map[int]int{1000: 3, 1001: 2} {
+		var seq int64
+		is.NoErr(pool.QueryRow(ctx, `SELECT seq FROM `+quote(schema)+`.formsapi_submissions WHERE data::jsonb->>'n' = $1`, fmt.Sprint(n)).Scan(&seq))
+		is.Equal(count(`SELECT count(*) FROM `+sortTable+` WHERE seq = $1`, seq), 1)
+		is.Equal(count(`SELECT cardinality(sort_keys) FROM `+quote(schema)+`.formsapi_submissions WHERE seq = $1`, seq), keys)
+	}
+
+	// A store opened without the option changes nothing.
+	mustOpenIn(t, dsn, schema)
+	is.Equal(count(`SELECT count(*) FROM `+sortTable), fieldEntries("n"))
+
+	// Another list: name added from the rows, n dropped, progress logged.
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(6 * time.Second); return now }
+	h := &records{got: make(chan map[string]any, 1000)}
+	s2 := mustOpenIn(t, dsn, schema, pgstore.WithSortIndex("name", "score"), pgstore.WithLogger(slog.New(h)),
+		pgstore.WithProgressClock(clock, func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }))
+	is.Equal(fieldEntries("n"), 0)
+	is.Equal(count(`SELECT count(*) FROM `+sortTable), fieldEntries("name")+fieldEntries("score"))
+	is.Equal(count(`SELECT count(*) FROM `+quote(schema)+`.formsapi_submissions s WHERE jsonb_typeof(s.data::jsonb->'name') = 'string'
+AND NOT EXISTS (SELECT 1 FROM `+sortTable+` e WHERE e.seq = s.seq AND substring(e.entry from 1 for 8) = $1)`, pgstore.SortPrefix("name")), 0)
+	for _, sort := range []string{"name", "-name", "score"} {
+		is.Equal(sortedIDs(t, s2, storetest.FormFind, sort), sortedIDs(t, every, storetest.FormFind, sort))
+	}
+	for _, st := range []*pgstore.Store{s, s2} { // s, as another node, reads the list afresh
+		_, err = st.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "n"})
+		is.True(errors.As(err, &notSorted))
+	}
+	total := count(`SELECT count(*) FROM ` + quote(schema) + `.formsapi_submissions`)
+	var added, dropped bool
+	h.mu.Lock()
+	for _, l := range h.all {
+		if l["msg"] == "start: step ended" && l["step"] == "index the sort index's added fields" {
+			added = fmt.Sprint(l["rows_done"]) == fmt.Sprint(total)
+		}
+		dropped = dropped || l["msg"] == "start: step ended" && l["step"] == "drop the sort index's removed fields"
+	}
+	h.mu.Unlock()
+	is.True(added)
+	is.True(dropped)
+
+	// Every field again: as the index that always kept every field.
+	s3 := mustOpenIn(t, dsn, schema, pgstore.WithSortIndex())
+	var want int
+	is.NoErr(pgstore.Pool(every).QueryRow(ctx, `SELECT count(*) FROM `+quote(schema2)+`.formsapi_sort`).Scan(&want))
+	is.Equal(count(`SELECT count(*) FROM `+sortTable), want)
+	for _, sort := range []string{"n", "-tag", "even", "html"} {
+		is.Equal(sortedIDs(t, s3, storetest.FormFind, sort), sortedIDs(t, every, storetest.FormFind, sort))
+	}
 }

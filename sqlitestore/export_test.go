@@ -152,7 +152,7 @@ func MigrateFile(path string, opts ...Option) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	_, _, err = migrate(context.Background(), db, cfg.searchIndex, cfg.sortIndex, nil)
+	_, _, err = migrate(context.Background(), db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, nil)
 	return errors.Join(err, db.Close())
 }
 

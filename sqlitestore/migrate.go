@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/formsapi/formsapi/internal/find"
@@ -32,13 +36,15 @@ func migrations() ([]migration, error) {
 	return stored.Migrations(migrationFiles)
 }
 
-// migrate brings db's formsapi_ tables to the current schema, and turns
-// the search index on when searchIndex says so (see WithSearchIndex). Each
-// migration runs in its own transaction with its row in
-// formsapi_migrations, so a failure leaves the last complete version. It
-// returns whether the search index is on. p logs the progress of the
+// migrate brings db's formsapi_ tables to the current schema, turns
+// the search index on when searchIndex says so (see WithSearchIndex),
+// and sets the sort index to sortFields when sortIndex says so (see
+// WithSortIndex). Each migration runs in its own transaction with its
+// row in formsapi_migrations, so a failure leaves the last complete
+// version. It returns whether the search index and the sort index are
+// on. p logs the progress of the
 // steps that take long (see WithLogger).
-func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, p *stored.Progress) (on, sorted bool, err error) {
+func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortFields []string, p *stored.Progress) (on, sorted bool, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return false, false, fmt.Errorf("migrate: %w", err)
@@ -53,7 +59,7 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, p *st
 		return false, false, fmt.Errorf("migrate: index submitted values: %w", err)
 	}
 	if sortIndex {
-		if err := enableSortIndex(ctx, db, p); err != nil {
+		if err := configureSortIndex(ctx, db, p, sortFields); err != nil {
 			return false, false, fmt.Errorf("migrate: turn the sort index on: %w", err)
 		}
 	}
@@ -61,7 +67,7 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, p *st
 		return false, false, fmt.Errorf("migrate: read the sort index setting: %w", err)
 	}
 	if sorted {
-		if err := indexUnsorted(ctx, db, p, false); err != nil {
+		if err := indexUnsorted(ctx, db, p); err != nil {
 			return false, false, fmt.Errorf("migrate: index sort keys: %w", err)
 		}
 	}
@@ -351,43 +357,206 @@ func cursorSecret(ctx context.Context, db *sql.DB, now time.Time) ([]byte, error
 	})
 }
 
-// enableSortIndex turns the sort index on (migration 0019) if it is off,
-// and in the same transaction indexes every stored row (indexUnsorted).
-// Its first statement is a write, so it holds the write lock before it
-// reads: no row is written meanwhile without its sort keys, and a write
-// that computed none because it found the setting off is refused by its
-// own statement once the setting is on (see AddSubmission).
-func enableSortIndex(ctx context.Context, db *sql.DB, p *stored.Progress) error {
-	return indexUnsorted(ctx, db, p, true)
-}
-
-// indexUnsorted sets sort_keys, and so the entries of the ordered index
-// (migration 0019), of every row without them, in one transaction: rows
-// written while the sort index was off, or inserted by SQL that does not
-// set the column. With turnOn it first turns the setting on, and does
-// nothing if it was on already. In normal operation it finds nothing,
-// through an empty index.
-func indexUnsorted(ctx context.Context, db *sql.DB, p *stored.Progress, turnOn bool) (err error) {
+// configureSortIndex sets the sort index's setting and fields to what
+// WithSortIndex asked (fields nil: every field, migration 0019; else
+// those fields, migration 0021), in one transaction whose first
+// statement is a write, so that it holds the write lock before it reads:
+// no row is written meanwhile with the entries of the fields as they
+// were. Turned on from off, every stored row is indexed
+// (indexUnsortedTx); a writer that computed no keys because it found the
+// setting off is refused by its own statement once it is on (see
+// AddSubmission). Turned to other fields, the entries of the fields it no
+// longer keeps are deleted and those of the fields it now keeps inserted
+// from every row's sort_keys, each a step logged by p.
+func configureSortIndex(ctx context.Context, db *sql.DB, p *stored.Progress, fields []string) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if turnOn {
-		res, err := tx.ExecContext(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = ? AND value = 0`, stored.SortIndexSetting)
-		if err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE formsapi_settings SET value = value WHERE name = ?`, stored.SortIndexSetting); err != nil {
+		return err // the write lock, taken by a write
+	}
+	var mode int
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM formsapi_settings WHERE name = ?`, stored.SortIndexSetting).Scan(&mode); err != nil {
+		return err
+	}
+	old, err := sortFieldsIn(ctx, tx)
+	if err != nil {
+		return err
+	}
+	want := stored.SortEvery
+	if fields != nil {
+		want = stored.SortListed
+	}
+	if mode == want && (want == stored.SortEvery || sameSortFields(old, fields)) {
+		return tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE formsapi_settings SET value = ? WHERE name = ?`, want, stored.SortIndexSetting); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM formsapi_sort_fields`); err != nil {
+		return err
+	}
+	for _, f := range fields {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO formsapi_sort_fields (name, field) VALUES (?, ?)`, f, find.SortField(f)); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // already on
+	}
+	if mode == stored.SortOff {
+		if err := indexUnsortedTx(ctx, tx, p); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	if want == stored.SortListed {
+		if err := dropSortEntries(ctx, tx, p); err != nil {
+			return err
 		}
 	}
+	if mode == stored.SortListed {
+		// The fields kept before are indexed; with want SortEvery every
+		// other one is added, else the listed ones not kept before.
+		had := make(map[int64]bool, len(old))
+		for _, h := range old {
+			had[h] = true
+		}
+		var hashes []int64
+		for _, f := range fields {
+			if h := find.SortField(f); !had[h] {
+				hashes = append(hashes, h)
+			}
+		}
+		if want == stored.SortEvery {
+			hashes = slices.Collect(maps.Keys(had))
+		}
+		if want == stored.SortEvery || len(hashes) > 0 {
+			if err := addSortEntries(ctx, tx, p, hashes, want == stored.SortEvery); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// sortFieldsIn returns the sort index's fields (migration 0021), each
+// name's find.SortField.
+func sortFieldsIn(ctx context.Context, tx *sql.Tx) (map[string]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name, field FROM formsapi_sort_fields`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]int64)
+	for rows.Next() {
+		var name string
+		var h int64
+		if err := rows.Scan(&name, &h); err != nil {
+			return nil, err
+		}
+		out[name] = h
+	}
+	return out, rows.Err()
+}
+
+// sameSortFields reports whether fields are the names of old.
+func sameSortFields(old map[string]int64, fields []string) bool {
+	if len(old) != len(fields) {
+		return false
+	}
+	for _, f := range fields {
+		if _, ok := old[f]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// dropSortEntries deletes the entries of every field not in
+// formsapi_sort_fields, in one statement.
+func dropSortEntries(ctx context.Context, tx *sql.Tx, p *stored.Progress) (err error) {
+	step := p.Begin(stored.StepSortDrop, 0)
+	defer func() { step.End(err) }()
+	res, err := tx.ExecContext(ctx, `DELETE FROM formsapi_sort WHERE field NOT IN (SELECT field FROM formsapi_sort_fields)`)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	step.Add(n)
+	return err
+}
+
+// addSortEntries inserts, from every row's sort_keys, the entries of the
+// fields hashes (find.SortField) or, with others, of every field not in
+// hashes, in batches of rows, each counted by p's step.
+func addSortEntries(ctx context.Context, tx *sql.Tx, p *stored.Progress, hashes []int64, others bool) (err error) {
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NOT NULL`).Scan(&total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	list, err := json.Marshal(append([]int64{}, hashes...))
+	if err != nil {
+		return err
+	}
+	insert := sqlAddSortEntries
+	if others {
+		insert = strings.Replace(insert, "j.value ->> 0 IN", "j.value ->> 0 NOT IN", 1)
+	}
+	step := p.Begin(stored.StepSortFields, total)
+	defer func() { step.End(err) }()
+	var last int64
+	for {
+		var hi sql.NullInt64
+		var n int64
+		if err := tx.QueryRowContext(ctx, `SELECT max(seq), count(*) FROM (SELECT seq FROM formsapi_submissions WHERE seq > ? ORDER BY seq LIMIT 1000)`, last).Scan(&hi, &n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, insert, last, hi.Int64, string(list)); err != nil {
+			return err
+		}
+		step.Add(n)
+		last = hi.Int64
+	}
+}
+
+// sqlAddSortEntries inserts the entries of the rows with seq in (?1, ?2]
+// of the fields in the JSON array ?3.
+const sqlAddSortEntries = `INSERT OR IGNORE INTO formsapi_sort (form_seq, field, value, created_at, seq)
+SELECT s.form_seq, j.value ->> 0, unhex(j.value ->> 1), s.created_at, s.seq
+FROM formsapi_submissions s, json_each(s.sort_keys) j
+WHERE s.seq > ?1 AND s.seq <= ?2 AND s.sort_keys IS NOT NULL AND j.value ->> 0 IN (SELECT value FROM json_each(?3))`
+
+// indexUnsorted sets sort_keys, and so the entries of the ordered index
+// (migration 0019), of every row without them, in one transaction: rows
+// inserted by SQL that does not set the column while the index is on.
+// In normal operation it finds nothing, through an empty index.
+func indexUnsorted(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := indexUnsortedTx(ctx, tx, p); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// indexUnsortedTx is indexUnsorted in tx: rows written while the sort
+// index was off too, when it is turned on.
+func indexUnsortedTx(ctx context.Context, tx *sql.Tx, p *stored.Progress) (err error) {
 	var total int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`).Scan(&total); err != nil {
 		return err
 	}
 	if total == 0 {
-		return tx.Commit()
+		return nil
 	}
 	step := p.Begin(stored.StepSortIndex, total)
 	defer func() { step.End(err) }()
@@ -417,7 +586,7 @@ WHERE seq > ? AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
 			return err
 		}
 		if len(batch) == 0 {
-			return tx.Commit()
+			return nil
 		}
 		for _, r := range batch {
 			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET sort_keys = ? WHERE seq = ?`, r.keys, r.seq); err != nil {

@@ -103,8 +103,14 @@ ORDER BY created_at ASC, seq ASC`
 	// searches only.
 	sqlSearchIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SearchIndexSetting + `'`
 
-	// The sort index's setting (migration 0019).
-	sqlSortIndexed = `SELECT value FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+	// Whether the sort index is on (migration 0019), for any fields
+	// (0021).
+	sqlSortIndexed = `SELECT value > 0 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
+
+	// Whether a sorted list by the field ?1 is served: the sort index's
+	// setting and whether its fields (migration 0021) name ?1.
+	sqlSortServed = `SELECT value, EXISTS (SELECT 1 FROM formsapi_sort_fields WHERE name = ?1)
+FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
 	// A search's probe (stored.Candidates): each candidate key's entries
 	// of the form, up to stored.Probed, counted from the index alone, and

@@ -116,7 +116,7 @@ func (s *Store) listSubmissions(ctx context.Context, accountID, formID string, q
 		return p, err
 	}
 	if q.Sort != "" {
-		if err := s.sortIndexed(ctx); err != nil {
+		if err := s.sortIndexed(ctx, q.Sort); err != nil {
 			return p, err
 		}
 		return stored.SortedSubmissions(ctx, formID, q, sortSource[int](ctx, s, form.Seq, q, 0))
@@ -192,7 +192,7 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if q.Sort != "" {
 		// Around the read cache, which holds unsorted pages only.
 		p.Cache = observe.CacheNone
-		if err := s.sortIndexed(ctx); err != nil {
+		if err := s.sortIndexed(ctx, q.Sort); err != nil {
 			return err
 		}
 		return stored.AppendSorted(ctx, q, sortSource[[]byte](ctx, s, formSeq, q, 1), p)
@@ -475,20 +475,23 @@ func sortSource[X any](ctx context.Context, s *Store, formSeq int64, q formsapi.
 	}
 }
 
-// sortIndexed returns nil when the file keeps the sort index, and an
-// error wrapping find.ErrNoSortIndex otherwise: the setting as this
-// store last saw it on, or else as the file says now (another process
-// may have turned it on).
-func (s *Store) sortIndexed(ctx context.Context) error {
-	if s.sortOn.Load() {
-		return nil
-	}
-	var on bool
-	if err := s.read.QueryRowContext(ctx, sqlSortIndexed).Scan(&on); err != nil {
+// sortIndexed returns nil when the file's sort index keeps the entries
+// of field, an error wrapping find.ErrNoSortIndex when it is off, and a
+// *find.NotSortedError when it keeps other fields only: as the file says
+// now, for another process may have changed them (a sorted page reads
+// it each time, one row).
+func (s *Store) sortIndexed(ctx context.Context, sort string) error {
+	field, _, _ := find.ParseSort(sort)
+	var mode int
+	var listed bool
+	if err := s.read.QueryRowContext(ctx, sqlSortServed, field).Scan(&mode, &listed); err != nil {
 		return fmt.Errorf("read the sort index setting: %w", err)
 	}
-	if !on {
+	switch {
+	case mode == stored.SortOff:
 		return find.ErrNoSortIndex
+	case mode == stored.SortListed && !listed:
+		return &find.NotSortedError{Field: field}
 	}
 	s.sortOn.Store(true)
 	return nil

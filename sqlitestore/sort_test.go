@@ -1,13 +1,16 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
@@ -132,4 +135,129 @@ func TestSortIndexOff(t *testing.T) {
 	}))
 	is.Equal(count(`SELECT count(*) FROM formsapi_submissions WHERE sort_keys IS NULL`), 0)
 	is.Equal(sortedNs(t, off, storetest.FormFind, "-n", 7)[:2], []int{1001, 1000})
+}
+
+// sortedIDs lists the IDs (createdAt and data) of each submission of
+// form sorted by sort, walking every page of limit.
+func sortedIDs(t *testing.T, s formsapi.Store, form, sort string) []string {
+	t.Helper()
+	var out []string
+	q := formsapi.Query{Limit: 7, Sort: sort}
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range p.Items {
+			out = append(out, sub.CreatedAt.String()+" "+string(sub.Data))
+		}
+		if p.NextCursor == "" {
+			return out
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestSortIndexFields: WithSortIndex with names keeps the entries of
+// those fields only (a write's entries are its listed fields'), serves
+// a sort by them as the index of every field does, and refuses one by
+// another field with a *find.NotSortedError naming it; opened with
+// other names, a field added gets the entries of every stored
+// submission (its progress logged) and lists as the index of every field
+// lists it, a field removed loses them; a store opened without the
+// option changes nothing, and WithSortIndex() goes back to every field.
+func TestSortIndexFields(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := load(t, mustOpen(t, path, sqlitestore.WithSortIndex("n")), storetest.FindSeed())
+	every := load(t, mustOpen(t, dbPath(t), sqlitestore.WithSortIndex()), storetest.FindSeed())
+	db := hostDB(t, path)
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		is.NoErr(db.QueryRow(q, args...).Scan(&n))
+		return n
+	}
+	fieldEntries := func(name string) int {
+		return count(`SELECT count(*) FROM formsapi_sort WHERE field = ?`, find.SortField(name))
+	}
+	is.True(fieldEntries("n") > 0)
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort`), fieldEntries("n"))
+	is.Equal(sortedIDs(t, s, storetest.FormFind, "-n"), sortedIDs(t, every, storetest.FormFind, "-n"))
+	_, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "-name"})
+	var notSorted *find.NotSortedError
+	is.True(errors.As(err, &notSorted))
+	is.Equal(notSorted.Field, "name")
+
+	// A write's entries: its listed fields' only, its keys all stored.
+	is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFind, Data: []byte(`{"n":1000,"name":"Zed","score":3}`)}, formsapi.Metadata{}))
+	var seq int64
+	is.NoErr(db.QueryRow(`SELECT seq FROM formsapi_submissions WHERE data = '{"n":1000,"name":"Zed","score":3}'`).Scan(&seq))
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort WHERE seq = ?`, seq), 1)
+	is.Equal(count(`SELECT json_array_length(sort_keys) FROM formsapi_submissions WHERE seq = ?`, seq), 3)
+	is.NoErr(every.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormFind, Data: []byte(`{"n":1000,"name":"Zed","score":3}`), CreatedAt: sortedAt(t, s, seq)}, formsapi.Metadata{}))
+
+	// A store opened without the option changes nothing.
+	mustOpen(t, path)
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort`), fieldEntries("n"))
+
+	// Another list: name added from the rows, n dropped, progress logged.
+	var log bytes.Buffer
+	now, tick := jumpingClock(6 * time.Second)
+	s2 := mustOpen(t, path, sqlitestore.WithSortIndex("name", "score"), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
+		sqlitestore.WithProgressClock(now, tick))
+	is.Equal(fieldEntries("n"), 0)
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort`), fieldEntries("name")+fieldEntries("score"))
+	is.Equal(count(`SELECT count(*) FROM formsapi_submissions s WHERE json_type(s.data, '$.name') = 'text'
+AND NOT EXISTS (SELECT 1 FROM formsapi_sort e WHERE e.seq = s.seq AND e.field = ?)`, find.SortField("name")), 0)
+	for _, sort := range []string{"name", "-name", "score"} {
+		is.Equal(sortedIDs(t, s2, storetest.FormFind, sort), sortedIDs(t, every, storetest.FormFind, sort))
+	}
+	_, err = s2.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "n"})
+	is.True(errors.As(err, &notSorted))
+	// The first store reads the list afresh: n is no longer served.
+	_, err = s.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "n"})
+	is.True(errors.As(err, &notSorted))
+	var added, dropped bool
+	for _, l := range logLines(t, &log) {
+		if l["msg"] == "start: step ended" && l["step"] == "index the sort index's added fields" {
+			added = l["rows_done"] == float64(count(`SELECT count(*) FROM formsapi_submissions`))
+		}
+		dropped = dropped || l["msg"] == "start: step ended" && l["step"] == "drop the sort index's removed fields"
+	}
+	if !added {
+		t.Log(log.String())
+	}
+	is.True(added)
+	is.True(dropped)
+
+	// Every field again: as the index that always kept every field.
+	s3 := mustOpen(t, path, sqlitestore.WithSortIndex())
+	var want int
+	is.NoErr(sqlitestore.ReadDB(every).QueryRow(`SELECT count(*) FROM formsapi_sort`).Scan(&want))
+	is.Equal(count(`SELECT count(*) FROM formsapi_sort`), want)
+	for _, sort := range []string{"n", "-tag", "even", "html"} {
+		is.Equal(sortedIDs(t, s3, storetest.FormFind, sort), sortedIDs(t, every, storetest.FormFind, sort))
+	}
+}
+
+// sortedAt is the createdAt of the row seq of s's file.
+func sortedAt(t *testing.T, s *sqlitestore.Store, seq int64) time.Time {
+	t.Helper()
+	var at int64
+	if err := sqlitestore.ReadDB(s).QueryRow(`SELECT created_at FROM formsapi_submissions WHERE seq = ?`, seq).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(0, at).UTC()
+}
+
+// TestSortIndexFieldNames: Open refuses a field no sort can name, and one
+// named twice.
+func TestSortIndexFieldNames(t *testing.T) {
+	for _, names := range [][]string{{""}, {"a", "a"}, {strings.Repeat("x", 65)}, {"\xff"}} {
+		if s, err := sqlitestore.Open(dbPath(t), sqlitestore.WithSortIndex(names...)); err == nil {
+			s.Close()
+			t.Errorf("WithSortIndex(%q): opened", names)
+		}
+	}
 }

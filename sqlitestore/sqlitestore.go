@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/feedwait"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyuse"
 	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/stored"
@@ -57,6 +59,7 @@ type config struct {
 	keep         time.Duration // see WithTombstoneRetention
 	searchIndex  bool          // see WithSearchIndex
 	sortIndex    bool          // see WithSortIndex
+	sortFields   []string      // see WithSortIndex: nil for every field
 	progress     stored.Progress
 	quiet        bool          // WithLogger(nil)
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
@@ -134,20 +137,35 @@ func WithSearchIndex() Option {
 }
 
 // WithSortIndex turns on the file's sort index, the ordered index of
-// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk:
-// Open or New sets the setting kept in the database (table
-// formsapi_settings) and, in the same transaction, indexes every stored
-// submission's top-level members, once; on a big file that takes a while
-// and holds the write lock meanwhile. From then on every write to the
-// file, by any process, adds one entry per top-level member with a
-// scalar value: on this file that costs a write about as much again
-// (BENCHMARKS.md, "Sort by a submitted field"). Without it (the default
-// for a new file), writes compute and store no sort key, and a sorted
-// list is not served: the handler answers 501. As WithSearchIndex, the
-// setting belongs to the file: a store opened without this option never
-// turns it off.
-func WithSortIndex() Option {
-	return func(c *config) { c.sortIndex = true }
+// sort keys that sorted lists (sort=<field>, formsapi.Query.Sort) walk,
+// for the top-level fields named, or for every field when none is named:
+// Open or New sets the setting and the fields kept in the database
+// (tables formsapi_settings and formsapi_sort_fields) and, in the same
+// transaction, builds what changed, with its progress logged: turned on,
+// every stored submission is indexed; a field added gets the entries of
+// every stored submission that has it; a field no longer named loses
+// its entries. On a big file that takes a while and holds the write lock
+// meanwhile. From then on every write to the file, by any process,
+// stores its submission's sort keys and adds one index entry per kept
+// field it has with a scalar value: for every field, on this file that
+// costs a write about as much again; for one field, a few percent
+// (BENCHMARKS.md, "Sort by a submitted field"). A sort by a field the
+// index does not keep is not served: the handler answers 501 naming it.
+// Without this option (the default for a new file), writes compute and
+// store no sort key, and a sorted list is not served (501). As
+// WithSearchIndex, the setting belongs to the file: a store opened
+// without this option never turns it off, nor changes its fields; one
+// opened with it sets them to its own (so give every process the same
+// names). Open refuses a name that no sort can name (empty, not valid
+// UTF-8, longer than 64 bytes) or one named twice.
+func WithSortIndex(fields ...string) Option {
+	return func(c *config) {
+		c.sortIndex = true
+		c.sortFields = nil
+		if len(fields) > 0 {
+			c.sortFields = slices.Clone(fields)
+		}
+	}
 }
 
 // WithClock sets the store's notion of now: the time by which keys
@@ -298,7 +316,10 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("journal_mode is %q, not wal: the file must be on a local filesystem, not in memory", mode))
 	}
-	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
+	if err := find.CheckSortFields(cfg.sortFields); err != nil {
+		return fail(err)
+	}
+	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.startProgress())
 	if err != nil {
 		return fail(err)
 	}
@@ -363,7 +384,10 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	ctx := context.Background()
-	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.startProgress())
+	if err := find.CheckSortFields(cfg.sortFields); err != nil {
+		return nil, fmt.Errorf("sqlitestore: new: %w", err)
+	}
+	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.startProgress())
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}

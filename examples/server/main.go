@@ -106,7 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
-	sortIndex := fs.Bool("sort-index", false, "open the store with its sort index (WithSortIndex), so that sort=<field> is served (501 without it); it costs every write an entry per top-level member; the setting persists in the database, so false does not turn an existing index off")
+	sortIndex := fs.Bool("sort-index", false, "open the store with its sort index (WithSortIndex), so that sort=<field> is served (501 without it); it costs every write an entry per kept top-level member; the setting persists in the database, so false does not turn an existing index off")
+	sortFields := fs.String("sort-fields", "", "with -sort-index, the top-level fields the sort index keeps, comma-separated (sort by another is a 501); empty keeps every field; a change is built (or dropped) when the store opens")
 	rateLimit := fs.Int("rate-limit", defaultRateLimit, "requests each account may make per -rate-window (a burst of as many, then an even rate); 0 turns rate limiting off")
 	rateWindow := fs.Duration("rate-window", defaultRateWindow, "the window of -rate-limit, in whole seconds")
 	rateKey := fs.Int("rate-limit-key", 0, "the most one scoped key (an integration) may make of its account's -rate-limit per -rate-window; 0 means half")
@@ -212,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax}
 	if *keyFile == "" {
 		*keyFile = *dbPath + ".demo-key"
 		if *dsn != "" {
@@ -731,4 +732,12 @@ func seedDemo(ctx context.Context, store backend, keyFile string) (key string, c
 		return "", false, fmt.Errorf("save demo key: %w", err)
 	}
 	return key, true, nil
+}
+
+// splitFields is -sort-fields' names: nil for none (every field).
+func splitFields(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

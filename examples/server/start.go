@@ -24,6 +24,7 @@ type storeFlags struct {
 	cacheMiB                        int
 	searchIndex                     bool
 	sortIndex                       bool          // -sort-index: WithSortIndex
+	sortFields                      []string      // -sort-fields: WithSortIndex's fields (nil: every field)
 	follow                          time.Duration // -follow: negative for off
 	staleness                       time.Duration // -staleness, with -follow
 	roundBatch                      int           // -round-batch, with -follow
@@ -70,7 +71,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 			opts = append(opts, sqlitestore.WithSearchIndex())
 		}
 		if f.sortIndex {
-			opts = append(opts, sqlitestore.WithSortIndex())
+			opts = append(opts, sqlitestore.WithSortIndex(f.sortFields...))
 		}
 		lite, err := sqlitestore.Open(f.dbPath, opts...)
 		if err != nil {
@@ -88,7 +89,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		opts = append(opts, pgstore.WithSearchIndex())
 	}
 	if f.sortIndex {
-		opts = append(opts, pgstore.WithSortIndex())
+		opts = append(opts, pgstore.WithSortIndex(f.sortFields...))
 	}
 	if f.schema != "" {
 		opts = append(opts, pgstore.WithSchema(f.schema))
@@ -146,7 +147,7 @@ func migrateAhead(ctx context.Context, f storeFlags, logger *slog.Logger, stderr
 			opts = append(opts, sqlitestore.WithSearchIndex())
 		}
 		if f.sortIndex {
-			opts = append(opts, sqlitestore.WithSortIndex())
+			opts = append(opts, sqlitestore.WithSortIndex(f.sortFields...))
 		}
 		if err := sqlitestore.Migrate(ctx, f.dbPath, opts...); err != nil {
 			return err
@@ -158,7 +159,7 @@ func migrateAhead(ctx context.Context, f storeFlags, logger *slog.Logger, stderr
 			opts = append(opts, pgstore.WithSearchIndex())
 		}
 		if f.sortIndex {
-			opts = append(opts, pgstore.WithSortIndex())
+			opts = append(opts, pgstore.WithSortIndex(f.sortFields...))
 		}
 		where = "PostgreSQL, the connection's current schema"
 		if f.schema != "" {

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -39,6 +40,37 @@ import (
 // keeps no ordered index of sort keys (its sort index setting off): the
 // handler answers 501.
 var ErrNoSortIndex = errors.New("the store keeps no sort index: sorted lists are off (sqlitestore.WithSortIndex, pgstore.WithSortIndex)")
+
+// NotSortedError is the error of a sorted list by a field that the
+// store's sort index does not keep: the index is on for named fields
+// only (sqlitestore.WithSortIndex, pgstore.WithSortIndex with names), and
+// Field is not one of them. The handler answers 501, naming it.
+type NotSortedError struct{ Field string }
+
+func (e *NotSortedError) Error() string {
+	return fmt.Sprintf("the store's sort index keeps only the fields it was opened with, not %q", e.Field)
+}
+
+// CheckSortFields returns an error naming the first of names that no
+// sort can name (empty, not valid UTF-8, longer than MaxFieldBytes), or
+// one given twice: the fields of a sort index.
+func CheckSortFields(names []string) error {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		switch {
+		case n == "":
+			return errors.New("sort index field: an empty name")
+		case !utf8.ValidString(n):
+			return fmt.Errorf("sort index field %q: not valid UTF-8", n)
+		case len(n) > MaxFieldBytes:
+			return fmt.Errorf("sort index field %q: longer than %d bytes", n, MaxFieldBytes)
+		case seen[n]:
+			return fmt.Errorf("sort index field %q: named twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
 
 // SortTextBytes bounds the bytes of a string's normal form that its sort
 // key keeps: strings whose normal forms begin with the same

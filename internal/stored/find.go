@@ -72,10 +72,23 @@ const SearchIndexSetting = "search_index"
 
 // SortIndexSetting is the name of the setting, kept in the database,
 // that says whether the stores keep the ordered index of sort keys
-// (internal/stored/sort.go): 1 when every submission's entries are in
-// it, 0 when writers leave them out (sort_keys NULL) and sorted lists
-// are not served (find.ErrNoSortIndex).
+// (internal/stored/sort.go), and for which fields: SortOff, SortEvery
+// or SortListed.
 const SortIndexSetting = "sort_index"
+
+// The values of SortIndexSetting.
+const (
+	// SortOff: writers leave the sort keys out (sort_keys NULL) and
+	// sorted lists are not served (find.ErrNoSortIndex).
+	SortOff = 0
+	// SortEvery: every submission's sort keys are stored, and the entries
+	// of all its fields are in the index.
+	SortEvery = 1
+	// SortListed: every submission's sort keys are stored, and the index
+	// holds the entries of the fields of formsapi_sort_fields only; a
+	// sort by another field is refused (find.NotSortedError).
+	SortListed = 2
+)
 
 // Probed bounds the entries of one candidate key that a filtered page
 // counts to compare it with the others (a key with more is as common as

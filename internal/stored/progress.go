@@ -45,6 +45,8 @@ const (
 	StepReencode    = "re-encode stored submissions"
 	StepIndex       = "index submitted values"
 	StepSortIndex   = "index sort keys"
+	StepSortFields  = "index the sort index's added fields"
+	StepSortDrop    = "drop the sort index's removed fields"
 	StepSearchIndex = "build the search index"
 )
 
