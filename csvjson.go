@@ -24,6 +24,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/formsapi/formsapi/internal/find"
 )
 
 // errStoredJSON is the CSV row's error for a stored submission it cannot
@@ -129,37 +131,55 @@ func (m *members) open() bool {
 // (escaped: it holds a backslash), its value's bytes, and more false
 // after the last one.
 func (m *members) next() (name []byte, escaped bool, value []byte, more bool, err error) {
+	name, escaped, at, more, err := m.nextName()
+	if !more || err != nil {
+		return nil, false, nil, more, err
+	}
+	value, err = m.value(at)
+	return name, escaped, value, err == nil, err
+}
+
+// nextName is next without the value: it returns the index at which the
+// value begins, and the walk goes on past it after value, or once the
+// caller sets m.i past it.
+func (m *members) nextName() (name []byte, escaped bool, at int, more bool, err error) {
 	b := m.b
 	i := skipSpace(b, m.i)
 	if i < len(b) && b[i] == '}' {
 		m.i = i + 1
-		return nil, false, nil, false, nil
+		return nil, false, 0, false, nil
 	}
 	if m.started {
 		if i >= len(b) || b[i] != ',' {
-			return nil, false, nil, false, errStoredJSON
+			return nil, false, 0, false, errStoredJSON
 		}
 		i = skipSpace(b, i+1)
 	}
 	if i >= len(b) || b[i] != '"' {
-		return nil, false, nil, false, errStoredJSON
+		return nil, false, 0, false, errStoredJSON
 	}
 	end, escaped, ok := stringEnd(b, i)
 	if !ok {
-		return nil, false, nil, false, errStoredJSON
+		return nil, false, 0, false, errStoredJSON
 	}
 	name = b[i+1 : end-1]
 	i = skipSpace(b, end)
 	if i >= len(b) || b[i] != ':' {
-		return nil, false, nil, false, errStoredJSON
+		return nil, false, 0, false, errStoredJSON
 	}
-	i = skipSpace(b, i+1)
-	vend, ok := valueEnd(b, i)
+	m.started = true
+	return name, escaped, skipSpace(b, i+1), true, nil
+}
+
+// value returns the value that begins at b[at] (nextName's) and moves
+// the walk past it.
+func (m *members) value(at int) ([]byte, error) {
+	vend, ok := valueEnd(m.b, at)
 	if !ok {
-		return nil, false, nil, false, errStoredJSON
+		return nil, errStoredJSON
 	}
-	m.i, m.started = vend, true
-	return name, escaped, b[i:vend], true, nil
+	m.i = vend
+	return m.b[at:vend], nil
 }
 
 // jsonText returns the text of the JSON string whose bytes between the
@@ -268,6 +288,52 @@ func appendCompact(b, v []byte) []byte {
 		}
 	}
 	return b
+}
+
+// matchParts is submissionParts (without createdAt) for a filtered
+// export whose page's keys the store checked (wire.Page.KeysChecked),
+// checking cs on data in the walk that finds it (find.MatchKeyedAt): one
+// pass over data instead of one to find its end and another to check
+// it. checked is false when find.MatchKeyedAt could not check in that
+// pass (then the caller checks data with find.MatchKeyed); with data
+// named more than once the check of the last counts, as its data does.
+func matchParts(obj []byte, cs []find.Clause, keyed int, tmp *[]byte) (data, attachments []byte, keep bool, matched int, checked bool, err error) {
+	m := members{b: obj}
+	if !m.open() {
+		return nil, nil, false, 0, false, errStoredJSON
+	}
+	for {
+		name, escaped, at, more, err := m.nextName()
+		if err != nil {
+			return nil, nil, false, 0, false, err
+		}
+		if !more {
+			return data, attachments, keep, matched, checked, nil
+		}
+		if escaped {
+			var ok bool
+			if name, ok = jsonText(name, true, tmp); !ok {
+				return nil, nil, false, 0, false, errStoredJSON
+			}
+		}
+		if bytes.EqualFold(name, []byte("data")) {
+			var end int
+			if keep, matched, end, checked = find.MatchKeyedAt(obj, at, cs, keyed); checked {
+				m.i, data = end, obj[at:end]
+				continue
+			}
+		}
+		v, err := m.value(at)
+		if err != nil {
+			return nil, nil, false, 0, false, err
+		}
+		switch {
+		case bytes.EqualFold(name, []byte("data")):
+			data = v
+		case bytes.EqualFold(name, []byte("attachments")):
+			attachments = v
+		}
+	}
 }
 
 // submissionParts finds the members of a stored submission object obj

@@ -232,7 +232,7 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	x := &exporter{a: a, req: req.request, e: e, asOf: asOf, positions: a.tokens.Positions(req.list), refs: a.tokens.Refs(req.list, inc), inc: inc, incTag: token.IncarnationTag(inc), form: form}
 	if e.filtered() {
 		x.clauses, x.term = e.list.clauses(), e.list.Search
-		x.keys = find.ClauseKeys(x.clauses)
+		x.keys, x.keyed = find.ClauseKeys(x.clauses), find.KeyedClause(x.clauses)
 	}
 	if e.format == formatCSV {
 		columns := x.columns
@@ -407,6 +407,7 @@ type exporter struct {
 	clauses []find.Clause
 	term    string
 	keys    []int64
+	keyed   int  // find.KeyedClause: the clause keys came from
 	allRows bool // columns is reading the form: every submission, whatever the filter
 
 	sent     int   // submissions sent since the rate limiter was last asked
@@ -681,11 +682,28 @@ func (x *exporter) keepAlive() error {
 // filter pages), counts the check's work, and writes the line of a
 // submission they keep.
 func (x *exporter) writeMatch(pos int64, obj []byte) error {
-	data, att, _, err := submissionParts(obj, &x.tmp)
+	var data, att []byte
+	var keep, checked bool
+	var matched int
+	var err error
+	if x.page.KeysChecked {
+		// The store left out what holds none of the keys: the check need
+		// not look for their values' bytes first, and is made in the
+		// walk that finds data, one pass over it.
+		data, att, keep, matched, checked, err = matchParts(obj, x.clauses, x.keyed, &x.tmp)
+	} else {
+		data, att, _, err = submissionParts(obj, &x.tmp)
+	}
 	if err != nil {
 		return err
 	}
-	keep, matched := find.MatchValid(data, x.clauses)
+	switch {
+	case checked:
+	case x.page.KeysChecked:
+		keep, matched = find.MatchKeyed(data, x.clauses, x.keyed)
+	default:
+		keep, matched = find.MatchValid(data, x.clauses)
+	}
 	normalized := matched
 	if keep && x.term != "" {
 		var n int

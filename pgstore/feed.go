@@ -119,6 +119,7 @@ func (s *Store) readFeed(ctx context.Context, src source, accountID, formID stri
 		// A submission whose keys hold none of keys comes without its
 		// JSON (sqlFeedKeyed), counted in the page's Excluded.
 		st, args = s.sql.feedKeyed, append(args, keys)
+		p.KeysChecked = true
 	}
 	rows, err := src.db.Query(ctx, st, args...)
 	if err != nil {

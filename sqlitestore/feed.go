@@ -78,7 +78,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, q wire
 	if err != nil {
 		return 0, false, err
 	}
-	p.Incarnation = form.Incarnation
+	p.Incarnation, p.KeysChecked = form.Incarnation, keyed
 	defer rows.Close()
 	budget := keyset.NewBudget(formsapi.Query{MaxBytes: q.MaxBytes})
 	f := wire.FeedRows{Page: p, Budget: budget, Limit: q.Limit, Next: q.After}

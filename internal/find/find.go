@@ -292,9 +292,18 @@ func eachMember(data []byte, fn func(name, raw []byte)) bool {
 // eachValidMember is eachMember for data known to be valid JSON (a
 // page's, which the store or the encoder checked): it skips the check.
 func eachValidMember(data []byte, fn func(name, raw []byte)) bool {
-	i := wire.SkipSpace(data, 0)
+	_, ok := eachValidMemberAt(data, 0, fn)
+	return ok
+}
+
+// eachValidMemberAt is eachValidMember for the object that begins at
+// data[at] (past any space), in data known to be valid JSON: it returns
+// the index just past the object too, or false (and no end) when the
+// value there is not an object.
+func eachValidMemberAt(data []byte, at int, fn func(name, raw []byte)) (int, bool) {
+	i := wire.SkipSpace(data, at)
 	if data[i] != '{' {
-		return false
+		return 0, false
 	}
 	for i = wire.SkipSpace(data, i+1); data[i] != '}'; {
 		nameStart, nameEnd := i, wire.ValueEnd(data, i)
@@ -314,7 +323,7 @@ func eachValidMember(data []byte, fn func(name, raw []byte)) bool {
 		}
 		fn(name, raw)
 	}
-	return true
+	return i + 1, true
 }
 
 // matchDecoded is MatchWork through encoding/json's map of data's
@@ -466,7 +475,7 @@ func Match(data []byte, cs []Clause) bool {
 // text) passed through Unicode normalization, read and made (see
 // Examined).
 func MatchWork(data []byte, cs []Clause) (bool, int) {
-	return matchWork(data, cs, false)
+	return matchWork(data, cs, false, -1)
 }
 
 // MatchValid is MatchWork for data known to be one valid JSON value: a
@@ -476,10 +485,48 @@ func MatchWork(data []byte, cs []Clause) (bool, int) {
 // (a pass over the whole of it): on bytes that are not valid JSON it may
 // answer anything, or panic.
 func MatchValid(data []byte, cs []Clause) (bool, int) {
-	return matchWork(data, cs, true)
+	return matchWork(data, cs, true, -1)
 }
 
-func matchWork(data []byte, cs []Clause, valid bool) (bool, int) {
+// MatchKeyed is MatchValid for data whose index keys hold one of
+// ClauseKeys(cs) (a store checked them: wire.Page.KeysChecked), and
+// keyed KeyedClause(cs): it answers as MatchValid does, without first
+// looking for the values of cs[keyed] in data's bytes, a search such
+// data passes (it holds one of them, but for a collision of keys) at
+// the cost of a pass or more over it. The other clauses' values are
+// looked for as MatchValid does; every clause is then checked exactly.
+func MatchKeyed(data []byte, cs []Clause, keyed int) (bool, int) {
+	return matchWork(data, cs, true, keyed)
+}
+
+// MatchKeyedAt is MatchKeyed for the data that begins at b[at] (past
+// any space), b known to be valid JSON, found and checked in one pass:
+// it returns the index just past data too. ok is false, having checked
+// nothing, when data is not an object or the check needs data's bounds
+// first (more than MaxClauses clauses, or a clause other than cs[keyed]
+// whose values MatchKeyed looks for): the caller finds data's end and
+// calls MatchKeyed.
+func MatchKeyedAt(b []byte, at int, cs []Clause, keyed int) (keep bool, normalized, end int, ok bool) {
+	if len(cs) > MaxClauses || searchable(cs, keyed) {
+		return false, 0, 0, false
+	}
+	var raws [MaxClauses][]byte
+	var present [MaxClauses]bool
+	end, ok = eachValidMemberAt(b, at, func(name, raw []byte) {
+		for k := range cs {
+			if string(name) == cs[k].Field {
+				raws[k], present[k] = raw, true
+			}
+		}
+	})
+	if !ok {
+		return false, 0, 0, false
+	}
+	keep, normalized = matchMembers(cs, raws[:len(cs)], present[:len(cs)])
+	return keep, normalized, end, true
+}
+
+func matchWork(data []byte, cs []Clause, valid bool, keyed int) (bool, int) {
 	if len(cs) == 0 {
 		return true, 0
 	}
@@ -487,10 +534,10 @@ func matchWork(data []byte, cs []Clause, valid bool) (bool, int) {
 	// has no escapes either: an equality whose string is not in data, or
 	// an in none of whose strings is, fails without decoding it (most
 	// entries of a walk that a later clause refuses, and those an in
-	// refuses).
-	if bytes.IndexByte(data, '\\') < 0 && utf8.Valid(data) {
+	// refuses). Not for the clause whose keys data is known to hold.
+	if searchable(cs, keyed) && bytes.IndexByte(data, '\\') < 0 && utf8.Valid(data) {
 		for i := range cs {
-			if absent(data, &cs[i]) {
+			if i != keyed && absent(data, &cs[i]) {
 				return false, 0
 			}
 		}
@@ -503,6 +550,12 @@ func matchWork(data []byte, cs []Clause, valid bool) (bool, int) {
 	if !clauseMembers(data, cs, raws[:len(cs)], present[:len(cs)], valid) {
 		return false, 0
 	}
+	return matchMembers(cs, raws[:len(cs)], present[:len(cs)])
+}
+
+// matchMembers checks each clause of cs against its member's raw value
+// (raws[i], present[i] false for none), as MatchWork does.
+func matchMembers(cs []Clause, raws [][]byte, present []bool) (bool, int) {
 	// The normalizer's iterator is large: made only for clauses that
 	// normalize (prefix, a range on text).
 	var it *norm.Iter
@@ -542,6 +595,17 @@ func absent(data []byte, c *Clause) bool {
 	return false
 }
 
+// searchable reports whether a clause of cs other than cs[skip] is one
+// whose values absent looks for.
+func searchable(cs []Clause, skip int) bool {
+	for i := range cs {
+		if i != skip && (cs[i].Op == OpEq || cs[i].Op == OpIn) {
+			return true
+		}
+	}
+	return false
+}
+
 // plainString reports whether v, a canonical text, is a string without
 // escapes.
 func plainString(v string) bool {
@@ -557,8 +621,21 @@ func plainString(v string) bool {
 // a store that keeps each submission's keys may skip it unread. Nil when
 // no clause is an equality or an in on a member Keys indexes.
 func ClauseKeys(cs []Clause) []int64 {
+	keys, _ := clauseKeys(cs)
+	return keys
+}
+
+// KeyedClause returns the index in cs of the clause whose keys
+// ClauseKeys returns, or -1 when it returns nil.
+func KeyedClause(cs []Clause) int {
+	_, i := clauseKeys(cs)
+	return i
+}
+
+func clauseKeys(cs []Clause) ([]int64, int) {
 	var best []int64
-	for _, c := range cs {
+	at := -1
+	for j, c := range cs {
 		var values []string
 		switch c.Op {
 		case OpEq:
@@ -580,8 +657,8 @@ func ClauseKeys(cs []Clause) []int64 {
 			keys = append(keys, Key(c.Field, v))
 		}
 		if keys != nil {
-			best = sortedUnique(keys)
+			best, at = sortedUnique(keys), j
 		}
 	}
-	return best
+	return best, at
 }

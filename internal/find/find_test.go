@@ -171,3 +171,41 @@ func FuzzKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestMatchKeyedAgrees: MatchKeyed, and MatchKeyedAt on data inside a
+// stored object, answer as MatchValid on every valid case of keysCases
+// and of the shortcut's cases, for equalities, ins and operators, alone
+// and together (with another equality, whose bytes are still looked
+// for, MatchKeyedAt declines); MatchKeyedAt returns data's end.
+func TestMatchKeyedAgrees(t *testing.T) {
+	datas := append([]string{`{"a":"x\u00e9"}`, "{\"a\":\"x\xffy\"}", `{"a":"xy","b":"q"}`, `{"b":"xy"}`, `{"a":["x"],"b":{"a":"xy"}}`, `{ "a" : "xy" , "a" : "q" }`}, keysCases...)
+	clauses := [][]Clause{
+		{{Field: "a", Value: `"xy"`}},
+		{{Field: "a", Op: OpIn, Values: []string{`"xé"`, `"q"`, `1`}}},
+		{{Field: "b", Op: OpIn, Values: []string{`"x"`, `"xy"`}}, {Field: "a", Op: OpNe, Value: `"q"`}},
+		{{Field: "a", Op: OpGte, Value: `0`}, {Field: "dup", Value: `1`}},
+		{{Field: "a", Value: `"xy"`}, {Field: "b", Value: `"q"`}},
+		{{Field: "c", Op: OpExists, Value: `true`}, {Field: "a", Op: OpIn, Values: []string{`1`, `"xy"`}}},
+	}
+	for _, d := range datas {
+		if !json.Valid([]byte(d)) {
+			continue
+		}
+		obj := []byte(`{"id":"s1","data":` + d + `,"attachments":[]}`)
+		at := len(`{"id":"s1","data":`)
+		for _, cs := range clauses {
+			keyed := KeyedClause(cs)
+			want, wantN := MatchValid([]byte(d), cs)
+			if got, n := MatchKeyed([]byte(d), cs, keyed); got != want || n != wantN {
+				t.Errorf("MatchKeyed(%s, %v, %d) = %t, %d; MatchValid: %t, %d", d, cs, keyed, got, n, want, wantN)
+			}
+			got, n, end, ok := MatchKeyedAt(obj, at, cs, keyed)
+			switch {
+			case !ok && (d[0] == '{' && !searchable(cs, keyed)):
+				t.Errorf("MatchKeyedAt(%s, %v) declined", d, cs)
+			case ok && (got != want || n != wantN || end != at+len(strings.TrimRight(d, " \t\r\n"))):
+				t.Errorf("MatchKeyedAt(%s, %v) = %t, %d, end %d; want %t, %d, end %d", d, cs, got, n, end, want, wantN, at+len(strings.TrimRight(d, " \t\r\n")))
+			}
+		}
+	}
+}

@@ -56,6 +56,13 @@ type Page struct {
 	// as walked, and checks no more of them.
 	Excluded      int
 	ExcludedBytes int64
+	// KeysChecked says that the store checked the keys of the page's
+	// submissions (FeedQuery.Keys) and left out those that hold none:
+	// those it sent hold one, but for the few whose keys it does not
+	// know. The reader may then skip its own quick tests that a
+	// submission holds one of those keys' values (find.MatchKeyed), never
+	// its exact check.
+	KeysChecked bool
 
 	// Digests, when the store's read cache served the page's items whole
 	// from a page it holds (and only then), is where the handler keeps its
