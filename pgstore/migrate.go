@@ -433,7 +433,7 @@ func findKeys(data []byte, files []string, trigrams bool) string {
 
 // configureSortIndex sets the sort index's setting and fields in tx to
 // what WithSortIndex asked (fields nil: every field, migration 0028; else
-// those fields, migration 0030). It first takes the sort lock
+// those fields, migration 0031). It first takes the sort lock
 // exclusively, which every write that found the setting off holds shared
 // until it commits (formsapi_sort_indexed), and so does every write while
 // the setting keeps listed fields (formsapi_sort_kept): the rows it then

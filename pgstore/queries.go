@@ -194,7 +194,7 @@ LIMIT $6`
 	sqlSortIndexed = `SELECT value > 0 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
 	// Whether a sorted list by the field $1 is served: the sort index's
-	// setting and whether its fields (migration 0030) name $1.
+	// setting and whether its fields (migration 0031) name $1.
 	sqlSortServed = `SELECT value, EXISTS (SELECT 1 FROM formsapi_sort_fields WHERE name = $1)
 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 

@@ -99,3 +99,42 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+-- 0030's formsapi_addition read the sort index as on for the value 1
+-- only: it now reads 2 (named fields) as on too, so that a write that
+-- left the sort keys out is refused and made again with them. (The
+-- store's own statement writes every member's sort entry since 0030:
+-- the list narrows the triggers' copies and the entries built when a
+-- field is added, not those of the store's own inserts.)
+DO $do$
+BEGIN
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION %1$I.formsapi_addition(n bigint, search boolean, sorted boolean, OUT version bigint, OUT indexed boolean)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    ordered boolean;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(%2$s);
+    IF NOT sorted THEN
+        PERFORM pg_advisory_xact_lock_shared(%3$s);
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM 1 FROM %1$I.formsapi_settings
+        WHERE name = 'search_index' OR name = 'sort_index' AND NOT sorted
+        FOR SHARE;
+    END IF;
+    SELECT coalesce(bool_or(name = 'search_index'), false), coalesce(bool_or(name = 'sort_index'), false)
+    INTO indexed, ordered
+    FROM %1$I.formsapi_settings WHERE name IN ('search_index', 'sort_index') AND value >= 1;
+    IF (indexed AND NOT search) OR (ordered AND NOT sorted) THEN
+        RETURN;
+    END IF;
+    version := nextval(%4$L::regclass) * 65536 + floor(random() * 65536)::bigint;
+    PERFORM set_config('formsapi.written', '1', true);
+END
+$$$f$, current_schema(),
+        hashtextextended('formsapi search index ' || current_schema(), 0),
+        hashtextextended('formsapi sort index ' || current_schema(), 0),
+        format('%I.formsapi_versions', current_schema()));
+END
+$do$;
