@@ -117,9 +117,14 @@ var FindSQL = map[string]string{
 	"find encoded desc": sqlFindEncodedDesc, "find encoded asc": sqlFindEncodedAsc,
 	"find desc": sqlFindDesc, "find asc": sqlFindAsc,
 	"count entries": sqlCountEntries, "count matches": sqlCountMatches,
-	"search encoded desc": sqlSearchEncodedDesc, "search encoded asc": sqlSearchEncodedAsc,
-	"search desc": sqlSearchDesc, "search asc": sqlSearchAsc,
-	"count search entries": sqlCountSearchEntries, "count search matches": sqlCountSearchMatches,
+}
+
+// BlockSQL returns the statements that read and fold search's posting
+// blocks (migration 0022), by name; each takes the form's seq, the key
+// and a keyset position.
+var BlockSQL = map[string]string{
+	"blocks desc": sqlBlocksDesc, "blocks asc": sqlBlocksAsc, "blocks after": sqlBlocksAfter,
+	"probe": sqlProbeBlocks, "fold's block": sqlBlockAround, "fold's update": sqlBlockUpdate,
 }
 
 // ScanSQL returns the statements of a search while the search index is
@@ -192,4 +197,33 @@ func KeyHash(key string) [32]byte { return keyformat.Hash(key) }
 var SortSQL = map[string]string{
 	"sorted asc": fmt.Sprintf(sqlSortedAsc, "s.json"), "sorted desc": fmt.Sprintf(sqlSortedDesc, "s.json"),
 	"unsorted asc": fmt.Sprintf(sqlUnsortedAsc, "json"), "unsorted desc": fmt.Sprintf(sqlUnsortedDesc, "json"),
+}
+
+// FoldAt is the number of rows of the unfolded tail at which a write
+// folds it (migration 0022).
+const FoldAt = foldAt
+
+// TrigramEntry is an entry of search's posting blocks.
+type TrigramEntry struct{ Form, Key, At, Seq int64 }
+
+// TrigramEntries returns every entry of search's posting blocks
+// (migration 0022), block by block.
+func TrigramEntries(db *sql.DB) ([]TrigramEntry, error) {
+	rows, err := db.Query(`SELECT form_seq, key, list FROM formsapi_find_blocks ORDER BY form_seq, key, lo_at, lo_seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TrigramEntry
+	for rows.Next() {
+		var form, key int64
+		var list []byte
+		if err := rows.Scan(&form, &key, &list); err != nil {
+			return nil, err
+		}
+		for _, e := range decodeBlock(nil, list) {
+			out = append(out, TrigramEntry{form, key, e.at, e.seq})
+		}
+	}
+	return out, rows.Err()
 }

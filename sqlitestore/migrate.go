@@ -113,10 +113,25 @@ func enableSearchIndex(ctx context.Context, db *sql.DB, p *stored.Progress) (err
 	}
 	step := p.Begin(stored.StepSearchIndex, total)
 	defer func() { step.End(err) }()
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find (form_seq, key, created_at, seq)
-SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
-WHERE s.find_keys IS NOT NULL AND j.value < 0`); err != nil {
-		return err
+	// Rows whose find_keys hold trigram keys go through the tail into
+	// the posting blocks (migration 0022), a few thousand at a time.
+	for last := int64(0); ; {
+		var next sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM (SELECT seq FROM formsapi_submissions WHERE seq > ? ORDER BY seq LIMIT 4096)`, last).Scan(&next); err != nil {
+			return err
+		}
+		if !next.Valid {
+			break
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find_tail (form_seq, created_at, seq)
+SELECT s.form_seq, s.created_at, s.seq FROM formsapi_submissions s
+WHERE s.seq > ?1 AND s.seq <= ?2 AND s.find_keys IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)`, last, next.Int64); err != nil {
+			return err
+		}
+		if err := foldTail(ctx, tx); err != nil {
+			return err
+		}
+		last = next.Int64
 	}
 	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
 WHERE seq > ? AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)
@@ -160,6 +175,12 @@ func indexRows(ctx context.Context, tx *sql.Tx, query string, trigrams bool, ste
 		}
 		for _, r := range batch {
 			if _, err := tx.ExecContext(ctx, `UPDATE formsapi_submissions SET find_keys = ? WHERE seq = ?`, r.keys, r.seq); err != nil {
+				return err
+			}
+		}
+		if trigrams {
+			// The update trigger put the rows in the tail (migration 0022).
+			if err := foldTail(ctx, tx); err != nil {
 				return err
 			}
 		}

@@ -133,19 +133,6 @@ WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, s
 WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
 LIMIT ` + stored.MatchesLimit
 
-	// The same counts of a trigram's entries, with the form's unfolded
-	// tail in the range (see sqlSearchDesc).
-	sqlCountSearchEntries = `SELECT (SELECT count(*) FROM (SELECT 1 FROM formsapi_find
-WHERE form_seq = ?1 AND key = ?2 AND (created_at, seq) > (?3, ?4) AND (created_at, seq) < (?5, ?6) LIMIT ` + stored.CountLimit + `))
-+ (SELECT count(*) FROM formsapi_find_tail WHERE form_seq = ?1 AND (created_at, seq) > (?3, ?4) AND (created_at, seq) < (?5, ?6))`
-
-	sqlCountSearchMatches = `SELECT data, attachments FROM (SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
-LIMIT ` + stored.MatchesLimit + `)
-UNION ALL
-SELECT s.data, s.attachments FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
-WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)`
-
 	// The data of a range's rows to check against a search, when the
 	// search index is off and there is no filter.
 	sqlCountScan = `SELECT data, attachments FROM formsapi_submissions
@@ -281,32 +268,6 @@ WHERE formsapi_forms.seq = p.form_seq AND formsapi_forms.feed_purged < p.pos`
 	// Revocation keeps the row, so the key can never be added again.
 	sqlRevokeKey = `UPDATE formsapi_keys SET revoked_at = ? WHERE key_hash = ? AND revoked_at IS NULL`
 )
-
-// Searched pages (a walk of a trigram's entries: a negative key):
-// the entries of the key and the form's unfolded tail (migration
-// 0017), merged in keyset order, each joined to its submission by
-// rowid. A submission is in one or the other, as one statement sees
-// the file: the fold moves the tail's rows into the entries in one
-// transaction. The tail holds at most 64 rows.
-var (
-	sqlSearchEncodedDesc = searchSQL("s.json", "DESC")
-	sqlSearchEncodedAsc  = searchSQL("s.json", "ASC")
-	sqlSearchDesc        = searchSQL("length(s.json)", "DESC")
-	sqlSearchAsc         = searchSQL("length(s.json)", "ASC")
-)
-
-// searchSQL is a searched page's statement: its last column (the stored
-// JSON, or its length) and its order (DESC or ASC).
-func searchSQL(last, order string) string {
-	return `SELECT i.seq, i.created_at, s.data, s.attachments, ` + last + `
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ?1 AND i.key = ?2 AND (i.created_at, i.seq) > (?3, ?4) AND (i.created_at, i.seq) < (?5, ?6)
-UNION ALL
-SELECT t.seq, t.created_at, s.data, s.attachments, ` + last + `
-FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
-WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?3, ?4) AND (t.created_at, t.seq) < (?5, ?6)
-ORDER BY 2 ` + order + `, 1 ` + order
-}
 
 // Sorted pages (internal/stored/sort.go): the form's entries of one
 // field in the ordered index (migration 0019), from the cursor's place,

@@ -313,6 +313,13 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 	if err := rows.Err(); err != nil {
 		return 0, false, false, err
 	}
+	for i, k := range keys {
+		if k < 0 {
+			if probes[i], err = s.probeBlocks(ctx, formSeq.(int64), k); err != nil {
+				return 0, false, false, err
+			}
+		}
+	}
 	key, found = stored.Rarest(keys, probes)
 	// A trigram without entries may still be in the form's unfolded
 	// tail, which its walk reads too (migration 0017).
@@ -322,11 +329,10 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 // listFiltered is listSubmissions for a query with filters: it walks the
 // index of submitted values (see stored.FilteredSubmissions).
 func (s *Store) listFiltered(ctx context.Context, formID string, args []any, q formsapi.Query) (formsapi.Page[formsapi.Submission], error) {
-	st, args, found, err := s.filteredStmt(ctx, args, q, false)
+	rows, found, err := s.filteredRows(ctx, args, q, false)
 	if err != nil || !found {
 		return formsapi.Page[formsapi.Submission]{Items: []formsapi.Submission{}}, err
 	}
-	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return formsapi.Page[formsapi.Submission]{}, err
 	}
@@ -350,13 +356,9 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 		return err
 	}
 	p.Cache = observe.CacheNone
-	st, args, found, err := s.filteredStmt(ctx, args, q, true)
+	rows, found, err := s.filteredRows(ctx, args, q, true)
 	if err != nil || !found {
 		p.NextCursor = ""
-		return err
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
 		return err
 	}
 	defer rows.Close()
@@ -372,26 +374,48 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 // 0017) or, for a search without its index, the form's submissions,
 // with the handler's encoded JSON when encoded, in q's order. found is
 // false when nothing can match.
-func (s *Store) filteredStmt(ctx context.Context, args []any, q formsapi.Query, encoded bool) (st *sql.Stmt, stmtArgs []any, found bool, err error) {
+func (s *Store) filteredRows(ctx context.Context, args []any, q formsapi.Query, encoded bool) (rows filteredRows, found bool, err error) {
 	key, found, scan, err := s.walkKey(ctx, args[0], q)
 	if err != nil || !found {
-		return nil, nil, false, err
+		return nil, false, err
+	}
+	if key < 0 && !scan {
+		mode := searchLength
+		if encoded {
+			mode = searchEncoded
+		}
+		lo, hi := rangeOf(args)
+		r, err := s.searchWalk(ctx, args[0].(int64), key, lo, hi, stored.ByOrder(q.Order, false, true), mode)
+		return r, err == nil, err
 	}
 	o := q.Order
+	var st *sql.Stmt
 	switch {
 	case scan && encoded:
-		return stored.ByOrder(o, s.scanEncodedAsc, s.scanEncodedDesc), args, true, nil
+		st = stored.ByOrder(o, s.scanEncodedAsc, s.scanEncodedDesc)
 	case scan:
 		// The plain list's columns are those of a filtered page's.
-		return stored.ByOrder(o, s.subsAsc, s.subsDesc), args, true, nil
-	case encoded && key < 0:
-		return stored.ByOrder(o, s.searchEncodedAsc, s.searchEncodedDesc), withKey(args, key), true, nil
-	case key < 0:
-		return stored.ByOrder(o, s.searchAsc, s.searchDesc), withKey(args, key), true, nil
+		st = stored.ByOrder(o, s.subsAsc, s.subsDesc)
 	case encoded:
-		return stored.ByOrder(o, s.findEncodedAsc, s.findEncodedDesc), withKey(args, key), true, nil
+		st, args = stored.ByOrder(o, s.findEncodedAsc, s.findEncodedDesc), withKey(args, key)
+	default:
+		st, args = stored.ByOrder(o, s.findAsc, s.findDesc), withKey(args, key)
 	}
-	return stored.ByOrder(o, s.findAsc, s.findDesc), withKey(args, key), true, nil
+	r, err := st.QueryContext(ctx, args...)
+	return r, err == nil, err
+}
+
+// filteredRows is what a filtered page reads: a statement's rows, or a
+// searched walk's (searchRows).
+type filteredRows interface {
+	stored.Rows
+	Err() error
+	Close() error
+}
+
+// rangeOf returns the bounds of listArgs' args.
+func rangeOf(args []any) (lo, hi entry) {
+	return entry{args[1].(int64), args[2].(int64)}, entry{args[3].(int64), args[4].(int64)}
 }
 
 // CountSubmissions is the count the handler asks for total= (see formsapi.Counter): it counts the rows of
@@ -432,9 +456,22 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 		// as a walked key's entries are.
 		countEntries, countMatches = sqlCountRows, sqlCountScan
 	case key < 0:
-		// A trigram's entries and the form's unfolded tail.
-		countEntries, countMatches = sqlCountSearchEntries, sqlCountSearchMatches
-		args = withKey(args, key)
+		// A trigram's blocks and the form's unfolded tail.
+		lo, hi := rangeOf(args)
+		if !exact {
+			n, err := s.countSearch(ctx, form.Seq, key, lo, hi)
+			return stored.Counted(n, find.MaxCount, true), err
+		}
+		rows, err := s.searchWalk(ctx, form.Seq, key, lo, hi, false, searchData)
+		if err != nil {
+			return formsapi.Total{}, err
+		}
+		defer rows.Close()
+		t, err := stored.CountMatches(ctx, rows, q)
+		if err != nil {
+			return formsapi.Total{}, err
+		}
+		return t, rows.Err()
 	default:
 		args = withKey(args, key)
 	}

@@ -221,8 +221,7 @@ type Store struct {
 	encodedDesc, encodedAsc                     *sql.Stmt // on read
 	findEncodedDesc, findEncodedAsc             *sql.Stmt // on read: filtered pages
 	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
-	searchEncodedDesc, searchEncodedAsc         *sql.Stmt // on read: searched pages (a trigram's entries and the tail)
-	searchDesc, searchAsc                       *sql.Stmt // on read: searched pages
+	tailCount                                   *sql.Stmt // on write: the rows of formsapi_find_tail (see foldIfFull)
 	feed, feedEncoded, feedKeyed                *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
@@ -468,6 +467,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.addForm, s.write, sqlAddForm},
 		{&s.addSubmission, s.write, sqlAddSubmission},
+		{&s.tailCount, s.write, sqlTailCount},
 		{&s.addKey, s.write, sqlAddKey},
 		{&s.revokeKey, s.write, sqlRevokeKey},
 		{&s.touchKey, s.write, sqlTouchKey},
@@ -481,10 +481,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.findEncodedAsc, s.read, sqlFindEncodedAsc},
 		{&s.findDesc, s.read, sqlFindDesc},
 		{&s.findAsc, s.read, sqlFindAsc},
-		{&s.searchEncodedDesc, s.read, sqlSearchEncodedDesc},
-		{&s.searchEncodedAsc, s.read, sqlSearchEncodedAsc},
-		{&s.searchDesc, s.read, sqlSearchDesc},
-		{&s.searchAsc, s.read, sqlSearchAsc},
 		{&s.feed, s.read, sqlFeed},
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.feedKeyed, s.read, sqlFeedKeyed},

@@ -23,9 +23,24 @@ func tailState(t *testing.T, db *sql.DB) (tail, folded, both int) {
 	t.Helper()
 	is := is.New(t)
 	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
-	is.NoErr(db.QueryRow(`SELECT count(DISTINCT seq) FROM formsapi_find WHERE key < 0`).Scan(&folded))
-	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail t WHERE EXISTS (SELECT 1 FROM formsapi_find i
-WHERE i.form_seq = t.form_seq AND i.key < 0 AND i.created_at = t.created_at AND i.seq = t.seq)`).Scan(&both))
+	es, err := sqlitestore.TrigramEntries(db)
+	is.NoErr(err)
+	seqs := map[int64]bool{}
+	for _, e := range es {
+		seqs[e.Seq] = true
+	}
+	folded = len(seqs)
+	rows, err := db.Query(`SELECT seq FROM formsapi_find_tail`)
+	is.NoErr(err)
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		is.NoErr(rows.Scan(&seq))
+		if seqs[seq] {
+			both++
+		}
+	}
+	is.NoErr(rows.Err())
 	return tail, folded, both
 }
 
@@ -55,7 +70,7 @@ func walkAll(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []in
 
 // TestSearchTailFolds: with the search index on, a write puts its
 // submission in the unfolded tail, not its trigram entries, until the
-// tail reaches 64 rows, whose write folds them all into the index at
+// tail reaches FoldAt rows (256), whose write folds them all into the index at
 // once; a search finds every match at every step, each once, and in its
 // exact total, whichever side a match is on, and so does a filter, whose
 // entries every write inserts at once; a deleted row leaves its side; no
@@ -98,32 +113,33 @@ func TestSearchTailFolds(t *testing.T) {
 			is.Equal(total, formsapi.Total{Value: int64(len(want)), Kind: find.Exact}) // the exact count sees both sides
 		}
 	}
-	for n := range 63 {
+	const fold = sqlitestore.FoldAt
+	for n := range fold - 1 {
 		add(n)
 	}
 	tail, folded, both := tailState(t, db)
-	is.Equal([]int{tail, folded, both}, []int{63, 0, 0}) // all 63 in the tail
-	check("63 rows in the tail")
+	is.Equal([]int{tail, folded, both}, []int{fold - 1, 0, 0}) // all but one in the tail
+	check("a row short of a fold in the tail")
 
-	add(63) // the 64th: folds
+	add(fold - 1) // the last: folds
 	tail, folded, both = tailState(t, db)
-	is.Equal([]int{tail, folded, both}, []int{0, 64, 0}) // all 64 folded
-	check("64 rows folded")
+	is.Equal([]int{tail, folded, both}, []int{0, fold, 0}) // all folded
+	check("rows folded")
 
-	for n := 64; n < 64+10; n++ {
+	for n := fold; n < fold+10; n++ {
 		add(n)
 	}
 	tail, folded, both = tailState(t, db)
-	is.Equal([]int{tail, folded, both}, []int{10, 64, 0}) // both sides at once
-	check("64 rows folded and 10 in the tail")
+	is.Equal([]int{tail, folded, both}, []int{10, fold, 0}) // both sides at once
+	check("rows folded and 10 in the tail")
 
 	// A match in the tail deleted, and one folded.
-	for _, n := range []int{66, 3} {
+	for _, n := range []int{fold + 2, 3} {
 		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "tail", fmt.Sprint(n)))
 		want = slices.DeleteFunc(want, func(m int) bool { return m == n })
 	}
 	tail, folded, both = tailState(t, db)
-	is.Equal([]int{tail, folded, both}, []int{9, 63, 0}) // each left its side
+	is.Equal([]int{tail, folded, both}, []int{9, fold - 1, 0}) // each left its side
 	check("after deletions")
 }
 
@@ -160,4 +176,81 @@ SELECT seq, feed_last + 1, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_fo
 	tail, folded, both = tailState(t, db)
 	is.Equal([]int{tail, folded, both}, []int{3, 5, 0})
 	is.Equal(searchAll(t, s, "old", "needle", 2, formsapi.Oldest), []int{0, 1, 2, 3, 4, 5, 6, 7})
+}
+
+// TestSearchBlocksOutOfOrder: writes whose created_at goes back and
+// forth (late commits) are folded into the blocks of their places
+// (migration 0022): after three folds and deletions, every key's blocks
+// hold exactly the entries of the rows left, each once, in keyset order
+// across the key's blocks, and a search walks every match, in order,
+// both ways, a page at a time.
+func TestSearchBlocksOutOfOrder(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	db := sqlitestore.ReadDB(s)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "late"}))
+	base := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
+	n := 3*sqlitestore.FoldAt + 17
+	var want []int // the n of the matches left, oldest first
+	for i := range n {
+		// A permutation of the times: each write's time is far from the
+		// one before it, before or after.
+		at := base.Add(time.Duration((i*7919)%n) * time.Second)
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "late", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"Needle %d"}`, i, i%5)), CreatedAt: at},
+			formsapi.Metadata{ID: strconv.Itoa(i)}))
+	}
+	for i := 0; i < n; i += 11 {
+		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "late", strconv.Itoa(i)))
+	}
+	for t := range n { // in time order
+		i := 0
+		for (i*7919)%n != t {
+			i++
+		}
+		if i%11 != 0 {
+			want = append(want, i)
+		}
+	}
+	// The blocks: every key's entries in order, each once, and exactly
+	// those of the rows left that are not in the tail.
+	es, err := sqlitestore.TrigramEntries(db)
+	is.NoErr(err)
+	got := map[[2]int64][][2]int64{}
+	for _, e := range es {
+		k := [2]int64{e.Form, e.Key}
+		if l := got[k]; len(l) > 0 {
+			last := l[len(l)-1]
+			if last[0] > e.At || last[0] == e.At && last[1] >= e.Seq {
+				t.Fatalf("key %d: entry (%d, %d) after (%d, %d)", e.Key, e.At, e.Seq, last[0], last[1])
+			}
+		}
+		got[k] = append(got[k], [2]int64{e.At, e.Seq})
+	}
+	rows, err := db.Query(`SELECT s.form_seq, s.created_at, s.seq, j.value FROM formsapi_submissions s, json_each(s.find_keys) j
+WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)`)
+	is.NoErr(err)
+	wantEntries := map[[2]int64]int{}
+	for rows.Next() {
+		var form, at, seq, key int64
+		is.NoErr(rows.Scan(&form, &at, &seq, &key))
+		wantEntries[[2]int64{form, key}]++
+	}
+	is.NoErr(rows.Err())
+	is.NoErr(rows.Close())
+	is.Equal(len(got), len(wantEntries)) // every key, no other
+	for k, c := range wantEntries {
+		if len(got[k]) != c {
+			t.Errorf("key %d: %d entries, want %d", k[1], len(got[k]), c)
+		}
+	}
+	for _, o := range []formsapi.Order{formsapi.Oldest, formsapi.Newest} {
+		for _, limit := range []int{7, 100} {
+			all := searchAll(t, s, "late", "needle", limit, o)
+			w := slices.Clone(want)
+			if o == formsapi.Newest {
+				slices.Reverse(w)
+			}
+			is.Equal(all, w) // every match, in order
+		}
+	}
 }
