@@ -65,12 +65,14 @@ func (r *record) clear() {
 // (not sent); x itself, an addition, was sent or not; a deletion's
 // position is no addition. A position at or below st.Judged keeps the
 // verdict it had, but for an addition sent again (a replay), which is
-// sent now.
+// sent now. The positions above st.Judged and at or below the cursor
+// are those a replay to a later sync token skipped (Endpoints.Replay):
+// never sent, they go in the span with the gap.
 func advance(st *Stream, r *record, x entry, sent bool) {
 	if !st.Judging || r == nil {
 		return
 	}
-	lo := max(st.Cursor, st.Judged) + 1
+	lo := st.Judged + 1
 	switch {
 	case !x.deleted && sent:
 		if lo <= x.pos-1 {
