@@ -345,9 +345,11 @@ func (m *Endpoints) rewind(ctx context.Context, accountID, id, formID string, po
 			st.Floor = old.Floor // the receiver's copy is the one it had
 			// And so are the verdicts on what it was sent: the additions
 			// replayed are sent again (those up to Unsent for the first
-			// time), the deletions after pos of those it was sent come
-			// again. From the start, the stream judges afresh.
-			st.Judging, st.Unsent, st.Judged = old.Judging, min(old.Unsent, pos), old.Judged
+			// time: the dispatcher turns the positions from the cursor to
+			// Unsent into a span first, so that those its filter passes
+			// over stay unsent), the deletions after pos of those it was
+			// sent come again. From the start, the stream judges afresh.
+			st.Judging, st.Unsent, st.Judged = old.Judging, old.Unsent, old.Judged
 		}
 	}
 	return m.store.ResetStream(ctx, accountID, id, st)

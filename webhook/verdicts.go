@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 
 	"github.com/formsapi/formsapi/webhook/hookstore"
 )
@@ -53,6 +54,25 @@ func merge(sps []hookstore.Span, from, to int64) []hookstore.Span {
 	return append(sps, hookstore.Span{From: from, To: to})
 }
 
+// unpassRecent takes pos, an addition sent again, out of r.recent,
+// which may hold it (a span turned from the positions never sent,
+// advance), so that a deletion read with it is sent.
+func (r *record) unpassRecent(pos int64) {
+	for i, sp := range r.recent {
+		if sp.From <= pos && pos <= sp.To {
+			var parts []hookstore.Span
+			if sp.From < pos {
+				parts = append(parts, hookstore.Span{From: sp.From, To: pos - 1})
+			}
+			if pos < sp.To {
+				parts = append(parts, hookstore.Span{From: pos + 1, To: sp.To})
+			}
+			r.recent = slices.Replace(r.recent, i, i+1, parts...)
+			return
+		}
+	}
+}
+
 // clear forgets every span of the stream: it stops judging (a resync, a
 // form created again).
 func (r *record) clear() {
@@ -67,10 +87,19 @@ func (r *record) clear() {
 // verdict it had, but for an addition sent again (a replay), which is
 // sent now. The positions above st.Judged and at or below the cursor
 // are those a replay to a later sync token skipped (Endpoints.Replay):
-// never sent, they go in the span with the gap.
+// never sent, they go in the span with the gap. A cursor below
+// st.Unsent (a replay from a sync token older than the endpoint) first
+// turns the positions above it and at or below Unsent, never sent, into
+// a span, judged: the replay's additions are then judged as any other
+// addition sent again, those its filter passes over staying unsent.
 func advance(st *Stream, r *record, x entry, sent bool) {
 	if !st.Judging || r == nil {
 		return
+	}
+	if st.Unsent > st.Cursor {
+		r.pass(st.Cursor+1, st.Unsent)
+		st.Judged = max(st.Judged, st.Unsent)
+		st.Unsent = st.Cursor
 	}
 	lo := st.Judged + 1
 	switch {
@@ -80,6 +109,7 @@ func advance(st *Stream, r *record, x entry, sent bool) {
 		}
 		if x.pos <= st.Judged {
 			r.v.Unpass = append(r.v.Unpass, x.pos)
+			r.unpassRecent(x.pos)
 		}
 		r.open = false
 	case !x.deleted:

@@ -48,3 +48,42 @@ func TestFilteredReplayForward(t *testing.T) {
 		}
 	})
 }
+
+// TestFilteredReplayBeforeCreation, on every store: a replay from a sync
+// token older than the endpoint, whose filter passes over an addition
+// made before the endpoint was: the endpoint never gets that addition,
+// so it must not get its deletion; it gets that of an addition made
+// before it that the replay sent.
+func TestFilteredReplayBeforeCreation(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, c storeCase) {
+		r := newStoreRig(t, c, []byte("the early replay test's cursor secret"), "f")
+		rc := newReceiver(t)
+		r.addData("f", "drop1", `{"id":"drop1"}`)
+		w := r.get("/v1/forms/f/submissions?limit=1000&sync=start")
+		var p struct {
+			SyncToken string `json:"syncToken"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 200 || p.SyncToken == "" {
+			t.Fatalf("the feed: %d %.300s", w.Code, w.Body)
+		}
+		r.addData("f", "keep2", `{"id":"keep2"}`) // before the endpoint: sent by the replay only
+		r.addData("f", "drop2", `{"id":"drop2"}`) // before the endpoint: never sent
+		e, err := r.eps.AddFiltered(r.ctx, account, rc.srv.URL, nil, `filter[id][prefix]=keep`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.addData("f", "keep3", `{"id":"keep3"}`)
+		r.disp.Step(r.ctx)
+		if err := r.eps.Replay(r.ctx, account, e.ID, "f", p.SyncToken); err != nil {
+			t.Fatal(err)
+		}
+		r.disp.Step(r.ctx)
+		r.delData("f", "drop2")
+		r.delData("f", "keep2")
+		r.disp.Step(r.ctx)
+		want := []string{"+keep3", "+keep2", "+keep3", "-keep2"}
+		if got := events(rc.deliveries(), map[string]string{}); !slices.Equal(got, want) {
+			t.Fatalf("the endpoint got %v, want %v", got, want)
+		}
+	})
+}
