@@ -99,7 +99,10 @@ type Stream struct {
 	Judging bool
 	// Unsent is the position up to which the form's additions were never
 	// sent: the form's end when the endpoint was added (0 for a form
-	// created later, or a stream added before streams kept it).
+	// created later, or a stream added before streams kept it). A replay
+	// from before it leaves it above the cursor, until the dispatcher's
+	// next move of the cursor turns the positions between them into a
+	// passed span and lowers it to the cursor.
 	Unsent int64
 	// Judged is the furthest position the stream's cursor reached while
 	// judging: the positions above it have no verdict yet.
