@@ -17,19 +17,22 @@ import (
 // the search tail (and its fold), the sort entries and a fresh form
 // version from the row trigger of migration 0030: a filtered, a searched
 // and a sorted list find every one, and a page cached before them is not
-// served again.
+// served again, by this node or a following one (WithFollow).
 func TestHostSQLInsertIndexed(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	dsn, schema := pgtest.Schema(t)
 	s := load(t, mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex(), pgstore.WithSortIndex()), storetest.DefaultSeed())
 	is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormBusy, Data: []byte(`{"tag":"zebra","n":1,"msg":"quixotic walrus"}`)}, formsapi.Metadata{ID: "orig"}))
-	count := func(q formsapi.Query) int {
+	// A following node (its copy of the feeds and pages kept by the
+	// change log) must see the host's rows too.
+	follower := mustOpenIn(t, dsn, schema, pgstore.WithFollow(0))
+	countOn := func(st *pgstore.Store, q formsapi.Query) int {
 		t.Helper()
 		n := 0
 		q.Limit = 50
 		for {
-			p, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormBusy, q)
+			p, err := st.ListSubmissions(ctx, storetest.AccountA, storetest.FormBusy, q)
 			is.NoErr(err)
 			n += len(p.Items)
 			if p.NextCursor == "" {
@@ -38,12 +41,15 @@ func TestHostSQLInsertIndexed(t *testing.T) {
 			q.Cursor = p.NextCursor
 		}
 	}
+	count := func(q formsapi.Query) int { t.Helper(); return countOn(s, q) }
 	filt := formsapi.Query{Filters: []formsapi.Filter{{Field: "tag", Value: `"zebra"`}}}
 	srch := formsapi.Query{Search: "walrus"}
 	sorted := formsapi.Query{Sort: "-n"}
 	is.Equal(count(filt), 1)
 	is.Equal(count(srch), 1)
 	sortedBase := count(sorted)
+	all := countOn(follower, formsapi.Query{})
+	is.Equal(countOn(follower, filt), 1)
 	pool := pgstore.Pool(s)
 	const copies = 150
 	sch := quote(schema)
@@ -59,6 +65,8 @@ WHERE s.form_seq = f.seq AND s.host_id = 'orig'`, sch, copies), storetest.FormBu
 	is.Equal(count(filt), copies+1)
 	is.Equal(count(srch), copies+1)
 	is.Equal(count(sorted), sortedBase+copies)
+	is.Equal(countOn(follower, formsapi.Query{}), all+copies)
+	is.Equal(countOn(follower, filt), copies+1)
 	var tail int
 	is.NoErr(pool.QueryRow(ctx, `SELECT count(*) FROM `+sch+`.formsapi_find_tail`).Scan(&tail))
 	t.Logf("tail rows after the host's insert: %d", tail)
