@@ -86,8 +86,11 @@ func (r *record) clear() {
 // position is no addition. A position at or below st.Judged keeps the
 // verdict it had, but for an addition sent again (a replay), which is
 // sent now. The positions above st.Judged and at or below the cursor
-// are those a replay to a later sync token skipped (Endpoints.Replay):
-// never sent, they go in the span with the gap. A cursor below
+// count as sent: a node of an earlier version moves the cursor without
+// judging (a rolling deploy), sending what the filter keeps, and a
+// deletion sent for nothing is safe where one missed is not (so a
+// replay to a sync token past the cursor, which skips the additions
+// between them, has their deletions sent too). A cursor below
 // st.Unsent (a replay from a sync token older than the endpoint) first
 // turns the positions above it and at or below Unsent, never sent, into
 // a span, judged: the replay's additions are then judged as any other
@@ -101,7 +104,7 @@ func advance(st *Stream, r *record, x entry, sent bool) {
 		st.Judged = max(st.Judged, st.Unsent)
 		st.Unsent = st.Cursor
 	}
-	lo := st.Judged + 1
+	lo := max(st.Cursor, st.Judged) + 1
 	switch {
 	case !x.deleted && sent:
 		if lo <= x.pos-1 {
@@ -134,12 +137,13 @@ func advance(st *Stream, r *record, x entry, sent bool) {
 
 // received reports whether the endpoint of judging stream st was sent the
 // addition at position of, as r knows it; a stream that is not judging
-// is sent every deletion.
+// is sent every deletion. A position the cursor passed above st.Judged
+// (a node of an earlier version moved it, advance) counts as sent.
 func received(st Stream, r *record, of int64) bool {
 	if !st.Judging {
 		return true
 	}
-	if of <= st.Unsent || of > st.Judged || r.inSpan[of] {
+	if of <= st.Unsent || of > max(st.Judged, st.Cursor) || r.inSpan[of] {
 		return false
 	}
 	for _, sp := range r.recent {
