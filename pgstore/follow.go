@@ -120,7 +120,11 @@ const (
 // follower is a node's copy of the rows its key lookups read, and the
 // snapshot it was read in.
 type follower struct {
-	mu   sync.Mutex
+	// roundMu orders the rounds applied to the copy: a round of the
+	// node's own holds it from its start to its apply, a published
+	// round (shared.go) while it is applied.
+	roundMu sync.Mutex
+	mu      sync.Mutex
 	snap snapshot // of the last round applied; zero before the first
 
 	keys  map[[32]byte]followKey // live keys only
@@ -151,6 +155,10 @@ type follower struct {
 	refreshing atomic.Bool
 
 	rounds, misses, resets, spliced, stale, probed atomic.Int64
+
+	// shared is the node's part in shared rounds (WithSharedRounds),
+	// nil without.
+	shared *sharing
 
 	// wake is the store's hub of the sync feed's waiting requests, woken
 	// by each round applied (apply).
@@ -291,7 +299,24 @@ type roundRow struct {
 // round's snapshot and the lookups the copy cannot answer, in one
 // statement, applies what it read to the copy, and answers every lookup.
 func (s *Store) round(ctx context.Context, batch []*keyLookup) {
+	if s.follow.shared != nil {
+		s.sharedRound(ctx, batch)
+		return
+	}
+	s.ownRound(ctx, batch)
+}
+
+// ownRound is round: it returns the snapshot the round read after and
+// the rows it read (nil when it failed). A node that shares rounds (WithSharedRounds) runs it for the
+// lookups its copy cannot answer, and as the leader, and whenever it
+// cannot be served by a published round.
+func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []roundRow) {
 	f := s.follow
+	// Rounds of the node's own and the published rounds it applies
+	// (shared.go) are applied one at a time, each from the snapshot the
+	// last one left.
+	f.roundMu.Lock()
+	defer f.roundMu.Unlock()
 	// Taken before the statement, whose snapshot is at least this new:
 	// what bounded staleness measures an answer's age from.
 	start := s.now()
@@ -391,10 +416,18 @@ func (s *Store) round(ctx context.Context, batch []*keyLookup) {
 		for _, l := range batch {
 			l.row, l.err = keyRow{}, fmt.Errorf("pgstore: follow the change log: %w", err)
 		}
-		return
+		return prev, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.answerAll(batch)
+	return prev, rows
+}
+
+// answerAll answers the lookups of batch that the copy holds, after a
+// round: those that had a row of their own in it (n > 0) have their
+// answer already. f.mu must be held.
+func (f *follower) answerAll(batch []*keyLookup) {
 	for _, l := range batch {
 		if l.tick || l.n == 0 && f.answer(l) {
 			continue
@@ -462,6 +495,14 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 	if prev.text != f.snap.text {
 		return errors.New("another round was applied meanwhile")
 	}
+	f.applyLocked(prev, snap, rows, miss)
+	return nil
+}
+
+// applyLocked applies a round's rows, read in the snapshot snap after
+// the snapshot prev (the copy's), and answers the lookups of miss, whose
+// n is set, from their rows. f.mu must be held.
+func (f *follower) applyLocked(prev, snap snapshot, rows []roundRow, miss []*keyLookup) {
 	reset := prev.text != "" && snap.xmax < prev.xmax // positions went back: a restore, PITR or failover
 	for _, r := range rows {
 		if r.kind.Valid && r.kind.Int16 == changeAll {
@@ -510,6 +551,9 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 			}
 			copy(h[:], r.ref)
 			if _, ok := f.keys[h]; !ok {
+				if r.account.Valid {
+					delete(f.goneKeys, h) // live again (a host's SQL): not gone, not copied
+				}
 				continue // not copied: nothing to bring up to date
 			}
 			if !r.account.Valid {
@@ -521,6 +565,9 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 		case changeForm:
 			id := string(r.ref)
 			if _, ok := f.forms[id]; !ok {
+				if r.seq.Valid {
+					delete(f.goneForms, id) // made again: not gone, not copied
+				}
 				continue
 			}
 			if !r.seq.Valid {
@@ -559,7 +606,6 @@ func (f *follower) apply(prev snapshot, rows []roundRow, miss []*keyLookup) erro
 	f.bound()
 	f.snap = snap
 	f.busy = slices.ContainsFunc(rows, func(r roundRow) bool { return r.kind.Valid })
-	return nil
 }
 
 // bound clears a map of the copy that has grown past followCopyMax.
@@ -573,6 +619,10 @@ func (f *follower) bound() {
 	}
 	if len(f.lists) > followCopyMax {
 		clear(f.lists)
+	}
+	if len(f.goneKeys) > followCopyMax || len(f.goneForms) > followCopyMax {
+		clear(f.goneKeys) // what is gone is then looked up again
+		clear(f.goneForms)
 	}
 }
 

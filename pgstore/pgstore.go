@@ -138,6 +138,9 @@ type config struct {
 	roundMax     time.Duration // see WithRoundBatch
 	staleness    time.Duration // see WithStaleness
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
+	exchange     RoundExchange // see WithSharedRounds
+	shareWait    time.Duration // see WithShareWait
+	leaseRenew   time.Duration // see WithLeaseRenew
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
@@ -490,6 +493,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		s.lookups = s.newFollowLookups(cfg.spacing, cfg.roundTarget, cfg.roundMax)
 	}
 	s.startWait(cfg)
+	if s.follow != nil && cfg.exchange != nil {
+		s.startSharing(cfg)
+	}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	s.used.Start()
 	return s, nil
@@ -508,6 +514,9 @@ func (s *Store) Schema() string { return s.schema }
 // host's pool open. Close waits for queries in progress to finish.
 func (s *Store) Close() error {
 	s.wait.Close()
+	if s.follow != nil && s.follow.shared != nil {
+		s.stopSharing()
+	}
 	s.bgMu.Lock()
 	s.stop()
 	s.bgMu.Unlock()
