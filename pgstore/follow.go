@@ -125,7 +125,7 @@ type follower struct {
 	// round (shared.go) while it is applied.
 	roundMu sync.Mutex
 	mu      sync.Mutex
-	snap snapshot // of the last round applied; zero before the first
+	snap    snapshot // of the last round applied; zero before the first
 
 	keys  map[[32]byte]followKey // live keys only
 	forms map[string]followForm  // by form ID, forms that exist only
