@@ -33,7 +33,12 @@
 #   pgN+writer, pgN-follow, pgN+writer-follow, pgN-stale, pgN+writer-stale
 #                 the same rows with N nodes, 1 to 6 (wrk runs N threads,
 #                 2 for one node), for the fleet's cost as it grows
-#   With BATCH=K (0, off, by default) every -follow and -stale row's nodes
+#   pgN-shared, pgN+writer-shared   pgN-follow and pgN+writer-follow
+#                 with -shared-rounds: one leader's rounds serve every
+#                 node (pgstore.WithSharedRounds over Redis, issue 38;
+#                 the row's own -redis-prefix); each node's rounds,
+#                 tickets and published rounds are printed after the row
+#   With BATCH=K (0, off, by default) every -follow, -stale and -shared row's nodes
 #   also get -round-batch K -round-max-spacing "$ROUND_MAX" (10ms): rounds
 #   spaced by each node's request rate (pgstore.WithRoundBatch).
 #
@@ -445,12 +450,15 @@ for row in $ROWS; do
   pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
-  pg[1-6]-follow | pg[1-6]-stale)
+  pg[1-6]-follow | pg[1-6]-stale | pg[1-6]-shared)
     n=${row%-*}
     n=${n#pg}
-    stale=()
-    case $row in *-stale) stale=(-staleness "$STALE") ;; esac
-    node_row "$row" "$n" "$(( n == 1 ? 2 : n ))" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" -follow "$FOLLOW" "${stale[@]}" "${BATCHARGS[@]}"
+    stale=() prefix=$APP
+    case $row in
+    *-stale) stale=(-staleness "$STALE") ;;
+    *-shared) stale=(-shared-rounds) prefix=$APP-$row ;;
+    esac
+    node_row "$row" "$n" "$(( n == 1 ? 2 : n ))" "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$prefix" -follow "$FOLLOW" "${stale[@]}" "${BATCHARGS[@]}"
     follow_rounds "$row"
     ;;
   old-pg[1-6]-follow)
@@ -481,19 +489,20 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg[1-6]+writer | pg[1-6]+writer-follow | pg[1-6]+writer-stale | old-pg[1-6]+writer-follow)
+  pg[1-6]+writer | pg[1-6]+writer-follow | pg[1-6]+writer-stale | pg[1-6]+writer-shared | old-pg[1-6]+writer-follow)
     n=${row#old-}
     n=${n%%+writer*}
     n=${n#pg}
-    follow=()
+    follow=() prefix=$APP
     case $row in
     old-*) follow=(-follow "$FOLLOW") ;;
     *-follow) follow=(-follow "$FOLLOW" "${BATCHARGS[@]}") ;;
     *-stale) follow=(-follow "$FOLLOW" -staleness "$STALE" "${BATCHARGS[@]}") ;;
+    *-shared) follow=(-follow "$FOLLOW" -shared-rounds "${BATCHARGS[@]}") prefix=$APP-$row ;;
     esac
     wschema=$SCHEMA wkeys=$PGKEYS tenants=$DIR/tenants
     case $row in old-*) NODE_BIN=./old/server ROW_SCHEMA=$OLD_SCHEMA wschema=$OLD_SCHEMA wkeys=$OLDKEYS tenants=$DIR/old/tenants ;; esac
-    start_nodes "$row" "$n" -postgres "$(dsn "$PG" "application_name=$APP")" -schema "$wschema" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP" "${follow[@]}"
+    start_nodes "$row" "$n" -postgres "$(dsn "$PG" "application_name=$APP")" -schema "$wschema" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$prefix" "${follow[@]}"
     "$tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$wschema" \
       -keys "$wkeys" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
     writer=$!
@@ -502,7 +511,7 @@ for row in $ROWS; do
     wait "$writer" || { echo "writer failed:" >&2; cat "$DIR/writer.out" >&2; }
     echo "$(cat "$DIR/writer.out")" >&2
     stop_nodes
-    case $row in *-follow | *-stale) follow_rounds "$row" ;; esac
+    case $row in *-follow | *-stale | *-shared) follow_rounds "$row" ;; esac
     ;;
   rpg3 | rpg3-replica | rpg3+writer | rpg3+writer-replica)
     args=("${RPGNODE[@]}")

@@ -48,6 +48,7 @@ import (
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/observe"
 	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/pgstore/redisround"
 	"github.com/formsapi/formsapi/ratelimit"
 	"github.com/formsapi/formsapi/ratelimit/redislimit"
 	"github.com/formsapi/formsapi/sqlitestore"
@@ -104,6 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38, not complete) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
 	roundBatch := fs.Int("round-batch", 0, "with -follow: space the rounds so that each serves about this many requests, rounds at most -round-max-spacing apart (pgstore.WithRoundBatch); see docs/fleet.md (default: 0, rounds spaced by -follow alone)")
 	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
+	sharedRounds := fs.Bool("shared-rounds", false, "with -follow and -redis: share the rounds with the other nodes on the same Redis and -redis-prefix, one leader running them for all (pgstore.WithSharedRounds, pgstore/redisround); see docs/fleet.md")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
 	sortIndex := fs.Bool("sort-index", false, "open the store with its sort index (WithSortIndex), so that sort=<field> is served (501 without it); it costs every write an entry per kept top-level member; the setting persists in the database, so false does not turn an existing index off")
@@ -214,6 +216,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax}
+	if *sharedRounds {
+		if *redisURL == "" || *follow < 0 {
+			return errors.New("-shared-rounds needs -follow and -redis")
+		}
+		sf.sharedRedis, sf.sharedPrefix = *redisURL, *redisPrefix+"rounds:"
+	}
 	if *keyFile == "" {
 		*keyFile = *dbPath + ".demo-key"
 		if *dsn != "" {
@@ -629,6 +637,26 @@ func redisLimiter(ctx context.Context, rawURL, prefix string) (*redislimit.Limit
 		return nil, nil, fmt.Errorf("-redis: Redis does not answer: %w", err)
 	}
 	return redislimit.New(c, redislimit.WithPrefix(prefix)), c.Close, nil
+}
+
+// roundExchange returns the exchange of shared rounds over the Redis at
+// rawURL (-shared-rounds), its keys starting with prefix, and a func that
+// closes its client, checking at start that Redis answers. Nothing it
+// returns quotes rawURL.
+func roundExchange(ctx context.Context, rawURL, prefix string) (*redisround.Exchange, func(), error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, nil, errors.New("-shared-rounds: the Redis URL cannot be parsed")
+	}
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("-shared-rounds: Redis does not answer: %w", err)
+	}
+	return redisround.New(c, redisround.WithPrefix(prefix)), func() { c.Close() }, nil
 }
 
 // seedLockKey is the advisory lock that serialises seeding of one schema.

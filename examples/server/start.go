@@ -29,6 +29,9 @@ type storeFlags struct {
 	staleness                       time.Duration // -staleness, with -follow
 	roundBatch                      int           // -round-batch, with -follow
 	roundMax                        time.Duration // -round-max-spacing, with -round-batch
+	// -shared-rounds, with -follow: the Redis URL (-redis) and the
+	// prefix (-redis-prefix, then "rounds:") of the exchange; "" for off.
+	sharedRedis, sharedPrefix string
 }
 
 // dbSystem is the store's db.system.name, for the metrics.
@@ -103,6 +106,15 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 	}
 	var closePools []func()
 	closePools = append(closePools, pool.Close) // after the store's Close, which writes key uses
+	if f.sharedRedis != "" && f.follow >= 0 {
+		x, closeRedis, err := roundExchange(ctx, f.sharedRedis, f.sharedPrefix)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		closePools = append([]func(){closeRedis}, closePools...) // after the store's Close, which resigns the lease
+		opts = append(opts, pgstore.WithSharedRounds(x))
+	}
 	if f.replicaDSN != "" {
 		replica, err := openPool(ctx, f.replicaDSN)
 		if err != nil {
@@ -125,8 +137,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 				l.Info("replica reads", "served", r.Served, "stale", r.Stale, "failed", r.Failed)
 			}
 			if f.follow >= 0 {
-				r := pg.FollowStats()
-				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale, "probed", r.Probed)
+				r, sh := pg.FollowStats(), pg.SharedStats()
+				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale, "probed", r.Probed,
+					"leader", sh.Leader, "tickets", sh.Tickets, "published", sh.Published, "applied", sh.Applied, "gaps", sh.Gaps, "fallbacks", sh.Fallbacks)
 			}
 		}
 	}
