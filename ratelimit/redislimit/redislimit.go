@@ -10,9 +10,9 @@
 // with go-redis (redis.NewClient, redis.NewUniversalClient, …): the
 // limiter never closes it.
 //
-// This package is the only one of the module, with the example server,
-// that imports go-redis: a program that does not import it links no Redis
-// client.
+// This package and pgstore/redisround (shared rounds) are the only ones
+// of the module, with the example server, that import go-redis: a
+// program that imports neither links no Redis client.
 package redislimit
 
 import (
