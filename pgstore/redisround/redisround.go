@@ -8,7 +8,7 @@
 // depends on Redis.
 //
 // Every node of one fleet must use the same Redis and prefix; the keys
-// are the prefix followed by "lease" and "tickets", and the channels the
+// are the prefix followed by "lease", "tickets" and "woken", and the channels the
 // prefix followed by "rounds" and "wake". It needs Redis 5 or later,
 // standalone or with Sentinel (a cluster needs the prefix to hold a hash
 // tag, "{...}", so that the keys share a slot). Redis carries what the
@@ -91,6 +91,8 @@ func (x *Exchange) key(name string) string { return x.prefix + name }
 
 // campaign takes the lease (KEYS[1]) for ARGV[1] for ARGV[2] ms when no
 // one holds it, or renews it when ARGV[1] does; 1 when ARGV[1] holds it.
+// A node that takes the lease clears the wake-up flag (KEYS[2]; see
+// ticket), which a leader gone may have left set.
 var campaign = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
@@ -99,6 +101,7 @@ if v == ARGV[1] then
 end
 if not v then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('DEL', KEYS[2])
   return 1
 end
 return 0`)
@@ -111,15 +114,26 @@ end
 return 0`)
 
 // ticket takes the next ticket (KEYS[1]), wakes the leader (channel
-// KEYS[3]) and says whether a lease (KEYS[2]) is held.
+// KEYS[3]) unless a wake-up is already due (the flag KEYS[4], set for at
+// most ARGV[1] ms, which the leader clears as it reads the tickets), and
+// says whether a lease (KEYS[2]) is held: one wake-up per leader's round
+// at most, whatever the tickets.
 var ticket = redis.NewScript(`
 local t = redis.call('INCR', KEYS[1])
-redis.call('PUBLISH', KEYS[3], '')
+if redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
+  redis.call('PUBLISH', KEYS[3], '')
+end
 return {t, redis.call('EXISTS', KEYS[2])}`)
+
+// tickets clears the wake-up flag (KEYS[2]) and returns the last ticket
+// taken (KEYS[1]): a ticket taken after it wakes the leader again.
+var tickets = redis.NewScript(`
+redis.call('DEL', KEYS[2])
+return tonumber(redis.call('GET', KEYS[1]) or '0')`)
 
 // Campaign implements [pgstore.RoundExchange].
 func (x *Exchange) Campaign(ctx context.Context) (bool, error) {
-	n, err := campaign.Run(ctx, x.client, []string{x.key("lease")}, x.id, x.lease.Milliseconds()).Int()
+	n, err := campaign.Run(ctx, x.client, []string{x.key("lease"), x.key("woken")}, x.id, x.lease.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("redisround: campaign: %w", err)
 	}
@@ -134,9 +148,12 @@ func (x *Exchange) Resign(ctx context.Context) error {
 	return nil
 }
 
-// Ticket implements [pgstore.RoundExchange]: one script run.
+// Ticket implements [pgstore.RoundExchange]: one script run. It wakes
+// the leader only when no wake-up is due since the leader last read the
+// tickets, so that the leader and the nodes get one wake-up per round,
+// not one per ticket.
 func (x *Exchange) Ticket(ctx context.Context) (int64, bool, error) {
-	v, err := ticket.Run(ctx, x.client, []string{x.key("tickets"), x.key("lease"), x.key("wake")}).Int64Slice()
+	v, err := ticket.Run(ctx, x.client, []string{x.key("tickets"), x.key("lease"), x.key("wake"), x.key("woken")}, x.lease.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("redisround: ticket: %w", err)
 	}
@@ -146,12 +163,10 @@ func (x *Exchange) Ticket(ctx context.Context) (int64, bool, error) {
 	return v[0], v[1] == 1, nil
 }
 
-// Tickets implements [pgstore.RoundExchange].
+// Tickets implements [pgstore.RoundExchange]: it also clears the flag
+// that spares the leader a wake-up per ticket (see Ticket).
 func (x *Exchange) Tickets(ctx context.Context) (int64, error) {
-	t, err := x.client.Get(ctx, x.key("tickets")).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
+	t, err := tickets.Run(ctx, x.client, []string{x.key("tickets"), x.key("woken")}).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redisround: tickets: %w", err)
 	}
