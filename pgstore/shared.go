@@ -354,9 +354,10 @@ func (s *Store) leadRound(ctx context.Context, batch []*keyLookup) {
 
 // applyPublished applies a round another node published, when the copy's
 // snapshot is between the round's two (see Shared rounds above), and
-// serves the tickets up to its T when the copy is then at least as new
-// as its snapshot; otherwise it notes that a round for those tickets
-// came and was not applied, and their rounds run their own.
+// serves the tickets up to its T; otherwise (the copy is older than the
+// round's first snapshot, or newer than its second) it notes that a
+// round for those tickets came and was not applied, and their rounds run
+// their own.
 func (s *Store) applyPublished(data []byte) {
 	f, sh := s.follow, s.follow.shared
 	t, prev, snap, rows, err := decodeRound(data)
@@ -368,8 +369,11 @@ func (s *Store) applyPublished(data []byte) {
 	cur := f.snap
 	served := true
 	switch {
-	case cur.text == snap.text || cur.text != "" && sees(cur, snap):
-		// The copy is at least as new already (the leader's own round).
+	case cur.text == snap.text:
+		// The copy is at that snapshot already (the leader's own round).
+		// A copy newer than the round's snapshot may look so, but so
+		// does one from before a restore that moved positions back: a
+		// gap, which a round of the node's own tells apart.
 	case cur.text == "" || sees(cur, prev) && sees(snap, cur):
 		// An empty copy (before its first round) holds nothing the
 		// round could leave behind.
