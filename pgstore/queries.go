@@ -607,7 +607,9 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// did) and the index entries itself (migration 0030):
 	// the filter entries (the keys that are not negative), the row in
 	// the search index's tail while that index is on, and the sort
-	// entries. It returns a row without columns for the submission it
+	// entries of the fields the sort index keeps (formsapi_addition's
+	// kept, read under the sort lock: every member's while it keeps
+	// every field; migration 0032). It returns a row without columns for the submission it
 	// inserted, so its tag counts it, as the insert's did.
 	sqlAddSubmission = `WITH v AS (
     SELECT * FROM formsapi_addition(1, $14::boolean, $16::boolean)
@@ -639,7 +641,8 @@ VALUES ($1, $2, $3, $4, $5, $6)`
     SELECT s.form_seq, s.created_at, s.seq FROM s, v WHERE v.indexed AND $13::bigint[] IS NOT NULL
 ), o AS (
     INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
-    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest($15::bytea[]) k
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, v, unnest($15::bytea[]) k
+    WHERE v.kept IS NULL OR substring(k from 1 for 8) = ANY (v.kept)
     ON CONFLICT DO NOTHING
 )
 SELECT FROM s`
@@ -707,7 +710,8 @@ SELECT FROM s`
     SELECT s.form_seq, s.created_at, s.seq FROM s, v WHERE v.indexed AND s.find_keys IS NOT NULL
 ), o AS (
     INSERT INTO formsapi_sort (form_seq, entry, created_at, seq)
-    SELECT s.form_seq, k, s.created_at, s.seq FROM s, unnest(s.sort_keys) k
+    SELECT s.form_seq, k, s.created_at, s.seq FROM s, v, unnest(s.sort_keys) k
+    WHERE v.kept IS NULL OR substring(k from 1 for 8) = ANY (v.kept)
     ON CONFLICT DO NOTHING
 )
 SELECT FROM s`

@@ -142,10 +142,10 @@ func TestSortIndexFields(t *testing.T) {
 		return count(`SELECT count(*) FROM `+sortTable+` WHERE substring(entry from 1 for 8) = $1`, pgstore.SortPrefix(name))
 	}
 	is.True(fieldEntries("n") > 0)
-	// The store's own inserts write every member's entry (migration
-	// 0030's statement): the list narrows what is served, and the
-	// entries built when a field is added; a field's entries are
-	// complete either way.
+	// The store's own inserts write the listed fields' entries only
+	// (migration 0032): a field's entries are complete, and no other
+	// field has any.
+	is.Equal(count(`SELECT count(*) FROM `+sortTable), fieldEntries("n"))
 	is.Equal(sortedIDs(t, s, storetest.FormFind, "-n"), sortedIDs(t, every, storetest.FormFind, "-n"))
 	_, err := s.ListSubmissions(ctx, storetest.AccountA, storetest.FormFind, formsapi.Query{Limit: 5, Sort: "-name"})
 	var notSorted *find.NotSortedError
@@ -167,6 +167,7 @@ func TestSortIndexFields(t *testing.T) {
 		var seq int64
 		is.NoErr(pool.QueryRow(ctx, `SELECT seq FROM `+quote(schema)+`.formsapi_submissions WHERE data::jsonb->>'n' = $1`, fmt.Sprint(n)).Scan(&seq))
 		is.True(count(`SELECT count(*) FROM `+sortTable+` WHERE seq = $1 AND substring(entry from 1 for 8) = $2`, seq, pgstore.SortPrefix("n")) == 1)
+		is.Equal(count(`SELECT count(*) FROM `+sortTable+` WHERE seq = $1`, seq), 1) // n's entry alone
 		is.Equal(count(`SELECT cardinality(sort_keys) FROM `+quote(schema)+`.formsapi_submissions WHERE seq = $1`, seq), keys)
 	}
 
@@ -214,4 +215,80 @@ AND NOT EXISTS (SELECT 1 FROM `+sortTable+` e WHERE e.seq = s.seq AND substring(
 	for _, sort := range []string{"n", "-tag", "even", "html"} {
 		is.Equal(sortedIDs(t, s3, storetest.FormFind, sort), sortedIDs(t, every, storetest.FormFind, sort))
 	}
+}
+
+// TestSortFieldsChangedWhileWriting: stores write submissions one at a
+// time and in batches while other opens change the sort index's list
+// back and forth; afterwards every row has the entry of each listed
+// field it has, and none of a field not listed. The store's statement
+// reads the list after the sort lock (migration 0032): a list read in
+// the statement's own snapshot, which predates the lock, would let a
+// change that committed in between miss the write's entry.
+func TestSortFieldsChangedWhileWriting(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := load(t, mustOpenIn(t, dsn, schema, pgstore.WithSortIndex("a")), storetest.DefaultSeed())
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				data := []byte(fmt.Sprintf(`{"a":%d,"b":%d,"c":%d}`, i, w, i))
+				var err error
+				if w%2 == 0 {
+					err = s.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormEmpty, Data: data}, formsapi.Metadata{})
+				} else {
+					err = s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+						for range 2 {
+							if !yield(formsapi.Submission{FormID: storetest.FormEmpty, Data: data}, formsapi.Metadata{}) {
+								return
+							}
+						}
+					})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 7 { // the last list is a and b
+		fields := []string{"a", "b"}
+		if i%2 == 1 {
+			fields = []string{"a"}
+		}
+		mustOpenIn(t, dsn, schema, pgstore.WithSortIndex(fields...)).Close()
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	pool := pgstore.Pool(s)
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		is.NoErr(pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	q := quote(schema)
+	rows := count(`SELECT count(*) FROM ` + q + `.formsapi_submissions WHERE data::jsonb ? 'b'`)
+	is.True(rows > 0)
+	for _, field := range []string{"a", "b"} {
+		missing := count(`SELECT count(*) FROM `+q+`.formsapi_submissions s WHERE data::jsonb ? $2
+AND NOT EXISTS (SELECT 1 FROM `+q+`.formsapi_sort e WHERE e.seq = s.seq AND substring(e.entry from 1 for 8) = $1)`, pgstore.SortPrefix(field), field)
+		is.Equal(missing, 0) // every row has the listed field's entry
+	}
+	is.Equal(count(`SELECT count(*) FROM `+q+`.formsapi_sort WHERE substring(entry from 1 for 8) = $1`, pgstore.SortPrefix("c")), 0) // c was never listed
 }
