@@ -1,12 +1,17 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"sync"
 )
 
 // The posting blocks of search's trigram entries (migration 0022).
@@ -65,8 +70,36 @@ func appendBlock(b []byte, es []entry) []byte {
 }
 
 const (
-	sqlTailKeys = `SELECT t.form_seq, t.created_at, t.seq, s.find_keys
+	// The tail's rows, in one value: "form_seq created_at seq find_keys"
+	// for each, ';' between them, in the tail's order (so a key's entries
+	// come sorted).
+	sqlTailKeys = `SELECT group_concat(printf('%d %d %d ', t.form_seq, t.created_at, t.seq) || s.find_keys, ';'
+    ORDER BY t.form_seq, t.created_at, t.seq)
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq`
+
+	// The last block of each key ?1 names (records of 40 characters: the
+	// form_seq and the key, each a decimal right-aligned in 20), in one
+	// value: for each key that has blocks, the record's offset in ?1
+	// (4 bytes), the block's first entry (16) and the length of its list
+	// (4), big-endian, then the list.
+	sqlBlocksLast = `WITH RECURSIVE i(o) AS (SELECT 1 UNION ALL SELECT o + 40 FROM i WHERE o + 40 <= length(?1))
+SELECT CAST(group_concat((SELECT unhex(printf('%08x%016x%016x%08x', i.o, b.lo_at, b.lo_seq, length(b.list))) || b.list
+    FROM formsapi_find_blocks b
+    WHERE b.form_seq = CAST(substr(?1, i.o, 20) AS INTEGER) AND b.key = CAST(substr(?1, i.o + 20, 20) AS INTEGER)
+    ORDER BY b.lo_at DESC, b.lo_seq DESC LIMIT 1), '') AS BLOB)
+FROM i`
+
+	// Writes blocks: ?1 holds a record of 100 characters a block (its
+	// form_seq, key, lo_at and lo_seq, each a decimal right-aligned in 20,
+	// then the offset, 1-based, and length of its list in ?2, in 10 each);
+	// a block that exists gets the new list.
+	sqlBlocksWrite = `WITH RECURSIVE i(o) AS (SELECT 1 UNION ALL SELECT o + 100 FROM i WHERE o + 100 <= length(?1))
+INSERT INTO formsapi_find_blocks (form_seq, key, lo_at, lo_seq, list)
+SELECT CAST(substr(?1, o, 20) AS INTEGER), CAST(substr(?1, o + 20, 20) AS INTEGER),
+    CAST(substr(?1, o + 40, 20) AS INTEGER), CAST(substr(?1, o + 60, 20) AS INTEGER),
+    substr(?2, CAST(substr(?1, o + 80, 10) AS INTEGER), CAST(substr(?1, o + 90, 10) AS INTEGER))
+FROM i WHERE true
+ON CONFLICT (form_seq, key, lo_at, lo_seq) DO UPDATE SET list = excluded.list`
 
 	// The block an entry goes in (the last whose first entry is at or
 	// before it; kind 0) and the first block after that (kind 1).
@@ -85,40 +118,78 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 // postingKey names the blocks of one trigram of one form.
 type postingKey struct{ form, key int64 }
 
+func (k postingKey) compare(o postingKey) int {
+	if c := cmp.Compare(k.form, o.form); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.key, o.key)
+}
+
+// posting is an entry of one trigram key of one form, and the index of
+// its key in foldBuf.groups.
+type posting struct {
+	e entry
+	g int32
+}
+
+// group is one key's new entries in a fold.
+type group struct {
+	pk    postingKey
+	n     int32   // its postings
+	start int32   // where its entries begin in foldBuf.es
+	es    []entry // its entries, sorted, distinct
+}
+
+// foldBuf holds a fold's buffers, kept for the next fold (foldBufs): a
+// fold allocates a few times, not a few times per trigram.
+type foldBuf struct {
+	tail   sql.RawBytes
+	posts  []posting
+	index  map[postingKey]int32 // a key's group, while reading the tail
+	groups []group
+	rank   []int32 // a group's place once sorted
+	es     []entry
+	in     []byte // sqlBlocksLast's keys
+	recs   []byte // sqlBlocksWrite's records
+	lists  []byte // and lists
+	list   []entry
+	merged []entry
+	slow   []int // groups written a block at a time (folder.merge)
+}
+
+var foldBufs = sync.Pool{New: func() any { return &foldBuf{index: make(map[postingKey]int32)} }}
+
 // foldTail folds formsapi_find_tail into formsapi_find_blocks in the
 // transaction of q: each tail row's trigram keys (the negative ones of
 // its find_keys) become entries of their keys' blocks, and the tail is
-// emptied.
+// emptied. The keys' last blocks are read in one statement and the
+// blocks written in another; a key whose new entries reach before its
+// last block (a late commit) is merged a block at a time (folder.merge).
 func foldTail(ctx context.Context, q execQuerier) error {
+	b := foldBufs.Get().(*foldBuf)
+	defer foldBufs.Put(b)
 	rows, err := q.QueryContext(ctx, sqlTailKeys)
 	if err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
-	var posts []posting
-	n := 0
+	b.tail = b.tail[:0]
 	for rows.Next() {
-		var form int64
-		var e entry
-		var keys sql.RawBytes
-		if err := rows.Scan(&form, &e.at, &e.seq, &keys); err != nil {
+		if err := rows.Scan(&b.tail); err != nil {
 			rows.Close()
 			return fmt.Errorf("fold: read the tail: %w", err)
 		}
-		n++
-		posts = appendNegativeKeys(posts, keys, form, e)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
-	if n == 0 {
+	if len(b.tail) == 0 {
 		return nil
 	}
-	slices.SortFunc(posts, posting.compare)
-	posts = slices.Compact(posts)
-	f := folder{q: q}
-	defer f.close()
-	if err := f.fold(ctx, posts); err != nil {
+	if err := b.group(); err != nil {
+		return fmt.Errorf("fold: %w", err)
+	}
+	if err := b.fold(ctx, q); err != nil {
 		return fmt.Errorf("fold: %w", err)
 	}
 	if _, err := q.ExecContext(ctx, sqlTailEmpty); err != nil {
@@ -127,25 +198,209 @@ func foldTail(ctx context.Context, q execQuerier) error {
 	return nil
 }
 
-// posting is an entry of one trigram key of one form.
-type posting struct {
-	pk postingKey
-	e  entry
+// group reads b.tail (sqlTailKeys's value) into b.groups: each key's
+// entries, the groups sorted by key.
+func (b *foldBuf) group() error {
+	clear(b.index)
+	b.posts, b.groups = b.posts[:0], b.groups[:0]
+	for rec := range bytes.SplitSeq(b.tail, []byte{';'}) {
+		var form int64
+		var e entry
+		var ok bool
+		if form, rec, ok = cutInt(rec); ok {
+			if e.at, rec, ok = cutInt(rec); ok {
+				e.seq, rec, ok = cutInt(rec)
+			}
+		}
+		if !ok {
+			return fmt.Errorf("read the tail: a malformed row %.40q", rec)
+		}
+		eachNegativeKey(rec, func(k int64) {
+			pk := postingKey{form, k}
+			g, ok := b.index[pk]
+			if !ok {
+				g = int32(len(b.groups))
+				b.index[pk] = g
+				b.groups = append(b.groups, group{pk: pk})
+			}
+			b.groups[g].n++
+			b.posts = append(b.posts, posting{e, g})
+		})
+	}
+	// The groups in order of their keys, each given its range of b.es.
+	b.rank = slices.Grow(b.rank[:0], len(b.groups))[:len(b.groups)]
+	for i := range b.groups {
+		b.groups[i].start = int32(i) // its index before the sort, for now
+	}
+	slices.SortFunc(b.groups, func(x, y group) int { return x.pk.compare(y.pk) })
+	start := int32(0)
+	for i := range b.groups {
+		g := &b.groups[i]
+		b.rank[g.start] = int32(i)
+		g.start = start
+		g.es = nil
+		start += g.n
+	}
+	b.es = slices.Grow(b.es[:0], int(start))[:start]
+	for _, p := range b.posts {
+		g := &b.groups[b.rank[p.g]]
+		b.es[int(g.start)+len(g.es)] = p.e
+		g.es = b.es[g.start : int(g.start)+len(g.es)+1]
+	}
+	// The tail's order makes each key's entries sorted; a key twice in a
+	// row's find_keys, or rows out of order, are put right here.
+	for i := range b.groups {
+		g := &b.groups[i]
+		if !slices.IsSortedFunc(g.es, entry.compare) {
+			slices.SortFunc(g.es, entry.compare)
+		}
+		g.es = slices.Compact(g.es)
+	}
+	return nil
 }
 
-func (p posting) compare(o posting) int {
-	if c := cmp.Compare(p.pk.form, o.pk.form); c != 0 {
-		return c
+// cutInt reads a decimal integer at the start of b and the space after
+// it, and returns the rest of b.
+func cutInt(b []byte) (int64, []byte, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	i := 0
+	if neg {
+		i = 1
 	}
-	if c := cmp.Compare(p.pk.key, o.pk.key); c != 0 {
-		return c
+	var v int64 // accumulated negatively: -2^63 fits
+	j := i
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		v = v*10 - int64(b[j]-'0')
+		j++
 	}
-	return p.e.compare(o.e)
+	if j == i || j-i > 19 || j == len(b) || b[j] != ' ' || !neg && v == math.MinInt64 {
+		return 0, b, false
+	}
+	if !neg {
+		v = -v
+	}
+	return v, b[j+1:], true
 }
 
-// appendNegativeKeys appends to dst an entry e of form for each negative
-// key (search's trigrams) of keys, a find_keys JSON array of integers.
-func appendNegativeKeys(dst []posting, keys []byte, form int64, e entry) []posting {
+// fold writes the groups' entries into their keys' blocks.
+func (b *foldBuf) fold(ctx context.Context, q execQuerier) error {
+	b.in = b.in[:0]
+	for _, g := range b.groups {
+		b.in = appendPadded(appendPadded(b.in, g.pk.form, 20), g.pk.key, 20)
+	}
+	var last sql.RawBytes
+	rows, err := q.QueryContext(ctx, sqlBlocksLast, b.in)
+	if err != nil {
+		return fmt.Errorf("read the last blocks: %w", err)
+	}
+	for rows.Next() {
+		if err := rows.Scan(&last); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the last blocks: %w", err)
+		}
+		// Copied: last is the driver's until rows.Close.
+		b.tail = append(b.tail[:0], last...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the last blocks: %w", err)
+	}
+	lasts := b.tail
+	b.recs, b.lists, b.slow = b.recs[:0], b.lists[:0], b.slow[:0]
+	next := -1 // the group of the next block in lasts
+	if len(lasts) > 0 {
+		if len(lasts) < 4 {
+			return errors.New("read the last blocks: a malformed value")
+		}
+		next = int(binary.BigEndian.Uint32(lasts)-1) / 40
+	}
+	for i, g := range b.groups {
+		if i != next {
+			// No blocks yet.
+			b.writeChunks(g.pk, g.es)
+			continue
+		}
+		if len(lasts) < 24 || int(binary.BigEndian.Uint32(lasts[20:])) > len(lasts)-24 {
+			return errors.New("read the last blocks: a malformed value")
+		}
+		lo := entry{int64(binary.BigEndian.Uint64(lasts[4:])), int64(binary.BigEndian.Uint64(lasts[12:]))}
+		n := int(binary.BigEndian.Uint32(lasts[20:]))
+		list := lasts[24 : 24+n]
+		lasts = lasts[24+n:]
+		next = -1
+		if len(lasts) >= 4 {
+			next = int(binary.BigEndian.Uint32(lasts)-1) / 40
+		}
+		if g.es[0].compare(lo) < 0 {
+			// A late commit: entries before the key's last block.
+			b.slow = append(b.slow, i)
+			continue
+		}
+		// Every new entry goes in the key's last block, which splits
+		// past blockMax entries.
+		b.list = decodeBlock(b.list[:0], list)
+		b.merged = mergeEntries(b.merged[:0], b.list, g.es)
+		first := b.merged[:min(len(b.merged), blockMax)]
+		b.writeBlock(g.pk, lo, first)
+		b.writeChunks(g.pk, b.merged[len(first):])
+	}
+	if next != -1 {
+		return errors.New("read the last blocks: a malformed value")
+	}
+	if len(b.recs) > 0 {
+		if _, err := q.ExecContext(ctx, sqlBlocksWrite, b.recs, b.lists); err != nil {
+			return fmt.Errorf("write the blocks: %w", err)
+		}
+	}
+	if len(b.slow) == 0 {
+		return nil
+	}
+	f := folder{q: q}
+	defer f.close()
+	for _, i := range b.slow {
+		if err := f.merge(ctx, b.groups[i].pk, b.groups[i].es); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeChunks adds to sqlBlocksWrite's arguments es (sorted) as new
+// blocks of pk, blockMax entries each, the last one shorter.
+func (b *foldBuf) writeChunks(pk postingKey, es []entry) {
+	for len(es) > 0 {
+		c := es[:min(len(es), blockMax)]
+		es = es[len(c):]
+		b.writeBlock(pk, c[0], c)
+	}
+}
+
+// writeBlock adds to sqlBlocksWrite's arguments the block of pk named lo
+// with the entries es.
+func (b *foldBuf) writeBlock(pk postingKey, lo entry, es []entry) {
+	b.recs = appendPadded(b.recs, pk.form, 20)
+	b.recs = appendPadded(b.recs, pk.key, 20)
+	b.recs = appendPadded(b.recs, lo.at, 20)
+	b.recs = appendPadded(b.recs, lo.seq, 20)
+	b.recs = appendPadded(b.recs, int64(len(b.lists)+1), 10)
+	b.recs = appendPadded(b.recs, int64(len(es)*entrySize), 10)
+	b.lists = appendBlock(b.lists, es)
+}
+
+// appendPadded appends v in decimal, right-aligned in width characters
+// (spaces before it).
+func appendPadded(b []byte, v int64, width int) []byte {
+	var d [20]byte
+	s := strconv.AppendInt(d[:0], v, 10)
+	for range width - len(s) {
+		b = append(b, ' ')
+	}
+	return append(b, s...)
+}
+
+// eachNegativeKey calls fn with each negative key (search's trigrams) of
+// keys, a find_keys JSON array of integers.
+func eachNegativeKey(keys []byte, fn func(int64)) {
 	for i := 0; i < len(keys); i++ {
 		if keys[i] != '-' {
 			continue
@@ -159,18 +414,15 @@ func appendNegativeKeys(dst []posting, keys []byte, form int64, e entry) []posti
 			for _, c := range keys[i+1 : j] {
 				k = k*10 - int64(c-'0')
 			}
-			dst = append(dst, posting{postingKey{form, k}, e})
+			fn(k)
 		}
 		i = j
 	}
-	return dst
 }
 
-// folder writes a fold's entries into their blocks, a key at a time,
-// with statements prepared once per fold. (Reading every key's last
-// block in one statement and writing them in one or two more, through
-// json_each, cost more CPU than these statements did: BENCHMARKS.md,
-// "Search's posting blocks".)
+// folder writes a key's entries into its blocks a block at a time, with
+// statements prepared once per fold: the path of a key whose new entries
+// reach before its last block (foldBuf.fold).
 type folder struct {
 	q                      execQuerier
 	around, update, insert *sql.Stmt
@@ -182,26 +434,6 @@ func (f *folder) close() {
 			st.Close()
 		}
 	}
-}
-
-// fold writes posts (sorted by form, key and entry, distinct) into their
-// keys' blocks.
-func (f *folder) fold(ctx context.Context, posts []posting) error {
-	var es []entry
-	for len(posts) > 0 {
-		pk := posts[0].pk
-		es = es[:0]
-		i := 0
-		for i < len(posts) && posts[i].pk == pk {
-			es = append(es, posts[i].e)
-			i++
-		}
-		posts = posts[i:]
-		if err := f.merge(ctx, pk, es); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (f *folder) prepare(ctx context.Context) error {
@@ -309,14 +541,28 @@ func mergeEntries(dst, a, b []entry) []entry {
 	return append(dst, b...)
 }
 
+// tailReadEvery is the most writes a store makes between two reads of
+// the tail's count (foldIfFull): other stores and processes add rows to
+// the tail too.
+const tailReadEvery = 16
+
 // foldIfFull folds the tail (see foldTail) in a transaction of its own
 // when it holds foldAt rows or more: the write that brings it there
-// pays for the fold, after its own commit.
+// pays for the fold, after its own commit. The store reads the tail's
+// count only when its own count (tailGuess) reaches foldAt, or after
+// tailReadEvery writes: so a fold waits for at most that many writes of
+// each other writer of the file.
 func (s *Store) foldIfFull(ctx context.Context) error {
+	if s.tailGuess.Add(1) < foldAt && s.tailUnread.Add(1) < tailReadEvery {
+		return nil
+	}
+	s.tailUnread.Store(0)
+	ctx = context.WithoutCancel(ctx) // the write is committed: its fold is not the request's
 	var n int
 	if err := s.tailCount.QueryRowContext(ctx).Scan(&n); err != nil {
 		return fmt.Errorf("fold: count the tail: %w", err)
 	}
+	s.tailGuess.Store(int64(n))
 	if n < foldAt {
 		return nil
 	}
@@ -325,6 +571,10 @@ func (s *Store) foldIfFull(ctx context.Context) error {
 		if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil || n < foldAt {
 			return err
 		}
-		return foldTail(ctx, conn)
+		if err := foldTail(ctx, conn); err != nil {
+			return err
+		}
+		s.tailGuess.Store(0)
+		return nil
 	})
 }

@@ -214,6 +214,10 @@ type Store struct {
 	// sortOn is the sort index setting as this store last read it: it
 	// never turns off.
 	sortOn atomic.Bool
+	// tailGuess is this store's count of formsapi_find_tail's rows: the
+	// count it last read, plus its writes since; tailUnread is its writes
+	// since it last read the count (see foldIfFull).
+	tailGuess, tailUnread atomic.Int64
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 

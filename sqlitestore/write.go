@@ -89,8 +89,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 				// The submission is committed: a fold that fails (the
 				// file busy past the timeout) does not make the write
 				// fail, and the next write folds the tail instead. Nor
-				// does the request's cancellation stop it halfway.
-				_ = s.foldIfFull(context.WithoutCancel(ctx))
+				// does the request's cancellation stop it halfway
+				// (foldIfFull).
+				_ = s.foldIfFull(ctx)
 			}
 			return nil
 		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
