@@ -234,19 +234,24 @@ WHERE seq > ? AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step); err != n
 // (find.IndexKeys); filters' alone (find.Keys) otherwise, which is all
 // an index that is off stores.
 func findKeys(data []byte, files []string, trigrams bool) string {
-	keys := find.Keys(data)
+	var keys []int64
 	if trigrams {
-		keys = find.IndexKeys(data, files)
+		keys = find.IndexKeys(data, files) // Keys among them
+	} else {
+		keys = find.Keys(data)
 	}
-	b := make([]byte, 0, 2+len(keys)*21)
-	b = append(b, '[')
+	var b strings.Builder // one allocation: its String is not a copy
+	b.Grow(2 + len(keys)*21)
+	b.WriteByte('[')
+	var d [20]byte
 	for i, k := range keys {
 		if i > 0 {
-			b = append(b, ',')
+			b.WriteByte(',')
 		}
-		b = strconv.AppendInt(b, k, 10)
+		b.Write(strconv.AppendInt(d[:0], k, 10))
 	}
-	return string(append(b, ']'))
+	b.WriteByte(']')
+	return b.String()
 }
 
 // migrateThrough applies the migrations of ms that db lacks; ms is every

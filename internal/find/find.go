@@ -370,7 +370,16 @@ func members(data []byte) map[string]json.RawMessage {
 // number is not a plain integer of up to 15 digits (whose canonical text
 // is itself).
 func Keys(data []byte) []int64 {
-	var keys []int64
+	keys, ok := appendKeys(nil, data)
+	if !ok {
+		return nil
+	}
+	return sortedUnique(keys)
+}
+
+// appendKeys appends data's keys (see Keys) to dst, unsorted, and
+// reports whether data is one JSON object.
+func appendKeys(keys []int64, data []byte) ([]int64, bool) {
 	ok := eachMember(data, func(name, raw []byte) {
 		if len(name) > MaxFieldBytes {
 			return
@@ -387,10 +396,7 @@ func Keys(data []byte) []int64 {
 		}
 		keys = append(keys, key(name, v))
 	})
-	if !ok {
-		return nil
-	}
-	return sortedUnique(keys)
+	return keys, ok
 }
 
 // plainCanonical returns the JSON value raw (valid JSON) when it is its

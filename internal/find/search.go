@@ -401,18 +401,39 @@ func trigrams(keys []int64, s string) []int64 {
 // SearchKeys returns the index keys of the trigrams of a submission's
 // values as search reads them (Texts), each once, ascending.
 func SearchKeys(data []byte, files []string) []int64 {
-	var keys []int64
+	return sortedUnique(appendTrigrams(make([]int64, 0, keysHint(data, files)), data, files))
+}
+
+// appendTrigrams appends to keys the keys of the trigrams of a
+// submission's values as search reads them (Texts), unsorted.
+func appendTrigrams(keys []int64, data []byte, files []string) []int64 {
 	texts(data, files, func(t string) bool {
 		keys = trigrams(keys, t)
 		return true
 	})
-	return sortedUnique(keys)
+	return keys
+}
+
+// keysHint is the room to make for a submission's index keys: a key a
+// byte of data and of a file's URL, as far as search reads them (a value
+// of ASCII has a trigram a byte but two), so that the keys are one
+// allocation.
+func keysHint(data []byte, files []string) int {
+	n := len(data)
+	for _, f := range files {
+		n += len(f)
+	}
+	return min(n, MaxSearchBytes) + 8
 }
 
 // IndexKeys returns every index key of a submission: its filter keys
 // (Keys) and its trigram keys (SearchKeys), each once, ascending.
 func IndexKeys(data []byte, files []string) []int64 {
-	return sortedUnique(append(Keys(data), SearchKeys(data, files)...))
+	keys, ok := appendKeys(make([]int64, 0, keysHint(data, files)), data)
+	if !ok {
+		keys = keys[:0] // no filter keys (Keys)
+	}
+	return sortedUnique(appendTrigrams(keys, data, files))
 }
 
 // TermKeys returns the keys of the trigrams of the normalized term that a
