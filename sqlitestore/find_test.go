@@ -108,6 +108,50 @@ SELECT seq, feed_last + 1, 2, '{"n":1001,"email":"erase@example.com"}', '[]', CA
 	is.Equal(orphans, 0)
 }
 
+// TestFindInsertTakesFilterKeys: the insert trigger (migration 0023)
+// enters exactly the keys of find_keys that are not negative, which it
+// reads after the last negative one: none, some or all of them, with or
+// without trigram keys before them, spaces between them, one key alone,
+// a key of 0, the largest and smallest keys.
+func TestFindInsertTakesFilterKeys(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	mustOpen(t, path)
+	db := hostDB(t, path)
+	_, err := db.Exec(`INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at) VALUES ('keys', ?, '', '', '', 0)`, storetest.AccountA)
+	is.NoErr(err)
+	for i, keys := range []string{
+		`[]`, `[5]`, `[0]`, `[-5]`, `[-9223372036854775808]`,
+		`[-3,-1]`, `[-3,-1,5,7]`, `[-3,-1,0,12,9223372036854775807]`, `[-30,4]`, `[4,17,300]`,
+		`[ -3 , -1 , 5 , 7 ]`, "[-3,\n-1,\n5,\n7\n]", `[-9223372036854775808,-12,0]`,
+	} {
+		seq := int64(0)
+		is.NoErr(db.QueryRow(`INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys)
+SELECT seq, feed_last + 1, ?, '{}', '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id = 'keys' RETURNING seq`, i, keys).Scan(&seq))
+		var want []int64
+		rows, err := db.Query(`SELECT value FROM json_each(?) WHERE value >= 0 ORDER BY value`, keys)
+		is.NoErr(err)
+		for rows.Next() {
+			var k int64
+			is.NoErr(rows.Scan(&k))
+			want = append(want, k)
+		}
+		is.NoErr(rows.Err())
+		var got []int64
+		rows, err = db.Query(`SELECT key FROM formsapi_find WHERE seq = ? ORDER BY key`, seq)
+		is.NoErr(err)
+		for rows.Next() {
+			var k int64
+			is.NoErr(rows.Scan(&k))
+			got = append(got, k)
+		}
+		is.NoErr(rows.Err())
+		if !slices.Equal(got, want) {
+			t.Errorf("find_keys %s: entries %v, want %v", keys, got, want)
+		}
+	}
+}
+
 // TestFindPageExaminesABoundedNumber: a filtered page walks the index
 // entries of its rarest clause, whichever field's name sorts first, and
 // examines at most 1,000 of them: a rare clause beside a common one is
