@@ -415,15 +415,15 @@ func appendTrigrams(keys []int64, data []byte, files []string) []int64 {
 }
 
 // keysHint is the room to make for a submission's index keys: a key a
-// byte of data and of a file's URL, as far as search reads them (a value
-// of ASCII has a trigram a byte but two), so that the keys are one
-// allocation.
+// byte of data and of a file's URL (a value of ASCII has a trigram a
+// byte but two), so that a short submission's keys are one allocation;
+// a long one's grow from 1,024 as they did from none.
 func keysHint(data []byte, files []string) int {
 	n := len(data)
 	for _, f := range files {
 		n += len(f)
 	}
-	return min(n, MaxSearchBytes) + 8
+	return min(n, 1024) + 8
 }
 
 // IndexKeys returns every index key of a submission: its filter keys
