@@ -4,9 +4,9 @@
 -- search's trigram keys, negative, come first, a hundred or more with the
 -- search index on, and the filters' keys, not negative, after them. The
 -- insert trigger of migration 0017 went through every key with json_each
--- to keep the few filter keys: about a tenth of a write's CPU profile
--- with the search index on (BENCHMARKS.md, "The write's allocations and the fold
--- in two statements"). It now hands json_each the keys after the last
+-- to keep the few filter keys: some 6% of a write's CPU profile with
+-- the search index on (BENCHMARKS.md, "The write's allocations and the
+-- fold in two statements"). It now hands json_each the keys after the last
 -- negative one: rtrim drops the digits, commas, spaces and the bracket
 -- at the end, back to that key's '-'; what follows its digits and the
 -- comma after them is the filter keys (or the bracket alone). A
