@@ -71,9 +71,9 @@ func appendBlock(b []byte, es []entry) []byte {
 
 const (
 	// The tail's rows, in one value: "form_seq created_at seq find_keys"
-	// for each, ';' between them, in the tail's order (so a key's entries
-	// come sorted).
-	sqlTailKeys = `SELECT group_concat(printf('%d %d %d ', t.form_seq, t.created_at, t.seq) || s.find_keys, ';'
+	// for each (a NULL find_keys as none), ';' between them, in the
+	// tail's order (so a key's entries come sorted).
+	sqlTailKeys = `SELECT group_concat(printf('%d %d %d ', t.form_seq, t.created_at, t.seq) || coalesce(s.find_keys, '[]'), ';'
     ORDER BY t.form_seq, t.created_at, t.seq)
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq`
 
@@ -284,6 +284,9 @@ func cutInt(b []byte) (int64, []byte, bool) {
 
 // fold writes the groups' entries into their keys' blocks.
 func (b *foldBuf) fold(ctx context.Context, q execQuerier) error {
+	if len(b.groups) == 0 {
+		return nil
+	}
 	b.in = b.in[:0]
 	for _, g := range b.groups {
 		b.in = appendPadded(appendPadded(b.in, g.pk.form, 20), g.pk.key, 20)
