@@ -203,6 +203,20 @@ var SortSQL = map[string]string{
 // folds it (migration 0022).
 const FoldAt = foldAt
 
+// FoldTail folds the unfolded tail in a transaction of db's, as a write
+// that finds it full does (migration 0022).
+func FoldTail(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := foldTail(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // TrigramEntry is an entry of search's posting blocks.
 type TrigramEntry struct{ Form, Key, At, Seq int64 }
 

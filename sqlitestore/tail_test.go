@@ -143,6 +143,28 @@ func TestSearchTailFolds(t *testing.T) {
 	check("after deletions")
 }
 
+// TestSearchTailFoldsRowsWithoutKeys: a fold empties the tail though its
+// rows' find_keys are NULL (a host's SQL set them so, to have them
+// indexed again at the next Open): they have no entries to fold, and a
+// tail left full would be folded again by every write.
+func TestSearchTailFoldsRowsWithoutKeys(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := mustOpen(t, path, sqlitestore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "nokeys"}))
+	for n := range 3 {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "nokeys", Data: []byte(`{"a":"needle"}`)}, formsapi.Metadata{ID: strconv.Itoa(n)}))
+	}
+	db := hostDB(t, path)
+	_, err := db.Exec(`UPDATE formsapi_submissions SET find_keys = NULL`)
+	is.NoErr(err)
+	tail, folded, both := tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{3, 0, 0}) // the rows in the tail, without keys
+	is.NoErr(sqlitestore.FoldTail(ctx, db))
+	tail, folded, both = tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{0, 0, 0}) // the tail emptied, nothing folded
+}
+
 // TestSearchTailMigration: a file whose search index was on before
 // migration 0017 keeps every row's trigram entries through it (its
 // searches find them with an empty tail), and the writes after it go to
