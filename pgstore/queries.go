@@ -587,7 +587,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// no transaction is needed. The UPDATE locks the form's row until the
 	// insert commits, so the positions of one form commit in order; no
 	// row means no such form. It gives the form its new version too
-	// (formsapi_addition, migration 0030, which marks the transaction as
+	// (formsapi_addition_kept, migrations 0030 and 0032, which marks the transaction as
 	// the store's, so the insert's triggers leave the row alone): one
 	// update of the form's row per write.
 	// The submission's fields ($12, its data's member names in order)
@@ -599,7 +599,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// when they are not while the setting is on.
 	// $13 are the submission's index keys, $14 whether they include
 	// search's trigram keys: keys without them are written only while
-	// the search index is off (formsapi_addition holds the search lock
+	// the search index is off (formsapi_addition_kept holds the search lock
 	// shared until the write commits when it finds it off). Once it is
 	// on, the statement writes nothing at all (see AddSubmission).
 	// The statement writes the form's row of the change log (migration
@@ -607,12 +607,12 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 	// did) and the index entries itself (migration 0030):
 	// the filter entries (the keys that are not negative), the row in
 	// the search index's tail while that index is on, and the sort
-	// entries of the fields the sort index keeps (formsapi_addition's
+	// entries of the fields the sort index keeps (formsapi_addition_kept's
 	// kept, read under the sort lock: every member's while it keeps
 	// every field; migration 0032). It returns a row without columns for the submission it
 	// inserted, so its tag counts it, as the insert's did.
 	sqlAddSubmission = `WITH v AS (
-    SELECT * FROM formsapi_addition(1, $14::boolean, $16::boolean)
+    SELECT * FROM formsapi_addition_kept(1, $14::boolean, $16::boolean)
 ), f AS (
     UPDATE formsapi_forms t SET feed_last = t.feed_last + 1, version = v.version
     FROM v WHERE t.id = $1 AND v.version IS NOT NULL
@@ -651,7 +651,7 @@ SELECT FROM s`
 	// one statement (AddSubmissions), in their order, to the forms $1:
 	// each form's row is updated once, its feed_last moved by its count
 	// ($2), and the forms given one version, once for the statement
-	// (formsapi_addition(n, ...), migrations 0024 and 0030), a value no state of
+	// (formsapi_addition_kept(n, ...), migrations 0024, 0030 and 0032), a value no state of
 	// any of them had. The submissions, one element of each array ($4 to
 	// $17) apiece, are inserted in array order, so their seqs are those
 	// that many single statements would take; each takes the position
@@ -668,7 +668,7 @@ SELECT FROM s`
 	// index entries are written as sqlAddSubmission writes them, and the
 	// statement returns a row without columns a submission.
 	sqlAddSubmissions = `WITH v AS (
-    SELECT * FROM formsapi_addition($3, $22::boolean, $27::boolean)
+    SELECT * FROM formsapi_addition_kept($3, $22::boolean, $27::boolean)
 ), f AS (
     UPDATE formsapi_forms t SET feed_last = t.feed_last + c.n, version = v.version
     FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(id, n, fi)

@@ -1,7 +1,10 @@
 -- The store's own statement writes the sort entries of the fields the
 -- sort index keeps, not every member's (0030 wrote them all, so that
 -- WithSortIndex(fields...) narrowed what was served but not a write's
--- cost). formsapi_addition returns the kept fields' prefixes in `kept`
+-- cost). formsapi_addition_kept, which the statements call in place of
+-- 0030's formsapi_addition (left as it was, for a node of an earlier
+-- version, and so that 0030 and 0031 still run again over this one),
+-- returns the kept fields' prefixes in `kept`
 -- (NULL: every field, the setting 1; the statement's sort part reads
 -- it), read after the sort lock: a statement's own snapshot predates
 -- the lock it takes, so the list is read in the function, whose
@@ -15,12 +18,10 @@
 -- is a serialization failure, which the store retries. Entries of a
 -- field not kept stay harmless (a row read with the setting 1 first
 -- writes them all); a missing one is not possible.
-DROP FUNCTION IF EXISTS formsapi_addition(bigint, boolean, boolean);
-
 DO $do$
 BEGIN
     EXECUTE format($f$
-CREATE FUNCTION %1$I.formsapi_addition(n bigint, search boolean, sorted boolean, OUT version bigint, OUT indexed boolean, OUT kept bytea[])
+CREATE OR REPLACE FUNCTION %1$I.formsapi_addition_kept(n bigint, search boolean, sorted boolean, OUT version bigint, OUT indexed boolean, OUT kept bytea[])
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     ordered boolean;
