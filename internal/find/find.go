@@ -589,16 +589,78 @@ func matchMembers(cs []Clause, raws [][]byte, present []bool) (bool, int) {
 func absent(data []byte, c *Clause) bool {
 	switch c.Op {
 	case OpEq:
-		return plainString(c.Value) && !bytes.Contains(data, []byte(c.Value))
+		return plainString(c.Value) && !containsString(data, []byte(c.Value))
 	case OpIn:
 		for _, v := range c.Values {
-			if !plainString(v) || bytes.Contains(data, []byte(v)) {
+			if !plainString(v) || containsString(data, []byte(v)) {
 				return false
 			}
 		}
 		return len(c.Values) > 0
 	}
 	return false
+}
+
+// PlainValues returns values (canonical texts, as an equality's or an
+// in's) as the byte strings Absent looks for, when every one of them is a
+// string without escapes, or nil when one is not (or there is none).
+func PlainValues(values []string) [][]byte {
+	if len(values) == 0 {
+		return nil
+	}
+	plain := make([][]byte, len(values))
+	for i, v := range values {
+		if !plainString(v) {
+			return nil
+		}
+		plain[i] = []byte(v)
+	}
+	return plain
+}
+
+// Absent reports whether b, the bytes of a stored submission object (or
+// of its data), shows without being decoded that no member of it has one
+// of the values plain (PlainValues: strings without escapes): b holds
+// none of them, has no backslash and is valid UTF-8. A member's string
+// equal to one of them would be in such bytes as it is (as for the check
+// of a clause, absent). b need not be valid JSON: true means only that no
+// member of b, were it read, could hold one. It reports false for no
+// values, and allocates nothing.
+func Absent(b []byte, plain [][]byte) bool {
+	for _, v := range plain {
+		if containsString(b, v) {
+			return false
+		}
+	}
+	return len(plain) > 0 && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b)
+}
+
+// containsString reports whether b holds v, a string's JSON text ("…",
+// two bytes at least). bytes.Index looks for a needle's first byte
+// first, and stops at every quote of JSON: when what follows v's opening
+// quote begins with a byte other than a lower-case letter (which JSON's
+// names are full of), most often rarer than a quote, it looks for that
+// instead, and falls back to the whole of v after a few hits that the
+// quote does not precede.
+func containsString(b, v []byte) bool {
+	tail := v[1:]
+	if c := tail[0]; 'a' <= c && c <= 'z' {
+		return bytes.Contains(b, v)
+	}
+	i := 0
+	for range 4 {
+		j := bytes.Index(b[i:], tail)
+		if j < 0 {
+			return false
+		}
+		if i+j > 0 && b[i+j-1] == '"' {
+			return true
+		}
+		i += j + 1
+	}
+	// Every occurrence of tail before i was looked at: one of v begins
+	// at i-1 or after.
+	return bytes.Contains(b[i-1:], v)
 }
 
 // searchable reports whether a clause of cs other than cs[skip] is one

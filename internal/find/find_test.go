@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseValue(t *testing.T) {
@@ -177,6 +178,79 @@ func FuzzKeys(f *testing.F) {
 // and of the shortcut's cases, for equalities, ins and operators, alone
 // and together (with another equality, whose bytes are still looked
 // for, MatchKeyedAt declines); MatchKeyedAt returns data's end.
+// TestAbsent: a stored object that Absent says holds none of an
+// equality's or an in's values has data that the clause refuses (whatever
+// else is in the object), Absent says so of every such object without
+// escapes, and never of one holding a value, however it is written; and
+// containsString finds what bytes.Contains finds.
+func TestAbsent(t *testing.T) {
+	datas := append([]string{
+		`{"a":"NL"}`, `{"a":"xNL"}`, `{"a":"\u004eL"}`, "{\"a\":\"N\xffL\"}", `{"a":"NL","a":"q"}`,
+		`{"b":"NL"}`, `{"a":{"a":"NL"}}`, `{"a":["NL"]}`, `{"a":"aNL"}`, `{"a":""}`, `{"a":"Zoë"}`,
+		`{"a":"xNL","b":"yNL","c":"zNL","d":"wNL","e":"vNL","f":"NL"}`,
+		`{"a":"xNL","b":"yNL","c":"zNL","d":"wNL","e":"vNL","f":"NLx"}`,
+		`{"a":"searching","b":"search"}`, `{"a":"research"}`, `{"a":1}`, `{"a":true}`,
+	}, keysCases...)
+	clauses := []Clause{
+		{Field: "a", Value: `"NL"`},
+		{Field: "a", Op: OpIn, Values: []string{`"DE"`, `"NL"`}},
+		{Field: "a", Op: OpIn, Values: []string{`""`, `"q"`}},
+		{Field: "a", Value: `"search"`},
+		{Field: "a", Op: OpIn, Values: []string{`"Zoë"`, `"research"`}},
+		{Field: "a", Op: OpIn, Values: []string{`"NL"`, `1`}}, // not plain: never absent
+		{Field: "a", Value: `"a\"b"`},                         // not plain: never absent
+	}
+	for _, c := range clauses {
+		values := c.Values
+		if c.Op == OpEq {
+			values = []string{c.Value}
+		}
+		plain := PlainValues(values)
+		if (plain == nil) != (c.Values != nil && c.Values[1] == `1` || c.Value == `"a\"b"`) {
+			t.Errorf("PlainValues(%q) = %q", values, plain)
+		}
+		for _, d := range datas {
+			obj := []byte(`{"formId":"f","data":` + d + `,"attachments":[],"createdAt":"2024-01-01T00:00:00Z"}`)
+			got := Absent(obj, plain)
+			if got && json.Valid([]byte(d)) && Match([]byte(d), []Clause{c}) {
+				t.Errorf("Absent(%s, %q) but the clause keeps its data", obj, values)
+			}
+			want := plain != nil && bytes.IndexByte(obj, '\\') < 0 && utf8.Valid(obj)
+			for _, v := range plain {
+				want = want && !bytes.Contains(obj, v)
+			}
+			if got != want {
+				t.Errorf("Absent(%s, %q) = %t, want %t", obj, values, got, want)
+			}
+		}
+	}
+	// containsString against bytes.Contains, over every string of up to
+	// 9 bytes of an alphabet of quotes and the needles' bytes (past the
+	// hits it looks at before it falls back).
+	needles := []string{`"NL"`, `""`, `"aN"`, `"LNL"`, `"N"`}
+	alphabet := []byte(`"NLa`)
+	var walk func(b []byte)
+	walk = func(b []byte) {
+		for _, v := range needles {
+			if got, want := containsString(b, []byte(v)), bytes.Contains(b, []byte(v)); got != want {
+				t.Fatalf("containsString(%q, %q) = %t, want %t", b, v, got, want)
+			}
+		}
+		if len(b) == 9 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(b, c))
+		}
+	}
+	walk(nil)
+	// Past the few hits it looks at before falling back.
+	long := []byte(strings.Repeat(`xNL" `, 9) + `"NL"`)
+	if !containsString(long, []byte(`"NL"`)) || containsString(long[:len(long)-4], []byte(`"NL"`)) {
+		t.Errorf("containsString misses %q past its hits, or finds it before", `"NL"`)
+	}
+}
+
 func TestMatchKeyedAgrees(t *testing.T) {
 	datas := append([]string{`{"a":"x\u00e9"}`, "{\"a\":\"x\xffy\"}", `{"a":"xy","b":"q"}`, `{"b":"xy"}`, `{"a":["x"],"b":{"a":"xy"}}`, `{ "a" : "xy" , "a" : "q" }`}, keysCases...)
 	clauses := [][]Clause{
