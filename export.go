@@ -233,6 +233,12 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 	if e.filtered() {
 		x.clauses, x.term = e.list.clauses(), e.list.Search
 		x.keys, x.keyed = find.ClauseKeys(x.clauses), find.KeyedClause(x.clauses)
+		if x.keyed >= 0 {
+			x.values = x.clauses[x.keyed].Values
+			if x.clauses[x.keyed].Op == find.OpEq {
+				x.values = []string{x.clauses[x.keyed].Value}
+			}
+		}
 	}
 	if e.format == formatCSV {
 		columns := x.columns
@@ -403,10 +409,13 @@ type exporter struct {
 	// search term ("" for none); and the index keys of which a
 	// submission must hold one to match (find.ClauseKeys, nil for none),
 	// by which a store that keeps each submission's keys leaves out, unread,
-	// those that hold none (wire.FeedQuery.Keys).
+	// those that hold none (wire.FeedQuery.Keys), and that clause's
+	// values, by which a store may leave out, by a byte search, those
+	// whose stored JSON holds none (wire.FeedQuery.Values).
 	clauses []find.Clause
 	term    string
 	keys    []int64
+	values  []string
 	keyed   int  // find.KeyedClause: the clause keys came from
 	allRows bool // columns is reading the form: every submission, whatever the filter
 
@@ -448,11 +457,11 @@ func (x *exporter) read() error {
 			return err
 		}
 	}
-	keys := x.keys
+	keys, values := x.keys, x.values
 	if x.allRows {
-		keys = nil // the CSV's columns are read from every submission
+		keys, values = nil, nil // the CSV's columns are read from every submission
 	}
-	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes, Keys: keys}, &x.page)
+	next, more, err := x.a.feed.AppendFeed(ctx, x.req.account, x.req.list.FormID, wire.FeedQuery{After: x.next, Limit: exportPage, MaxBytes: x.a.cfg.pageBytes, Keys: keys, Values: values}, &x.page)
 	if err != nil {
 		return err
 	}

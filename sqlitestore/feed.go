@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -58,9 +59,14 @@ func (s *Store) syncSubmissions(ctx context.Context, accountID, formID string, a
 // first. A stored row that is damaged is left out and recorded in
 // p.Skipped, as on the lists; the feed moves past it.
 //
-// With keys (q.Keys), it reads each submission's find_keys too, and
-// leaves out (p.Excluded) one whose find_keys it has and holds none of
-// them, before its JSON is checked or copied onto the page.
+// With keys (q.Keys), it leaves out (p.Excluded) a submission that
+// cannot hold one of them, before its JSON is checked or copied onto the
+// page: when the keys' values (q.Values) are all strings without escapes,
+// one whose stored JSON's bytes show it holds none of them (find.Absent,
+// the statement of the page without keys: a byte search of the JSON the
+// page reads anyway costs less than reading and checking find_keys);
+// otherwise it reads each submission's find_keys too, and leaves out one
+// whose find_keys it has and holds none of them.
 func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
 	next, more, err = s.appendFeed(ctx, accountID, formID, q, p)
 	if err != nil {
@@ -71,9 +77,13 @@ func (s *Store) AppendFeed(ctx context.Context, accountID, formID string, q wire
 
 func (s *Store) appendFeed(ctx context.Context, accountID, formID string, q wire.FeedQuery, p *wire.Page) (next int64, more bool, err error) {
 	st, keyed := s.feedEncoded, len(q.Keys) > 0
+	var plain [][]byte
 	if keyed {
-		st = s.feedKeyed
+		if plain = find.PlainValues(q.Values); plain == nil {
+			st = s.feedKeyed
+		}
 	}
+	byKeys := keyed && plain == nil
 	rows, form, err := s.feedRows(ctx, st, accountID, formID, q.After, q.Limit, p.Form)
 	if err != nil {
 		return 0, false, err
@@ -86,7 +96,7 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, q wire
 	var encoded, keys sql.RawBytes // valid until the next Next: copied at once
 	found := false
 	for rows.Next() {
-		if keyed {
+		if byKeys {
 			err = rows.Scan(&pos, &encoded, &of, &keys)
 		} else {
 			err = rows.Scan(&pos, &encoded, &of)
@@ -95,7 +105,10 @@ func (s *Store) appendFeed(ctx context.Context, accountID, formID string, q wire
 			return 0, false, err
 		}
 		found = found || pos == 0
-		if keyed && pos != 0 && of == 0 && keys != nil && !holdsAnyKey(keys, q.Keys) {
+		switch {
+		case pos == 0 || of != 0:
+		case plain != nil && find.Absent(encoded, plain),
+			byKeys && keys != nil && !holdsAnyKey(keys, q.Keys):
 			encoded, of = nil, -int64(len(encoded))
 		}
 		if !f.Row(pos, encoded, of) {

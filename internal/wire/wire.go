@@ -51,17 +51,19 @@ type Page struct {
 	// take its objects one by one.
 	Ends []int
 	// Excluded counts the submissions a feed page read with keys
-	// (FeedQuery.Keys) left out, none of whose index keys is one of them,
-	// and ExcludedBytes their stored JSON's bytes: the reader counts them
-	// as walked, and checks no more of them.
+	// (FeedQuery.Keys) left out, none of whose index keys is one of them
+	// (or whose stored JSON holds none of FeedQuery.Values), and
+	// ExcludedBytes their stored JSON's bytes: the reader counts them as
+	// walked, and checks no more of them.
 	Excluded      int
 	ExcludedBytes int64
 	// KeysChecked says that the store checked the keys of the page's
-	// submissions (FeedQuery.Keys) and left out those that hold none:
-	// those it sent hold one, but for the few whose keys it does not
-	// know. The reader may then skip its own quick tests that a
-	// submission holds one of those keys' values (find.MatchKeyed), never
-	// its exact check.
+	// submissions (FeedQuery.Keys), or their stored JSON's bytes for the
+	// values (FeedQuery.Values), and left out those that hold none: those
+	// it sent hold one, but for the few whose keys it does not know (or
+	// whose bytes it could not tell by). The reader may then skip its own
+	// quick tests that a submission holds one of those keys' values
+	// (find.MatchKeyed), never its exact check.
 	KeysChecked bool
 
 	// Digests, when the store's read cache served the page's items whole
@@ -351,10 +353,10 @@ func (b *Budget) Take(size int) bool {
 // one rule by which every database store fills a feed page. Each row is
 // a position with either a submission as sent (encoded) or, for a
 // deletion, the position of the deleted submission (of > 0), or, for a
-// submission that a page read with keys leaves out (FeedQuery.Keys), no
-// encoded and its stored JSON's bytes as -of (of < 0); the row at
-// position 0 is the form's own, whose of is the last forgotten
-// deletion. The statement reads one row more than limit.
+// submission that a page read with keys leaves out (FeedQuery.Keys or
+// FeedQuery.Values), no encoded and its stored JSON's bytes as -of (of <
+// 0); the row at position 0 is the form's own, whose of is the last
+// forgotten deletion. The statement reads one row more than limit.
 type FeedRows struct {
 	Page   *Page
 	Budget Budget
@@ -427,4 +429,11 @@ type FeedQuery struct {
 	// out one that holds one, nor one whose keys it does not know. A
 	// store may ignore Keys: the reader checks every submission it gets.
 	Keys []int64
+	// Values, when not empty, are the canonical texts (find.Clause) of
+	// the values of the clause Keys came from (find.KeyedClause). A store
+	// may leave out instead, counted as for Keys, a submission whose
+	// stored JSON's bytes show that it holds none of them (find.Absent:
+	// strings without escapes, none of them in bytes without escapes),
+	// without its keys; a store may ignore Values.
+	Values []string
 }
