@@ -1,0 +1,263 @@
+package sqlitestore_test
+
+import (
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/sqlitestore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// checkBlocks checks search's posting blocks (migrations 0022 and 0024):
+// no block is empty; a key's blocks partition its keyset range (a
+// block's name is at or before its first entry, its entries are in
+// order and before the next block's name); and the blocks hold exactly
+// the trigram entries of the rows that are not in the tail, each once.
+// It returns the number of blocks.
+func checkBlocks(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	type ent struct{ at, seq int64 }
+	less := func(a, b ent) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+	rows, err := db.Query(`SELECT form_seq, key, lo_at, lo_seq, list FROM formsapi_find_blocks ORDER BY form_seq, key, lo_at, lo_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[[2]int64]int{}
+	var lastKey [2]int64
+	var last *ent // the last entry of the key's blocks so far
+	n := 0
+	for rows.Next() {
+		var k [2]int64
+		var lo ent
+		var list []byte
+		if err := rows.Scan(&k[0], &k[1], &lo.at, &lo.seq, &list); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if len(list) == 0 || len(list)%16 != 0 {
+			t.Fatalf("key %d, block (%d, %d): a list of %d bytes", k[1], lo.at, lo.seq, len(list))
+		}
+		if k != lastKey {
+			lastKey, last = k, nil
+		}
+		if last != nil && !less(*last, lo) {
+			t.Fatalf("key %d: block (%d, %d) named at or before the entry (%d, %d) of the block before it", k[1], lo.at, lo.seq, last.at, last.seq)
+		}
+		for ; len(list) > 0; list = list[16:] {
+			e := ent{int64(binary.BigEndian.Uint64(list)), int64(binary.BigEndian.Uint64(list[8:]))}
+			if less(e, lo) || last != nil && !less(*last, e) {
+				t.Fatalf("key %d, block (%d, %d): entry (%d, %d) out of order", k[1], lo.at, lo.seq, e.at, e.seq)
+			}
+			last = &e
+			got[k]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]int64]int{}
+	krows, err := db.Query(`SELECT s.form_seq, j.value FROM formsapi_submissions s, json_each(s.find_keys) j
+WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer krows.Close()
+	for krows.Next() {
+		var k [2]int64
+		if err := krows.Scan(&k[0], &k[1]); err != nil {
+			t.Fatal(err)
+		}
+		want[k]++
+	}
+	if err := krows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("blocks of %d keys, want %d", len(got), len(want))
+	}
+	for k, c := range want {
+		if got[k] != c {
+			t.Fatalf("key %d: %d entries, want %d", k[1], got[k], c)
+		}
+	}
+	return n
+}
+
+// TestSearchBlocksEmptiedGo: rows deleted oldest first (a retention
+// purge) leave no empty posting block (migration 0024): a block whose
+// first entry goes before its others keeps its name as the lower bound
+// of its entries, and goes with its last entry. Late commits folded
+// among blocks so named go into the blocks of their places, an update
+// of find_keys takes a row out of its block the same way, and every
+// search stays exact, both ways, a page at a time, with its exact total.
+func TestSearchBlocksEmptiedGo(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	db := sqlitestore.ReadDB(s)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "purge"}))
+	base := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
+	at := map[int]time.Time{} // the rows left, by n
+	add := func(n int, when time.Time) {
+		text := "walrus"
+		if n%4 == 3 {
+			text = "plain"
+		}
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "purge", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"%s"}`, n, text)), CreatedAt: when},
+			formsapi.Metadata{ID: strconv.Itoa(n)}))
+		at[n] = when
+	}
+	check := func(when string) {
+		t.Helper()
+		checkBlocks(t, db)
+		var want []int // the matches left, oldest first
+		for n := range at {
+			if n%4 != 3 {
+				want = append(want, n)
+			}
+		}
+		slices.SortFunc(want, func(a, b int) int { return at[a].Compare(at[b]) })
+		for _, o := range []formsapi.Order{formsapi.Oldest, formsapi.Newest} {
+			for _, limit := range []int{7, 100} {
+				w := slices.Clone(want)
+				if o == formsapi.Newest {
+					slices.Reverse(w)
+				}
+				if got := searchAll(t, s, "purge", "walrus", limit, o); !slices.Equal(got, w) {
+					t.Fatalf("%s, %v, limit %d: got %v, want %v", when, o, limit, got, w)
+				}
+			}
+		}
+		total, err := s.CountSubmissions(ctx, storetest.AccountA, "purge", formsapi.Query{Limit: 1, Search: find.Normalize("walrus")}, true)
+		is.NoErr(err)
+		is.Equal(total, formsapi.Total{Value: int64(len(want)), Kind: find.Exact}) // the exact total
+	}
+	oldest := func(k int) []int { // the k oldest rows left
+		ns := slices.Collect(func(yield func(int) bool) {
+			for n := range at {
+				if !yield(n) {
+					return
+				}
+			}
+		})
+		slices.SortFunc(ns, func(a, b int) int { return at[a].Compare(at[b]) })
+		return ns[:min(k, len(ns))]
+	}
+	del := func(ns []int) {
+		for _, n := range ns {
+			is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "purge", strconv.Itoa(n)))
+			delete(at, n)
+		}
+	}
+
+	// 160 rows a second apart, 120 of them matches: a walrus trigram's
+	// entries in three blocks.
+	for n := range 160 {
+		add(n, base.Add(time.Duration(n)*time.Second))
+	}
+	is.NoErr(sqlitestore.FoldTail(ctx, sqlitestore.WriteDB(s)))
+	var multi int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM (SELECT 1 FROM formsapi_find_blocks GROUP BY form_seq, key HAVING count(*) >= 3)`).Scan(&multi))
+	is.True(multi > 0) // keys of three blocks or more
+	check("folded")
+
+	// The oldest 30 deleted: the first block's name is no longer an entry.
+	del(oldest(30))
+	check("30 oldest deleted")
+
+	// Late commits: before every block, between the first block's name
+	// and its first entry left, and among the second block's entries.
+	n := 1000
+	for _, d := range []time.Duration{-5 * time.Second, 2500 * time.Millisecond, 10500 * time.Millisecond, 29500 * time.Millisecond, 80500 * time.Millisecond, 81500 * time.Millisecond} {
+		add(n, base.Add(d))
+		n++
+	}
+	check("late commits in the tail")
+	is.NoErr(sqlitestore.FoldTail(ctx, sqlitestore.WriteDB(s)))
+	check("late commits folded")
+
+	// An update of find_keys takes the oldest rows out of their blocks
+	// (into the tail, then folded again).
+	for _, m := range oldest(8) {
+		_, err := sqlitestore.WriteDB(s).ExecContext(ctx, `UPDATE formsapi_submissions SET find_keys = find_keys
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = 'purge') AND created_at = ?`, at[m].UnixNano())
+		is.NoErr(err)
+	}
+	check("find_keys updated")
+	is.NoErr(sqlitestore.FoldTail(ctx, sqlitestore.WriteDB(s)))
+	check("updated rows folded")
+
+	// The rest deleted oldest first: no block is ever left empty, and
+	// none is left at the end.
+	for len(at) > 0 {
+		del(oldest(20))
+		check(fmt.Sprintf("%d rows left", len(at)))
+	}
+	is.Equal(checkBlocks(t, db), 0) // no block left
+}
+
+// TestSearchBlocksEmptiedMigration: migration 0024 deletes the posting
+// blocks 0022's triggers left empty, and keeps the others.
+func TestSearchBlocksEmptiedMigration(t *testing.T) {
+	is := is.New(t)
+	db := hostDB(t, dbPath(t))
+	is.NoErr(sqlitestore.MigrateBefore(ctx, db, "find_blocks_emptied"))
+	_, err := db.ExecContext(ctx, `INSERT INTO formsapi_find_blocks (form_seq, key, lo_at, lo_seq, list) VALUES
+(1, -5, 1, 1, x''), (1, -5, 2, 2, x'00000000000000030000000000000003'), (1, -6, 1, 1, x''), (2, -5, 7, 7, x'0000')`)
+	is.NoErr(err)
+	mustNew(t, db) // migrates
+	rows, err := db.Query(`SELECT form_seq, key, lo_at, lo_seq FROM formsapi_find_blocks`)
+	is.NoErr(err)
+	defer rows.Close()
+	var got [][4]int64
+	for rows.Next() {
+		var b [4]int64
+		is.NoErr(rows.Scan(&b[0], &b[1], &b[2], &b[3]))
+		got = append(got, b)
+	}
+	is.NoErr(rows.Err())
+	is.Equal(got, [][4]int64{{1, -5, 2, 2}}) // the block with an entry, alone
+}
+
+// TestSearchBlocksTriggerPlans: the triggers that take a row's entries
+// out of its posting blocks (migration 0024) reach each block through
+// its whole primary key, found by one descent per trigram key: no
+// statement reads every block of a key (0022's compared each block of
+// each key with that descent).
+func TestSearchBlocksTriggerPlans(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	db := sqlitestore.ReadDB(s)
+	old := strings.NewReplacer("OLD.form_seq", "?1", "OLD.created_at", "?2", "OLD.seq", "?3", "OLD.find_keys", "?4")
+	n := 0
+	for _, name := range []string{"formsapi_find_delete", "formsapi_find_update"} {
+		var body string
+		is.NoErr(db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?`, name).Scan(&body))
+		_, body, _ = strings.Cut(body, " BEGIN\n")
+		for stmt := range strings.SplitSeq(body, ";\n") {
+			stmt = strings.TrimSpace(stmt)
+			if !strings.Contains(stmt, "formsapi_find_blocks") {
+				continue
+			}
+			n++
+			for _, d := range plan(t, db, old.Replace(stmt), 1, 2, 3, "[-1,-2,5]") {
+				search := strings.HasPrefix(d, "SEARCH ")
+				if strings.HasPrefix(d, "SCAN") && !strings.Contains(d, "VIRTUAL TABLE") ||
+					search && strings.HasPrefix(d, "SEARCH c ") && !strings.Contains(d, "(lo_at,lo_seq)<(?,?)") ||
+					search && !strings.HasPrefix(d, "SEARCH c ") && !strings.Contains(d, "lo_at=? AND lo_seq=?") {
+					t.Errorf("%s: plan step %q of %s", name, d, stmt)
+				}
+			}
+		}
+	}
+	is.Equal(n, 4) // a delete and an update of formsapi_find_blocks in each trigger
+}
