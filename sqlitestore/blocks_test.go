@@ -1,9 +1,12 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 	"github.com/matryer/is"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // checkBlocks checks search's posting blocks (migrations 0022 and 0024):
@@ -260,4 +264,61 @@ func TestSearchBlocksTriggerPlans(t *testing.T) {
 		}
 	}
 	is.Equal(n, 4) // a delete and an update of formsapi_find_blocks in each trigger
+}
+
+// TestFoldFailureLogged: a write whose fold of the tail fails stands,
+// and the store logs it (WithLogger): one warning for a run of failed
+// folds, whatever the number of writes that try, with SQLite's result
+// code and neither the error's text nor the file's path; then one line
+// when a fold succeeds again, with the number that failed, and the tail
+// is folded.
+func TestFoldFailureLogged(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	var log bytes.Buffer
+	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "folds"}))
+	db := hostDB(t, path)
+	// The fault: the fold's emptying of the tail refused.
+	_, err := db.ExecContext(ctx, `CREATE TRIGGER test_no_fold BEFORE DELETE ON formsapi_find_tail BEGIN SELECT RAISE(ABORT, 'walrus refuses the fold'); END`)
+	is.NoErr(err)
+	lines := func() []map[string]any {
+		var out []map[string]any
+		for l := range strings.Lines(log.String()) {
+			var m map[string]any
+			is.NoErr(json.Unmarshal([]byte(l), &m))
+			if strings.Contains(m["msg"].(string), "tail") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	add := func(n int) {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "folds", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"needle"}`, n))}, formsapi.Metadata{}))
+	}
+	n := 0
+	for ; n < sqlitestore.FoldAt+40; n++ {
+		add(n) // every write past FoldAt folds, and fails
+	}
+	var tail int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.Equal(tail, n) // nothing folded, every write stands
+	got := lines()
+	is.Equal(len(got), 1) // one line for the run of failures
+	is.Equal(got[0]["level"], "WARN")
+	is.Equal(got[0]["store"], "sqlitestore")
+	is.Equal(got[0]["sqlite_code"], float64(sqlite3.SQLITE_CONSTRAINT_TRIGGER))                 // RAISE(ABORT)'s code
+	is.True(!strings.Contains(log.String(), "walrus") && !strings.Contains(log.String(), path)) // no error text, no path
+
+	_, err = db.ExecContext(ctx, `DROP TRIGGER test_no_fold`)
+	is.NoErr(err)
+	add(n)
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.Equal(tail, 0) // folded
+	got = lines()
+	is.Equal(len(got), 2)
+	is.Equal(got[1]["level"], "INFO")
+	is.True(got[1]["failed_folds"].(float64) >= 1) // the failures counted
+	add(n + 1)
+	is.Equal(len(lines()), 2) // nothing more once folds succeed
 }

@@ -8,10 +8,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
+
+	"modernc.org/sqlite"
 )
 
 // The posting blocks of search's trigram entries (migration 0022).
@@ -580,4 +583,35 @@ func (s *Store) foldIfFull(ctx context.Context) error {
 		s.tailGuess.Store(0)
 		return nil
 	})
+}
+
+// noteFold logs the result err of a write's foldIfFull: the first of
+// the folds that fail in a row, at level Warn ("sqlitestore: the search
+// index's tail not folded"), with SQLite's result code when there is one
+// (sqlite_code; the error's text is not logged: it may hold what is
+// stored), and the next success, at level Info ("sqlitestore: the search
+// index's tail folded again"), with the number of folds that failed
+// meanwhile (failed_folds). Every write past foldAt tries again, so a
+// file that stays busy logs two lines, not one a write.
+func (s *Store) noteFold(err error) {
+	l := s.progress
+	if err == nil {
+		if s.foldsFailed.Load() == 0 {
+			return
+		}
+		if n := s.foldsFailed.Swap(0); n > 0 && l != nil && l.Logger != nil {
+			l.Logger.LogAttrs(context.Background(), slog.LevelInfo, "sqlitestore: the search index's tail folded again",
+				append(slices.Clip(l.Attrs), slog.Int64("failed_folds", n))...)
+		}
+		return
+	}
+	if s.foldsFailed.Add(1) != 1 || l == nil || l.Logger == nil {
+		return
+	}
+	attrs := slices.Clip(l.Attrs)
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		attrs = append(attrs, slog.Int("sqlite_code", se.Code()))
+	}
+	l.Logger.LogAttrs(context.Background(), slog.LevelWarn, "sqlitestore: the search index's tail not folded; a later write folds it", attrs...)
 }

@@ -218,6 +218,11 @@ type Store struct {
 	// count it last read, plus its writes since; tailUnread is its writes
 	// since it last read the count (see foldIfFull).
 	tailGuess, tailUnread atomic.Int64
+	// progress is the store's logger (see WithLogger): its start's, and
+	// a fold that fails after a write (see noteFold).
+	progress *stored.Progress
+	// foldsFailed counts the folds that failed in a row (see noteFold).
+	foldsFailed atomic.Int64
 
 	addForm, addSubmission, addKey, revokeKey, touchKey *sql.Stmt // on write
 
@@ -322,7 +327,8 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := find.CheckSortFields(cfg.sortFields); err != nil {
 		return fail(err)
 	}
-	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.startProgress())
+	s.progress = cfg.startProgress()
+	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, s.progress)
 	if err != nil {
 		return fail(err)
 	}
@@ -390,7 +396,8 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err := find.CheckSortFields(cfg.sortFields); err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.startProgress())
+	progress := cfg.startProgress()
+	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, progress)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
@@ -398,7 +405,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1)}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1), progress: progress}
 	s.searchOn.Store(on)
 	s.sortOn.Store(sorted)
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes

@@ -17,8 +17,12 @@ import (
 // least every 5 seconds while it runs, with its name (step), the rows it
 // has gone through of its total (rows_done, rows_total, for the steps
 // that go through rows), the rate (rows_per_s) and the time so far
-// (elapsed_s), and "start: step ended" when it ends. A line never holds
-// the database's path, an error's text or anything stored.
+// (elapsed_s), and "start: step ended" when it ends. A write whose fold
+// of the search index's tail fails (WithSearchIndex; the write stands,
+// and a later one folds) logs a warning, the first of a run of failures
+// only, with SQLite's result code (sqlite_code), and the next fold that
+// succeeds says so, with the number that failed (failed_folds). A line
+// never holds the database's path, an error's text or anything stored.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.progress.Logger, c.quiet = l, l == nil }
 }

@@ -88,10 +88,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 			if on {
 				// The submission is committed: a fold that fails (the
 				// file busy past the timeout) does not make the write
-				// fail, and the next write folds the tail instead. Nor
-				// does the request's cancellation stop it halfway
-				// (foldIfFull).
-				_ = s.foldIfFull(ctx)
+				// fail, and the next write folds the tail instead
+				// (noteFold logs it). Nor does the request's
+				// cancellation stop it halfway (foldIfFull).
+				s.noteFold(s.foldIfFull(ctx))
 			}
 			return nil
 		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
