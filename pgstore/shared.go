@@ -71,6 +71,11 @@ type RoundExchange interface {
 // statement of their own (docs/fleet.md, "Rounds shared between the
 // nodes"). A node with no leader, or whose exchange fails, runs its own
 // rounds as without the option. Close resigns the lease.
+//
+// Not exact yet: the exactness harness (internal/cmd/exactness) has
+// found a rare answer that misses a write committed before its request
+// (docs/fleet.md); use it for measurement, not where answers must be
+// exact.
 func WithSharedRounds(x RoundExchange) Option {
 	return func(c *config) {
 		c.exchange = x

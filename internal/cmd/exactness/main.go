@@ -146,10 +146,11 @@ const (
 
 // stamps are the times writes, deletions and revocations returned.
 type stamps struct {
-	mu      sync.Mutex
-	commits []time.Time // commits[i-1]: write i
-	deleted map[int]time.Time
-	revoked map[string]time.Time
+	mu       sync.Mutex
+	commits  []time.Time // commits[i-1]: write i
+	deleted  map[int]time.Time
+	revoked  map[string]time.Time
+	revoking map[string]bool // revocations begun
 }
 
 // committedBefore is the newest write that returned before t.
@@ -166,11 +167,11 @@ func (s *stamps) deletedBefore(w int, t time.Time) bool {
 	return ok && at.Before(t)
 }
 
-func (s *stamps) revokedAt(key string) (time.Time, bool) {
+func (s *stamps) revokedAt(key string) (at time.Time, ok, begun bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, ok := s.revoked[key]
-	return at, ok
+	at, ok = s.revoked[key]
+	return at, ok, s.revoking[key]
 }
 
 // node is one node: a store and its server, replaced by a restart.
@@ -253,7 +254,7 @@ func run(ctx context.Context, c config) (report, error) {
 		}
 	}()
 
-	st := &stamps{deleted: map[int]time.Time{}, revoked: map[string]time.Time{}}
+	st := &stamps{deleted: map[int]time.Time{}, revoked: map[string]time.Time{}, revoking: map[string]bool{}}
 	var (
 		keysMu    sync.Mutex
 		keys      []string                 // revocable keys, live and revoked
@@ -349,6 +350,9 @@ func run(ctx context.Context, c config) (report, error) {
 				case <-runCtx.Done():
 				}
 			}
+			st.mu.Lock()
+			st.revoking[key] = true // a refusal from now on may be the revocation in flight
+			st.mu.Unlock()
 			if err := writer.RevokeKey(ctx, key); err != nil {
 				fail(fmt.Errorf("revoke a key: %w", err))
 				return
@@ -437,7 +441,7 @@ func run(ctx context.Context, c config) (report, error) {
 				if c.Mode == "bounded" {
 					since = arrived.Add(-c.Bound)
 				}
-				revokedAt, wasRevoked := st.revokedAt(key)
+				revokedAt, wasRevoked, revoking := st.revokedAt(key) // read after the answer
 				revokedBefore := wasRevoked && revokedAt.Before(since)
 				switch {
 				case err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized):
@@ -448,7 +452,7 @@ func run(ctx context.Context, c config) (report, error) {
 				case resp.StatusCode == http.StatusUnauthorized:
 					if revokedBefore {
 						refused.Add(1)
-					} else if !wasRevoked {
+					} else if !revoking {
 						note("a live key refused")
 						mu.Lock()
 						r.UnexpectedRefusal++
