@@ -131,12 +131,7 @@ func TestSortIndexFields(t *testing.T) {
 	dsn2, schema2 := pgtest.Schema(t)
 	every := load(t, mustOpenIn(t, dsn2, schema2, pgstore.WithSortIndex()), storetest.FindSeed())
 	pool := pgstore.Pool(s)
-	count := func(q string, args ...any) int {
-		t.Helper()
-		var n int
-		is.NoErr(pool.QueryRow(ctx, q, args...).Scan(&n))
-		return n
-	}
+	count := counter(t, s)
 	sortTable := quote(schema) + `.formsapi_sort`
 	fieldEntries := func(name string) int {
 		return count(`SELECT count(*) FROM `+sortTable+` WHERE substring(entry from 1 for 8) = $1`, pgstore.SortPrefix(name))
@@ -275,13 +270,7 @@ func TestSortFieldsChangedWhileWriting(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	pool := pgstore.Pool(s)
-	count := func(q string, args ...any) int {
-		t.Helper()
-		var n int
-		is.NoErr(pool.QueryRow(ctx, q, args...).Scan(&n))
-		return n
-	}
+	count := counter(t, s)
 	q := quote(schema)
 	rows := count(`SELECT count(*) FROM ` + q + `.formsapi_submissions WHERE data::jsonb ? 'b'`)
 	is.True(rows > 0)
@@ -291,4 +280,17 @@ AND NOT EXISTS (SELECT 1 FROM `+q+`.formsapi_sort e WHERE e.seq = s.seq AND subs
 		is.Equal(missing, 0) // every row has the listed field's entry
 	}
 	is.Equal(count(`SELECT count(*) FROM `+q+`.formsapi_sort WHERE substring(entry from 1 for 8) = $1`, pgstore.SortPrefix("c")), 0) // c was never listed
+}
+
+// counter returns a func that runs a query of one integer (a count) on
+// s's pool and returns it, failing t on an error.
+func counter(t *testing.T, s *pgstore.Store) func(q string, args ...any) int {
+	return func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := pgstore.Pool(s).QueryRow(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+		return n
+	}
 }

@@ -623,10 +623,21 @@ const redisPingTimeout = 5 * time.Second
 // (ContextTimeoutEnabled), so that a Redis that hangs holds no connection
 // past it. Nothing it returns quotes rawURL, which may hold a password.
 func redisLimiter(ctx context.Context, rawURL, prefix string) (*redislimit.Limiter, func() error, error) {
+	c, err := redisClient(ctx, rawURL, "-redis")
+	if err != nil {
+		return nil, nil, err
+	}
+	return redislimit.New(c, redislimit.WithPrefix(prefix)), c.Close, nil
+}
+
+// redisClient opens a client of the Redis at rawURL whose calls end at
+// their context's deadline (ContextTimeoutEnabled), and checks that
+// Redis answers; its errors name flag and never quote rawURL.
+func redisClient(ctx context.Context, rawURL, flag string) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// The parse error may quote the URL, password and all.
-		return nil, nil, errors.New("-redis: the Redis URL cannot be parsed")
+		return nil, errors.New(flag + ": the Redis URL cannot be parsed")
 	}
 	opt.ContextTimeoutEnabled = true
 	c := redis.NewClient(opt)
@@ -634,9 +645,9 @@ func redisLimiter(ctx context.Context, rawURL, prefix string) (*redislimit.Limit
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("-redis: Redis does not answer: %w", err)
+		return nil, fmt.Errorf("%s: Redis does not answer: %w", flag, err)
 	}
-	return redislimit.New(c, redislimit.WithPrefix(prefix)), c.Close, nil
+	return c, nil
 }
 
 // roundExchange returns the exchange of shared rounds over the Redis at
@@ -644,17 +655,9 @@ func redisLimiter(ctx context.Context, rawURL, prefix string) (*redislimit.Limit
 // closes its client, checking at start that Redis answers. Nothing it
 // returns quotes rawURL.
 func roundExchange(ctx context.Context, rawURL, prefix string) (*redisround.Exchange, func(), error) {
-	opt, err := redis.ParseURL(rawURL)
+	c, err := redisClient(ctx, rawURL, "-shared-rounds")
 	if err != nil {
-		return nil, nil, errors.New("-shared-rounds: the Redis URL cannot be parsed")
-	}
-	opt.ContextTimeoutEnabled = true
-	c := redis.NewClient(opt)
-	ctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, nil, fmt.Errorf("-shared-rounds: Redis does not answer: %w", err)
+		return nil, nil, err
 	}
 	return redisround.New(c, redisround.WithPrefix(prefix)), func() { c.Close() }, nil
 }
