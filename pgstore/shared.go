@@ -31,7 +31,10 @@ import (
 // when the first is no newer than its copy's and the second no older, so
 // that the copy is then exactly what a round of its own in that snapshot
 // would have left (a thing the round did not name did not change
-// between the two snapshots). Anything else (a round missed, a leader
+// between the two snapshots). A leader's first round, read after no
+// snapshot, reads no log: it is applied only to an empty copy (a copy
+// older than its snapshot would be tagged with it and miss what changed
+// between the two). Anything else (a round missed, a leader
 // changed, no leader, the exchange failing or not answering within a
 // bound) and the node runs a round of its own, as without the option:
 // exactness never depends on the exchange.
@@ -71,11 +74,6 @@ type RoundExchange interface {
 // statement of their own (docs/fleet.md, "Rounds shared between the
 // nodes"). A node with no leader, or whose exchange fails, runs its own
 // rounds as without the option. Close resigns the lease.
-//
-// Not exact yet: the exactness harness (internal/cmd/exactness) has
-// found a rare answer that misses a write committed before its request
-// (docs/fleet.md); use it for measurement, not where answers must be
-// exact.
 func WithSharedRounds(x RoundExchange) Option {
 	return func(c *config) {
 		c.exchange = x
@@ -362,7 +360,8 @@ func (s *Store) leadRound(ctx context.Context, batch []*keyLookup) {
 // serves the tickets up to its T; otherwise (the copy is older than the
 // round's first snapshot, or newer than its second) it notes that a
 // round for those tickets came and was not applied, and their rounds run
-// their own.
+// their own. A round with no snapshot before it (a leader's first,
+// which read no log) is applied to an empty copy only.
 func (s *Store) applyPublished(data []byte) {
 	f, sh := s.follow, s.follow.shared
 	t, prev, snap, rows, err := decodeRound(data)
@@ -379,9 +378,12 @@ func (s *Store) applyPublished(data []byte) {
 		// A copy newer than the round's snapshot may look so, but so
 		// does one from before a restore that moved positions back: a
 		// gap, which a round of the node's own tells apart.
-	case cur.text == "" || sees(cur, prev) && sees(snap, cur):
+	case cur.text == "" || prev.text != "" && sees(cur, prev) && sees(snap, cur):
 		// An empty copy (before its first round) holds nothing the
-		// round could leave behind.
+		// round could leave behind. A leader's first round (a node
+		// that took the lease with an empty copy, as a restarted one
+		// does) read no log: it has no snapshot before it, and brings
+		// no other copy from its snapshot to the round's.
 		f.applyLocked(cur, snap, rows, nil)
 		sh.applied.Add(1)
 	default:

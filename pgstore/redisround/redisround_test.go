@@ -369,3 +369,41 @@ func TestSharedRoundsGap(t *testing.T) {
 		t.Errorf("prefix %q is not the test's own", fl.prefix)
 	}
 }
+
+// TestSharedRoundsNewLeaderFirstRound: a node restarted (its copy
+// empty) takes the lease as it opens, and its first round reads no log,
+// having no snapshot before it; a follower whose copy is older than
+// that round's snapshot must not take it for its own (its copy would
+// miss the writes between the two), and runs a round of its own: a
+// write committed before its request is in its answer.
+func TestSharedRoundsNewLeaderFirstRound(t *testing.T) {
+	t.Parallel()
+	fl := newFleet(t)
+	a, ha := fl.node(nil)
+	b, hb := fl.node(nil)
+	seesWrite(t, fl, ha, hb)
+	seesWrite(t, fl, ha, hb) // b's copy holds the key and the form, served by a's rounds
+	if !a.SharedStats().Leader || b.SharedStats().Leader {
+		t.Fatalf("the first node opened leads: %+v %+v", a.SharedStats(), b.SharedStats())
+	}
+
+	// The leader restarts: it resigns, and the node opened again takes
+	// the lease with an empty copy.
+	a.Close()
+	n, hn := fl.node(nil)
+	if !n.SharedStats().Leader {
+		t.Fatalf("the node opened again does not lead: %+v", n.SharedStats())
+	}
+	before := b.SharedStats()
+	seesWrite(t, fl, hb) // b's ticket wakes n, whose first round is published
+	if got := b.SharedStats(); got.Gaps != before.Gaps+1 || got.Fallbacks != before.Fallbacks+1 || got.Applied != before.Applied {
+		t.Errorf("the new leader's first round, at the follower: %+v, before %+v", got, before)
+	}
+	// From the new leader's next rounds on, b is served by them again.
+	seesWrite(t, fl, hn, hb)
+	before = b.SharedStats()
+	seesWrite(t, fl, hb)
+	if got := b.SharedStats(); got.Tickets != before.Tickets+1 || got.Fallbacks != before.Fallbacks {
+		t.Errorf("after the new leader's first round, the follower: %+v, before %+v", got, before)
+	}
+}
