@@ -19,7 +19,9 @@
 #                 one form, limit 10), which the cache holds: the floor,
 #                 one statement (the key with the form) per request
 #   pg3+writer    pg3-redis while `tenants write` adds a submission to a
-#                 random form every WRITE_EVERY (2ms) through pgstore
+#                 random form every WRITE_EVERY (2ms) through pgstore,
+#                 WRITERS (1) writes in flight at most (one write's
+#                 latency caps a single writer's rate)
 #   pg1+writer    pg1-redis, the same writer (not in the default ROWS)
 #   pg2+writer    pg2-redis, the same writer (not in the default ROWS)
 #   pg1-follow, pg3-follow, pg3+writer-follow   pg1-redis, pg3-redis and
@@ -38,6 +40,9 @@
 #                 node (pgstore.WithSharedRounds over Redis, issue 38;
 #                 the row's own -redis-prefix); each node's rounds,
 #                 tickets and published rounds are printed after the row
+#   pgN-shared-stale, pgN+writer-shared-stale   the shared rows with
+#                 -staleness "$STALE" too: bounded staleness over shared
+#                 rounds
 #   With BATCH=K (0, off, by default) every -follow, -stale and -shared row's nodes
 #   also get -round-batch K -round-max-spacing "$ROUND_MAX" (10ms): rounds
 #   spaced by each node's request rate (pgstore.WithRoundBatch).
@@ -127,6 +132,9 @@ DUR=${DUR:-8s}
 WARM=${WARM:-5s}
 CONN=${CONN:-32}
 WRITE_EVERY=${WRITE_EVERY:-2ms}
+WRITERS=${WRITERS:-1}
+WRITERARGS=()
+[ "$WRITERS" = 1 ] || WRITERARGS=(-writers "$WRITERS")
 WORK=${WORK:-/tmp/formsapi-fleet}
 REDIS=${REDIS-redis://127.0.0.1:6379/0}
 ROWS=${ROWS:-baseline sqlite pg1-redis pg2-redis pg3-redis pg1-pglimit bouncer1 bouncer2 pg1-hit pg3+writer}
@@ -450,11 +458,12 @@ for row in $ROWS; do
   pg2-redis) node_row "$row" 2 2 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg3-redis) node_row "$row" 3 3 "${PGNODE[@]}" -redis "$REDIS" -redis-prefix "$APP" ;;
   pg1-pglimit) node_row "$row" 1 2 "${PGNODE[@]}" ;;
-  pg[1-6]-follow | pg[1-6]-stale | pg[1-6]-shared)
-    n=${row%-*}
+  pg[1-6]-follow | pg[1-6]-stale | pg[1-6]-shared | pg[1-6]-shared-stale)
+    n=${row%%-*}
     n=${n#pg}
     stale=() prefix=$APP
     case $row in
+    *-shared-stale) stale=(-shared-rounds -staleness "$STALE") prefix=$APP-$row ;;
     *-stale) stale=(-staleness "$STALE") ;;
     *-shared) stale=(-shared-rounds) prefix=$APP-$row ;;
     esac
@@ -489,7 +498,7 @@ for row in $ROWS; do
     node_row "$row" "$n" 2 -postgres "$(dsn "$BOUNCER" "application_name=$APP")" -schema "$SCHEMA" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$APP"
     stop_server "$BOUNCER_PID"
     ;;
-  pg[1-6]+writer | pg[1-6]+writer-follow | pg[1-6]+writer-stale | pg[1-6]+writer-shared | old-pg[1-6]+writer-follow)
+  pg[1-6]+writer | pg[1-6]+writer-follow | pg[1-6]+writer-stale | pg[1-6]+writer-shared | pg[1-6]+writer-shared-stale | old-pg[1-6]+writer-follow)
     n=${row#old-}
     n=${n%%+writer*}
     n=${n#pg}
@@ -497,6 +506,7 @@ for row in $ROWS; do
     case $row in
     old-*) follow=(-follow "$FOLLOW") ;;
     *-follow) follow=(-follow "$FOLLOW" "${BATCHARGS[@]}") ;;
+    *-shared-stale) follow=(-follow "$FOLLOW" -shared-rounds -staleness "$STALE" "${BATCHARGS[@]}") prefix=$APP-$row ;;
     *-stale) follow=(-follow "$FOLLOW" -staleness "$STALE" "${BATCHARGS[@]}") ;;
     *-shared) follow=(-follow "$FOLLOW" -shared-rounds "${BATCHARGS[@]}") prefix=$APP-$row ;;
     esac
@@ -504,7 +514,7 @@ for row in $ROWS; do
     case $row in old-*) NODE_BIN=./old/server ROW_SCHEMA=$OLD_SCHEMA wschema=$OLD_SCHEMA wkeys=$OLDKEYS tenants=$DIR/old/tenants ;; esac
     start_nodes "$row" "$n" -postgres "$(dsn "$PG" "application_name=$APP")" -schema "$wschema" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$prefix" "${follow[@]}"
     "$tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$wschema" \
-      -keys "$wkeys" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
+      -keys "$wkeys" -every "$WRITE_EVERY" "${WRITERARGS[@]}" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
     writer=$!
     LUAARGS=("$wkeys")
     measure "$row" "$n" "$(( n == 1 ? 2 : n ))" "$NODE_URL" -s "$LUA/fleet.lua"
@@ -520,7 +530,7 @@ for row in $ROWS; do
     writer=
     case $row in *+writer*)
       "$DIR/tenants" write -postgres "$(dsn "$PRIMARY" "application_name=$APP-writer")" -schema "$SCHEMA" \
-        -keys "$PAIR_DIR/keys" -every "$WRITE_EVERY" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
+        -keys "$PAIR_DIR/keys" -every "$WRITE_EVERY" "${WRITERARGS[@]}" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
       writer=$! ;;
     esac
     LUAARGS=("$PAIR_DIR/keys")

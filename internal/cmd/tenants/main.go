@@ -28,6 +28,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,12 +137,16 @@ func write(args []string) error {
 	keysPath := fs.String("keys", "mixed.keys", "keys file naming the forms")
 	every := fs.Duration("every", 2*time.Millisecond, "one submission per tick of this period")
 	duration := fs.Duration("duration", 8*time.Second, "how long to write")
+	writers := fs.Int("writers", 1, "writes in flight at once, sharing the ticks: one writer's rate is capped by a write's latency")
 	pg := pgFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *every <= 0 {
 		return errors.New("-every must be positive")
+	}
+	if *writers < 1 {
+		return errors.New("-writers must be at least 1")
 	}
 	forms, err := readForms(*keysPath)
 	if err != nil {
@@ -155,24 +161,38 @@ func write(args []string) error {
 	defer cancel()
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	start := time.Now()
-	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			d := time.Since(start)
-			fmt.Printf("writer: %d submissions in %s (%.0f/s) to %d forms\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds(), len(forms))
-			return nil
-		case <-tick.C:
-		}
-		s, m := benchdata.Submission(forms[r.IntN(len(forms))], 1_000_000+n)
-		s.CreatedAt = time.Time{} // now: the newest end of the form
-		if err := store.AddSubmission(context.Background(), s, m); err != nil {
-			return err
-		}
-		n++
+	var seq, n atomic.Int64
+	errs := make(chan error, *writers)
+	var wg sync.WaitGroup
+	for w := range *writers {
+		r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				s, m := benchdata.Submission(forms[r.IntN(len(forms))], 1_000_000+int(seq.Add(1)))
+				s.CreatedAt = time.Time{} // now: the newest end of the form
+				if err := store.AddSubmission(context.Background(), s, m); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				n.Add(1)
+			}
+		})
 	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Printf("writer: %d submissions in %s (%.0f/s) to %d forms, %d in flight at most\n", n.Load(), d.Round(time.Millisecond), float64(n.Load())/d.Seconds(), len(forms), *writers)
+	return nil
 }
 
 // pgOptions are the -postgres and -schema flags.

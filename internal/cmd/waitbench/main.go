@@ -8,6 +8,10 @@
 // round when it follows the log).
 //
 //	go run ./internal/cmd/waitbench -n 1000,10000
+//	go run ./internal/cmd/waitbench -n 10000 -follow -interval 20ms -writer-every 3ms
+//
+// With -writer-every, a writer of its own adds submissions to other
+// forms while the writes are timed (the goal's "beside the writer").
 //
 // It needs FORMSAPI_TEST_POSTGRES, and creates (and drops) a database of
 // its own, waitbench, so that pg_stat_database counts its statements
@@ -19,6 +23,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +54,7 @@ func main() {
 	writes := flag.Int("writes", 40, "writes timed, per kind")
 	follow := flag.Bool("follow", false, "the waiters' node follows the change log (pgstore.WithFollow)")
 	interval := flag.Duration("interval", pgstore.DefaultWaitCheck, "the node's check interval (pgstore.WithWaitCheck)")
+	writerEvery := flag.Duration("writer-every", 0, "while the writes are timed, a writer beside them adds a submission every this often (0: none) through a third store, to forms no one waits on")
 	flag.Parse()
 	dsn := os.Getenv("FORMSAPI_TEST_POSTGRES")
 	if dsn == "" {
@@ -118,6 +124,7 @@ func main() {
 		fmt.Printf("n=%d: memory per waiter %.1f KiB (heap+stacks), %.1f KiB (RSS); node CPU %.2f%% of a core (none waiting: %.2f%%); statements %.2f/s (none waiting: %.2f/s); PostgreSQL backends' CPU %.2f%% of a core (none waiting: %.2f%%)\n",
 			n, float64(loaded.heap-base0.heap)/float64(n)/1024, float64(loaded.rss-base0.rss)/float64(n)/1024,
 			100*loaded.cpu, 100*base0.cpu, loaded.stmts, base0.stmts, 100*loaded.pgCPU, 100*base0.pgCPU)
+		stopWriter := startWriter(ctx, benchDSN, node, *writerEvery)
 		for _, kind := range []struct {
 			name  string
 			store *pgstore.Store
@@ -127,12 +134,70 @@ func main() {
 			fmt.Printf("n=%d: write to a waiter's answer, through the %s: median %s, p99 %s (%d answers of %d writes)\n",
 				n, kind.name, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond), len(lat), *writes)
 		}
+		if n := stopWriter(); *writerEvery > 0 {
+			fmt.Printf("n=%d: the writer beside them: %s\n", n, wrote(n))
+		}
 		w.stop()
 		refused.Range(func(k, v any) bool {
 			fmt.Printf("n=%d: %d answers of status %d\n", n, v.(*atomic.Int64).Load(), k)
 			return true
 		})
 	}
+}
+
+// startWriter starts, when every is positive, a writer that adds a
+// submission every every through a store of its own to one of 20 forms
+// no waiter waits on (made through node), until the func it returns is
+// called; that func returns what the writer did.
+func startWriter(ctx context.Context, dsn string, node *pgstore.Store, every time.Duration) func() writerResult {
+	if every <= 0 {
+		return func() writerResult { return writerResult{} }
+	}
+	store, err := pgstore.Open(ctx, withApp(dsn, "waitbench-writer"))
+	check(err)
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("busy-%d", i)
+		if err := node.AddForm(ctx, "busy", formsapi.Form{ID: id, Title: id}); err != nil && !errors.Is(err, formsapi.ErrFormExists) {
+			check(err)
+		}
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan writerResult)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		start, n := time.Now(), 0
+		for {
+			select {
+			case <-ctx.Done():
+				done <- writerResult{n: n, d: time.Since(start)}
+				return
+			case <-t.C:
+			}
+			if err := store.AddSubmission(ctx, formsapi.Submission{FormID: ids[n%len(ids)], Data: json.RawMessage(`{"busy":true}`)}, formsapi.Metadata{}); err != nil && ctx.Err() == nil {
+				check(err)
+			}
+			n++
+		}
+	}()
+	return func() writerResult {
+		cancel()
+		r := <-done
+		store.Close()
+		return r
+	}
+}
+
+// writerResult is what the writer beside the timed writes did.
+type writerResult struct {
+	n int
+	d time.Duration
+}
+
+func wrote(r writerResult) string {
+	return fmt.Sprintf("%d submissions in %s (%.0f a second)", r.n, r.d.Round(time.Millisecond), float64(r.n)/r.d.Seconds())
 }
 
 // idleStats is what one idle window cost.
