@@ -127,20 +127,22 @@ type config struct {
 	usedInterval time.Duration
 	limits       formsapi.Limits
 	now          func() time.Time
-	keep         time.Duration // see WithTombstoneRetention
-	replica      *pgxpool.Pool // see WithReplica
-	searchIndex  bool          // see WithSearchIndex
-	sortIndex    bool          // see WithSortIndex
-	sortFields   []string      // see WithSortIndex: nil for every field
-	follow       bool          // see WithFollow
-	spacing      time.Duration // see WithFollow
-	roundTarget  int           // see WithRoundBatch
-	roundMax     time.Duration // see WithRoundBatch
-	staleness    time.Duration // see WithStaleness
-	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
-	exchange     RoundExchange // see WithSharedRounds
-	shareWait    time.Duration // see WithShareWait
-	leaseRenew   time.Duration // see WithLeaseRenew
+	keep         time.Duration   // see WithTombstoneRetention
+	replica      *pgxpool.Pool   // see WithReplica
+	searchIndex  bool            // see WithSearchIndex
+	sortIndex    bool            // see WithSortIndex
+	sortFields   []string        // see WithSortIndex: nil for every field
+	follow       bool            // see WithFollow
+	spacing      time.Duration   // see WithFollow
+	roundTarget  int             // see WithRoundBatch
+	roundMax     time.Duration   // see WithRoundBatch
+	staleness    time.Duration   // see WithStaleness
+	waitCheck    time.Duration   // see WithWaitCheck; 0: DefaultWaitCheck
+	exchange     RoundExchange   // see WithSharedRounds
+	shareWait    time.Duration   // see WithShareWait
+	leaseRenew   time.Duration   // see WithLeaseRenew
+	notify       bool            // see WithNotify
+	notifyConn   *pgx.ConnConfig // see WithNotify: nil for the pool's
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
@@ -382,6 +384,7 @@ type Store struct {
 	bgMu       sync.Mutex // orders background.Add before Close's Wait
 
 	replicaCounts replicaCounts // see ReplicaReads
+	notices       notices       // see WithNotify
 
 	// searchOn is true once the store has seen the search index on (it
 	// is never turned off): its writers then compute trigram keys, which
@@ -493,6 +496,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		s.lookups = s.newFollowLookups(cfg.spacing, cfg.roundTarget, cfg.roundMax)
 	}
 	s.startWait(cfg)
+	s.startNotify(cfg)
 	if s.follow != nil && cfg.exchange != nil {
 		s.startSharing(cfg)
 	}

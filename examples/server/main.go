@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38, not complete) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
 	roundBatch := fs.Int("round-batch", 0, "with -follow: space the rounds so that each serves about this many requests, rounds at most -round-max-spacing apart (pgstore.WithRoundBatch); see docs/fleet.md (default: 0, rounds spaced by -follow alone)")
 	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
+	notify := fs.Bool("notify", false, "with -postgres: listen for PostgreSQL's notices of changes on a connection of its own, so that a write through another node reaches a waiting sync request (wait=) at once rather than at the next check (pgstore.WithNotify; not through a pooler in transaction mode); see docs/fleet.md")
 	sharedRounds := fs.Bool("shared-rounds", false, "with -follow and -redis: share the rounds with the other nodes on the same Redis and -redis-prefix, one leader running them for all (pgstore.WithSharedRounds, pgstore/redisround); see docs/fleet.md")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
@@ -215,7 +216,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax, notify: *notify}
 	if *sharedRounds {
 		if *redisURL == "" || *follow < 0 {
 			return errors.New("-shared-rounds needs -follow and -redis")

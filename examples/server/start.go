@@ -29,6 +29,7 @@ type storeFlags struct {
 	staleness                       time.Duration // -staleness, with -follow
 	roundBatch                      int           // -round-batch, with -follow
 	roundMax                        time.Duration // -round-max-spacing, with -round-batch
+	notify                          bool          // -notify: WithNotify
 	// -shared-rounds, with -follow: the Redis URL (-redis) and the
 	// prefix (-redis-prefix, then "rounds:") of the exchange; "" for off.
 	sharedRedis, sharedPrefix string
@@ -99,6 +100,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 	}
 	if f.follow >= 0 {
 		opts = append(opts, pgstore.WithFollow(f.follow), pgstore.WithStaleness(f.staleness), pgstore.WithRoundBatch(f.roundBatch, f.roundMax))
+	}
+	if f.notify {
+		opts = append(opts, pgstore.WithNotify(""))
 	}
 	pool, err := openPool(ctx, f.dsn)
 	if err != nil {

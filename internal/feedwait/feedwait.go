@@ -57,6 +57,7 @@ type Hub struct {
 	forms   map[string]*entry
 	keys    map[[32]byte]*entry
 	ticking bool          // the periodic check's goroutine runs
+	poke    chan struct{} // Poke: a check now (buffered, one)
 	done    chan struct{} // closed by Close
 	closed  bool
 	blocked func() // tests: called by Watch.Blocked
@@ -80,7 +81,7 @@ func New(check CheckFunc, interval, timeout time.Duration) *Hub {
 		timeout = interval
 	}
 	return &Hub{check: check, every: interval, timeout: timeout, after: time.After,
-		forms: map[string]*entry{}, keys: map[[32]byte]*entry{}, done: make(chan struct{})}
+		forms: map[string]*entry{}, keys: map[[32]byte]*entry{}, done: make(chan struct{}), poke: make(chan struct{}, 1)}
 }
 
 // Watch is one waiting request's registration: the form's and the key's
@@ -290,11 +291,30 @@ func (h *Hub) Check(ctx context.Context) error {
 	return nil
 }
 
-// tick runs Check every interval while anything waits.
+// Poke asks for the periodic check to run now rather than at the end of
+// its interval, if anything waits: a store calls it when it learns that
+// something may have changed (pgstore's WithNotify: a notice from
+// PostgreSQL). Pokes while a check runs make one more check after it;
+// a poke never replaces the interval's check, so a lost one delays a
+// wake-up, never loses it.
+func (h *Hub) Poke() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ticking {
+		return
+	}
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+// tick runs Check every interval while anything waits, and when poked.
 func (h *Hub) tick() {
 	for {
 		select {
 		case <-h.after(h.every):
+		case <-h.poke:
 		case <-h.done:
 			return
 		}

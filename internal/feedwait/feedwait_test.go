@@ -133,3 +133,37 @@ func TestTickChecksWhileWaiting(t *testing.T) {
 	<-w.Form // woken by what the check named
 	w.Release()
 }
+
+// TestPokeRunsTheCheckNow: with an interval that never ends, a poke
+// while something waits runs the check, which wakes what it names; a
+// poke while nothing waits does nothing and leaves nothing behind.
+func TestPokeRunsTheCheckNow(t *testing.T) {
+	t.Parallel()
+	checks := make(chan struct{}, 10)
+	h := New(func(_ context.Context, forms []Form, _ [][32]byte) ([]string, [][32]byte, error) {
+		checks <- struct{}{}
+		return []string{forms[0].ID}, nil, nil
+	}, time.Hour, time.Minute)
+	defer h.Close()
+	never := make(chan time.Time)
+	h.after = func(time.Duration) <-chan time.Time { return never }
+	h.Poke() // nothing waits: no check, nothing kept for later
+	if len(h.poke) != 0 {
+		t.Fatal("a poke with nothing waiting was kept")
+	}
+	var k [32]byte
+	w := h.Watch("f", k, 0)
+	defer w.Release()
+	if closed(w.Form) {
+		t.Fatal("woken before any check")
+	}
+	h.Poke()
+	select {
+	case <-w.Form:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a poke ran no check in 30 s")
+	}
+	if n := len(checks); n != 1 {
+		t.Fatalf("%d checks after one poke, want 1", n)
+	}
+}

@@ -54,6 +54,7 @@ func main() {
 	writes := flag.Int("writes", 40, "writes timed, per kind")
 	follow := flag.Bool("follow", false, "the waiters' node follows the change log (pgstore.WithFollow)")
 	interval := flag.Duration("interval", pgstore.DefaultWaitCheck, "the node's check interval (pgstore.WithWaitCheck)")
+	notify := flag.Bool("notify", false, "the waiters' node listens for notices of changes (pgstore.WithNotify)")
 	writerEvery := flag.Duration("writer-every", 0, "while the writes are timed, a writer beside them adds a submission every this often (0: none) through a third store, to forms no one waits on")
 	flag.Parse()
 	dsn := os.Getenv("FORMSAPI_TEST_POSTGRES")
@@ -67,6 +68,9 @@ func main() {
 	opts := []pgstore.Option{pgstore.WithWaitCheck(*interval)}
 	if *follow {
 		opts = append(opts, pgstore.WithFollow(0))
+	}
+	if *notify {
+		opts = append(opts, pgstore.WithNotify(""))
 	}
 	node, err := pgstore.Open(ctx, withApp(benchDSN, "waitbench-node"), opts...)
 	check(err)
@@ -114,7 +118,7 @@ func main() {
 		tokens[id] = p.token
 	}
 
-	fmt.Printf("waitbench: %d forms, check interval %s, follow %t, idle window %s, GOMAXPROCS %d\n", *forms, *interval, *follow, *idle, runtime.GOMAXPROCS(0))
+	fmt.Printf("waitbench: %d forms, check interval %s, follow %t, notify %t, idle window %s, GOMAXPROCS %d\n", *forms, *interval, *follow, *notify, *idle, runtime.GOMAXPROCS(0))
 	for _, f := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(f)
 		check(err)
