@@ -138,8 +138,8 @@ func main() {
 			fmt.Printf("n=%d: write to a waiter's answer, through the %s: median %s, p99 %s (%d answers of %d writes)\n",
 				n, kind.name, lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond), len(lat), *writes)
 		}
-		if n := stopWriter(); *writerEvery > 0 {
-			fmt.Printf("n=%d: the writer beside them: %s\n", n, wrote(n))
+		if r := stopWriter(); *writerEvery > 0 {
+			fmt.Printf("n=%d: the writer beside them: %s\n", n, wrote(r))
 		}
 		w.stop()
 		refused.Range(func(k, v any) bool {
