@@ -8,9 +8,12 @@
 // round when it follows the log).
 //
 //	go run ./internal/cmd/waitbench -n 1000,10000
-//	go run ./internal/cmd/waitbench -n 10000 -follow -interval 20ms -writer-every 3ms
+//	go run ./internal/cmd/waitbench -n 10000 -apart -follow -notify -writer-every 3ms
 //
-// With -writer-every, a writer of its own adds submissions to other
+// With -apart, the waiters' client is a process of its own, so the
+// node's memory and CPU are its own (without it, both ends of every
+// connection count, and 10,000 waiters need 20,000 open files in one
+// process). With -writer-every, a writer of its own adds submissions to other
 // forms while the writes are timed (the goal's "beside the writer").
 //
 // It needs FORMSAPI_TEST_POSTGRES, and creates (and drops) a database of
@@ -21,6 +24,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -56,7 +61,13 @@ func main() {
 	interval := flag.Duration("interval", pgstore.DefaultWaitCheck, "the node's check interval (pgstore.WithWaitCheck)")
 	notify := flag.Bool("notify", false, "the waiters' node listens for notices of changes (pgstore.WithNotify)")
 	writerEvery := flag.Duration("writer-every", 0, "while the writes are timed, a writer beside them adds a submission every this often (0: none) through a third store, to forms no one waits on")
+	apart := flag.Bool("apart", false, "the waiters' client runs in a process of its own (this command, re-run), so the node's memory and CPU are its own and the waiters' connections count once against each process's open-file limit")
+	clientMode := flag.Bool("client", false, "internal: run as -apart's client process (its orders on stdin)")
 	flag.Parse()
+	if *clientMode {
+		runClient()
+		return
+	}
 	dsn := os.Getenv("FORMSAPI_TEST_POSTGRES")
 	if dsn == "" {
 		log.Fatal("waitbench: set FORMSAPI_TEST_POSTGRES")
@@ -118,12 +129,17 @@ func main() {
 		tokens[id] = p.token
 	}
 
-	fmt.Printf("waitbench: %d forms, check interval %s, follow %t, notify %t, idle window %s, GOMAXPROCS %d\n", *forms, *interval, *follow, *notify, *idle, runtime.GOMAXPROCS(0))
+	fmt.Printf("waitbench: %d forms, check interval %s, follow %t, notify %t, client apart %t, idle window %s, GOMAXPROCS %d\n", *forms, *interval, *follow, *notify, *apart, *idle, runtime.GOMAXPROCS(0))
 	for _, f := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(f)
 		check(err)
 		base0 := measureIdle(ctx, benchDSN, *idle)
-		w := startWaiters(ctx, client, base, keys, ids, tokens, n)
+		var w *waiters
+		if *apart {
+			w = startWaitersApart(base, keys, ids, tokens, n)
+		} else {
+			w = startWaiters(ctx, client, base, keys, ids, tokens, n)
+		}
 		loaded := measureIdle(ctx, benchDSN, *idle)
 		fmt.Printf("n=%d: memory per waiter %.1f KiB (heap+stacks), %.1f KiB (RSS); node CPU %.2f%% of a core (none waiting: %.2f%%); statements %.2f/s (none waiting: %.2f/s); PostgreSQL backends' CPU %.2f%% of a core (none waiting: %.2f%%)\n",
 			n, float64(loaded.heap-base0.heap)/float64(n)/1024, float64(loaded.rss-base0.rss)/float64(n)/1024,
@@ -265,6 +281,7 @@ func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
 // again, and reporting when an answer with entries arrives.
 type waiters struct {
 	cancel context.CancelFunc
+	proc   *exec.Cmd // -apart: the client process, which cancel ends
 	wg     sync.WaitGroup
 	n      int
 	mu     sync.Mutex
@@ -362,6 +379,96 @@ func (w *waiters) latencies(ctx context.Context, store *pgstore.Store, ids []str
 func (w *waiters) stop() {
 	w.cancel()
 	w.wg.Wait()
+	if w.proc != nil {
+		w.proc.Wait()
+	}
+}
+
+// orders are what -apart's client process is told on its stdin.
+type orders struct {
+	Base   string
+	N      int
+	IDs    []string
+	Keys   map[string]string
+	Tokens map[string]string
+}
+
+// startWaitersApart starts the waiters in a client process of their
+// own (this command with -client), which reports each answer with
+// entries as a line "<form> <unix nanoseconds>" on its stdout; closing
+// its stdin ends it.
+func startWaitersApart(base string, keys map[string]string, ids []string, tokens map[string]string, n int) *waiters {
+	self, err := os.Executable()
+	check(err)
+	cmd := exec.Command(self, "-client")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	check(err)
+	out, err := cmd.StdoutPipe()
+	check(err)
+	check(cmd.Start())
+	check(json.NewEncoder(in).Encode(orders{Base: base, N: n, IDs: ids, Keys: keys, Tokens: tokens}))
+	ready := make(chan struct{})
+	w := &waiters{n: n, got: map[string][]time.Time{}, proc: cmd, cancel: func() { in.Close() }}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			id, at, ok := strings.Cut(sc.Text(), " ")
+			if id == "ready" {
+				close(ready)
+				continue
+			}
+			ns, err := strconv.ParseInt(at, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
+			w.mu.Lock()
+			w.got[id] = append(w.got[id], time.Unix(0, ns))
+			w.mu.Unlock()
+		}
+	}()
+	<-ready
+	return w
+}
+
+// runClient is -apart's client process: the waiters its orders ask for,
+// each answer with entries reported on stdout, until stdin closes.
+func runClient() {
+	var o orders
+	dec := json.NewDecoder(os.Stdin)
+	check(dec.Decode(&o))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 20000, DisableCompression: true, Proxy: nil}}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := startWaiters(ctx, client, o.Base, o.Keys, o.IDs, o.Tokens, o.N)
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "ready")
+	out.Flush()
+	done := make(chan struct{})
+	go func() {
+		seen := map[string]int{}
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			w.mu.Lock()
+			for id, ts := range w.got {
+				for _, at := range ts[seen[id]:] {
+					fmt.Fprintf(out, "%s %d\n", id, at.UnixNano())
+				}
+				seen[id] = len(ts)
+			}
+			out.Flush()
+			w.mu.Unlock()
+		}
+	}()
+	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	close(done)
+	cancel()
+	w.stop()
 }
 
 type page struct {
