@@ -220,3 +220,16 @@ func SortSQL(s *Store) map[string]string {
 
 // SortPrefix is the first bytes of the ordered index's entries of field.
 func SortPrefix(field string) []byte { return sortPrefix(field) }
+
+// WithNoticeRenew sets how often a store made WithNotify renews the
+// lease that makes writers notify (20 s otherwise); after WithNotify.
+func WithNoticeRenew(d time.Duration) Option {
+	return func(c *config) { c.noticeRenew = d }
+}
+
+// Notices returns what a store made WithNotify's listener did:
+// connections made, notices received, failures; and the process ID of
+// its listening backend (0 before the first).
+func Notices(s *Store) (connects, received, failures uint64, pid uint32) {
+	return s.notices.connects.Load(), s.notices.received.Load(), s.notices.failures.Load(), s.notices.pid.Load()
+}

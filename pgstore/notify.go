@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // WithNotify makes the store listen for PostgreSQL's notices of changes
@@ -36,12 +38,13 @@ func WithNotify(dsn string) Option {
 			panic("pgstore: WithNotify: the DSN cannot be parsed")
 		}
 	}
-	return func(c *config) { c.notify, c.notifyConn = true, cc }
+	return func(c *config) { c.notify, c.notifyConn, c.noticeRenew = true, cc, noticeRenew }
 }
 
 // notices counts what the listener did, for tests.
 type notices struct {
 	connects, received, failures atomic.Uint64
+	pid                          atomic.Uint32 // the listening backend's
 }
 
 // startNotify starts the listener when cfg asks for it.
@@ -54,13 +57,18 @@ func (s *Store) startNotify(cfg config) {
 		cc = s.pool.Config().ConnConfig
 	}
 	cc = cc.Copy()
+	// A wait that ends to renew the lease sets the socket's deadline,
+	// and sends no cancel request (a connection of its own each time).
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
 	if s.closing.Err() != nil {
 		return
 	}
 	s.background.Add(1)
-	go s.listenNotices(cc)
+	go s.listenNotices(cc, cfg.noticeRenew)
 }
 
 // maxNoticePause bounds the pause before the listener connects again.
@@ -69,11 +77,11 @@ const maxNoticePause = 5 * time.Second
 // listenNotices keeps a connection listening for the schema's notices until
 // the store closes, and pokes the waiters' check for each notice and
 // after each (re)connection, which may have missed some.
-func (s *Store) listenNotices(cc *pgx.ConnConfig) {
+func (s *Store) listenNotices(cc *pgx.ConnConfig, renew time.Duration) {
 	defer s.background.Done()
 	pause := 100 * time.Millisecond
 	for {
-		if s.listenOnce(cc) {
+		if s.listenOnce(cc, renew) {
 			pause = 100 * time.Millisecond
 		}
 		if s.closing.Err() != nil {
@@ -91,7 +99,7 @@ func (s *Store) listenNotices(cc *pgx.ConnConfig) {
 
 // listenOnce connects, listens and waits for notices until the
 // connection fails or the store closes. It reports whether it listened.
-func (s *Store) listenOnce(cc *pgx.ConnConfig) (listened bool) {
+func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bool) {
 	ctx := s.closing
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
@@ -109,15 +117,47 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig) (listened bool) {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{noticeChannel(oid)}.Sanitize()); err != nil {
 		return false
 	}
+	// Writers notify while the lease is ahead of their clock: renewed
+	// now, before the poke, and every renew while this connection
+	// listens.
+	if err := s.renewNotices(ctx); err != nil {
+		return false
+	}
+	s.notices.pid.Store(conn.PgConn().PID())
 	s.notices.connects.Add(1)
 	s.wait.Poke() // what committed while nothing listened
+	renewed := time.Now()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, renew-time.Since(renewed))
+		_, err := conn.WaitForNotification(wctx)
+		expired := wctx.Err() != nil // before cancel, which sets it
+		cancel()
+		if err != nil && ctx.Err() == nil && expired && !conn.IsClosed() {
+			// The time to renew, not a failure: the connection stays.
+			if err := s.renewNotices(ctx); err != nil {
+				return true
+			}
+			renewed = time.Now()
+			continue
+		}
+		if err != nil {
 			return true
 		}
 		s.notices.received.Add(1)
 		s.wait.Poke()
 	}
+}
+
+// noticeRenew is how often a listening store renews the lease that
+// makes writers notify (migration 0033's notify_until, set a minute
+// ahead of PostgreSQL's clock).
+const noticeRenew = 20 * time.Second
+
+// renewNotices moves the lease a minute ahead (never back: another node
+// may have moved it further).
+func (s *Store) renewNotices(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `UPDATE `+qualify(s.schema, "formsapi_settings")+` SET value = greatest(value, extract(epoch FROM now())::bigint + 60) WHERE name = 'notify_until'`)
+	return err
 }
 
 // noticeChannel is the channel of the notices of the schema whose

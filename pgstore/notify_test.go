@@ -44,7 +44,8 @@ func TestWaitNotify(t *testing.T) {
 				select {
 				case <-c:
 				case <-time.After(30 * time.Second):
-					t.Fatalf("%s: no wake-up in 30 s", what)
+					c, r, f, _ := pgstore.Notices(s)
+					t.Fatalf("%s: no wake-up in 30 s (listener: %d connections, %d notices, %d failures; %d checks)", what, c, r, f, hub.Stats().Checks)
 				}
 			}
 
@@ -63,24 +64,17 @@ func TestWaitNotify(t *testing.T) {
 			}
 			woken(w.Form, "another node's submission")
 
-			// End the listening connection: the node's own, found by
-			// its channel, the one of this schema's change log.
+			// End the listening connection (the node has listened: its
+			// notice woke the waiter above).
 			conn, err := pgx.Connect(ctx, dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			var oid uint32
-			if err := conn.QueryRow(ctx, "SELECT $1::regclass::oid", pgx.Identifier{schema, "formsapi_changes"}.Sanitize()).Scan(&oid); err != nil {
-				t.Fatal(err)
-			}
-			listen := fmt.Sprintf(`LISTEN "formsapi_changes_%d"`, oid)
-			var ended int
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1) t`, listen).Scan(&ended); err != nil {
-				t.Fatal(err)
-			}
-			if ended != 1 {
-				t.Fatalf("%d listening connections ended, want 1", ended)
+			_, _, _, pid := pgstore.Notices(s)
+			var ended bool
+			if err := conn.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)).Scan(&ended); err != nil || !ended {
+				t.Fatalf("the listening backend %d not ended: %t, %v", pid, ended, err)
 			}
 
 			k := hub.Watch("f", pgstore.KeyHash(key), 1)
@@ -94,4 +88,54 @@ func TestWaitNotify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNotifyLease: writers notify only while some node listens. A
+// store without WithNotify leaves the lease at 0, so its writes send no
+// notice; a store made WithNotify moves it ahead of PostgreSQL's clock
+// as it starts listening, and renews it: set back to 0 behind its back,
+// it is ahead again at the next renewal (every 50 ms here).
+func TestNotifyLease(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	plain := mustOpenIn(t, dsn, schema)
+	if err := plain.AddForm(ctx, "acct", formsapi.Form{ID: "f", Title: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	settings := pgx.Identifier{schema, "formsapi_settings"}.Sanitize()
+	ahead := func() (bool, error) {
+		var ok bool
+		err := conn.QueryRow(ctx, `SELECT value > extract(epoch FROM now()) FROM `+settings+` WHERE name = 'notify_until'`).Scan(&ok)
+		return ok, err
+	}
+	if ok, err := ahead(); err != nil || ok {
+		t.Fatalf("without a listening store: lease ahead %t (%v), want false", ok, err)
+	}
+	mustOpenIn(t, dsn, schema, pgstore.WithNotify(""), pgstore.WithNoticeRenew(50*time.Millisecond))
+	until := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			ok, err := ahead()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the lease is not ahead after 30 s", what)
+			}
+			time.Sleep(10 * time.Millisecond) // polling for the listener's statement, not for time to pass
+		}
+	}
+	until("a listening store")
+	if _, err := conn.Exec(ctx, `UPDATE `+settings+` SET value = 0 WHERE name = 'notify_until'`); err != nil {
+		t.Fatal(err)
+	}
+	until("after the lease was set back")
 }

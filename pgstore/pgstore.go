@@ -143,6 +143,7 @@ type config struct {
 	leaseRenew   time.Duration   // see WithLeaseRenew
 	notify       bool            // see WithNotify
 	notifyConn   *pgx.ConnConfig // see WithNotify: nil for the pool's
+	noticeRenew  time.Duration   // see WithNotify: noticeRenew, shorter in tests
 	progress     stored.Progress
 	quiet        bool // WithLogger(nil)
 }
