@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -67,12 +68,17 @@ func lockKey(schema string) int64 {
 //
 // p logs the progress of the steps that take long (see WithLogger): the
 // wait for another node's migration among them.
+//
+// A migration whose index build found an entry stored already
+// (errEntryExists, which the store never leaves) is rolled back and made
+// again, its build's inserts then skipping the entries there.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time, searchIndex, sortIndex bool, sortFields []string, p *stored.Progress) (secret []byte, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	careful := false // the build's inserts of index entries skip those there (errEntryExists)
+	migrateTx := func(tx pgx.Tx) error {
 		wait := p.Begin(stored.StepLock, -1)
 		_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema))
 		wait.End(err)
@@ -130,7 +136,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 		if err := reencode(ctx, tx, p); err != nil {
 			return fmt.Errorf("re-encode stored submissions: %w", err)
 		}
-		if err := indexUnindexed(ctx, tx, p); err != nil {
+		if err := indexUnindexed(ctx, tx, p, careful); err != nil {
 			return fmt.Errorf("index submitted values: %w", err)
 		}
 		if sortIndex {
@@ -148,13 +154,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 			}
 		}
 		if searchIndex {
-			if err := enableSearchIndex(ctx, tx, p); err != nil {
+			if err := enableSearchIndex(ctx, tx, p, careful); err != nil {
 				return fmt.Errorf("turn the search index on: %w", err)
 			}
 		}
 		secret, err = cursorSecret(ctx, tx, now)
 		return err
-	})
+	}
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	err = pgx.BeginTxFunc(ctx, pool, opts, migrateTx)
+	if errors.Is(err, errEntryExists) {
+		careful = true
+		err = pgx.BeginTxFunc(ctx, pool, opts, migrateTx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("migrate schema %s: %w", schema, err)
 	}
@@ -166,14 +178,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 // those a row's find_keys holds (rows written before the writers left
 // them out while the index is off), and computes them again from the
 // data of every row whose find_keys holds none (rows written since),
-// setting find_keys, whose update trigger indexes them. It first takes
+// setting find_keys and writing their entries (indexRows). It first takes
 // the search lock exclusively, which every write that found the setting
 // off holds shared until it commits: the copy and the reads of the rows
 // to compute, statements of their own at read committed, then see every
 // row written without its trigrams, and each write after it waits for
 // the setting and reads it on (a write that computed none then writes
 // nothing, and is made again: see AddSubmission).
-func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress, careful bool) (err error) {
 	var on bool
 	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
 		return fmt.Errorf("read the setting: %w", err)
@@ -196,12 +208,13 @@ func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err 
 	if _, err := tx.Exec(ctx, `INSERT INTO formsapi_find (form_seq, key, created_at, seq)
 SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.find_keys) k
 WHERE k < 0
+ORDER BY 1, 2, 3, 4
 ON CONFLICT DO NOTHING`); err != nil {
 		return fmt.Errorf("index the trigrams of stored submissions: %w", err)
 	}
-	if err := indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions s
+	if err := indexRows(ctx, tx, `SELECT seq, form_seq, created_at, find_keys, data, attachments FROM formsapi_submissions s
 WHERE seq > $1 AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(s.find_keys) k WHERE k < 0)
-ORDER BY seq LIMIT 500`, true, step); err != nil {
+ORDER BY seq LIMIT 500 FOR NO KEY UPDATE`, true, careful, step); err != nil {
 		return fmt.Errorf("index the trigrams of submissions stored without them: %w", err)
 	}
 	return nil
@@ -348,13 +361,13 @@ FROM unnest($1::bigint[], $2::bytea[]) AS u(seq, json) WHERE s.seq = u.seq`, seq
 	}
 }
 
-// indexUnindexed sets find_keys, and so the index entries (migration
-// 0017), of every row without them, with search's trigram keys while the
+// indexUnindexed sets find_keys, and writes their index entries
+// (indexRows), of every row without them, with search's trigram keys while the
 // search index is on: rows stored before the index, or inserted by SQL
 // that does not set the column. Like reencode, it runs in the
 // migration's transaction, and in normal operation finds nothing,
 // through an empty index.
-func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err error) {
+func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress, careful bool) (err error) {
 	var on bool
 	if err := tx.QueryRow(ctx, `SELECT value = 1 FROM formsapi_settings WHERE name = $1`, stored.SearchIndexSetting).Scan(&on); err != nil {
 		return fmt.Errorf("read the search index setting: %w", err)
@@ -368,15 +381,56 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress) (err err
 	}
 	step := p.Begin(stored.StepIndex, total)
 	defer func() { step.End(err) }()
-	return indexRows(ctx, tx, `SELECT seq, data, attachments FROM formsapi_submissions
-WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500`, on, step)
+	return indexRows(ctx, tx, `SELECT seq, form_seq, created_at, find_keys, data, attachments FROM formsapi_submissions
+WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500 FOR NO KEY UPDATE`, on, careful, step)
 }
 
+// errEntryExists is indexRows's error when an index entry it inserts is
+// there already, which the triggers and the store's statements never
+// leave (see indexRows): the migration is then made again with careful
+// inserts.
+var errEntryExists = errors.New("an index entry is stored already")
+
 // indexRows sets the find_keys of the rows that query (which takes the
-// last seq of the batch before, and selects seq, data and attachments in
-// seq order, a batch at a time) selects, with their trigram keys when
-// trigrams says so, counting them done on step.
-func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool, step *stored.Step) error {
+// last seq of the batch before, and selects seq, form_seq, created_at,
+// find_keys, data and attachments in seq order, a batch at a time,
+// locking them) selects, with their trigram keys when trigrams says so,
+// counting them done on step.
+//
+// It writes their index entries itself, as the update triggers of
+// migrations 0006, 0017 and 0028 did, which the mark formsapi.indexing
+// (migration 0033) keeps from running for its updates: each batch's
+// triggers hashed every entry of formsapi_find, which the build grows,
+// and so took longer with every batch. A batch deletes the entries of
+// the keys a row's find_keys loses (none, unless the filter keys'
+// computation changed since the row was written), inserts those of the
+// keys it gains (its trigrams', and its filter keys' when it had
+// none), in index order, and deletes the row from the unfolded tail
+// (migration 0023). Once every batch is done, each form with a row
+// updated gets a fresh version and base, as the trigger of 0006 gave it
+// on each batch (no other transaction sees a version between).
+//
+// A row's entries are those of its find_keys' keys, but for the
+// trigrams of a row in the tail, which are not yet written (the
+// triggers and the store's statements keep it so), and a row the build
+// takes has no trigram keys: so the keys it gains have no entry, and
+// the insert does not look for one (which, ON CONFLICT DO NOTHING, cost
+// it twice as much). An entry there all the same (a host's SQL) fails
+// the insert with errEntryExists; with careful, the insert writes every
+// key's entry but those there, as the trigger's did.
+func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams, careful bool, step *stored.Step) error {
+	// A batch's entries (some 75,000 of 500 rows) are sorted in memory
+	// (the default work_mem, 4 MB, sorted them on disk), for the rest of
+	// the migration's transaction.
+	if _, err := tx.Exec(ctx, `SELECT set_config('formsapi.indexing', '1', true),
+    CASE WHEN pg_size_bytes(current_setting('work_mem')) < 64 * 1024 * 1024 THEN set_config('work_mem', '64MB', true) END`); err != nil {
+		return err
+	}
+	insert := sqlIndexRows + "\nWHERE k <> ALL (u.old)\nORDER BY 1, 2, 3, 4"
+	if careful {
+		insert = sqlIndexRows + "\nORDER BY 1, 2, 3, 4\nON CONFLICT DO NOTHING"
+	}
+	forms := map[int64]bool{}
 	var last int64
 	for {
 		rows, err := tx.Query(ctx, query, last)
@@ -384,42 +438,88 @@ func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams bool, step
 			return err
 		}
 		var seqs []int64
-		var keys []string
+		var keys, olds []string
+		var goneForms, gone, goneAt, goneSeqs []int64
 		for rows.Next() {
-			var seq int64
+			var seq, form, at int64
+			var old []int64
 			var data, attachments []byte
-			if err := rows.Scan(&seq, &data, &attachments); err != nil {
+			if err := rows.Scan(&seq, &form, &at, &old, &data, &attachments); err != nil {
 				rows.Close()
 				return err
 			}
+			k := indexKeys(data, stored.FileURLs(attachments), trigrams)
+			for _, o := range old {
+				if _, found := slices.BinarySearch(k, o); !found {
+					goneForms, gone, goneAt, goneSeqs = append(goneForms, form), append(gone, o), append(goneAt, at), append(goneSeqs, seq)
+				}
+			}
 			seqs = append(seqs, seq)
-			keys = append(keys, findKeys(data, stored.FileURLs(attachments), trigrams))
+			keys, olds = append(keys, arrayText(k)), append(olds, arrayText(old))
+			forms[form] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
 		if len(seqs) == 0 {
-			return nil
+			break
 		}
-		if _, err := tx.Exec(ctx, `UPDATE formsapi_submissions s SET find_keys = u.keys::bigint[]
-FROM unnest($1::bigint[], $2::text[]) AS u(seq, keys) WHERE s.seq = u.seq`, seqs, keys); err != nil {
+		if len(gone) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM formsapi_find f
+USING unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS d(form_seq, key, created_at, seq)
+WHERE f.form_seq = d.form_seq AND f.key = d.key AND f.created_at = d.created_at AND f.seq = d.seq`, goneForms, gone, goneAt, goneSeqs); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, insert, seqs, keys, olds); err != nil {
+			if isUniqueViolation(err) {
+				return fmt.Errorf("%w: %w", errEntryExists, err)
+			}
 			return err
 		}
 		step.Add(int64(len(seqs)))
 		last = seqs[len(seqs)-1]
 	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('formsapi.indexing', '', true)`); err != nil {
+		return err
+	}
+	if len(forms) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE formsapi_forms SET version = formsapi_next_version(), base = formsapi_next_version()
+WHERE seq = ANY($1::bigint[])`, slices.Sorted(maps.Keys(forms)))
+	return err
 }
 
-// findKeys returns the index keys of a submission with data and
-// attachments at the URLs files, as the text of a PostgreSQL bigint[]:
-// for filters and, when trigrams says so (the search index is on),
-// search (find.IndexKeys); filters' alone (find.Keys) otherwise.
-func findKeys(data []byte, files []string, trigrams bool) string {
-	keys := find.Keys(data)
+// sqlIndexRows sets a batch of indexRows's rows' find_keys ($1 their
+// seqs, $2 their keys and $3 the keys they had, as the text of bigint[]
+// each), deletes them from the tail, and inserts the entries of their
+// keys: indexRows adds which, and their order.
+const sqlIndexRows = `WITH u AS (
+    UPDATE formsapi_submissions s SET find_keys = u.keys::bigint[]
+    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(seq, keys, old) WHERE s.seq = u.seq
+    RETURNING s.form_seq, s.created_at, s.seq, s.find_keys, u.old::bigint[] AS old
+), tail AS (
+    DELETE FROM formsapi_find_tail t USING u
+    WHERE t.form_seq = u.form_seq AND t.created_at = u.created_at AND t.seq = u.seq
+)
+INSERT INTO formsapi_find (form_seq, key, created_at, seq)
+SELECT u.form_seq, k, u.created_at, u.seq FROM u, unnest(u.find_keys) k`
+
+// indexKeys returns the index keys of a submission with data and
+// attachments at the URLs files, sorted: for filters and, when trigrams
+// says so (the search index is on), search (find.IndexKeys); filters'
+// alone (find.Keys) otherwise.
+func indexKeys(data []byte, files []string, trigrams bool) []int64 {
 	if trigrams {
-		keys = find.IndexKeys(data, files)
+		return find.IndexKeys(data, files)
 	}
+	return find.Keys(data)
+}
+
+// arrayText returns keys as the text of a PostgreSQL bigint[].
+func arrayText(keys []int64) string {
 	b := make([]byte, 0, 2+len(keys)*21)
 	b = append(b, '{')
 	for i, k := range keys {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"iter"
 	"slices"
 	"testing"
@@ -176,4 +177,145 @@ func submissionNs(t *testing.T, subs []formsapi.Submission) []int {
 		ns = append(ns, d.N)
 	}
 	return ns
+}
+
+// TestSearchIndexBuildWritesEntries: turning the search index on over
+// stored rows (which writes the rows' entries itself, migration 0033,
+// rather than through the update triggers) leaves each row the
+// find_keys of a schema indexed from its first write, and exactly the
+// entries of those keys: a filter key a row's find_keys held but its
+// data no longer gives loses its entry, a row stored without find_keys
+// gets them, a row in the unfolded tail leaves it (its entries are
+// written), and every form whose rows were indexed gets a fresh version
+// and base, as the triggers gave it. Searches then answer as on the
+// schema indexed from the start. So they do when a trigram's entry was
+// stored already and a filter key's missing, which the triggers and the
+// store never leave: the build is then made again with inserts that
+// skip the entries there, as the triggers' did.
+func TestSearchIndexBuildWritesEntries(t *testing.T) {
+	t.Parallel()
+	indexed := load(t, mustOpen(t, pgstore.WithSearchIndex()), storetest.SearchSeed())
+	for _, there := range []bool{false, true} {
+		t.Run(fmt.Sprintf("entry_there_%t", there), func(t *testing.T) {
+			dsn, schema := pgtest.Schema(t)
+			off := load(t, mustOpenIn(t, dsn, schema), storetest.SearchSeed())
+			tbl := quote(schema) + "."
+			pool := pgstore.Pool(off)
+			// A stale filter key (its entry written by the update trigger, the
+			// index off), a row without find_keys (its entries deleted by it),
+			// and a row in the tail.
+			for _, q := range []string{
+				`UPDATE ` + tbl + `formsapi_submissions SET find_keys = find_keys || 4242::bigint WHERE seq = (SELECT min(seq) FROM ` + tbl + `formsapi_submissions)`,
+				`UPDATE ` + tbl + `formsapi_submissions SET find_keys = NULL WHERE seq = (SELECT max(seq) FROM ` + tbl + `formsapi_submissions)`,
+				`INSERT INTO ` + tbl + `formsapi_find_tail (form_seq, created_at, seq) SELECT form_seq, created_at, seq FROM ` + tbl + `formsapi_submissions WHERE seq = (SELECT min(seq) + 1 FROM ` + tbl + `formsapi_submissions)`,
+			} {
+				if tag, err := pool.Exec(ctx, q); err != nil || tag.RowsAffected() != 1 {
+					t.Fatalf("%s: %v, %v", q, tag, err)
+				}
+			}
+			if there {
+				// A trigram entry stored already, and a filter key's entry
+				// missing: the build is made again with careful inserts.
+				var form, at, seq int64
+				var data string
+				if err := pool.QueryRow(ctx, `SELECT form_seq, created_at, seq, data FROM `+tbl+`formsapi_submissions WHERE seq = (SELECT min(seq) + 2 FROM `+tbl+`formsapi_submissions)`).Scan(&form, &at, &seq, &data); err != nil {
+					t.Fatal(err)
+				}
+				k := find.IndexKeys([]byte(data), nil)
+				if len(k) == 0 || k[0] >= 0 {
+					t.Fatalf("keys %v of %s: want a trigram's first", k, data)
+				}
+				for _, q := range []string{
+					`INSERT INTO ` + tbl + `formsapi_find (form_seq, key, created_at, seq) VALUES ($1, $2, $3, $4)`,
+					`DELETE FROM ` + tbl + `formsapi_find WHERE (form_seq, key, created_at, seq) = (SELECT $1::bigint, max(key), $3::bigint, $4::bigint FROM ` + tbl + `formsapi_find WHERE seq = $4 AND $2::bigint < 0)`,
+				} {
+					if tag, err := pool.Exec(ctx, q, form, k[0], at, seq); err != nil || tag.RowsAffected() != 1 {
+						t.Fatalf("%s: %v, %v", q, tag, err)
+					}
+				}
+			}
+			versions := func(tbl string) map[string][2]int64 {
+				t.Helper()
+				rows, err := pool.Query(ctx, `SELECT id, version, base FROM `+tbl+`formsapi_forms f WHERE EXISTS (SELECT 1 FROM `+tbl+`formsapi_submissions s WHERE s.form_seq = f.seq)`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := map[string][2]int64{}
+				for rows.Next() {
+					var id string
+					var version, base int64
+					if err := rows.Scan(&id, &version, &base); err != nil {
+						t.Fatal(err)
+					}
+					v[id] = [2]int64{version, base}
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			before := versions(tbl)
+
+			on := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+			keys := func(tbl string) string {
+				t.Helper()
+				var s string
+				if err := pool.QueryRow(ctx, `SELECT string_agg(f.id || ' ' || s.feed_pos || ' ' || s.find_keys::text, E'\n' ORDER BY f.id, s.feed_pos)
+		FROM `+tbl+`formsapi_submissions s JOIN `+tbl+`formsapi_forms f ON f.seq = s.form_seq`).Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			if got, want := keys(tbl), keys(quote(indexed.Schema())+"."); got != want {
+				t.Fatalf("find_keys after the build differ from those of a schema indexed from its first write")
+			}
+			var extra, missing, tail int
+			if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM (SELECT form_seq, key, created_at, seq FROM `+tbl+`formsapi_find
+		    EXCEPT SELECT s.form_seq, k, s.created_at, s.seq FROM `+tbl+`formsapi_submissions s, unnest(s.find_keys) k) x),
+		(SELECT count(*) FROM (SELECT s.form_seq, k, s.created_at, s.seq FROM `+tbl+`formsapi_submissions s, unnest(s.find_keys) k
+		    EXCEPT SELECT form_seq, key, created_at, seq FROM `+tbl+`formsapi_find) x),
+		(SELECT count(*) FROM `+tbl+`formsapi_find_tail)`).Scan(&extra, &missing, &tail); err != nil {
+				t.Fatal(err)
+			}
+			if extra != 0 || missing != 0 || tail != 0 {
+				t.Fatalf("after the build: %d entries of no key, %d keys without their entry, %d rows in the tail; want none", extra, missing, tail)
+			}
+			after := versions(tbl)
+			if len(after) != len(before) || len(after) == 0 {
+				t.Fatalf("forms with submissions: %d after, %d before", len(after), len(before))
+			}
+			for id, v := range after {
+				if b := before[id]; v[0] == b[0] || v[1] == b[1] {
+					t.Errorf("form %s: version and base %v after the build, %v before; want both fresh", id, v, b)
+				}
+			}
+			for _, c := range []struct{ form, term string }{
+				{storetest.FormSearch, "zoe"}, {storetest.FormSearch, "deepval1"}, {storetest.FormSearch, "unal"},
+				{storetest.FormSearchMany, "foo bar"}, {storetest.FormSearchMany, "s11"},
+			} {
+				q := formsapi.Query{Limit: 100, Search: c.term}
+				got, err := on.ListSubmissions(ctx, storetest.AccountA, c.form, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := indexed.ListSubmissions(ctx, storetest.AccountA, c.form, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a, b := datas(got.Items), datas(want.Items); len(a) == 0 || !slices.Equal(a, b) {
+					t.Errorf("q %s on %s: %v, want %v (some)", c.term, c.form, a, b)
+				}
+			}
+		})
+	}
+}
+
+// datas returns the data of subs, in order.
+func datas(subs []formsapi.Submission) []string {
+	s := make([]string, len(subs))
+	for i, sub := range subs {
+		s[i] = string(sub.Data)
+	}
+	return s
 }
