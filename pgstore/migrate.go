@@ -399,7 +399,7 @@ var errEntryExists = errors.New("an index entry is stored already")
 //
 // It writes their index entries itself, as the update triggers of
 // migrations 0006, 0017 and 0028 did, which the mark formsapi.indexing
-// (migration 0033) keeps from running for its updates: each batch's
+// (migration 0034) keeps from running for its updates: each batch's
 // triggers hashed every entry of formsapi_find, which the build grows,
 // and so took longer with every batch. A batch deletes the entries of
 // the keys a row's find_keys loses (none, unless the filter keys'

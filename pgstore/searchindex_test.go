@@ -180,7 +180,7 @@ func submissionNs(t *testing.T, subs []formsapi.Submission) []int {
 }
 
 // TestSearchIndexBuildWritesEntries: turning the search index on over
-// stored rows (which writes the rows' entries itself, migration 0033,
+// stored rows (which writes the rows' entries itself, migration 0034,
 // rather than through the update triggers) leaves each row the
 // find_keys of a schema indexed from its first write, and exactly the
 // entries of those keys: a filter key a row's find_keys held but its
