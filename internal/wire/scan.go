@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -34,6 +35,168 @@ func ScanObjectWithin(data []byte, maxDepth int) (valid, utf8OK, tooDeep bool) {
 	s := scanner{b: data, utf8OK: true, maxDepth: min(maxDepth, MaxDepth)}
 	valid = s.object()
 	return valid, s.utf8OK, s.problem == TooDeep
+}
+
+// ScanObjectLocating is ScanObjectWithin that also finds, in the same
+// pass, where the values of a stored submission's members are: in at
+// (LocatedStride(len(fields)) entries), the start and end offsets in data
+// of the value of the member named "data" (at[0], at[1]), of
+// "attachments" (at[2], at[3]), and, in data's value, of the member
+// named fields[k] (at[4+2k], at[5+2k]); each the last of its name, as
+// encoding/json reads an object, and -1, -1 for none. A member of data
+// is found only when data's value is an object, and only its own
+// members (not those of objects within it).
+//
+// It reads names as their bytes, with none decoded: when a name could
+// mean one of those without being exactly its bytes (a name with an
+// escape or a byte outside ASCII, among the object's members or data's,
+// or a case of "data" or "attachments" other than theirs, which
+// encoding/json matches), or data holds invalid UTF-8, the offsets
+// would not be the ones a decoding reader finds: at[0] is then -1, and
+// the caller finds the members itself. When valid is false, at means
+// nothing.
+func ScanObjectLocating(data []byte, maxDepth int, fields []string, at []int) (valid, utf8OK, tooDeep bool) {
+	for i := range at {
+		at[i] = -1
+	}
+	l := locator{fields: fields, at: at, sure: true}
+	s := scanner{b: data, utf8OK: true, maxDepth: min(maxDepth, MaxDepth), loc: &l}
+	valid = s.object()
+	if !l.sure || !s.utf8OK {
+		at[0], at[1] = -1, -1
+	}
+	return valid, s.utf8OK, s.problem == TooDeep
+}
+
+// LocatedStride is how many offsets ScanObjectLocating writes for n
+// fields.
+func LocatedStride(n int) int { return 4 + 2*n }
+
+// locator is what ScanObjectLocating looks for, and where it found it.
+type locator struct {
+	fields []string
+	at     []int
+	sure   bool // no name seen that could mean a member looked for without being its bytes
+	inData bool // the scan is in data's value
+}
+
+// locatingObject is container('}') for the submission object and the
+// objects that are values of its members, for ScanObjectLocating: each
+// member's value is scanned by member, which notes where it is.
+func (s *scanner) locatingObject() bool {
+	if s.depth++; s.depth > s.maxDepth {
+		return s.fail(TooDeep)
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for {
+		s.ws()
+		at := s.i
+		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() {
+			return false
+		}
+		name := s.b[at+1 : s.i-1] // between the quotes
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		if !s.member(name) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// member scans the value of the member name (between its quotes, as
+// written) of an object at depth 1 (the submission) or 2 (within one of
+// its members), noting where the members the locator looks for are.
+func (s *scanner) member(name []byte) bool {
+	l := s.loc
+	s.ws()
+	start := s.i
+	switch {
+	case s.depth == 1:
+		switch string(name) {
+		case "data":
+			// A later data is the one read: the members found in an
+			// earlier one are not its.
+			for k := 4; k < len(l.at); k++ {
+				l.at[k] = -1
+			}
+			l.inData = true
+			ok := s.value()
+			l.inData = false
+			l.at[0], l.at[1] = start, s.i
+			return ok
+		case "attachments":
+			ok := s.value()
+			l.at[2], l.at[3] = start, s.i
+			return ok
+		}
+		if !asciiName(name) || asciiEqualFold(name, "data") || asciiEqualFold(name, "attachments") {
+			l.sure = false
+		}
+	case l.inData: // a member of data's object
+		if !asciiName(name) && (bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name)) {
+			l.sure = false // a name a decoding reader decodes
+			break
+		}
+		ok := s.value()
+		for k, f := range l.fields {
+			if string(name) == f {
+				l.at[4+2*k], l.at[5+2*k] = start, s.i
+			}
+		}
+		return ok
+	}
+	return s.value()
+}
+
+// asciiName reports whether name, a JSON string's bytes between its
+// quotes, is plain ASCII without an escape: its own decoding.
+func asciiName(name []byte) bool {
+	for _, c := range name {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold reports whether name (ASCII) equals word (lower-case
+// ASCII) but for the case of its letters.
+func asciiEqualFold(name []byte, word string) bool {
+	if len(name) != len(word) {
+		return false
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != word[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Problem is why CheckObject refused an object.
@@ -84,6 +247,10 @@ type scanner struct {
 	strict       bool
 	maxNumberLen int
 	problem      Problem // why the scan failed, when strict
+
+	// Only ScanObjectLocating sets loc: where the members it looks for
+	// are, found in the same pass.
+	loc *locator
 }
 
 // object scans all of s.b as one object.
@@ -123,6 +290,9 @@ func (s *scanner) value() bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
+		if s.loc != nil && s.depth < 2 {
+			return s.locatingObject()
+		}
 		return s.container('}')
 	case c == '[':
 		return s.container(']')

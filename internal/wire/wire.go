@@ -65,6 +65,18 @@ type Page struct {
 	// quick tests that a submission holds one of those keys' values
 	// (find.MatchKeyed), never its exact check.
 	KeysChecked bool
+	// Locate, when not nil, names members of a submission's data (a
+	// filtered export's clauses' fields) that Add finds in the pass
+	// that checks each object (ScanObjectLocating), recording for each
+	// object it appends LocatedStride(len(Locate)) offsets in Located,
+	// relative to the object's first byte: the reader then checks its
+	// clauses without another pass to find them. AddTrusted records an
+	// object's offsets as not found (-1), and an object appended by
+	// Append records none: Located is to be read only when it holds
+	// LocatedStride(len(Locate)) offsets for each of the page's objects,
+	// and an object's only when its first is not -1.
+	Locate  []string
+	Located []int
 
 	// Digests, when the store's read cache served the page's items whole
 	// from a page it holds (and only then), is where the handler keeps its
@@ -180,15 +192,24 @@ type Skipped struct {
 // U+FFFD, as encoding/json would. It reports whether obj was appended.
 // This is the store side of the Store contract's damaged-data clause.
 func (p *Page) Add(seq int64, obj []byte) bool {
-	valid, utf8OK, tooDeep := ScanObjectWithin(obj, MaxSubmissionDepth)
+	var valid, utf8OK, tooDeep bool
+	located := len(p.Located)
+	if p.Locate != nil {
+		p.Located = append(p.Located, make([]int, LocatedStride(len(p.Locate)))...)
+		valid, utf8OK, tooDeep = ScanObjectLocating(obj, MaxSubmissionDepth, p.Locate, p.Located[located:])
+	} else {
+		valid, utf8OK, tooDeep = ScanObjectWithin(obj, MaxSubmissionDepth)
+	}
 	switch {
 	case tooDeep:
 		// Stored before the write side had limits: a response holding it
 		// would be past what encoding/json decodes.
 		p.Skipped = append(p.Skipped, Skipped{Seq: seq, Reason: "stored JSON nests too deep for a client to decode"})
+		p.Located = p.Located[:located]
 		return false
 	case !valid:
 		p.Skipped = append(p.Skipped, Skipped{Seq: seq, Reason: "stored JSON is not one object"})
+		p.Located = p.Located[:located]
 		return false
 	}
 	p.comma()
@@ -205,6 +226,13 @@ func (p *Page) Add(seq int64, obj []byte) bool {
 func (p *Page) AddTrusted(obj []byte) {
 	p.comma()
 	p.Body = append(p.Body, obj...)
+	if p.Locate != nil {
+		n := len(p.Located)
+		p.Located = append(p.Located, make([]int, LocatedStride(len(p.Locate)))...)
+		for i := n; i < len(p.Located); i++ {
+			p.Located[i] = -1 // not looked for: the reader finds them
+		}
+	}
 }
 
 // AddAt is Add for a feed page: it also records pos in p.Positions when
@@ -301,6 +329,7 @@ func (p *Page) Rewind(m Mark) {
 	p.Positions, p.Deleted, p.Purged = p.Positions[:m.positions], p.Deleted[:m.deleted], m.purged
 	p.Ends = p.Ends[:min(len(p.Ends), m.positions)]
 	p.Excluded, p.ExcludedBytes = m.excluded, m.excludedBytes
+	p.Located = p.Located[:min(len(p.Located), m.items*LocatedStride(len(p.Locate)))]
 	p.Digests, p.DigestItems = nil, 0
 }
 
