@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/wire"
 )
 
 // errStoredJSON is the CSV row's error for a stored submission it cannot
@@ -334,6 +335,32 @@ func matchParts(obj []byte, cs []find.Clause, keyed int, tmp *[]byte) (data, att
 			attachments = v
 		}
 	}
+}
+
+// matchLocated is matchParts for an object of a page that found its
+// members in the pass that checked it (wire.Page.Located): loc holds
+// their offsets in obj for cs's fields (wire.ScanObjectLocating), and
+// the clauses are checked on those values, with no pass over obj or
+// data. ok is false, having checked nothing, when the page could not
+// find them (loc[0] is -1), data is not an object, or cs has more
+// clauses than find.MaxClauses: the caller then finds them itself.
+func matchLocated(obj []byte, loc []int, cs []find.Clause) (data, attachments []byte, keep bool, matched int, ok bool) {
+	if len(cs) > find.MaxClauses || len(loc) != wire.LocatedStride(len(cs)) || loc[0] < 0 || obj[loc[0]] != '{' {
+		return nil, nil, false, 0, false
+	}
+	data = obj[loc[0]:loc[1]]
+	if loc[2] >= 0 {
+		attachments = obj[loc[2]:loc[3]]
+	}
+	var raws [find.MaxClauses][]byte
+	var present [find.MaxClauses]bool
+	for k := range cs {
+		if start := loc[4+2*k]; start >= 0 {
+			raws[k], present[k] = obj[start:loc[5+2*k]], true
+		}
+	}
+	keep, matched = find.MatchFound(cs, raws[:len(cs)], present[:len(cs)])
+	return data, attachments, keep, matched, true
 }
 
 // submissionParts finds the members of a stored submission object obj

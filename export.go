@@ -239,6 +239,12 @@ func (a *api) serveExport(w http.ResponseWriter, r *http.Request, req exportRequ
 				x.values = []string{x.clauses[x.keyed].Value}
 			}
 		}
+		if len(x.clauses) <= find.MaxClauses {
+			x.locate = make([]string, len(x.clauses))
+			for i, c := range x.clauses {
+				x.locate[i] = c.Field
+			}
+		}
 	}
 	if e.format == formatCSV {
 		columns := x.columns
@@ -418,6 +424,12 @@ type exporter struct {
 	values  []string
 	keyed   int  // find.KeyedClause: the clause keys came from
 	allRows bool // columns is reading the form: every submission, whatever the filter
+	// The clauses' fields, which the store's page finds in the pass
+	// that checks each object (wire.Page.Locate; nil for none), and
+	// whether the page read last has their offsets for every object.
+	locate  []string
+	located bool
+	obj     int // the index on the page of the object each is at
 
 	sent     int   // submissions sent since the rate limiter was last asked
 	examined int   // a filtered export: entries checked since then
@@ -445,7 +457,10 @@ const maxColumns = 1000
 // read reads the page after e.next, within the as-of position; it sets
 // done when nothing of the export remains after it.
 func (x *exporter) read() error {
-	x.page = wire.Page{Body: x.page.Body[:0], Form: x.form, Positions: x.page.Positions[:0], Ends: x.page.Ends[:0]}
+	x.page = wire.Page{Body: x.page.Body[:0], Form: x.form, Positions: x.page.Positions[:0], Ends: x.page.Ends[:0], Located: x.page.Located[:0]}
+	if !x.allRows {
+		x.page.Locate = x.locate
+	}
 	if x.next >= x.asOf {
 		x.done = true
 		return nil
@@ -479,6 +494,7 @@ func (x *exporter) read() error {
 	}
 	x.next = next
 	x.done = !more || next >= x.asOf
+	x.located = x.page.Locate != nil && len(x.page.Located) == len(x.page.Positions)*wire.LocatedStride(len(x.page.Locate))
 	return nil
 }
 
@@ -536,6 +552,7 @@ func (x *exporter) each(fn func(pos int64, obj []byte) error) error {
 		if pos > x.asOf {
 			return nil
 		}
+		x.obj = i
 		if err := fn(pos, obj); err != nil {
 			return err
 		}
@@ -695,12 +712,18 @@ func (x *exporter) writeMatch(pos int64, obj []byte) error {
 	var keep, checked bool
 	var matched int
 	var err error
-	if x.page.KeysChecked {
+	if x.located {
+		n := wire.LocatedStride(len(x.locate))
+		data, att, keep, matched, checked = matchLocated(obj, x.page.Located[x.obj*n:(x.obj+1)*n], x.clauses)
+	}
+	switch {
+	case checked:
+	case x.page.KeysChecked:
 		// The store left out what holds none of the keys: the check need
 		// not look for their values' bytes first, and is made in the
 		// walk that finds data, one pass over it.
 		data, att, keep, matched, checked, err = matchParts(obj, x.clauses, x.keyed, &x.tmp)
-	} else {
+	default:
 		data, att, _, err = submissionParts(obj, &x.tmp)
 	}
 	if err != nil {

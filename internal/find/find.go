@@ -559,6 +559,15 @@ func matchWork(data []byte, cs []Clause, valid bool, keyed int) (bool, int) {
 	return matchMembers(cs, raws[:len(cs)], present[:len(cs)])
 }
 
+// MatchFound is MatchValid for the members of data its caller found
+// itself, in valid JSON (wire.ScanObjectLocating): raws[i] the value of
+// the last member of data named cs[i].Field, present[i] whether data has
+// one, data itself an object. It answers as MatchValid does on that
+// data, every clause checked exactly, without a pass over data.
+func MatchFound(cs []Clause, raws [][]byte, present []bool) (bool, int) {
+	return matchMembers(cs, raws, present)
+}
+
 // matchMembers checks each clause of cs against its member's raw value
 // (raws[i], present[i] false for none), as MatchWork does.
 func matchMembers(cs []Clause, raws [][]byte, present []bool) (bool, int) {
