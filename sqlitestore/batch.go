@@ -36,14 +36,19 @@ func (s *Store) AddSubmissions(ctx context.Context, batch iter.Seq2[formsapi.Sub
 		return fmt.Errorf("sqlitestore: add submissions: %w", err)
 	}
 	forms := map[string]bool{} // the forms written, whose waiters to wake
+	ch := s.keys.change()
 	err := s.addBatch(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
 		for sub, m := range batch {
-			forms[sub.FormID] = true
+			if !forms[sub.FormID] {
+				forms[sub.FormID] = true
+				ch.form(sub.FormID) // in the transaction, before the commit: see keyCopy
+			}
 			if !yield(sub, m) {
 				return
 			}
 		}
 	})
+	ch.end()
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add submissions: %w", err)
 	}

@@ -16,8 +16,21 @@ import (
 // ReadDB returns the pool the store reads through.
 func ReadDB(s *Store) *sql.DB { return s.read }
 
-// WriteDB returns the pool the store writes through.
-func WriteDB(s *Store) *sql.DB { return s.write }
+// WriteDB returns the pool the store writes through. Its commits are
+// the store's own, which PRAGMA data_version on that connection does not
+// show, and which no write method of the store marks in the key copy
+// (WithKeyCopy): so WriteDB empties the copy first, as if the test's
+// write were one of the store's. Call it for each write, right before
+// it, and make no request meanwhile; a test of another connection's
+// writes uses a handle of its own (hostDB).
+func WriteDB(s *Store) *sql.DB {
+	if s.keys != nil {
+		s.keys.mu.Lock()
+		s.keys.clearLocked()
+		s.keys.mu.Unlock()
+	}
+	return s.write
+}
 
 // ListSQL returns the statement the store runs for a page of forms
 // (table "forms"), submissions (table "submissions") or encoded

@@ -56,7 +56,10 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add key: %w", err)
 	}
+	ch := s.keys.change()
+	ch.everything() // before the commit: see keyCopy
 	_, err = s.addKey.ExecContext(ctx, h[:], accountID, now.UnixNano(), forms, expires)
+	ch.end()
 	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add key: %w", formsapi.ErrKeyExists)
@@ -112,7 +115,7 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 		return formsapi.Grant{}, wire.Form{}, err
 	}
 	h := keyformat.Hash(key)
-	g, f, err := s.lookupKey(ctx, h, formID)
+	g, f, err := s.lookupCopied(ctx, h, formID)
 	if err != nil {
 		return formsapi.Grant{}, wire.Form{}, err
 	}
@@ -129,6 +132,23 @@ func (s *Store) authorize(ctx context.Context, key, formID string) (formsapi.Gra
 		out.ExpiresAt = time.Unix(0, g.expiresAt).UTC()
 	}
 	return out, f, nil
+}
+
+// lookupCopied is lookupKey, answered from the store's copy when it has
+// one that may answer (see WithKeyCopy), and copied there otherwise.
+func (s *Store) lookupCopied(ctx context.Context, h [32]byte, formID string) (grant, wire.Form, error) {
+	if s.keys == nil {
+		return s.lookupKey(ctx, h, formID)
+	}
+	g, f, ok, gen, err := s.keys.lookup(ctx, h, formID)
+	if err != nil || ok {
+		return g, f, err
+	}
+	g, f, err = s.lookupKey(ctx, h, formID)
+	if err == nil {
+		s.keys.fill(gen, h, g, formID, f)
+	}
+	return g, f, err
 }
 
 // lookupKey returns the row of a live key, and formID's seq and version

@@ -33,6 +33,9 @@ func (s *Store) UpdateForm(ctx context.Context, accountID string, f formsapi.For
 		return fmt.Errorf("sqlitestore: update form %q: %w", f.ID, err)
 	}
 	defer done()
+	ch := s.keys.change()
+	ch.everything() // before the commit: see keyCopy
+	defer ch.end()
 	var at int64
 	switch err := s.write.QueryRowContext(ctx, sqlFormCreatedAt, f.ID, accountID).Scan(&at); {
 	case err == nil:
@@ -70,7 +73,9 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 		return fmt.Errorf("sqlitestore: delete form: %w", err)
 	}
 	var seq int64
+	ch := s.keys.change()
 	err := s.deleting(ctx, func(tx execer) error {
+		ch.everything() // before the commit: see keyCopy
 		if _, err := tx.ExecContext(ctx, sqlDeleteFormSubmissions, formID, accountID); err != nil {
 			return err
 		}
@@ -80,6 +85,7 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 		}
 		return err
 	})
+	ch.end()
 	if err != nil {
 		return fmt.Errorf("sqlitestore: delete form %q: %w", formID, err)
 	}
@@ -102,7 +108,9 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 		return fmt.Errorf("sqlitestore: delete submission: %w", err)
 	}
 	var seq int64
+	ch := s.keys.change()
 	err := s.deleting(ctx, func(tx execer) error {
+		ch.form(formID) // before the commit: see keyCopy
 		err := tx.QueryRowContext(ctx, sqlDeleteSubmission, formID, accountID, id).Scan(&seq)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -117,6 +125,7 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 		}
 		return formsapi.ErrSubmissionNotFound
 	})
+	ch.end()
 	if err != nil {
 		return fmt.Errorf("sqlitestore: delete submission %q of form %q: %w", id, formID, err)
 	}
@@ -162,7 +171,11 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 	}
 	var forms []int64
 	n := 0
+	ch := s.keys.change()
 	err := s.deleting(ctx, func(tx execer) error {
+		// The forms are known by their seq only, once read: every form's
+		// entries go, before the commit (see keyCopy).
+		ch.everything()
 		// Through the index when it holds the value (a name and a value
 		// within its bounds), else every submission of the account.
 		query, args := sqlAccountData, []any{accountID}
@@ -200,6 +213,7 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 		n = len(seqs)
 		return nil
 	})
+	ch.end()
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: erase: %w", err)
 	}
@@ -234,7 +248,8 @@ func (s *Store) deleting(ctx context.Context, fn func(tx execer) error) (err err
 	if err != nil {
 		return err
 	}
-	defer done() // after the checkpoint, which waits for readers as a writer
+	defer done()              // after the checkpoint, which waits for readers as a writer
+	defer s.keys.holdLong()() // the checkpoint may wait: see keyCopy.acquire
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
 		return err

@@ -63,6 +63,7 @@ type config struct {
 	progress     stored.Progress
 	quiet        bool          // WithLogger(nil)
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
+	noKeyCopy    bool          // see WithKeyCopy
 }
 
 // Option configures a store from Open or New.
@@ -206,6 +207,7 @@ type Store struct {
 	keep   time.Duration    // see WithTombstoneRetention
 	secret []byte           // the cursor secret kept in the file, for the handler
 	gate   chan struct{}    // held by each write of the store: see writing
+	keys   *keyCopy         // nil without the copy: see WithKeyCopy
 
 	// searchOn is true once the store has seen the search index on (it
 	// is never turned off): its writers then compute trigram keys, which
@@ -359,6 +361,14 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	if err := sideFilesLikeMain(path); err != nil {
 		return fail(err)
+	}
+	if !cfg.noKeyCopy {
+		check, err := write.PrepareContext(ctx, "PRAGMA data_version")
+		if err != nil {
+			return fail(err)
+		}
+		s.stmts = append(s.stmts, check)
+		s.keys = newKeyCopy(check, s.gate)
 	}
 	s.cache = pagecache.New(cfg.cacheBytes)
 	s.used.Start()

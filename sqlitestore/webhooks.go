@@ -55,6 +55,7 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) (e
 		return err
 	}
 	defer done()
+	defer s.keys.holdLong()() // fn may run the host's code: see keyCopy.acquire
 	conn, err := s.write.Conn(ctx)
 	if err != nil {
 		return err

@@ -29,7 +29,10 @@ func (s *Store) AddForm(ctx context.Context, accountID string, f formsapi.Form) 
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, err)
 	}
+	ch := s.keys.change()
+	ch.everything() // before the commit: see keyCopy
 	_, err = s.addForm.ExecContext(ctx, f.ID, accountID, f.Title, f.Icon, f.NotificationEmail, f.CreatedAt.UnixNano())
+	ch.end()
 	done()
 	if isUniqueViolation(err) {
 		return fmt.Errorf("sqlitestore: add form %q: %w", f.ID, formsapi.ErrFormExists)
@@ -67,7 +70,10 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		if err != nil {
 			return fmt.Errorf("sqlitestore: add submission to form %q: %w", r.FormID, err)
 		}
+		ch := s.keys.change()
+		ch.form(r.FormID) // before the commit: see keyCopy
 		res, err := s.addSubmission.ExecContext(ctx, args...)
+		ch.end()
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -163,7 +169,10 @@ func (s *Store) RevokeKey(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: revoke key: %w", err)
 	}
+	ch := s.keys.change()
+	ch.everything() // before the commit: see keyCopy
 	res, err := s.revokeKey.ExecContext(ctx, s.now().UnixNano(), h[:])
+	ch.end()
 	done()
 	s.wait.WakeKey(h) // its waiters look it up again (a spurious wake-up if nothing was revoked)
 	if err != nil {

@@ -1,0 +1,146 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/keyformat"
+)
+
+// copyFixture opens a store with the key copy on a new file with form
+// "f" of account "acct", and returns it with two of the account's keys
+// and another connection to the file.
+func copyFixture(t *testing.T) (s *Store, key, key2 string, other *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "forms.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if s.keys == nil {
+		t.Fatal("no key copy")
+	}
+	if err := s.AddForm(ctx, "acct", formsapi.Form{ID: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*string{&key, &key2} {
+		if *k, err = formsapi.NewKey(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddKey(ctx, *k, "acct"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return s, key, key2, other
+}
+
+// TestKeyCopyLateLookupNotCopied: a lookup that read the file before a
+// write, the store's own or another connection's, is not copied after
+// it, so the next request reads the write.
+func TestKeyCopyLateLookupNotCopied(t *testing.T) {
+	ctx := context.Background()
+	s, key, _, other := copyFixture(t)
+	h := keyformat.Hash(key)
+	for _, c := range []struct {
+		name  string
+		write func() error
+	}{
+		{"own submission", func() error {
+			return s.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: []byte(`{"a":1}`)}, formsapi.Metadata{})
+		}},
+		{"another connection's submission", func() error {
+			_, err := other.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, created_at, data, json)
+SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
+			return err
+		}},
+	} {
+		ch := s.keys.change() // the form's entry goes
+		ch.form("f")
+		ch.end()
+		_, _, ok, gen, err := s.keys.lookup(ctx, h, "f")
+		if err != nil || ok {
+			t.Fatalf("%s: a first lookup answered from the copy (%v)", c.name, err)
+		}
+		g, old, err := s.lookupKey(ctx, h, "f") // read before the write
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.write(); err != nil {
+			t.Fatal(err)
+		}
+		if c.name == "another connection's submission" {
+			// A round sees the commit (the lookup below runs one).
+			if _, _, _, _, err := s.keys.lookup(ctx, h, "f"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.keys.fill(gen, h, g, "f", old) // too late
+		_, f, err := s.lookupCopied(ctx, h, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Version == old.Version {
+			t.Errorf("%s: the next lookup got the version before the write", c.name)
+		}
+		// And now the copy holds the new one.
+		_, f2, ok, _, _ := s.keys.lookup(ctx, h, "f")
+		if !ok || f2 != f {
+			t.Errorf("%s: the copy holds %+v (%v), want %+v", c.name, f2, ok, f)
+		}
+	}
+}
+
+// TestKeyCopyLongWrites: while a long write of the store holds the
+// write connection (a batch, whose iterator is the host's code), a
+// lookup does not wait for it (the iterator's own lookup would wait
+// forever) but reads the file; and the copy still sees another
+// connection's commit after.
+func TestKeyCopyLongWrites(t *testing.T) {
+	ctx := context.Background()
+	s, key, key2, other := copyFixture(t)
+	for range 2 { // copied
+		if _, err := s.Authorize(ctx, key2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ictx, cancel := context.WithTimeout(ctx, time.Minute) // a deadlock fails, not hangs
+	defer cancel()
+	var inside []error
+	err := s.AddSubmissions(ictx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		_, _, err := s.AuthorizeForm(ictx, key, "f") // the host's iterator reads through the store
+		inside = append(inside, err)
+		yield(formsapi.Submission{FormID: "f", Data: []byte(`{"b":1}`)}, formsapi.Metadata{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inside) == 0 || inside[0] != nil {
+		t.Fatalf("a lookup during the batch: %v", inside)
+	}
+	st, _ := s.KeyCopyStats()
+	if st.Busy == 0 {
+		t.Error("the round during the batch did not leave its lookup to the file")
+	}
+	h := keyformat.Hash(key2)
+	if _, err := other.ExecContext(ctx, `UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authorize(ctx, key2); !errors.Is(err, formsapi.ErrInvalidKey) {
+		t.Errorf("a key revoked by another connection: %v", err)
+	}
+	if _, err := s.Authorize(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
