@@ -48,24 +48,29 @@ func copyFixture(t *testing.T) (s *Store, key, key2 string, other *sql.DB) {
 
 // TestKeyCopyLateLookupNotCopied: a lookup that read the file before a
 // write, the store's own or another connection's, is not copied after
-// it, so the next request reads the write.
+// it, so the next request reads the write: a submission (the form's
+// version) or a revocation (the key).
 func TestKeyCopyLateLookupNotCopied(t *testing.T) {
 	ctx := context.Background()
-	s, key, _, other := copyFixture(t)
-	h := keyformat.Hash(key)
+	s, key, key2, other := copyFixture(t)
 	for _, c := range []struct {
-		name  string
-		write func() error
+		name    string
+		key     string
+		write   func(key string) error
+		foreign bool
+		revoked bool
 	}{
-		{"own submission", func() error {
+		{"own submission", key, func(string) error {
 			return s.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: []byte(`{"a":1}`)}, formsapi.Metadata{})
-		}},
-		{"another connection's submission", func() error {
+		}, false, false},
+		{"another connection's submission", key, func(string) error {
 			_, err := other.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, created_at, data, json)
 SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
 			return err
-		}},
+		}, true, false},
+		{"own revocation", key2, func(k string) error { return s.RevokeKey(ctx, k) }, false, true},
 	} {
+		h := keyformat.Hash(c.key)
 		ch := s.keys.change() // the form's entry goes
 		ch.form("f")
 		ch.end()
@@ -77,10 +82,10 @@ SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.write(); err != nil {
+		if err := c.write(c.key); err != nil {
 			t.Fatal(err)
 		}
-		if c.name == "another connection's submission" {
+		if c.foreign {
 			// A round sees the commit (the lookup below runs one).
 			if _, _, _, _, err := s.keys.lookup(ctx, h, "f"); err != nil {
 				t.Fatal(err)
@@ -88,6 +93,12 @@ SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
 		}
 		s.keys.fill(gen, h, g, "f", old) // too late
 		_, f, err := s.lookupCopied(ctx, h, "f")
+		if c.revoked {
+			if !errors.Is(err, formsapi.ErrInvalidKey) {
+				t.Errorf("%s: the next lookup got %v, want the key refused", c.name, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,6 +110,32 @@ SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
 		if !ok || f2 != f {
 			t.Errorf("%s: the copy holds %+v (%v), want %+v", c.name, f2, ok, f)
 		}
+	}
+}
+
+// TestKeyCopyNoRoundNoCopy: while a long write holds the store's gate
+// (here the test, as holdLong notes one), no round runs, and a lookup is
+// not answered from the copy: another connection's revocation committed
+// meanwhile holds.
+func TestKeyCopyNoRoundNoCopy(t *testing.T) {
+	ctx := context.Background()
+	s, key, _, other := copyFixture(t)
+	for range 2 { // copied
+		if _, err := s.Authorize(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.gate <- struct{}{}
+	end := s.keys.holdLong()
+	h := keyformat.Hash(key)
+	if _, err := other.ExecContext(ctx, `UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Authorize(ctx, key)
+	end()
+	<-s.gate
+	if !errors.Is(err, formsapi.ErrInvalidKey) {
+		t.Errorf("a key revoked by another connection during a long write: %v", err)
 	}
 }
 
