@@ -7,7 +7,10 @@
 # i mod n). Rows, each with a fresh set of nodes:
 #
 #   baseline      benchserver -mode static: a precomputed 100-item page
-#   sqlite        1 examples/server over SQLite (rate limits in memory)
+#   sqlite        1 examples/server over SQLite (rate limits in memory);
+#                 SQLITE_KEY_COPY=true|false gives it -sqlite-key-copy
+#                 (sqlitestore.WithKeyCopy; unset: the server's default,
+#                 on since issue 38)
 #   pg1-redis     1 node over PostgreSQL, rate limits in Redis (-redis)
 #   pg2-redis     2 nodes, the same
 #   pg3-redis     3 nodes, the same
@@ -142,6 +145,9 @@ SCHEMA=${SCHEMA:-formsapi_fleet}
 CACHE_MIB=${CACHE_MIB:-32}
 PER_FORM=${PER_FORM:-500}
 SEARCH_INDEX=${SEARCH_INDEX:-true}
+SQLITE_KEY_COPY=${SQLITE_KEY_COPY:-}
+KEY_COPY=()
+if [ -n "$SQLITE_KEY_COPY" ]; then KEY_COPY=(-sqlite-key-copy="$SQLITE_KEY_COPY"); fi
 RATE=(-rate-limit 10000000 -rate-window 1m -cache-mib "$CACHE_MIB" -search-index="$SEARCH_INDEX")
 source bench/lib.sh
 [ -n "$PG" ] || { echo "fleet.sh needs PostgreSQL: set PG to a DSN" >&2; exit 1; }
@@ -449,7 +455,7 @@ for row in $ROWS; do
     stop_server "$bs"
     ;;
   sqlite)
-    start_nodes sqlite 1 -db fleet.db "${RATE[@]}"
+    start_nodes sqlite 1 -db fleet.db "${RATE[@]}" "${KEY_COPY[@]}"
     LUAARGS=("$KEYS")
     measure sqlite 1 2 "$NODE_URL" -s "$LUA/fleet.lua"
     stop_nodes

@@ -107,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
 	notify := fs.Bool("notify", false, "with -postgres: listen for PostgreSQL's notices of changes on a connection of its own, so that a write through another node reaches a waiting sync request (wait=) at once rather than at the next check (pgstore.WithNotify; not through a pooler in transaction mode); see docs/fleet.md")
 	sharedRounds := fs.Bool("shared-rounds", false, "with -follow and -redis: share the rounds with the other nodes on the same Redis and -redis-prefix, one leader running them for all (pgstore.WithSharedRounds, pgstore/redisround); see docs/fleet.md")
+	keyCopy := fs.Bool("sqlite-key-copy", true, "over SQLite: answer key lookups from the store's copy after one check of the file for every waiting request (PRAGMA data_version), exact as a lookup per request (sqlitestore.WithKeyCopy); false looks every request's key up; see docs/stores.md")
 	cacheMiB := fs.Int("cache-mib", sqlitestore.DefaultCacheSize>>20, "read cache size in MiB, over SQLite and over PostgreSQL; 0 turns it off")
 	searchIndex := fs.Bool("search-index", true, "open the store with its search index (WithSearchIndex), so that q= costs its matches; the setting persists in the database, so false leaves a fresh database without the index but does not turn an existing index off")
 	sortIndex := fs.Bool("sort-index", false, "open the store with its sort index (WithSortIndex), so that sort=<field> is served (501 without it); it costs every write an entry per kept top-level member; the setting persists in the database, so false does not turn an existing index off")
@@ -216,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax, notify: *notify}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), keyCopy: *keyCopy, follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax, notify: *notify}
 	if *sharedRounds {
 		if *redisURL == "" || *follow < 0 {
 			return errors.New("-shared-rounds needs -follow and -redis")

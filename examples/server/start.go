@@ -25,6 +25,7 @@ type storeFlags struct {
 	searchIndex                     bool
 	sortIndex                       bool          // -sort-index: WithSortIndex
 	sortFields                      []string      // -sort-fields: WithSortIndex's fields (nil: every field)
+	keyCopy                         bool          // -sqlite-key-copy: sqlitestore.WithKeyCopy
 	follow                          time.Duration // -follow: negative for off
 	staleness                       time.Duration // -staleness, with -follow
 	roundBatch                      int           // -round-batch, with -follow
@@ -70,7 +71,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		}
 	}()
 	if f.dsn == "" {
-		opts := []sqlitestore.Option{sqlitestore.WithCacheSize(f.cacheMiB << 20), sqlitestore.WithLogger(logger)}
+		opts := []sqlitestore.Option{sqlitestore.WithCacheSize(f.cacheMiB << 20), sqlitestore.WithLogger(logger), sqlitestore.WithKeyCopy(f.keyCopy)}
 		if f.searchIndex { // as pgstore's below
 			opts = append(opts, sqlitestore.WithSearchIndex())
 		}
