@@ -269,3 +269,73 @@ func BenchmarkSummary(b *testing.B) {
 	defer raw.Close()
 	benchdata.RunSummary(b, s, raw, s, nil)
 }
+
+// BenchmarkKeyCopyBesideWriter measures cached first pages of 100 items
+// read by parallel clients while the store itself writes a submission to
+// another form every writeEvery (the copy's rounds wait for each write
+// on the write connection), with the key copy (on) and without it
+// (off): ns/op is the clients' wall time per request, cpu-ns/op the
+// process's CPU per request (the writer's included, the same in both),
+// waited/op the rounds that waited for a write, per request.
+//
+//	go test -run '^$' -bench KeyCopyBesideWriter -benchmem ./sqlitestore/
+func BenchmarkKeyCopyBesideWriter(b *testing.B) {
+	const writeEvery = 2 * time.Millisecond
+	for _, on := range []bool{true, false} {
+		name := map[bool]string{true: "on", false: "off"}[on]
+		b.Run(name, func(b *testing.B) {
+			s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), sqlitestore.WithKeyCopy(on))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := benchdata.Load(ctx, s, []int{1000, 1}, benchdata.Key, nil); err != nil {
+				b.Fatal(err)
+			}
+			h := formsapi.NewHandler(s, s)
+			target := "/v1/forms/" + benchdata.FormID(0) + "/submissions?limit=100"
+			done, finished := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(finished)
+				t := time.NewTicker(writeEvery)
+				defer t.Stop()
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					case <-t.C:
+					}
+					sub, m := benchdata.Submission(benchdata.FormID(1), 1+i)
+					if err := s.AddSubmission(ctx, sub, m); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+			st0, _ := s.KeyCopyStats()
+			cpu0 := processCPU()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r := httptest.NewRequest("GET", target, nil)
+					r.Header.Set("Authorization", "Bearer "+benchdata.Key)
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if w.Code != 200 {
+						b.Errorf("GET %s: %d", target, w.Code)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			close(done)
+			<-finished
+			if st, ok := s.KeyCopyStats(); ok {
+				b.ReportMetric(float64(st.Waited-st0.Waited)/float64(b.N), "waited/op")
+				b.ReportMetric(float64(st.Rounds-st0.Rounds)/float64(b.N), "rounds/op")
+			}
+		})
+	}
+}

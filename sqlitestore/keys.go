@@ -72,7 +72,8 @@ func (s *Store) AddKeyWith(ctx context.Context, key, accountID string, o formsap
 
 // ResolveKey returns the account that owns key, or an error wrapping
 // formsapi.ErrInvalidKey if the key is unknown, revoked or expired. A
-// revocation holds for the very next request: keys are never cached.
+// revocation holds for the very next request, with the key copy too
+// (see WithKeyCopy).
 func (s *Store) ResolveKey(ctx context.Context, key string) (string, error) {
 	g, _, err := s.authorize(ctx, key, "")
 	if err != nil {
@@ -97,9 +98,10 @@ func (s *Store) Authorize(ctx context.Context, key string) (formsapi.Grant, erro
 // AuthorizeForm is Authorize for the handler's fast path on a list of
 // formID: in the same statement it also looks up formID among the forms
 // of the key's account, for the page the handler reads next through this
-// store (see wire.Form). The key's row is read on every call, as
-// Authorize reads it, so revocation and expiry hold for the very next
-// request.
+// store (see wire.Form). It is answered as Authorize is, from the key
+// copy after a check of the file that started after the call (see
+// WithKeyCopy) or from the file, so revocation and expiry hold for the
+// very next request.
 func (s *Store) AuthorizeForm(ctx context.Context, key, formID string) (formsapi.Grant, wire.Form, error) {
 	g, f, err := s.authorize(ctx, key, formID)
 	if err != nil {

@@ -266,8 +266,9 @@ var (
 // change to its submissions, whoever commits it (this store, the host,
 // another process), and every request reads that version first, with the
 // ownership check it needs anyway. A write forgets only its own form's
-// pages. Keys are never cached: each request looks its key up, so a
-// revocation holds for the very next one.
+// pages. It also keeps a copy of its key lookups, answered after one
+// check of the file for all the requests waiting (see [WithKeyCopy]), so
+// a revocation holds for the very next request.
 //
 // The database runs in WAL mode, so readers never wait for the writer. WAL
 // keeps an index in shared memory (the -shm file), so the file must be on a
