@@ -25,7 +25,11 @@
 # (-bench.sort-index: WithSortIndex), reported as "sort index on", for
 # the fields of SORT_FIELDS (default company: one field of every
 # submission; "*" for every field, the index as it was before it took
-# field names).
+# field names). BASE_SEARCH=1 runs BASE a second way too, with its search
+# index on, reported as "base, search index on", and this tree's index-on
+# runs are then also compared with it (for a BASE that has the switch).
+# BENCHTIME (default 1s) is each run's -test.benchtime: a count of writes
+# such as 1536x runs every tree through the same number of folds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -40,13 +44,15 @@ for s in $STORES; do
   (cd "$OLD" && go test -c -o "$DIR/old-$s.test" "./$s/")
 done
 TREES="old new idx"
+[ -n "${BASE_SEARCH:-}" ] && TREES="old oix new idx"
 [ -n "${SORT:-}" ] && TREES="$TREES srt"
-run() { # TREE STORE (TREE: old, new, idx: new with the search index on, or srt: with the sort index on)
+run() { # TREE STORE (TREE: old, oix: old with the search index on, new, idx: new with the search index on, or srt: with the sort index on)
   local dir=$NEW bin=$1 flags=()
   [ "$1" = old ] && dir=$OLD
+  [ "$1" = oix ] && dir=$OLD bin=old flags=(-bench.search-index)
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
   [ "$1" = srt ] && bin=new flags=("-bench.sort-index=${SORT_FIELDS:-company}")
-  (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 "${flags[@]}") |
+  (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 -test.benchtime "${BENCHTIME:-1s}" "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }
 for i in $(seq "$COUNT"); do
@@ -69,7 +75,7 @@ median() {
 }
 for s in $STORES; do
   for t in $TREES; do
-    case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; srt) name="this tree, sort index on" ;; esac
+    case $t in old) name="$BASE (base)" ;; oix) name="$BASE (base), search index on" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; srt) name="this tree, sort index on" ;; esac
     n=$(awk -v t="$t" -v s="$s" '$1 == t && $2 == s' "$DIR/lines" | wc -l)
     pg=$(median pg-cpu-ns/op "$t" "$s")
     echo "| $s | $name | $n | $(median ns/op "$t" "$s") | $(median B/op "$t" "$s") | $(median allocs/op "$t" "$s") | $([ "$pg" = - ] && echo - || echo "$pg ns") |"
@@ -78,7 +84,7 @@ done
 echo
 for s in $STORES; do
   for t in ${TREES#old }; do
-    case $t in new) what="search index off" ;; idx) what="search index on" ;; srt) what="sort index on" ;; esac
+    case $t in oix) what="base's search index on" ;; new) what="search index off" ;; idx) what="search index on" ;; srt) what="sort index on" ;; esac
     for unit in ns/op allocs/op B/op pg-cpu-ns/op; do
       o=$(median "$unit" old "$s") n=$(median "$unit" "$t" "$s")
       [ "$o" = - ] && continue
@@ -88,4 +94,13 @@ for s in $STORES; do
       echo "$s $unit, $what: this tree / base = $(awk -v a="$n" -v b="$o" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }'), median of the rounds' ratios $paired"
     done
   done
+  if [ -n "${BASE_SEARCH:-}" ]; then
+    for unit in ns/op pg-cpu-ns/op; do
+      o=$(median "$unit" oix "$s") n=$(median "$unit" idx "$s")
+      [ "$o" = - ] && continue
+      paired=$(awk -v s="$s" -v unit="$unit" '$2 == s { for (i = 4; i <= NF; i++) if ($i == unit) v[$1, ++k[$1]] = $(i-1) }
+        END { for (j = 1; j <= k["idx"] && j <= k["oix"]; j++) if (v["oix", j] > 0) printf "%.3f %.3f\n", v["idx", j] / v["oix", j], (v["oix", j] > v["old", j] ? (v["idx", j] - v["new", j]) / (v["oix", j] - v["old", j]) : 0) }' "$DIR/lines")
+      echo "$s $unit, search index on, this tree / base with its index on, and the index's share (on - off) this tree / base, each round: $(echo "$paired" | tr '\n' ';')"
+    done
+  fi
 done
