@@ -108,12 +108,12 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 			return &stored.ItemError{Item: i, Form: r.FormID, Err: formsapi.ErrFormNotFound}
 		}
 		i++
-		if on && i%foldAt == 0 {
+		if on && int64(i)%s.foldAt == 0 {
 			var n int
 			if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil {
 				return err
 			}
-			if n >= foldAt {
+			if int64(n) >= s.foldAt {
 				if err := foldTail(ctx, conn); err != nil {
 					return err
 				}

@@ -276,7 +276,7 @@ func TestFoldFailureLogged(t *testing.T) {
 	is := is.New(t)
 	path := dbPath(t)
 	var log bytes.Buffer
-	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
+	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
 	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "folds"}))
 	db := hostDB(t, path)
 	// The fault: the fold's emptying of the tail refused.
@@ -297,8 +297,8 @@ func TestFoldFailureLogged(t *testing.T) {
 		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "folds", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"needle"}`, n))}, formsapi.Metadata{}))
 	}
 	n := 0
-	for ; n < sqlitestore.FoldAt+40; n++ {
-		add(n) // every write past FoldAt folds, and fails
+	for ; n < testFold+40; n++ {
+		add(n) // every write past the fold's size folds, and fails
 	}
 	var tail int
 	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))

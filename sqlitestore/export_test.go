@@ -216,6 +216,9 @@ var SortSQL = map[string]string{
 // folds it (migration 0022).
 const FoldAt = foldAt
 
+// WithFoldAt makes a store fold the tail at n rows instead of FoldAt.
+func WithFoldAt(n int) Option { return withFoldAt(n) }
+
 // FoldTail folds the unfolded tail in a transaction of db's, as a write
 // that finds it full does (migration 0022).
 func FoldTail(ctx context.Context, db *sql.DB) error {

@@ -20,7 +20,8 @@ import (
 // The posting blocks of search's trigram entries (migration 0022).
 const (
 	// foldAt is the number of rows of formsapi_find_tail at which a
-	// write folds the tail into the blocks.
+	// write folds the tail into the blocks (a store's foldAt field;
+	// the tests set a smaller one, see withFoldAt).
 	foldAt = 256
 	// blockMax is the most entries a block holds (16 bytes each: a row
 	// of formsapi_find_blocks stays within its page).
@@ -559,7 +560,7 @@ const tailReadEvery = 16
 // tailReadEvery writes: so a fold waits for at most that many writes of
 // each other writer of the file.
 func (s *Store) foldIfFull(ctx context.Context) error {
-	if s.tailGuess.Add(1) < foldAt && s.tailUnread.Add(1) < tailReadEvery {
+	if s.tailGuess.Add(1) < s.foldAt && s.tailUnread.Add(1) < tailReadEvery {
 		return nil
 	}
 	s.tailUnread.Store(0)
@@ -569,12 +570,12 @@ func (s *Store) foldIfFull(ctx context.Context) error {
 		return fmt.Errorf("fold: count the tail: %w", err)
 	}
 	s.tailGuess.Store(int64(n))
-	if n < foldAt {
+	if int64(n) < s.foldAt {
 		return nil
 	}
 	return s.immediate(ctx, func(conn *sql.Conn) error {
 		// Another writer may have folded it meanwhile.
-		if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil || n < foldAt {
+		if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil || int64(n) < s.foldAt {
 			return err
 		}
 		if err := foldTail(ctx, conn); err != nil {

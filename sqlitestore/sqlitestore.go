@@ -64,6 +64,22 @@ type config struct {
 	quiet        bool          // WithLogger(nil)
 	waitCheck    time.Duration // see WithWaitCheck; 0: DefaultWaitCheck
 	noKeyCopy    bool          // see WithKeyCopy
+	foldAt       int           // see withFoldAt; 0: foldAt
+}
+
+// withFoldAt folds the search index's tail at n rows instead of foldAt:
+// for tests, which walk a fold's every step with a few dozen writes
+// instead of hundreds (export_test.go's WithFoldAt).
+func withFoldAt(n int) Option {
+	return func(c *config) { c.foldAt = n }
+}
+
+// foldAtRows is the fold's size the config asks for.
+func (c *config) foldAtRows() int64 {
+	if c.foldAt > 0 {
+		return int64(c.foldAt)
+	}
+	return foldAt
 }
 
 // Option configures a store from Open or New.
@@ -220,6 +236,9 @@ type Store struct {
 	// count it last read, plus its writes since; tailUnread is its writes
 	// since it last read the count (see foldIfFull).
 	tailGuess, tailUnread atomic.Int64
+	// foldAt is the tail's rows at which a write folds it: the constant
+	// foldAt but in tests (withFoldAt).
+	foldAt int64
 	// progress is the store's logger (see WithLogger): its start's, and
 	// a fold that fails after a write (see noteFold).
 	progress *stored.Progress
@@ -309,7 +328,7 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
-	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now, keep: cfg.keep, gate: make(chan struct{}, 1)}
+	s := &Store{write: write, owned: true, limits: cfg.limits, now: cfg.now, keep: cfg.keep, gate: make(chan struct{}, 1), foldAt: cfg.foldAtRows()}
 	s.used = keyuse.New(cfg.usedInterval, cfg.now, s.writeUses)
 	fail := func(err error) (*Store, error) {
 		s.Close()
@@ -416,7 +435,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
-	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1), progress: progress}
+	s := &Store{write: db, read: db, limits: cfg.limits, now: cfg.now, keep: cfg.keep, secret: secret, gate: make(chan struct{}, 1), progress: progress, foldAt: cfg.foldAtRows()}
 	s.searchOn.Store(on)
 	s.sortOn.Store(sorted)
 	s.cache = pagecache.New(cfg.cacheBytes) // exact here too: the triggers see the host's writes

@@ -16,6 +16,13 @@ import (
 	"github.com/matryer/is"
 )
 
+// testFold is the fold's size of the tests that walk folds: a store
+// folds at sqlitestore.FoldAt rows (256), which under -race made these
+// tests some of the package's longest; a fold of 64 takes every step a
+// fold of 256 takes (a common trigram's entries still fill blocks of
+// 56, late commits land among them), with a quarter of the writes.
+const testFold = 64
+
 // tailState reads the unfolded tail of the search index (migration 0017):
 // the rows in it, the rows with trigram entries, and the rows in both,
 // which must be none.
@@ -70,14 +77,14 @@ func walkAll(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []in
 
 // TestSearchTailFolds: with the search index on, a write puts its
 // submission in the unfolded tail, not its trigram entries, until the
-// tail reaches FoldAt rows (256), whose write folds them all into the index at
+// tail reaches its fold's size (testFold rows here), whose write folds them all into the index at
 // once; a search finds every match at every step, each once, and in its
 // exact total, whichever side a match is on, and so does a filter, whose
 // entries every write inserts at once; a deleted row leaves its side; no
 // row is ever in the tail and folded.
 func TestSearchTailFolds(t *testing.T) {
 	is := is.New(t)
-	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold))
 	db := sqlitestore.ReadDB(s)
 	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "tail"}))
 	var want []int // the n of the matches, oldest first
@@ -113,7 +120,7 @@ func TestSearchTailFolds(t *testing.T) {
 			is.Equal(total, formsapi.Total{Value: int64(len(want)), Kind: find.Exact}) // the exact count sees both sides
 		}
 	}
-	const fold = sqlitestore.FoldAt
+	const fold = testFold
 	for n := range fold - 1 {
 		add(n)
 	}
@@ -208,12 +215,12 @@ SELECT seq, feed_last + 1, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_fo
 // both ways, a page at a time.
 func TestSearchBlocksOutOfOrder(t *testing.T) {
 	is := is.New(t)
-	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex())
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold))
 	db := sqlitestore.ReadDB(s)
 	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "late"}))
 	base := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
-	n := 3*sqlitestore.FoldAt + 17
-	var want []int // the n of the matches left, oldest first
+	n := 3*testFold + 17 // a common trigram's entries in four blocks
+	var want []int       // the n of the matches left, oldest first
 	for i := range n {
 		// A permutation of the times: each write's time is far from the
 		// one before it, before or after.
