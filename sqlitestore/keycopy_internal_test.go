@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -179,5 +180,38 @@ func TestKeyCopyLongWrites(t *testing.T) {
 	}
 	if _, err := s.Authorize(ctx, key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeyCopyNewWriteConnection: data_version is the write connection's
+// own count, and a connection opened anew starts it again, so a value
+// equal to the last round's proves nothing when the connection is
+// another. database/sql replaces the write connection when it finds it
+// unusable (modernc.org/sqlite's IsValid is false after an interrupted
+// statement: a request that gave up during a write or a round); here the
+// test discards it as the driver would. Another connection's revocation
+// made before the new connection's first round holds.
+func TestKeyCopyNewWriteConnection(t *testing.T) {
+	ctx := context.Background()
+	s, key, _, other := copyFixture(t)
+	for range 2 { // copied
+		if _, err := s.Authorize(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The driver's verdict on a connection it cannot trust: database/sql
+	// closes it, and opens another for the next statement.
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+	h := keyformat.Hash(key)
+	if _, err := other.ExecContext(ctx, `UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authorize(ctx, key); !errors.Is(err, formsapi.ErrInvalidKey) {
+		t.Errorf("a key revoked by another connection after the write connection was replaced: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -284,5 +285,47 @@ func TestKeyCopyIsExactUnderConcurrentWrites(t *testing.T) {
 	t.Logf("%d answers checked; key copy: %+v", served.Load(), st)
 	if st.Hits == 0 {
 		t.Error("no request was answered from the copy: the test proves nothing")
+	}
+}
+
+// TestKeyCopyWriteGivenUp: a write whose request gave up while it waited
+// for the file's lock (another process's transaction) leaves the store's
+// write connection interrupted, and database/sql opens another, whose
+// data_version starts again; a revocation by the host's SQL after it
+// holds for the next request, though the copy answered the key before.
+func TestKeyCopyWriteGivenUp(t *testing.T) {
+	t.Parallel()
+	path, s, key := newTenant(t)
+	list := "/v1/forms/f2/submissions?limit=2"
+	served(t, s, key, list)
+	host := hostDB(t, path)
+	conn, err := host.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil { // the file's write lock
+		t.Fatal(err)
+	}
+	// The write waits for the lock (busy_timeout, 5 s) and its request
+	// gives up meanwhile: the driver interrupts the statement.
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = s.AddSubmission(wctx, formsapi.Submission{FormID: "f1", Data: []byte(`{"n":1}`), CreatedAt: t0}, formsapi.Metadata{})
+	if err == nil {
+		t.Fatal("the write took the lock another connection holds")
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	h := keyformat.Hash(key)
+	if _, err := host.ExecContext(ctx, `UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := get(t, s, key, list); code != 401 {
+		t.Errorf("a key revoked by the host after a write was given up: %d", code)
+	}
+	if _, err := s.Authorize(ctx, key); !errors.Is(err, formsapi.ErrInvalidKey) {
+		t.Errorf("Authorize of the revoked key: %v", err)
 	}
 }
