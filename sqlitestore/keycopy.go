@@ -3,7 +3,10 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/formsapi/formsapi/internal/coalesce"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -21,7 +24,9 @@ import (
 // after a check of the file that started after the request arrived,
 // PRAGMA data_version on the store's one write connection, which
 // changes exactly when another connection (another process, the host's
-// SQL) has committed; a change empties the copy. One check serves every
+// SQL) has committed; a change empties the copy, and so does a new write
+// connection (database/sql opens one when the driver finds the last
+// unusable), whose count starts again. One check serves every
 // request that waits while the one before it runs. The store's own
 // writes change the copy themselves, before they commit: a submission
 // added or deleted drops its form's entry, any other write of keys or
@@ -60,8 +65,15 @@ const maxCopied = 1 << 16
 // the copy only if nothing it covers was marked since the lookup began
 // (gen): a lookup that read the file before a commit, own or foreign,
 // never lands after that commit's mark.
+//
+// data_version is a count of the connection's own, and a connection
+// opened anew starts it again: a round compares it with the last only on
+// the same connection (conns, the write connections opened so far, the
+// same before and after its check and as the last round's).
 type keyCopy struct {
-	check  *sql.Stmt // PRAGMA data_version, on the write connection
+	check  *sql.Stmt      // PRAGMA data_version, on the write connection
+	conns  *atomic.Uint64 // write connections opened (openCounted)
+	conn   uint64         // conns as the last round read it
 	gate   chan struct{}
 	rounds coalesce.Batcher[round]
 
@@ -103,8 +115,8 @@ type copied struct {
 // copy may answer it.
 type round struct{ ok bool }
 
-func newKeyCopy(check *sql.Stmt, gate chan struct{}) *keyCopy {
-	c := &keyCopy{check: check, gate: gate, kick: make(chan struct{}), grants: map[[32]byte]grant{}, forms: map[string]copied{},
+func newKeyCopy(check *sql.Stmt, gate chan struct{}, conns *atomic.Uint64) *keyCopy {
+	c := &keyCopy{check: check, conns: conns, gate: gate, kick: make(chan struct{}), grants: map[[32]byte]grant{}, forms: map[string]copied{},
 		formAt: map[string]uint64{}, writingForm: map[string]int{}}
 	c.rounds = coalesce.Batcher[round]{Run: c.runRound, Max: 1 << 20}
 	return c
@@ -120,18 +132,27 @@ func (c *keyCopy) runRound(ctx context.Context, batch []*round) {
 		return // every call's ok stays false
 	}
 	var v int64
+	before := c.conns.Load()
 	err := c.check.QueryRowContext(ctx).Scan(&v)
+	after := c.conns.Load()
 	<-c.gate
 	if err != nil {
 		return
 	}
 	c.mu.Lock()
 	c.stats.Rounds++
-	if !c.primed || v != c.seen {
-		// Another connection committed since the last round (or this is
-		// the first): whatever the copy holds may be old.
+	switch {
+	case before != after:
+		// A connection was opened for the check: which one v is of is
+		// not known. The copy goes, and the next round starts afresh.
 		c.clearLocked()
-		c.seen, c.primed = v, true
+		c.primed = false
+	case !c.primed || v != c.seen || after != c.conn:
+		// Another connection committed since the last round, or the
+		// write connection is another (its count started again), or this
+		// is the first: whatever the copy holds may be old.
+		c.clearLocked()
+		c.seen, c.conn, c.primed = v, after, true
 	}
 	c.mu.Unlock()
 	for _, r := range batch {
@@ -345,4 +366,41 @@ func (s *Store) KeyCopyStats() (KeyCopyStats, bool) {
 	s.keys.mu.Lock()
 	defer s.keys.mu.Unlock()
 	return s.keys.stats, true
+}
+
+// countedConnector opens connections with drv and counts them: see
+// openCounted.
+type countedConnector struct {
+	dsn    string
+	drv    driver.Driver
+	opened atomic.Uint64
+}
+
+// Connect opens a connection, and counts it.
+func (c *countedConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := c.drv.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	c.opened.Add(1)
+	return conn, nil
+}
+
+// Driver returns the driver Connect uses.
+func (c *countedConnector) Driver() driver.Driver { return c.drv }
+
+// openCounted is sql.Open("sqlite", dsn) with a count of the connections
+// the handle has opened so far, the key copy's way of knowing that the
+// write connection is still the one whose data_version it saw.
+func openCounted(dsn string) (*sql.DB, *atomic.Uint64, error) {
+	probe, err := sql.Open("sqlite", dsn) // opens no connection: only finds the driver
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the driver: %w", err)
+	}
+	drv := probe.Driver()
+	if err := probe.Close(); err != nil {
+		return nil, nil, fmt.Errorf("open the driver: %w", err)
+	}
+	c := &countedConnector{dsn: dsn, drv: drv}
+	return sql.OpenDB(c), &c.opened, nil
 }

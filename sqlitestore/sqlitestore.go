@@ -321,7 +321,12 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// secure_delete: deleted rows (DeleteSubmission, DeleteForm, Erase, an
 	// erasure must not leave a respondent's data in free pages) are
 	// overwritten with zeros. It costs writes only when rows are deleted.
-	write, err := sql.Open("sqlite", uri+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"+
+	//
+	// The connection is counted (writeConns): the key copy's check,
+	// PRAGMA data_version, is a connection's own, and database/sql opens
+	// another when it finds the one it has unusable (after an interrupted
+	// statement, say), whose count starts again.
+	write, writeConns, err := openCounted(uri + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=secure_delete(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
@@ -388,7 +393,7 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return fail(err)
 		}
 		s.stmts = append(s.stmts, check)
-		s.keys = newKeyCopy(check, s.gate)
+		s.keys = newKeyCopy(check, s.gate, writeConns)
 	}
 	s.cache = pagecache.New(cfg.cacheBytes)
 	s.used.Start()
