@@ -3,6 +3,9 @@ package pgstore_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +141,132 @@ func TestNotifyLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	until("after the lease was set back")
+}
+
+// frozenProxy forwards TCP connections to target until freeze, which
+// stops the connections open then from carrying anything, either way,
+// without closing them (a peer gone without a word: a host that died, a
+// firewall that dropped the connection's state); those opened after it
+// forward as before.
+type frozenProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	open   []chan struct{} // closed when the connection freezes
+}
+
+func newFrozenProxy(t *testing.T, target string) *frozenProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &frozenProxy{ln: ln, target: target}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			frozen := make(chan struct{})
+			p.mu.Lock()
+			p.open = append(p.open, frozen)
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				defer dst.Close()
+				defer src.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					select {
+					case <-frozen:
+						<-done // holds the connection, carries nothing
+						return
+					default:
+					}
+					if n > 0 {
+						if _, werr := dst.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	return p
+}
+
+// freeze stops the connections open now.
+func (p *frozenProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.open {
+		close(f)
+	}
+	p.open = nil
+}
+
+// TestNotifyListenerHangs: the listening connection stops carrying
+// anything without closing (its peer gone without a word), while the
+// store's pool still works. The node must notice that it no longer
+// listens and listen again, so that another node's write wakes its
+// waiter, rather than renew the lease through its pool for ever while
+// its notices go nowhere (every writer paying for them, and the waiter
+// woken only at the check's interval, here an hour).
+func TestNotifyListenerHangs(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newFrozenProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	s := mustOpenIn(t, dsn, schema, pgstore.WithWaitCheck(time.Hour), pgstore.WithNotify(u.String()), pgstore.WithNoticeRenew(100*time.Millisecond))
+	other := mustOpenIn(t, dsn, schema)
+	if err := s.AddForm(ctx, "acct", formsapi.Form{ID: "f", Title: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := formsapi.NewKey()
+	if err := s.AddKey(ctx, key, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if c, _, _, _ := pgstore.Notices(s); c > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not listen in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the listener's connection, not for time to pass
+	}
+	p.freeze()
+
+	hub := pgstore.WaitHub(s)
+	w := hub.Watch("f", pgstore.KeyHash(key), 0)
+	defer w.Release()
+	if err := hub.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: json.RawMessage(`{}`)}, formsapi.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Form:
+	case <-time.After(30 * time.Second):
+		c, r, f, _ := pgstore.Notices(s)
+		t.Fatalf("another node's submission woke no waiter in 30 s after the listening connection hung (listener: %d connections, %d notices, %d failures)", c, r, f)
+	}
 }
