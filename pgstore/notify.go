@@ -27,8 +27,9 @@ import (
 // transaction mode (PgBouncer) does not deliver notices to a session:
 // give a DSN that reaches PostgreSQL directly. The connection is made in
 // the background and made again, with a growing pause of up to 5 s,
-// whenever it fails; Open and New do not wait for it. It panics if dsn
-// cannot be parsed.
+// whenever it fails, or does not answer the ping it gets every 20 s
+// (a peer gone without a word); Open and New do not wait for it. It
+// panics if dsn cannot be parsed.
 func WithNotify(dsn string) Option {
 	var cc *pgx.ConnConfig
 	if dsn != "" {
@@ -133,8 +134,15 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 		expired := wctx.Err() != nil // before cancel, which sets it
 		cancel()
 		if err != nil && ctx.Err() == nil && expired && !conn.IsClosed() {
-			// The time to renew, not a failure: the connection stays.
-			if err := s.renewNotices(ctx); err != nil {
+			// The time to renew, not a failure: the connection stays, if
+			// it still answers. A wait for notices sends nothing, and a
+			// connection whose peer is gone without a word (a host that
+			// died, a firewall that dropped its state) would wait for
+			// ever while the pool renewed the lease: writers notifying
+			// for no one, this node's waiters left to the interval. So
+			// the connection answers a ping, within renew, before the
+			// lease is renewed, or is made again.
+			if err := s.pingAndRenew(ctx, conn, renew); err != nil {
 				return true
 			}
 			renewed = time.Now()
@@ -146,6 +154,17 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 		s.notices.received.Add(1)
 		s.wait.Poke()
 	}
+}
+
+// pingAndRenew checks that the listening connection conn still answers
+// and renews the lease, each within bound.
+func (s *Store) pingAndRenew(ctx context.Context, conn *pgx.Conn, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	if err := conn.Ping(ctx); err != nil {
+		return err
+	}
+	return s.renewNotices(ctx)
 }
 
 // noticeRenew is how often a listening store renews the lease that
