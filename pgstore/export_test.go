@@ -227,6 +227,10 @@ func WithNoticeRenew(d time.Duration) Option {
 	return func(c *config) { c.noticeRenew = d }
 }
 
+// NoticeTicks returns how many renewal periods a store made WithNotify's
+// listener has passed while listening.
+func NoticeTicks(s *Store) uint64 { return s.notices.ticks.Load() }
+
 // Notices returns what a store made WithNotify's listener did:
 // connections made, notices received, failures; and the process ID of
 // its listening backend (0 before the first).

@@ -45,6 +45,7 @@ func WithNotify(dsn string) Option {
 // notices counts what the listener did, for tests.
 type notices struct {
 	connects, received, failures atomic.Uint64
+	ticks                        atomic.Uint64 // renewal periods passed while listening
 	pid                          atomic.Uint32 // the listening backend's
 }
 
@@ -145,6 +146,7 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 			if err := s.pingAndRenew(ctx, conn, renew); err != nil {
 				return true
 			}
+			s.notices.ticks.Add(1)
 			renewed = time.Now()
 			continue
 		}

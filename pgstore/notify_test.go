@@ -270,3 +270,58 @@ func TestNotifyListenerHangs(t *testing.T) {
 		t.Fatalf("another node's submission woke no waiter in 30 s after the listening connection hung (listener: %d connections, %d notices, %d failures)", c, r, f)
 	}
 }
+
+// TestNotifyLeaseFollowsWaiters: a notifying commit takes a lock that
+// every other notifying commit of the cluster waits for, so writers
+// notify only while a listening node has a request waiting, not merely
+// while it listens. A listening node with no waiter leaves the lease
+// behind PostgreSQL's clock through its renewals; a waiter brings it
+// ahead before Watch returns (so that a write after it notifies), and
+// once no one waits it is renewed no more.
+func TestNotifyLeaseFollowsWaiters(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	s := mustOpenIn(t, dsn, schema, pgstore.WithWaitCheck(time.Hour), pgstore.WithNotify(""), pgstore.WithNoticeRenew(50*time.Millisecond))
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	settings := pgx.Identifier{schema, "formsapi_settings"}.Sanitize()
+	ahead := func() bool {
+		t.Helper()
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT value > extract(epoch FROM now()) FROM `+settings+` WHERE name = 'notify_until'`).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	// ticks waits for n more of the listener's renewal periods.
+	ticks := func(n uint64) {
+		t.Helper()
+		from := pgstore.NoticeTicks(s)
+		for deadline := time.Now().Add(30 * time.Second); pgstore.NoticeTicks(s) < from+n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the listener passed %d of %d renewal periods in 30 s", pgstore.NoticeTicks(s)-from, n)
+			}
+			time.Sleep(10 * time.Millisecond) // polling for the listener's periods, not for time to pass
+		}
+	}
+	ticks(3)
+	if ahead() {
+		t.Fatal("the lease is ahead while the listening node has no waiter: every writer notifies for no one")
+	}
+	key, _ := formsapi.NewKey()
+	w := pgstore.WaitHub(s).Watch("f", pgstore.KeyHash(key), 0)
+	if !ahead() {
+		t.Fatal("a waiter registered, and the lease is not ahead: a write after it sends no notice")
+	}
+	w.Release()
+	if _, err := conn.Exec(ctx, `UPDATE `+settings+` SET value = 0 WHERE name = 'notify_until'`); err != nil {
+		t.Fatal(err)
+	}
+	ticks(3)
+	if ahead() {
+		t.Error("the lease was renewed after the last waiter left")
+	}
+}
