@@ -42,12 +42,23 @@ func WithNotify(dsn string) Option {
 	return func(c *config) { c.notify, c.notifyConn, c.noticeRenew = true, cc, noticeRenew }
 }
 
-// notices counts what the listener did, for tests.
+// notices counts what the listener did, for tests, and keeps the state
+// the lease's renewals share.
 type notices struct {
 	connects, received, failures atomic.Uint64
 	ticks                        atomic.Uint64 // renewal periods passed while listening
 	pid                          atomic.Uint32 // the listening backend's
+
+	listening atomic.Bool  // the listener's connection listens
+	renewed   atomic.Int64 // a renewal's last start, as sinceStart()+1; 0: none
 }
+
+// processStart is what sinceStart measures from, on the monotonic clock.
+var processStart = time.Now()
+
+// sinceStart is the time since processStart in nanoseconds, plus one,
+// so that 0 may mean never.
+func sinceStart() int64 { return int64(time.Since(processStart)) + 1 }
 
 // startNotify starts the listener when cfg asks for it.
 func (s *Store) startNotify(cfg config) {
@@ -69,8 +80,12 @@ func (s *Store) startNotify(cfg config) {
 	if s.closing.Err() != nil {
 		return
 	}
+	renew := cfg.noticeRenew
+	// The lease follows the waiters: a waiter that finds the hub empty
+	// brings it ahead before it reads its page (see wantNotices).
+	s.wait.SetFirstHook(func() { s.wantNotices(renew) })
 	s.background.Add(1)
-	go s.listenNotices(cc, cfg.noticeRenew)
+	go s.listenNotices(cc, renew)
 }
 
 // maxNoticePause bounds the pause before the listener connects again.
@@ -120,10 +135,15 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 		return false
 	}
 	// Writers notify while the lease is ahead of their clock: renewed
-	// now, before the poke, and every renew while this connection
-	// listens.
-	if err := s.renewNotices(ctx); err != nil {
-		return false
+	// now if a request waits, before the poke, and every renew while
+	// this connection listens and a request waits (and by wantNotices
+	// when one comes).
+	s.notices.listening.Store(true)
+	defer s.notices.listening.Store(false)
+	if s.waiting() {
+		if err := s.renewNotices(ctx); err != nil {
+			return false
+		}
 	}
 	s.notices.pid.Store(conn.PgConn().PID())
 	s.notices.connects.Add(1)
@@ -141,9 +161,13 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 			// died, a firewall that dropped its state) would wait for
 			// ever while the pool renewed the lease: writers notifying
 			// for no one, this node's waiters left to the interval. So
-			// the connection answers a ping, within renew, before the
-			// lease is renewed, or is made again.
-			if err := s.pingAndRenew(ctx, conn, renew); err != nil {
+			// the connection answers a ping, within renew (a second at
+			// least), before the lease is renewed, or is made again.
+			// And the lease is renewed only while a request waits: a
+			// notifying commit takes a lock that every other notifying
+			// commit of the cluster waits for, so concurrent writers
+			// commit one at a time while notices are sent.
+			if err := s.pingAndRenew(ctx, conn, max(renew, time.Second)); err != nil {
 				return true
 			}
 			s.notices.ticks.Add(1)
@@ -159,14 +183,50 @@ func (s *Store) listenOnce(cc *pgx.ConnConfig, renew time.Duration) (listened bo
 }
 
 // pingAndRenew checks that the listening connection conn still answers
-// and renews the lease, each within bound.
+// and, if a request waits, renews the lease, each within bound.
 func (s *Store) pingAndRenew(ctx context.Context, conn *pgx.Conn, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if err := conn.Ping(ctx); err != nil {
 		return err
 	}
+	if !s.waiting() {
+		return nil
+	}
 	return s.renewNotices(ctx)
+}
+
+// waiting reports whether a request waits on the store's hub.
+func (s *Store) waiting() bool {
+	forms, keys := s.wait.Waiting()
+	return forms+keys > 0
+}
+
+// maxWantWait bounds the renewal a waiter makes (wantNotices).
+const maxWantWait = 5 * time.Second
+
+// wantNotices is the hub's first hook (feedwait.Hub.SetFirstHook): a
+// request waits where none did, before it reads its page. Unless the
+// lease was renewed (or a renewal began) within renew, when it is still
+// 40 s ahead at least, it is renewed now, so that a write committed
+// after the waiter's read notifies; then the check is poked for what
+// committed before the renewal. Nothing while the listener does not
+// listen: no one would hear the notices. One waiter renews at a time;
+// the others, which registered after it, go on (a write they miss meanwhile
+// reaches them at the check's interval, as a lost notice does).
+func (s *Store) wantNotices(renew time.Duration) {
+	if !s.notices.listening.Load() {
+		return
+	}
+	last := s.notices.renewed.Load()
+	if last != 0 && sinceStart()-last < int64(renew) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.closing, maxWantWait)
+	defer cancel()
+	if s.renewNoticesIf(ctx, last) {
+		s.wait.Poke()
+	}
 }
 
 // noticeRenew is how often a listening store renews the lease that
@@ -177,8 +237,24 @@ const noticeRenew = 20 * time.Second
 // renewNotices moves the lease a minute ahead (never back: another node
 // may have moved it further).
 func (s *Store) renewNotices(ctx context.Context) error {
+	s.notices.renewed.Store(sinceStart())
+	return s.execRenewal(ctx)
+}
+
+// execRenewal is the lease's renewal statement.
+func (s *Store) execRenewal(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, `UPDATE `+qualify(s.schema, "formsapi_settings")+` SET value = greatest(value, extract(epoch FROM now())::bigint + 60) WHERE name = 'notify_until'`)
 	return err
+}
+
+// renewNoticesIf is renewNotices unless another renewal began since
+// last (notices.renewed as the caller read it): it reports whether it
+// renewed the lease.
+func (s *Store) renewNoticesIf(ctx context.Context, last int64) bool {
+	if !s.notices.renewed.CompareAndSwap(last, sinceStart()) {
+		return false
+	}
+	return s.execRenewal(ctx) == nil
 }
 
 // noticeChannel is the channel of the notices of the schema whose

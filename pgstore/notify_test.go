@@ -93,11 +93,12 @@ func TestWaitNotify(t *testing.T) {
 	}
 }
 
-// TestNotifyLease: writers notify only while some node listens. A
-// store without WithNotify leaves the lease at 0, so its writes send no
-// notice; a store made WithNotify moves it ahead of PostgreSQL's clock
-// as it starts listening, and renews it: set back to 0 behind its back,
-// it is ahead again at the next renewal (every 50 ms here).
+// TestNotifyLease: writers notify only while some node listens and a
+// request waits there. A store without WithNotify leaves the lease at 0,
+// so its writes send no notice; a store made WithNotify with a request
+// waiting moves it ahead of PostgreSQL's clock, and renews it: set back
+// to 0 behind its back, it is ahead again at the next renewal (every
+// 50 ms here).
 func TestNotifyLease(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.Schema(t)
@@ -119,7 +120,10 @@ func TestNotifyLease(t *testing.T) {
 	if ok, err := ahead(); err != nil || ok {
 		t.Fatalf("without a listening store: lease ahead %t (%v), want false", ok, err)
 	}
-	mustOpenIn(t, dsn, schema, pgstore.WithNotify(""), pgstore.WithNoticeRenew(50*time.Millisecond))
+	listening := mustOpenIn(t, dsn, schema, pgstore.WithNotify(""), pgstore.WithNoticeRenew(50*time.Millisecond))
+	key, _ := formsapi.NewKey()
+	w := pgstore.WaitHub(listening).Watch("f", pgstore.KeyHash(key), 0)
+	defer w.Release()
 	until := func(what string) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; {

@@ -61,6 +61,7 @@ type Hub struct {
 	done    chan struct{} // closed by Close
 	closed  bool
 	blocked func() // tests: called by Watch.Blocked
+	first   func() // SetFirstHook: called by Watch when the hub held no waiter
 
 	checks, woken uint64 // counts, for Stats
 }
@@ -101,7 +102,20 @@ type Watch struct {
 // holding the key whose hash is key. The caller must Release it.
 func (h *Hub) Watch(formID string, key [32]byte, after int64) *Watch {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	first := h.first
+	if len(h.forms) > 0 || len(h.keys) > 0 {
+		first = nil
+	}
+	w := h.watch(formID, key, after)
+	h.mu.Unlock()
+	if first != nil {
+		first()
+	}
+	return w
+}
+
+// watch is Watch with h.mu held, but for the first hook.
+func (h *Hub) watch(formID string, key [32]byte, after int64) *Watch {
 	w := &Watch{h: h, form: formID, key: key, Done: h.done}
 	f := h.forms[formID]
 	if f == nil {
@@ -231,6 +245,18 @@ func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return Stats{Checks: h.checks, Woken: h.woken}
+}
+
+// SetFirstHook sets f, which Watch calls when it registers a waiter
+// with a hub that held none (none waited, or those that did were all
+// woken), after the registration and before it returns: so before the
+// waiter reads its page. pgstore's WithNotify brings its lease ahead
+// there, so that writers notify only while some request waits. f must
+// not call the hub's methods that wait for a check.
+func (h *Hub) SetFirstHook(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.first = f
 }
 
 // SetBlockedHook sets a function Watch.Blocked calls (tests).
