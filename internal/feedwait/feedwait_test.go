@@ -167,3 +167,39 @@ func TestPokeRunsTheCheckNow(t *testing.T) {
 		t.Fatalf("%d checks after one poke, want 1", n)
 	}
 }
+
+// TestFirstHook: the hook runs when a watch registers with a hub that
+// held no waiter, after the registration (a waiter then waits) and
+// before Watch returns; not for a watch beside another; again once the
+// others were released or woken.
+func TestFirstHook(t *testing.T) {
+	t.Parallel()
+	h := New(nil, 0, 0)
+	calls, waitingAtCall := 0, 0
+	h.SetFirstHook(func() {
+		calls++
+		forms, _ := h.Waiting()
+		waitingAtCall = forms
+	})
+	var k [32]byte
+	a := h.Watch("f", k, 0)
+	if calls != 1 || waitingAtCall != 1 {
+		t.Fatalf("first watch: %d calls, %d waiting at the call; want 1, 1", calls, waitingAtCall)
+	}
+	b := h.Watch("g", k, 0)
+	if calls != 1 {
+		t.Fatalf("a watch beside another called the hook")
+	}
+	a.Release()
+	b.Release()
+	c := h.Watch("f", k, 0)
+	if calls != 2 {
+		t.Fatalf("a watch after the others were released: %d calls, want 2", calls)
+	}
+	h.WakeAll()
+	c.Release()
+	h.Watch("f", k, 0).Release()
+	if calls != 3 {
+		t.Fatalf("a watch after a wake-up emptied the hub: %d calls, want 3", calls)
+	}
+}
