@@ -18,8 +18,13 @@ import (
 // as one arrives, instead of at the end of the interval: a write through
 // another node, or a host's SQL, reaches a waiter in about a round trip
 // and a check rather than within the interval. Nothing is sent while no
-// request waits, and the notices never replace the check: a node that
-// misses one (its listening connection lost, a pooler between) finds the
+// request waits, neither the check nor the notices: writers notify only
+// while some listening node has a request waiting (a lease the node
+// renews every 20 s while one waits, and as the first one comes, a
+// minute ahead), since a notifying commit takes a lock that every other
+// notifying commit of the cluster waits for. The notices never replace
+// the check: a node that misses one (its listening connection lost, a
+// pooler between, a write made as the first request came) finds the
 // change at its next check, as without this option.
 //
 // dsn is where the listening connection goes; "" uses the store's own
