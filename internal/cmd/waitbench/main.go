@@ -16,6 +16,13 @@
 // process). With -writer-every, a writer of its own adds submissions to other
 // forms while the writes are timed (the goal's "beside the writer").
 //
+// Memory per waiter is reported three ways: the Go heap and stacks in
+// use (what the waiters hold), the resident set (which also holds what
+// the runtime keeps free for later use: the stacks the waiters' first
+// reads grew into, all at once, and left), and the resident set once
+// that free memory is returned (debug.FreeOSMemory). -profile writes the
+// node's heap profile and goroutines.
+//
 // It needs FORMSAPI_TEST_POSTGRES, and creates (and drops) a database of
 // its own, waitbench, so that pg_stat_database counts its statements
 // alone. The waiters are real HTTP connections to a net/http server in
@@ -37,7 +44,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,10 +73,14 @@ func main() {
 	writerEvery := flag.Duration("writer-every", 0, "while the writes are timed, a writer beside them adds a submission every this often (0: none) through a third store, to forms no one waits on")
 	apart := flag.Bool("apart", false, "the waiters' client runs in a process of its own (this command, re-run), so the node's memory and CPU are its own and the waiters' connections count once against each process's open-file limit")
 	clientMode := flag.Bool("client", false, "internal: run as -apart's client process (its orders on stdin)")
+	profile := flag.String("profile", "", "a directory: after each idle window with waiters, the node's heap profile (heap-N.pprof, go tool pprof -sample_index=inuse_space) and goroutines (goroutines-N.txt) are written there")
 	flag.Parse()
 	if *clientMode {
 		runClient()
 		return
+	}
+	if *profile != "" {
+		runtime.MemProfileRate = 4096 // a finer heap profile than the default 512 KiB
 	}
 	dsn := os.Getenv("FORMSAPI_TEST_POSTGRES")
 	if dsn == "" {
@@ -144,6 +158,14 @@ func main() {
 		fmt.Printf("n=%d: memory per waiter %.1f KiB (heap+stacks), %.1f KiB (RSS); node CPU %.2f%% of a core (none waiting: %.2f%%); statements %.2f/s (none waiting: %.2f/s); PostgreSQL backends' CPU %.2f%% of a core (none waiting: %.2f%%)\n",
 			n, float64(loaded.heap-base0.heap)/float64(n)/1024, float64(loaded.rss-base0.rss)/float64(n)/1024,
 			100*loaded.cpu, 100*base0.cpu, loaded.stmts, base0.stmts, 100*loaded.pgCPU, 100*base0.pgCPU)
+		perWaiter := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
+		fmt.Printf("n=%d: per waiter: heap in use %.1f KiB, stacks %.1f KiB, goroutines %.2f (%d against %d), heap objects %.1f; RSS once the free memory is returned (debug.FreeOSMemory) %.1f KiB\n",
+			n, perWaiter(loaded.ms.HeapInuse, base0.ms.HeapInuse)/1024, perWaiter(loaded.ms.StackInuse, base0.ms.StackInuse)/1024,
+			perWaiter(uint64(loaded.goroutines), uint64(base0.goroutines)), loaded.goroutines, base0.goroutines,
+			perWaiter(loaded.ms.HeapObjects, base0.ms.HeapObjects), float64(loaded.rssReturned-base0.rssReturned)/float64(n)/1024)
+		if *profile != "" {
+			writeProfiles(*profile, n)
+		}
 		stopWriter := startWriter(ctx, benchDSN, node, *writerEvery)
 		for _, kind := range []struct {
 			name  string
@@ -226,6 +248,29 @@ type idleStats struct {
 	cpu       float64 // the process's CPU per second of it
 	stmts     float64 // statements (transactions) per second of it, in the bench's database
 	pgCPU     float64 // the node's PostgreSQL backends' CPU per second
+
+	ms         runtime.MemStats // after it and a GC
+	goroutines int
+	// rssReturned is the resident set once the runtime has returned its
+	// free memory to the system (debug.FreeOSMemory): what the live heap
+	// and stacks hold, without what a burst left free for later use.
+	rssReturned int64
+}
+
+// writeProfiles writes the process's heap profile and its goroutines,
+// grouped by stack, into dir, named after n.
+func writeProfiles(dir string, n int) {
+	check(os.MkdirAll(dir, 0o755))
+	runtime.GC()
+	for _, p := range []struct {
+		name, file string
+		debug      int
+	}{{"heap", fmt.Sprintf("heap-%d.pprof", n), 0}, {"goroutine", fmt.Sprintf("goroutines-%d.txt", n), 1}} {
+		f, err := os.Create(filepath.Join(dir, p.file))
+		check(err)
+		check(pprof.Lookup(p.name).WriteTo(f, p.debug))
+		check(f.Close())
+	}
 }
 
 func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
@@ -274,7 +319,11 @@ func measureIdle(ctx context.Context, dsn string, d time.Duration) idleStats {
 	runtime.ReadMemStats(&ms)
 	// One statement of ours in each xacts() read, and the two of
 	// pg_stat_clear_snapshot: four in all, not the node's.
-	return idleStats{heap: int64(ms.HeapInuse + ms.StackInuse), rss: rss(), cpu: (c1 - c0) / el, stmts: float64(x1-x0-2) / el, pgCPU: (p1 - p0) / el}
+	st := idleStats{heap: int64(ms.HeapInuse + ms.StackInuse), rss: rss(), cpu: (c1 - c0) / el, stmts: float64(x1-x0-2) / el, pgCPU: (p1 - p0) / el,
+		ms: ms, goroutines: runtime.NumGoroutine()}
+	debug.FreeOSMemory()
+	st.rssReturned = rss()
+	return st
 }
 
 // waiters is N goroutines, each waiting on a form's feed, again and
