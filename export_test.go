@@ -59,9 +59,9 @@ func RoutePaths() []string {
 }
 
 // WithWaitTimer sets the timer of a sync request's wait (wait.go), for
-// tests: it returns a channel that fires when the wait ends, and a
-// function that stops it.
-func WithWaitTimer(timer func(time.Duration) (<-chan time.Time, func() bool)) Option {
+// tests: it returns a channel closed, or sent on, when the wait's time
+// is up.
+func WithWaitTimer(timer func(time.Duration) <-chan struct{}) Option {
 	return func(c *config) { c.waitTimer = timer }
 }
 

@@ -44,9 +44,10 @@ type config struct {
 	// Tests only (export_test.go): the timer of waits for room, and where
 	// to put a function that reads the bytes held.
 	roomTimer func(time.Duration) (<-chan time.Time, func() bool)
-	// waitTimer is the clock of the feed's waits (wait.go); nil: a
-	// timer (tests set it).
-	waitTimer func(time.Duration) (<-chan time.Time, func() bool)
+	// waitTimer is the clock of the feed's waits (wait.go): a channel
+	// closed, or sent on, when a wait of d is over; nil: the ticks'
+	// shared timers (tests set it).
+	waitTimer func(d time.Duration) <-chan struct{}
 	waitHook  func()      // called as a waiter blocks (tests)
 	waitProbe *func() int // set to the count of waiters (tests)
 	roomProbe *func() int64

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/formsapi/formsapi/internal/wire"
 )
@@ -38,12 +37,12 @@ func (a *api) serveForms(w http.ResponseWriter, r *http.Request, req listRequest
 }
 
 // serveSubmissions answers a page of a form's submissions, or of its
-// sync feed.
-func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req listRequest) {
+// sync feed; it returns the wait of a sync request that is to wait
+// (listFeed), else nil.
+func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req listRequest) *feedWait {
 	formID := req.list.FormID
 	if req.sync {
-		a.listFeed(w, r, req, formID)
-		return
+		return a.listFeed(w, r, req, formID)
 	}
 	req.q.MaxBytes = a.cfg.pageBytes
 	withBuffer(func(b []byte) []byte {
@@ -61,6 +60,7 @@ func (a *api) serveSubmissions(w http.ResponseWriter, r *http.Request, req listR
 		a.logSkipped(w, r, p.Skipped)
 		return a.respondPage(w, r, req, p.Body, p.NextCursor, tagNext, items)
 	})
+	return nil
 }
 
 // readSubmissions reads the page req asks for into p, and its total
@@ -104,56 +104,20 @@ func (a *api) readSubmissions(ctx context.Context, req *listRequest, p *wire.Pag
 // submissions in commit order, closed by the syncToken to resume from and
 // hasMore. The last page carries a token too, so a poller always has one
 // to store. A store without the feed gets 501, since the request is good
-// and the server cannot serve it.
-func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, formID string) {
+// and the server cannot serve it. A request that may wait (wait=) is not
+// answered here: listFeed returns its wait, which handle reads and waits
+// out once the route's frames are gone (wait.go).
+func (a *api) listFeed(w http.ResponseWriter, r *http.Request, req listRequest, formID string) *feedWait {
 	if a.feed == nil {
 		a.fail(w, r, errNoFeed)
-		return
+		return nil
 	}
 	d := a.waitFor(r, &req)
 	if d <= 0 {
 		a.feedPage(w, r, &req, formID, false)
-		return
+		return nil
 	}
-	// A waiting request (wait.go): each turn registers with the hub
-	// before it reads, so that no write after the read is missed.
-	defer func() { req.cancelStore(); req.room.release() }()
-	var timer <-chan time.Time
-	entered := false
-	defer func() {
-		if entered {
-			a.waiters.leave(req.account)
-		}
-	}()
-	for {
-		watch := a.watch(&req)
-		if a.feedPage(w, r, &req, formID, true) {
-			watch.Release()
-			return
-		}
-		if !entered {
-			if entered = a.waiters.enter(req.account); !entered {
-				watch.Release()
-				a.fail(w, r, fmt.Errorf("%w: waiting sync requests", errBusy))
-				return
-			}
-			var stop func() bool
-			timer, stop = a.waitTimer(d)
-			defer stop()
-		}
-		outcome := a.block(r, &req, watch, timer)
-		watch.Release()
-		switch outcome {
-		case clientGone:
-			return
-		case waitOver:
-			a.emptyFeedPage(w, r, &req)
-			return
-		}
-		if !a.rejoin(w, r, &req) {
-			return
-		}
-	}
+	return &feedWait{req: req, d: d}
 }
 
 // emptyFeedPage answers the page of a wait that ended with nothing: the

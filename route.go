@@ -86,8 +86,11 @@ type route struct {
 	room roomUse
 	// serve reads the route's parameters and answers a request that
 	// authenticate has let through (keyed routes): made by keyed from
-	// the route's own parse and serve.
-	serve func(a *api, w http.ResponseWriter, r *http.Request, req request)
+	// the route's own parse and serve. A request that may wait (a sync
+	// request's wait=, wait.go) is not answered: serve returns its wait,
+	// which handle then reads and waits out; every other serve returns
+	// nil.
+	serve func(a *api, w http.ResponseWriter, r *http.Request, req request) *feedWait
 	// static answers a request of a route without a key.
 	static func(a *api) http.Handler
 }
@@ -111,7 +114,7 @@ var routes = []*route{
 		tokens:     map[string]token.Kind{"cursor": token.FormsCursor},
 		link:       func(string) string { return pathForms },
 		operations: [2]string{"listForms", "headForms"},
-		serve:      keyed((*api).parseQuery, (*api).serveForms),
+		serve:      keyed((*api).parseQuery, answers((*api).serveForms)),
 	},
 	{
 		name:  "submissions",
@@ -132,7 +135,7 @@ var routes = []*route{
 		// Its Link is the feed to read on from its Sync-Token.
 		link:       submissionsPath,
 		operations: [2]string{"exportSubmissions", "headExportSubmissions"},
-		serve:      keyed((*api).parseExport, (*api).serveExport),
+		serve:      keyed((*api).parseExport, answers((*api).serveExport)),
 	},
 	{
 		name:  "summary",
@@ -141,7 +144,7 @@ var routes = []*route{
 		params:     summaryParams,
 		whole:      true,
 		operations: [2]string{"getSummary", "headSummary"},
-		serve:      keyed((*api).parseSummary, (*api).serveSummary),
+		serve:      keyed((*api).parseSummary, answers((*api).serveSummary)),
 	},
 	{
 		name:  "openapi",
@@ -165,19 +168,44 @@ func (rt *route) kind(param string) token.Kind {
 }
 
 // handle returns the http.Handler of rt: for a keyed route,
-// authentication, then the route's parameters, then its answer.
+// authentication, then the route's parameters, then its answer. A
+// request that may wait (a sync request's wait=) reads and waits here,
+// once serveKeyed has returned: the frames of its authentication and
+// its parameters are gone from its goroutine's stack (wait.go).
 func (a *api) handle(rt *route) http.Handler {
 	if !rt.keyed {
 		return rt.static(a)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, ok := a.authenticate(w, r, rt, r.PathValue("formId"))
-		if !ok {
-			return
+		if fw := a.serveKeyed(w, r, rt); fw != nil {
+			a.wait(w, r, fw)
 		}
-		defer req.cancel()
-		rt.serve(a, w, r, req)
 	})
+}
+
+// serveKeyed authenticates r and serves it as rt: it returns nil once
+// it has answered, or the wait of a request that may wait, which takes
+// the request's store context, place in flight and room with it (wait
+// ends them).
+func (a *api) serveKeyed(w http.ResponseWriter, r *http.Request, rt *route) (fw *feedWait) {
+	req, ok := a.authenticate(w, r, rt, r.PathValue("formId"))
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if fw == nil {
+			req.cancel()
+		}
+	}()
+	return rt.serve(a, w, r, req)
+}
+
+// answers makes the serve of a route whose requests never wait.
+func answers[R any](serve func(a *api, w http.ResponseWriter, r *http.Request, req R)) func(*api, http.ResponseWriter, *http.Request, R) *feedWait {
+	return func(a *api, w http.ResponseWriter, r *http.Request, req R) *feedWait {
+		serve(a, w, r, req)
+		return nil
+	}
 }
 
 // base returns the authenticated request a route's own request embeds.
@@ -192,21 +220,25 @@ func (req *exportRequest) base() *request { return &req.request }
 func keyed[R any, P interface {
 	*R
 	base() *request
-}](parse func(a *api, raw string, req request) (R, string), serve func(a *api, w http.ResponseWriter, r *http.Request, req R)) func(*api, http.ResponseWriter, *http.Request, request) {
-	return func(a *api, w http.ResponseWriter, r *http.Request, base request) {
+}](parse func(a *api, raw string, req request) (R, string), serve func(a *api, w http.ResponseWriter, r *http.Request, req R) *feedWait) func(*api, http.ResponseWriter, *http.Request, request) *feedWait {
+	return func(a *api, w http.ResponseWriter, r *http.Request, base request) (fw *feedWait) {
 		req, msg := parse(a, r.URL.RawQuery, base)
 		if msg != "" {
 			a.fail(w, r, badRequest(msg))
-			return
+			return nil
 		}
 		if rt := base.route; rt.room == roomPage || rt.room == roomStream {
 			b := P(&req).base()
 			if !a.reservePage(w, r, b) {
-				return
+				return nil
 			}
-			defer b.room.release()
+			defer func() {
+				if fw == nil { // a wait takes the room with it (feedWait)
+					b.room.release()
+				}
+			}()
 		}
-		serve(a, w, r, req)
+		return serve(a, w, r, req)
 	}
 }
 

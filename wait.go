@@ -10,16 +10,27 @@ package formsapi
 //
 // A waiter registers with its store's hub (internal/feedwait) before it
 // reads the page, so a write committed between that read and the moment
-// it blocks wakes it. While it blocks it holds no place in flight and no
-// room for a page: only a place among the handler's waiters (maxWaiters,
-// and maxWaitersPerAccount of them for one account). Woken, it looks its
-// key up again (which takes its places in flight again, and refuses a
-// key revoked, expired or no longer holding the form), reserves a page's
-// room and reads the page again: the key's lookup and the page read are
-// the statements of a wake-up, none while it sleeps.
+// it blocks wakes it. While it blocks it holds no place in flight, no
+// room for a page and no store context: only a place among the handler's
+// waiters (maxWaiters, and maxWaitersPerAccount of them for one
+// account), its registration, a share of one timer (waitTick) and its
+// request on the heap (feedWait). Woken, it looks its key up again
+// (which takes its places in flight again, and refuses a key revoked,
+// expired or no longer holding the form), reserves a page's room and
+// reads the page again: the key's lookup and the page read are the
+// statements of a wake-up, none while it sleeps.
+//
+// What an idle waiter costs a node is mostly net/http's: its
+// connection's buffers (4 KiB to read, 4 and 2 to write), the request,
+// and two goroutines, the handler's and the one that watches the
+// connection for the client's going, whose stacks the runtime sizes by
+// what they use when it collects. So the handler's waits block at the
+// top of its own frames (feedWait), where the handler's goroutine needs
+// 8 KiB of stack, not 16 (BenchmarkWaiterMemory measures it).
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -47,6 +58,12 @@ const (
 // answer to be written.
 const writeMargin = 2 * time.Second
 
+// waitTick is the grain of the waits' ends: the waits that end in the
+// same tick share one channel and one timer (waiters.end), so a waiter
+// holds no timer of its own, and a wait lasts up to a tick longer than
+// it was given.
+const waitTick = 100 * time.Millisecond
+
 // waiters counts the requests waiting in a handler.
 type waiters struct {
 	n        atomic.Int64
@@ -54,10 +71,62 @@ type waiters struct {
 
 	mu        sync.Mutex
 	shutdowns map[*http.Server]chan struct{} // closed when the server shuts down
+	ends      map[int64]*waitEnd             // by tick (waiters.end)
+	epoch     time.Time                      // tick 0, with the monotonic clock's reading
+}
+
+// waitEnd is the end of the waits that end in one tick: ch is closed
+// when the tick comes, by one timer for all of them.
+type waitEnd struct {
+	ch    chan struct{}
+	tick  int64
+	n     int // waits holding it
+	timer *time.Timer
 }
 
 func newWaiters() *waiters {
-	return &waiters{accounts: newInFlight[string](maxWaitersPerAccount), shutdowns: map[*http.Server]chan struct{}{}}
+	return &waiters{accounts: newInFlight[string](maxWaitersPerAccount), shutdowns: map[*http.Server]chan struct{}{},
+		ends: map[int64]*waitEnd{}, epoch: time.Now()}
+}
+
+// end returns the end of a wait of d from now: the first tick at or
+// after it, shared with the other waits that end in that tick. The
+// caller must give it back (endDone) once it no longer waits.
+func (ws *waiters) end(d time.Duration) *waitEnd {
+	return ws.endAt(time.Since(ws.epoch), d)
+}
+
+// endAt is end at now, the time since the epoch.
+func (ws *waiters) endAt(now, d time.Duration) *waitEnd {
+	tick := int64((now + d + waitTick - 1) / waitTick)
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	e := ws.ends[tick]
+	if e == nil {
+		e = &waitEnd{ch: make(chan struct{}), tick: tick}
+		e.timer = time.AfterFunc(time.Until(ws.epoch.Add(time.Duration(tick)*waitTick)), func() {
+			ws.mu.Lock()
+			defer ws.mu.Unlock()
+			close(e.ch)
+			if ws.ends[tick] == e {
+				delete(ws.ends, tick)
+			}
+		})
+		ws.ends[tick] = e
+	}
+	e.n++
+	return e
+}
+
+// endDone gives back a wait's end (end): its timer stops once no wait
+// holds it.
+func (ws *waiters) endDone(e *waitEnd) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if e.n--; e.n == 0 && ws.ends[e.tick] == e {
+		e.timer.Stop()
+		delete(ws.ends, e.tick)
+	}
 }
 
 // enter takes a waiter's place for account, reporting false when none is
@@ -121,19 +190,102 @@ func (a *api) waitFor(r *http.Request, req *listRequest) time.Duration {
 	return max(d, 0)
 }
 
-// waitTimer returns a channel that receives once d has passed, and its
-// stop: a timer, or the tests' seam.
-func (a *api) waitTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	if a.cfg.waitTimer != nil {
-		return a.cfg.waitTimer(d)
-	}
-	t := time.NewTimer(d)
-	return t.C, t.Stop
-}
-
 // watch registers req as a waiter of its form with the store's hub.
 func (a *api) watch(req *listRequest) *feedwait.Watch {
 	return a.waiter.WatchFeed(req.list.FormID, keyformat.Hash(req.key), req.after)
+}
+
+// feedWait is a sync request that may wait (wait=): what it needs to
+// read its page, read it again when woken, and answer, on the heap. Its
+// goroutine reads and waits from handle (wait), with the frames of its
+// authentication and its parameters gone, copies of the request each:
+// a collection halves a goroutine's stack only while less than a
+// quarter of it is used, so a waiter that blocked under them kept 16 KiB
+// of stack under a net/http server, and one that blocks from handle
+// keeps 8, with about 1 KiB left for a host's router and middleware
+// above the handler. Its first read, from there too, mostly fits in 8.
+type feedWait struct {
+	req     listRequest
+	d       time.Duration   // how long it may wait (waitFor), from its first block
+	entered bool            // it holds a place among the waiters
+	watch   *feedwait.Watch // held while it reads and blocks; nil once released
+	// over is closed when its time is up: end's, which it holds
+	// (waiters.end), or the tests' seam's (end nil).
+	over <-chan struct{}
+	end  *waitEnd
+}
+
+// wait reads fw's page and answers it, or, when it is empty, waits for
+// the form's next entries: it blocks, and when woken reads the page
+// again, until a page has entries, the wait is over (the empty page),
+// the client goes away or a step fails. Each turn registers with the
+// hub before it reads, so that no write after the read is missed. Kept
+// small: what it calls to read and answer returns before it blocks.
+func (a *api) wait(w http.ResponseWriter, r *http.Request, fw *feedWait) {
+	defer a.endWait(fw)
+	for {
+		fw.watch = a.watch(&fw.req)
+		if a.feedPage(w, r, &fw.req, fw.req.list.FormID, true) {
+			return
+		}
+		if !fw.entered && !a.startWait(w, r, fw) {
+			return
+		}
+		outcome := a.block(r, fw)
+		fw.release()
+		switch outcome {
+		case clientGone:
+			return
+		case waitOver:
+			a.emptyFeedPage(w, r, &fw.req)
+			return
+		}
+		if !a.rejoin(w, r, &fw.req) {
+			return
+		}
+	}
+}
+
+// startWait takes fw's place among the waiters and starts its time,
+// reporting true; false, with a 429 answered, when no place is left.
+func (a *api) startWait(w http.ResponseWriter, r *http.Request, fw *feedWait) bool {
+	if !a.waiters.enter(fw.req.account) {
+		a.fail(w, r, fmt.Errorf("%w: waiting sync requests", errBusy))
+		return false
+	}
+	fw.entered = true
+	if a.cfg.waitTimer != nil {
+		fw.over = a.cfg.waitTimer(fw.d)
+	} else {
+		fw.end = a.waiters.end(fw.d)
+		fw.over = fw.end.ch
+	}
+	return true
+}
+
+// endWait ends what fw holds: its registration, its store context, its
+// room, its place in flight, and, once it waited, its place among the
+// waiters and its time.
+func (a *api) endWait(fw *feedWait) {
+	fw.release()
+	fw.req.cancelStore()
+	fw.req.room.release()
+	fw.req.leave.end()
+	if !fw.entered {
+		return
+	}
+	a.waiters.leave(fw.req.account)
+	if fw.end != nil {
+		a.waiters.endDone(fw.end)
+	}
+}
+
+// release ends fw's registration with the hub, if it holds one.
+func (fw *feedWait) release() {
+	if fw.watch != nil {
+		fw.watch.Release()
+		fw.watch = nil
+	}
 }
 
 // waitOutcome is how a block ended.
@@ -145,25 +297,27 @@ const (
 	clientGone                    // the client went away: answer nothing
 )
 
-// block waits, out of flight and without room, until watch's form or key
-// is woken, the timer fires, the node shuts down or the client leaves.
-func (a *api) block(r *http.Request, req *listRequest, watch *feedwait.Watch, timer <-chan time.Time) waitOutcome {
-	req.room.release()
-	req.leave.end()
-	watch.Blocked()
+// block waits, out of flight, without room and without a store context,
+// until fw's form or key is woken, its timer fires, the node shuts down
+// or the client leaves.
+func (a *api) block(r *http.Request, fw *feedWait) waitOutcome {
+	fw.req.cancelStore()
+	fw.req.room.release()
+	fw.req.leave.end()
+	fw.watch.Blocked()
 	if a.cfg.waitHook != nil {
 		a.cfg.waitHook()
 	}
 	select {
-	case <-watch.Form:
+	case <-fw.watch.Form:
 		return wokenUp
-	case <-watch.Key:
+	case <-fw.watch.Key:
 		return wokenUp
-	case <-watch.Done:
+	case <-fw.watch.Done:
 		return waitOver
 	case <-a.waiters.shutdown(r):
 		return waitOver
-	case <-timer:
+	case <-fw.over:
 		return waitOver
 	case <-r.Context().Done():
 		return clientGone
