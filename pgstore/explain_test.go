@@ -170,6 +170,9 @@ type planNode struct {
 	IndexCond     string     `json:"Index Cond"`
 	Filter        string     `json:"Filter"`
 	ActualRows    *int64     `json:"Actual Rows"`
+	ActualLoops   int64      `json:"Actual Loops"`
+	Function      string     `json:"Function Name"`
+	Alias         string     `json:"Alias"`
 	RowsFiltered  int64      `json:"Rows Removed by Filter"`
 	RowsRechecked int64      `json:"Rows Removed by Index Recheck"`
 	Plans         []planNode `json:"Plans"`

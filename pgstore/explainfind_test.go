@@ -74,6 +74,17 @@ SELECT form_seq, %[3]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 UNION ALL
 SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE feed_pos <= 100000 AND feed_pos %% 50000 = 0`,
 			schema, every, some, rare),
+		// The same keys as trigrams (negated), in posting blocks of 56
+		// entries (migration 0035), for the search statements.
+		fmt.Sprintf(`INSERT INTO %[1]s.formsapi_find_blocks (form_seq, key, lo_at, lo_seq, ats, seqs)
+SELECT form_seq, key, ats[1], seqs[1], ats, seqs FROM (
+    SELECT form_seq, key, b, array_agg(created_at ORDER BY created_at, seq) AS ats, array_agg(seq ORDER BY created_at, seq) AS seqs
+    FROM (
+        SELECT form_seq, key, created_at, seq, (row_number() OVER (PARTITION BY form_seq, key ORDER BY created_at, seq) - 1) / 56 AS b
+        FROM %[1]s.formsapi_find
+    ) e GROUP BY form_seq, key, b
+) g`, schema),
+		fmt.Sprintf(`UPDATE %[1]s.formsapi_find_blocks SET key = -key`, schema),
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", firstLine(q), err)
@@ -82,7 +93,7 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`ANALYZE %[1]s.formsapi_forms, %[1]s.formsapi_submissions, %[1]s.formsapi_find`, schema)); err != nil {
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`ANALYZE %[1]s.formsapi_forms, %[1]s.formsapi_submissions, %[1]s.formsapi_find, %[1]s.formsapi_find_blocks`, schema)); err != nil {
 		t.Fatal(err)
 	}
 	var form int64
@@ -106,7 +117,7 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 		{"Window", formsapi.Query{Limit: 50, Since: time.Unix(0, at(4000)), Until: time.Unix(0, at(30000))}},
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		literals := fmt.Sprintf("%d, '{%d,%d,%d,%d}'", form, every, some, rare, none)
+		literals := fmt.Sprintf("%d, '{%d,%d,%d,%d,%d,%d,%d,%d}'", form, every, some, rare, none, -every, -some, -rare, -none)
 		checkProbePlan(t, "probe/"+mode, explain(t, conn.Conn(), pgstore.ProbeSQL(s), literals, mode, mode == "force_custom_plan"))
 	}
 	// keysetBounds are the literals of w's keyset bounds for the
@@ -125,6 +136,9 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 	for _, name := range slices.Sorted(maps.Keys(statements)) {
 		sql := statements[name]
 		for _, key := range []int64{every, some, rare, none} {
+			if strings.Contains(name, "search") {
+				key = -key // a trigram's, in its posting blocks
+			}
 			for _, w := range windows {
 				bounds := keysetBounds(name, w.q)
 				var literals string
@@ -140,7 +154,11 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 					label := fmt.Sprintf("%s/key%d/%s/%s", name, key, w.name, mode)
 					plan := explain(t, conn.Conn(), sql, literals, mode, mode == "force_custom_plan")
-					checkFindPlan(t, label, plan, most)
+					if key < 0 {
+						checkBlocksPlan(t, label, plan, most)
+					} else {
+						checkFindPlan(t, label, plan, most)
+					}
 				}
 			}
 		}
@@ -168,9 +186,11 @@ SELECT form_seq, %[4]d, created_at, seq FROM %[1]s.formsapi_submissions WHERE fe
 
 // checkProbePlan checks a search's probe (the entries of each candidate
 // key of a form, up to stored.Probed each): formsapi_find read only by
-// its primary key, as a sub-plan run once per key, with no sequential or
-// hash scan and, with ANALYZE figures, at most stored.Probed entries per
-// key.
+// its primary key, as a sub-plan run once per key, and a trigram's
+// posting blocks (formsapi_find_blocks) only by theirs, with no
+// sequential or hash scan and, with ANALYZE figures, at most
+// stored.Probed entries per key of formsapi_find, and of the blocks at
+// most stored.Probed and two blocks' more per key.
 func checkProbePlan(t *testing.T, name string, plan planNode) {
 	t.Helper()
 	var entries int
@@ -181,7 +201,8 @@ func checkProbePlan(t *testing.T, name string, plan planNode) {
 				t.Errorf("%s: %s node (on %q)", name, n.NodeType, n.Relation)
 			}
 		}
-		if n.Relation == "formsapi_find" {
+		switch n.Relation {
+		case "formsapi_find":
 			entries++
 			if n.Index != "formsapi_find_pkey" {
 				t.Errorf("%s: formsapi_find read by %s of %q, want its primary key", name, n.NodeType, n.Index)
@@ -189,12 +210,86 @@ func checkProbePlan(t *testing.T, name string, plan planNode) {
 			if n.ActualRows != nil && *n.ActualRows > stored.Probed {
 				t.Errorf("%s: %d entries per key, at most %d allowed", name, *n.ActualRows, stored.Probed)
 			}
+		case "formsapi_find_blocks":
+			if n.Index != "formsapi_find_blocks_pkey" {
+				t.Errorf("%s: formsapi_find_blocks read by %s of %q, want its primary key", name, n.NodeType, n.Index)
+			}
 		}
 	}
 	if entries != 1 {
 		t.Errorf("%s: %d scans of formsapi_find, want 1 (run per key)", name, entries)
 	}
+	// Four trigram keys: the blocks' entries read, over all of them.
+	if read := blockEntriesRead(plan); read > 4*(stored.Probed+2*56) {
+		t.Errorf("%s: %d entries of posting blocks read for 4 keys, at most %d allowed", name, read, 4*(stored.Probed+2*56))
+	}
 	if t.Failed() {
+		b, _ := json.MarshalIndent(plan, "", "  ")
+		t.Logf("%s plan:\n%s", name, b)
+	}
+}
+
+// blockEntriesRead is the number of entries a plan's walks of posting
+// blocks unnested (the function scans of the blocks' lists, aliased x),
+// over every loop, filtered ones included.
+func blockEntriesRead(plan planNode) int64 {
+	var read int64
+	for _, n := range nodes(plan) {
+		if n.NodeType == "Function Scan" && n.Alias == "x" && n.ActualRows != nil {
+			read += (*n.ActualRows + n.RowsFiltered) * max(n.ActualLoops, 1)
+		}
+	}
+	return read
+}
+
+// checkBlocksPlan checks a search statement's plan over a trigram's
+// posting blocks (migration 0035): formsapi_find_blocks read only by its
+// primary key, for the form and the key, formsapi_submissions only by
+// probes of its primary key, the form's unfolded tail by a bounded range
+// of its primary key, no other table, no sequential or hash scan, and
+// (with ANALYZE figures) at most most entries of the blocks unnested,
+// and two blocks' more (the walk's first block, which may hold entries
+// before the range, and its last, which may hold more than it needs).
+func checkBlocksPlan(t *testing.T, name string, plan planNode, most int64) {
+	t.Helper()
+	failed := false
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		failed = true
+		t.Errorf(format, args...)
+	}
+	var scans int
+	for _, n := range nodes(plan) {
+		switch n.NodeType {
+		case "Seq Scan", "Hash", "Hash Join", "Merge Join", "Materialize", "Bitmap Index Scan":
+			errorf("%s: %s node (on %q)", name, n.NodeType, n.Relation)
+		}
+		switch n.Relation {
+		case "formsapi_find_blocks":
+			scans++
+			if n.Index != "formsapi_find_blocks_pkey" || !strings.Contains(n.IndexCond, "(form_seq = ") || !strings.Contains(n.IndexCond, "(key = ") {
+				errorf("%s: formsapi_find_blocks read by %s of %q (%s), want its primary key for the form and key", name, n.NodeType, n.Index, n.IndexCond)
+			}
+		case "formsapi_submissions":
+			if n.Index != "formsapi_submissions_pkey" {
+				errorf("%s: formsapi_submissions read by %s of %q, want probes of its primary key", name, n.NodeType, n.Index)
+			}
+		case "formsapi_find_tail":
+			if n.Index != "formsapi_find_tail_pkey" || !lowerBound.MatchString(n.IndexCond) || !upperBound.MatchString(n.IndexCond) {
+				errorf("%s: formsapi_find_tail read by %s of %q (%s), want a range of its primary key bounded by the keyset", name, n.NodeType, n.Index, n.IndexCond)
+			}
+		case "":
+		default:
+			errorf("%s: reads %s", name, n.Relation)
+		}
+	}
+	if scans == 0 {
+		errorf("%s: no scan of formsapi_find_blocks", name)
+	}
+	if read := blockEntriesRead(plan); read > most+2*56 {
+		errorf("%s: %d entries of posting blocks read, at most %d allowed", name, read, most+2*56)
+	}
+	if failed {
 		b, _ := json.MarshalIndent(plan, "", "  ")
 		t.Logf("%s plan:\n%s", name, b)
 	}

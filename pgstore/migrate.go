@@ -205,12 +205,36 @@ func enableSearchIndex(ctx context.Context, tx pgx.Tx, p *stored.Progress, caref
 	}
 	step := p.Begin(stored.StepSearchIndex, total)
 	defer func() { step.End(err) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO formsapi_find (form_seq, key, created_at, seq)
-SELECT s.form_seq, k, s.created_at, s.seq FROM formsapi_submissions s, unnest(s.find_keys) k
-WHERE k < 0
-ORDER BY 1, 2, 3, 4
-ON CONFLICT DO NOTHING`); err != nil {
-		return fmt.Errorf("index the trigrams of stored submissions: %w", err)
+	// Blocks left from an earlier time on (a host turning the index off
+	// need not delete them) are stale: the rows' trigrams are folded
+	// afresh, a batch of rows at a time, under the fold's lock.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(formsapi_fold_lock())`); err != nil {
+		return fmt.Errorf("take the fold lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM formsapi_find_blocks`); err != nil {
+		return fmt.Errorf("delete stale posting blocks: %w", err)
+	}
+	for last := int64(0); ; {
+		var n int
+		var next *int64
+		if err := tx.QueryRow(ctx, `WITH r AS (
+    SELECT seq, form_seq, created_at FROM formsapi_submissions s
+    WHERE seq > $1 AND 0 > ANY (s.find_keys)
+    ORDER BY seq LIMIT `+strconv.Itoa(foldBatch)+`
+), t AS (
+    INSERT INTO formsapi_find_tail (form_seq, created_at, seq) SELECT form_seq, created_at, seq FROM r
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*), max(seq) FROM r`, last).Scan(&n, &next); err != nil {
+			return fmt.Errorf("index the trigrams of stored submissions: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		if _, err := tx.Exec(ctx, `SELECT formsapi_fold_tail()`); err != nil {
+			return fmt.Errorf("index the trigrams of stored submissions: fold: %w", err)
+		}
+		last = *next
 	}
 	if err := indexRows(ctx, tx, `SELECT seq, form_seq, created_at, find_keys, data, attachments FROM formsapi_submissions s
 WHERE seq > $1 AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(s.find_keys) k WHERE k < 0)
@@ -219,6 +243,10 @@ ORDER BY seq LIMIT 500 FOR NO KEY UPDATE`, true, careful, step); err != nil {
 	}
 	return nil
 }
+
+// foldBatch is how many rows the search index's build puts in the tail
+// before it folds it into the posting blocks (migration 0035).
+const foldBatch = 2000
 
 // fieldsMigration is the migration that makes the field table, which
 // backfillFields fills in the same transaction.
@@ -426,9 +454,14 @@ func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams, careful b
     CASE WHEN pg_size_bytes(current_setting('work_mem')) < 64 * 1024 * 1024 THEN set_config('work_mem', '64MB', true) END`); err != nil {
 		return err
 	}
-	insert := sqlIndexRows + "\nWHERE k <> ALL (u.old)\nORDER BY 1, 2, 3, 4"
+	insert := sqlIndexRows + " AND k <> ALL (u.old)\nORDER BY 1, 2, 3, 4"
 	if careful {
 		insert = sqlIndexRows + "\nORDER BY 1, 2, 3, 4\nON CONFLICT DO NOTHING"
+	}
+	if trigrams {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(formsapi_fold_lock())`); err != nil {
+			return err
+		}
 	}
 	forms := map[int64]bool{}
 	var last int64
@@ -478,6 +511,11 @@ WHERE f.form_seq = d.form_seq AND f.key = d.key AND f.created_at = d.created_at 
 			}
 			return err
 		}
+		if trigrams {
+			if _, err := tx.Exec(ctx, `SELECT formsapi_fold_tail()`); err != nil {
+				return err
+			}
+		}
 		step.Add(int64(len(seqs)))
 		last = seqs[len(seqs)-1]
 	}
@@ -501,11 +539,13 @@ const sqlIndexRows = `WITH u AS (
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(seq, keys, old) WHERE s.seq = u.seq
     RETURNING s.form_seq, s.created_at, s.seq, s.find_keys, u.old::bigint[] AS old
 ), tail AS (
-    DELETE FROM formsapi_find_tail t USING u
-    WHERE t.form_seq = u.form_seq AND t.created_at = u.created_at AND t.seq = u.seq
+    INSERT INTO formsapi_find_tail (form_seq, created_at, seq)
+    SELECT u.form_seq, u.created_at, u.seq FROM u WHERE 0 > ANY (u.find_keys)
+    ON CONFLICT DO NOTHING
 )
 INSERT INTO formsapi_find (form_seq, key, created_at, seq)
-SELECT u.form_seq, k, u.created_at, u.seq FROM u, unnest(u.find_keys) k`
+SELECT u.form_seq, k, u.created_at, u.seq FROM u, unnest(u.find_keys) k
+WHERE k >= 0`
 
 // indexKeys returns the index keys of a submission with data and
 // attachments at the URLs files, sorted: for filters and, when trigrams

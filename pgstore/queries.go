@@ -142,11 +142,11 @@ CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHE
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
 	// A search's walk (a trigram's entries: a negative key): the entries
-	// of the key and the form's unfolded tail (migration 0023), merged.
-	// A submission is in one or the other, as one statement sees the
-	// schema (the fold moves tail rows into the entries in one
-	// transaction), and each batch of a walk is one statement over a
-	// range of its own.
+	// of the key's posting blocks (migration 0035; sqlBlockEntries) and
+	// the form's unfolded tail (migration 0023), merged. A submission is
+	// in one or the other, as one statement sees the schema (the fold
+	// moves tail rows into the blocks in one transaction), and each batch
+	// of a walk is one statement over a range of its own.
 	sqlSearch = `SELECT i.seq, i.created_at, s.data, s.attachments, octet_length(s.json) AS size
 FROM (` + sqlSearchEntries + `) i
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
@@ -157,7 +157,7 @@ FROM (` + sqlSearchEntries + `) i
 CROSS JOIN LATERAL (SELECT data, attachments, json FROM formsapi_submissions WHERE seq = i.seq OFFSET 0) s
 ORDER BY i.created_at {DIR}, i.seq {DIR}`
 
-	sqlSearchEntries = `(` + sqlFindEntries + `)
+	sqlSearchEntries = `({BLOCKS})
     UNION ALL
     (SELECT seq, created_at FROM formsapi_find_tail
     WHERE form_seq = $1 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
@@ -170,6 +170,59 @@ ORDER BY i.created_at {DIR}, i.seq {DIR}`
     WHERE form_seq = $1 AND key = $2 AND (created_at, seq) > ($3, $4) AND (created_at, seq) < ($5, $6)
     ORDER BY created_at {DIR}, seq {DIR}
     LIMIT $7`
+
+	// The entries of a trigram's posting blocks (migration 0035) in a
+	// range, in keyset order, at most {LIMIT}: a walk of the key's blocks
+	// in the order of their names, one descent each, from the block that
+	// holds the range's start (ascending: the last block named at or
+	// before it; descending: the last named before the range's end),
+	// that stops once the blocks after the first hold {LIMIT} entries
+	// (a block is never empty) or the range ends. So it reads at most
+	// {LIMIT} entries and two blocks' more (56 each), whatever the key's
+	// size, and returns every entry of the range up to {LIMIT}: fewer
+	// means the range has no more. {FORM}, {KEY}, {LO} and {HI} (pairs
+	// of created_at and seq, exclusive) are its parameters.
+	sqlBlockEntriesAsc = `WITH RECURSIVE w AS (
+        (SELECT lo_at, lo_seq, 0::bigint AS n, ats, seqs FROM (
+            (SELECT lo_at, lo_seq, ats, seqs FROM formsapi_find_blocks
+            WHERE form_seq = {FORM} AND key = {KEY} AND (lo_at, lo_seq) <= ({LO})
+            ORDER BY lo_at DESC, lo_seq DESC LIMIT 1)
+            UNION ALL
+            (SELECT lo_at, lo_seq, ats, seqs FROM formsapi_find_blocks
+            WHERE form_seq = {FORM} AND key = {KEY} AND (lo_at, lo_seq) > ({LO}) AND (lo_at, lo_seq) < ({HI})
+            ORDER BY lo_at, lo_seq LIMIT 1)
+        ) f ORDER BY lo_at, lo_seq LIMIT 1)
+        UNION ALL
+        SELECT b.lo_at, b.lo_seq, w.n + cardinality(b.seqs), b.ats, b.seqs
+        FROM w CROSS JOIN LATERAL (
+            SELECT lo_at, lo_seq, ats, seqs FROM formsapi_find_blocks
+            WHERE form_seq = {FORM} AND key = {KEY} AND (lo_at, lo_seq) > (w.lo_at, w.lo_seq) AND (lo_at, lo_seq) < ({HI})
+            ORDER BY lo_at, lo_seq LIMIT 1
+        ) b
+        WHERE w.n < {LIMIT}
+    )
+    SELECT x.seq, x.at AS created_at FROM w, unnest(w.ats, w.seqs) x (at, seq)
+    WHERE (x.at, x.seq) > ({LO}) AND (x.at, x.seq) < ({HI})
+    ORDER BY x.at, x.seq
+    LIMIT {LIMIT}`
+
+	sqlBlockEntriesDesc = `WITH RECURSIVE w AS (
+        (SELECT lo_at, lo_seq, 0::bigint AS n, ats, seqs FROM formsapi_find_blocks
+        WHERE form_seq = {FORM} AND key = {KEY} AND (lo_at, lo_seq) < ({HI})
+        ORDER BY lo_at DESC, lo_seq DESC LIMIT 1)
+        UNION ALL
+        SELECT b.lo_at, b.lo_seq, w.n + cardinality(b.seqs), b.ats, b.seqs
+        FROM w CROSS JOIN LATERAL (
+            SELECT lo_at, lo_seq, ats, seqs FROM formsapi_find_blocks
+            WHERE form_seq = {FORM} AND key = {KEY} AND (lo_at, lo_seq) < (w.lo_at, w.lo_seq)
+            ORDER BY lo_at DESC, lo_seq DESC LIMIT 1
+        ) b
+        WHERE w.n < {LIMIT} AND (w.lo_at, w.lo_seq) > ({LO})
+    )
+    SELECT x.seq, x.at AS created_at FROM w, unnest(w.ats, w.seqs) x (at, seq)
+    WHERE (x.at, x.seq) > ({LO}) AND (x.at, x.seq) < ({HI})
+    ORDER BY x.at DESC, x.seq DESC
+    LIMIT {LIMIT}`
 
 	// A search without filters while the search index is off
 	// (stored.Candidates gives no key): the form's ($1) submissions in
@@ -198,17 +251,6 @@ LIMIT $6`
 	sqlSortServed = `SELECT value, EXISTS (SELECT 1 FROM formsapi_sort_fields WHERE name = $1)
 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
-	// A search's probe (stored.Candidates): each candidate key's entries
-	// of the form ($1), up to stored.Probed, counted from the index alone,
-	// and the creation time of the last of them (stored.Probe), in the
-	// order of $2. Read in the index's order, as the totals' are:
-	// for a key on most of the table the planner otherwise chose a
-	// sequential scan (TestExplainFind).
-	sqlProbe = `SELECT e.n, e.last FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i),
-LATERAL (SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (SELECT created_at FROM formsapi_find
-    WHERE form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) f) e
-ORDER BY k.i`
-
 	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
 	// range and the index entries of one key in a range, both bounded (an
 	// exact count of a filtered list reads the data of a key's entries
@@ -225,11 +267,6 @@ ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
 	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
 WHERE form_seq = $1 AND key = $6 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5)
 ORDER BY created_at, seq LIMIT ` + stored.CountLimit + `) c`
-
-	// The same count of a trigram's entries, with the form's unfolded
-	// tail in the range (see sqlSearch).
-	sqlCountSearchEntries = `SELECT (` + sqlCountEntries + `) + (SELECT count(*) FROM formsapi_find_tail
-WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5))`
 
 	// The sync feed, and its fast path: one range of the index on
 	// (form_seq, feed_pos) and one of the tombstones' primary key
@@ -841,6 +878,61 @@ func sortedSQL(sql string, desc, encoded bool) string {
 	return r.Replace(sql)
 }
 
+// The statements made of sqlBlockEntriesAsc: a probe's and a count's
+// walks of a trigram's posting blocks.
+var (
+	// A probe's: each candidate key's (k.key) first stored.Probed entries.
+	sqlProbeBlockEntries = blockEntries(sqlBlockEntriesAsc, "$1", "k.key",
+		"-9223372036854775807 - 1, -9223372036854775807 - 1", "9223372036854775807, 9223372036854775807", stored.ProbedLimit)
+
+	// A count's (sqlCountEntries' parameters): a range's entries, up to
+	// the count's bound.
+	sqlCountBlockEntries = blockEntries(sqlBlockEntriesAsc, "$1", "$6", "$2, $3", "$4, $5", stored.CountLimit)
+
+	// A search's probe (stored.Candidates): each candidate key's entries
+	// of the form ($1), up to stored.Probed, counted from the index alone,
+	// and the creation time of the last of them (stored.Probe), in the
+	// order of $2. Read in the index's order, as the totals' are:
+	// for a key on most of the table the planner otherwise chose a
+	// sequential scan (TestExplainFind).
+	//
+	// A trigram's entries (a negative key) are read from its posting
+	// blocks (sqlBlockEntries, oldest first); a filter's from
+	// formsapi_find. Each branch is gated on the key's sign, so only one
+	// runs for a key.
+	sqlProbe = `SELECT e.n, e.last FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i),
+LATERAL (SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (
+    (SELECT created_at FROM formsapi_find
+    WHERE k.key >= 0 AND form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `)
+    UNION ALL
+    (SELECT created_at FROM (` + sqlProbeBlockEntries + `) b WHERE k.key < 0)
+) f) e
+ORDER BY k.i`
+
+	// The same count of a trigram's entries, in its posting blocks
+	// (oldest first, as many as the count's bound), with the form's
+	// unfolded tail in the range (see sqlSearch).
+	sqlCountSearchEntries = `SELECT (SELECT count(*) FROM (` + sqlCountBlockEntries + `) c) + (SELECT count(*) FROM formsapi_find_tail
+WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5))`
+)
+
+// blockEntries fills sqlBlockEntriesAsc or sqlBlockEntriesDesc with the
+// parameters of a statement: the form, the key, the range's bounds (each
+// a pair of created_at and seq) and the limit, as SQL text.
+func blockEntries(sql, form, key, lo, hi, limit string) string {
+	return strings.NewReplacer("{FORM}", form, "{KEY}", key, "{LO}", lo, "{HI}", hi, "{LIMIT}", limit).Replace(sql)
+}
+
+// searchSQL fills a search walk's statement (sqlSearch, sqlSearchEncoded)
+// for a direction: its blocks' entries and {DIR}.
+func searchSQL(sql, dir string) string {
+	b := sqlBlockEntriesAsc
+	if dir == "DESC" {
+		b = sqlBlockEntriesDesc
+	}
+	return ordered(strings.ReplaceAll(sql, "{BLOCKS}", blockEntries(b, "$1", "$2", "$3, $4", "$5, $6", "$7")), dir)
+}
+
 // ordered fills a list statement's {DIR} with the order of its page:
 // each list is one statement, made once per order.
 func ordered(sql, dir string) string { return strings.ReplaceAll(sql, "{DIR}", dir) }
@@ -917,8 +1009,8 @@ func newQueries(schema string) queries {
 
 		findEncodedDesc: q(ordered(findEncoded, "DESC")), findEncodedAsc: q(ordered(findEncoded, "ASC")),
 		findDesc: q(ordered(find, "DESC")), findAsc: q(ordered(find, "ASC")),
-		searchEncodedDesc: q(ordered(searchEncoded, "DESC")), searchEncodedAsc: q(ordered(searchEncoded, "ASC")),
-		searchDesc: q(ordered(search, "DESC")), searchAsc: q(ordered(search, "ASC")),
+		searchEncodedDesc: q(searchSQL(searchEncoded, "DESC")), searchEncodedAsc: q(searchSQL(searchEncoded, "ASC")),
+		searchDesc: q(searchSQL(search, "DESC")), searchAsc: q(searchSQL(search, "ASC")),
 		countSearchEntries: q(sqlCountSearchEntries),
 		scanEncodedDesc:    q(ordered(scanEncoded, "DESC")), scanEncodedAsc: q(ordered(scanEncoded, "ASC")),
 		scanDesc: q(ordered(scan, "DESC")), scanAsc: q(ordered(scan, "ASC")),

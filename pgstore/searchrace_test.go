@@ -53,7 +53,7 @@ func findEntries(t *testing.T, s *pgstore.Store, seq int64) (all, trigram int) {
 	t.Helper()
 	schema := quote(s.Schema())
 	err := pgstore.Pool(s).QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE key < 0) FROM (
-    SELECT key FROM `+schema+`.formsapi_find WHERE seq = $1
+    SELECT key FROM `+indexEntries(schema+".")+` i WHERE seq = $1
     UNION ALL
     SELECT k FROM `+schema+`.formsapi_find_tail t JOIN `+schema+`.formsapi_submissions s ON s.seq = t.seq, unnest(s.find_keys) k
     WHERE t.seq = $1 AND k < 0

@@ -17,15 +17,16 @@ import (
 )
 
 // tailState reads the unfolded tail of the search index (migration 0023)
-// in s's schema: the rows in it, the rows with trigram entries, and the
-// rows in both, which must be none.
+// in s's schema: the rows in it, the rows with trigram entries (in the
+// posting blocks, migration 0035), and the rows in both, which must be
+// none.
 func tailState(t *testing.T, s *pgstore.Store) (tail, folded, both int) {
 	t.Helper()
 	schema := quote(s.Schema())
-	err := pgstore.Pool(s).QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.formsapi_find_tail),
-    (SELECT count(DISTINCT seq) FROM `+schema+`.formsapi_find WHERE key < 0),
-    (SELECT count(*) FROM `+schema+`.formsapi_find_tail t WHERE EXISTS (SELECT 1 FROM `+schema+`.formsapi_find i
-        WHERE i.form_seq = t.form_seq AND i.key < 0 AND i.created_at = t.created_at AND i.seq = t.seq))`).Scan(&tail, &folded, &both)
+	err := pgstore.Pool(s).QueryRow(ctx, `WITH e AS (SELECT DISTINCT u.seq FROM `+schema+`.formsapi_find_blocks b, unnest(b.seqs) u (seq))
+SELECT (SELECT count(*) FROM `+schema+`.formsapi_find_tail),
+    (SELECT count(*) FROM e),
+    (SELECT count(*) FROM `+schema+`.formsapi_find_tail t JOIN e ON e.seq = t.seq)`).Scan(&tail, &folded, &both)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,8 @@ func walkAll(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []in
 
 // TestSearchTailFolds: with the search index on, a write puts its
 // submission in the unfolded tail, not its trigram entries, until a write
-// whose seq is a multiple of 64 folds the tail into the index; a search
+// whose seq is a multiple of 256 (64 before migration 0035) folds the
+// tail into the index; a search
 // finds every match at every step, each once, and in its exact total,
 // whichever side a match is on, and so does a filter, whose entries every
 // write inserts at once; a deleted row leaves its side; no row is ever in
@@ -108,12 +110,12 @@ func TestSearchTailFolds(t *testing.T) {
 		n++
 		tail, folded, both := tailState(t, s)
 		is.Equal(both, 0) // never on both sides
-		if seq%64 == 0 {
+		if seq%256 == 0 {
 			folds++
 			is.Equal(tail, 0)   // the fold took every row
 			is.Equal(folded, n) // into the index
 			check("just folded")
-		} else if tail > 0 && tail%20 == 0 {
+		} else if tail > 0 && tail%80 == 0 {
 			check(fmt.Sprintf("%d rows in the tail", tail))
 		}
 	}

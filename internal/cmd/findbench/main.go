@@ -483,12 +483,15 @@ func copyPG(ctx context.Context, dsn, schema string, n int) error {
 		}
 		fmt.Fprintf(os.Stderr, "%d\n", lo+batch)
 	}
-	// The index's entries, about a hundred per submission with the search
-	// index on, go in without formsapi_find's primary key, which is then
-	// built again as migration 0017 defines it: one sort, where inserting
-	// under the key puts each entry at a random place in it. The keys of a
-	// row are distinct (find.IndexKeys) and the form is new, so no entry
-	// would have conflicted.
+	// The filters' entries, a few per submission, go in without
+	// formsapi_find's primary key, which is then built again as migration
+	// 0017 defines it: one sort, where inserting under the key puts each
+	// entry at a random place in it. The keys of a row are distinct
+	// (find.IndexKeys) and the form is new, so no entry would have
+	// conflicted. The trigrams' entries, about a hundred per submission
+	// with the search index on, go into posting blocks (migration 0035),
+	// 56 to a block in keyset order, as that migration makes them of
+	// formsapi_find's.
 	sch := pgx.Identifier{schema}.Sanitize()
 	began := time.Now()
 	for _, q := range []string{
@@ -500,7 +503,19 @@ func copyPG(ctx context.Context, dsn, schema string, n int) error {
 		}
 	}
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.formsapi_find (form_seq, key, created_at, seq)
-SELECT form_seq, k, created_at, seq FROM %s.formsapi_submissions, unnest(find_keys) k WHERE form_seq = $1`, sch, sch), formSeq); err != nil {
+SELECT form_seq, k, created_at, seq FROM %s.formsapi_submissions, unnest(find_keys) k WHERE form_seq = $1 AND k >= 0`, sch, sch), formSeq); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.formsapi_find_blocks (form_seq, key, lo_at, lo_seq, ats, seqs)
+SELECT form_seq, key, ats[1], seqs[1], ats, seqs FROM (
+    SELECT form_seq, key, b, array_agg(created_at ORDER BY created_at, seq) AS ats, array_agg(seq ORDER BY created_at, seq) AS seqs
+    FROM (
+        SELECT s.form_seq, k AS key, s.created_at, s.seq,
+            (row_number() OVER (PARTITION BY k ORDER BY s.created_at, s.seq) - 1) / 56 AS b
+        FROM %[1]s.formsapi_submissions s, unnest(s.find_keys) k WHERE s.form_seq = $1 AND k < 0
+    ) e
+    GROUP BY form_seq, key, b
+) g`, sch), formSeq); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "index entries inserted in %s\n", time.Since(began).Round(time.Second))
@@ -519,7 +534,7 @@ SELECT form_seq, k, created_at, seq FROM %s.formsapi_submissions, unnest(find_ke
 		_, err = conn.Exec(ctx, fmt.Sprintf(`VACUUM ANALYZE %s.formsapi_submissions`, sch))
 	}
 	if err == nil {
-		_, err = conn.Exec(ctx, fmt.Sprintf(`VACUUM ANALYZE %s.formsapi_find`, sch))
+		_, err = conn.Exec(ctx, fmt.Sprintf(`VACUUM ANALYZE %[1]s.formsapi_find, %[1]s.formsapi_find_blocks`, sch))
 	}
 	return err
 }

@@ -1,0 +1,257 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/find"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/formsapi/formsapi/pgstore"
+	"github.com/formsapi/formsapi/storetest"
+	"github.com/matryer/is"
+)
+
+// indexEntries is the SQL of every index entry of the schema tbl (quoted,
+// with its dot) as rows (form_seq, key, created_at, seq): the filters'
+// in formsapi_find, the trigrams' in their posting blocks (migration
+// 0035).
+func indexEntries(tbl string) string {
+	return `(SELECT form_seq, key, created_at, seq FROM ` + tbl + `formsapi_find
+    UNION ALL
+    SELECT b.form_seq, b.key, u.at, u.seq FROM ` + tbl + `formsapi_find_blocks b, unnest(b.ats, b.seqs) u (at, seq))`
+}
+
+// checkBlocks fails t unless the posting blocks of s's schema (migration
+// 0035) are as the fold, the deletions and the updates must leave them:
+// every block holds 1 to 56 entries, its two lists of one length, sorted
+// by (created_at, seq), none before the block's name; a key's blocks
+// partition its range (a block's entries come before the next block's
+// name); formsapi_find holds no trigram entry; and the entries of the
+// blocks are exactly the trigram keys of the rows not in the tail, each
+// once, none of a row in the tail (no entry of a row gone). It returns
+// the number of blocks and of rows in the tail.
+func checkBlocks(t *testing.T, s *pgstore.Store) (blocks, tail int) {
+	t.Helper()
+	tbl := quote(s.Schema()) + "."
+	var bad, order, stray, missing, extra, both int
+	err := pgstore.Pool(s).QueryRow(ctx, `WITH nb AS (
+    SELECT b.*, lead(b.lo_at) OVER k AS next_at, lead(b.lo_seq) OVER k AS next_seq
+    FROM `+tbl+`formsapi_find_blocks b
+    WINDOW k AS (PARTITION BY b.form_seq, b.key ORDER BY b.lo_at, b.lo_seq)
+), e AS (
+    SELECT b.form_seq, b.key, b.lo_at, b.lo_seq, b.next_at, b.next_seq, u.at, u.seq,
+        lag(u.at) OVER p AS prev_at, lag(u.seq) OVER p AS prev_seq
+    FROM nb b, unnest(b.ats, b.seqs) WITH ORDINALITY u (at, seq, i)
+    WINDOW p AS (PARTITION BY b.form_seq, b.key, b.lo_at, b.lo_seq ORDER BY u.i)
+), want AS (
+    SELECT s.form_seq, k AS key, s.created_at AS at, s.seq FROM `+tbl+`formsapi_submissions s, unnest(s.find_keys) k
+    WHERE k < 0 AND NOT EXISTS (SELECT 1 FROM `+tbl+`formsapi_find_tail t WHERE t.seq = s.seq)
+)
+SELECT
+    (SELECT count(*) FROM `+tbl+`formsapi_find_blocks),
+    (SELECT count(*) FROM `+tbl+`formsapi_find_tail),
+    (SELECT count(*) FROM `+tbl+`formsapi_find_blocks
+        WHERE cardinality(ats) NOT BETWEEN 1 AND 56 OR cardinality(ats) <> cardinality(seqs) OR (ats[1], seqs[1]) < (lo_at, lo_seq)),
+    (SELECT count(*) FROM e WHERE (next_at IS NOT NULL AND (at, seq) >= (next_at, next_seq))
+        OR (prev_at IS NOT NULL AND (prev_at, prev_seq) >= (at, seq)) OR (at, seq) < (lo_at, lo_seq)),
+    (SELECT count(*) FROM `+tbl+`formsapi_find WHERE key < 0),
+    (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT form_seq, key, at, seq FROM e) x),
+    (SELECT count(*) FROM (SELECT form_seq, key, at, seq FROM e EXCEPT ALL SELECT * FROM want) x),
+    (SELECT count(*) FROM e JOIN `+tbl+`formsapi_find_tail t ON t.seq = e.seq)`).Scan(&blocks, &tail, &bad, &order, &stray, &missing, &extra, &both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad+order+stray+missing+extra+both != 0 {
+		t.Fatalf("posting blocks: %d blocks of a bad shape, %d entries out of order, %d trigram entries in formsapi_find, %d entries missing, %d extra, %d of rows in the tail",
+			bad, order, stray, missing, extra, both)
+	}
+	return blocks, tail
+}
+
+// TestSearchBlocks: a form's trigram entries in posting blocks (migration
+// 0035) through folds of writes whose times go back and forth (late
+// commits, each into the block of its place), a host's updates of
+// find_keys, deletions oldest first and TRUNCATE: at every step the
+// blocks are as checkBlocks wants them (no empty block, none out of
+// order, no entry of a row gone, none missing), and a search finds every
+// match, each once, in order both ways and in its exact total, a page at
+// a time.
+func TestSearchBlocks(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "blocks"}))
+	tbl := quote(s.Schema()) + "."
+	pool := pgstore.Pool(s)
+	want := map[int]bool{}
+	r := rand.New(rand.NewPCG(37, 37))
+	base := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
+	add := func(n int) {
+		t.Helper()
+		data := `{"n":` + strconv.Itoa(n) + `,"a":"plain words"}`
+		if n%4 == 0 {
+			data = `{"n":` + strconv.Itoa(n) + `,"a":"a needle here"}`
+			want[n] = true
+		}
+		// Mostly later than the writes before, one in five earlier than
+		// many (a late commit, into a block already folded).
+		at := base.Add(time.Duration(n) * time.Second)
+		if r.IntN(5) == 0 {
+			at = base.Add(time.Duration(r.IntN(n+1)) * time.Second).Add(-time.Millisecond)
+		}
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "blocks", Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: strconv.Itoa(n)}))
+	}
+	check := func(when string) {
+		t.Helper()
+		checkBlocks(t, s)
+		var ns []int
+		for n := range want {
+			ns = append(ns, n)
+		}
+		slices.Sort(ns)
+		for _, o := range []formsapi.Order{formsapi.Newest, formsapi.Oldest} {
+			for _, limit := range []int{7, 100} {
+				q := formsapi.Query{Search: "needle", Limit: limit, Order: o}
+				got := walkAll(t, s, "blocks", q)
+				sorted := slices.Clone(got)
+				slices.Sort(sorted)
+				if !slices.Equal(sorted, ns) {
+					t.Fatalf("%s, %+v: got n %v, want %v", when, q, got, ns)
+				}
+			}
+		}
+		total, err := s.CountSubmissions(ctx, storetest.AccountA, "blocks", formsapi.Query{Limit: 1, Search: "needle"}, true)
+		is.NoErr(err)
+		is.Equal(total, formsapi.Total{Value: int64(len(ns)), Kind: find.Exact})
+	}
+	n := 0
+	for ; n < 800; n++ {
+		add(n)
+		if n%200 == 199 {
+			check(fmt.Sprintf("after %d writes", n+1))
+		}
+	}
+	blocks, _ := checkBlocks(t, s)
+	is.True(blocks > 0)
+	// Late commits went into blocks already folded: some block of the
+	// needle's keys holds entries of writes far apart in seq.
+	var spread int64
+	is.NoErr(pool.QueryRow(ctx, `SELECT max(s) FROM (SELECT (SELECT max(x) - min(x) FROM unnest(seqs) x) AS s FROM `+tbl+`formsapi_find_blocks) b`).Scan(&spread))
+	is.True(spread > 256)
+
+	// A host's update of find_keys: rows that lose the needle (their
+	// data changed with their keys), and rows that gain it.
+	for _, m := range []int{8, 400, 796} {
+		data := fmt.Sprintf(`{"n":%d,"a":"plain again"}`, m)
+		keys := find.IndexKeys([]byte(data), nil)
+		_, err := pool.Exec(ctx, `UPDATE `+tbl+`formsapi_submissions SET data = $1, find_keys = $2 WHERE host_id = $3`, data, keys, strconv.Itoa(m))
+		is.NoErr(err)
+		delete(want, m)
+	}
+	for _, m := range []int{1, 401, 799} {
+		data := fmt.Sprintf(`{"n":%d,"a":"needle now"}`, m)
+		keys := find.IndexKeys([]byte(data), nil)
+		_, err := pool.Exec(ctx, `UPDATE `+tbl+`formsapi_submissions SET data = $1, find_keys = $2 WHERE host_id = $3`, data, keys, strconv.Itoa(m))
+		is.NoErr(err)
+		want[m] = true
+	}
+	check("after the host's updates")
+
+	// Deletions oldest first (a retention purge), by the store and by a
+	// host's statement of many rows.
+	var oldest []string
+	rows, err := pool.Query(ctx, `SELECT host_id FROM `+tbl+`formsapi_submissions ORDER BY created_at, seq LIMIT 300`)
+	is.NoErr(err)
+	for rows.Next() {
+		var id string
+		is.NoErr(rows.Scan(&id))
+		oldest = append(oldest, id)
+	}
+	is.NoErr(rows.Err())
+	for i, id := range oldest[:100] {
+		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "blocks", id))
+		m, _ := strconv.Atoi(id)
+		delete(want, m)
+		if i%50 == 49 {
+			check(fmt.Sprintf("after %d deletions", i+1))
+		}
+	}
+	_, err = pool.Exec(ctx, `DELETE FROM `+tbl+`formsapi_submissions WHERE host_id = ANY ($1)`, oldest[100:])
+	is.NoErr(err)
+	for _, id := range oldest[100:] {
+		m, _ := strconv.Atoi(id)
+		delete(want, m)
+	}
+	check("after a host's deletion of 200 rows")
+	for ; n < 1100; n++ {
+		add(n)
+	}
+	check("after more writes")
+
+	// Every row deleted: no block is left.
+	_, err = pool.Exec(ctx, `DELETE FROM `+tbl+`formsapi_submissions`)
+	is.NoErr(err)
+	blocks, tail := checkBlocks(t, s)
+	is.Equal([]int{blocks, tail}, []int{0, 0})
+	clear(want)
+	for ; n < 1400; n++ {
+		add(n)
+	}
+	check("written again")
+	_, err = pool.Exec(ctx, `TRUNCATE `+tbl+`formsapi_submissions CASCADE`)
+	is.NoErr(err)
+	blocks, tail = checkBlocks(t, s)
+	is.Equal([]int{blocks, tail}, []int{0, 0})
+}
+
+// TestSearchBlocksMigration: migration 0035 over a schema whose trigram
+// entries are in formsapi_find (as 0034 left every schema), some rows in
+// the tail, and again over itself: the entries become blocks (56 to a
+// block, in order), formsapi_find keeps the filters' entries only, the
+// tail stays, and searches find what they found before, and the writes
+// after it.
+func TestSearchBlocksMigration(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "old"}))
+	var all []int
+	add := func(st *pgstore.Store, n int) {
+		t.Helper()
+		is.NoErr(st.AddSubmission(ctx, formsapi.Submission{FormID: "old", Data: []byte(fmt.Sprintf(`{"n":%d,"a":"Needle %d"}`, n, n)), CreatedAt: time.Unix(0, int64(n))}, formsapi.Metadata{}))
+		all = append(all, n)
+	}
+	for n := range 300 {
+		add(s, n)
+	}
+	s.Close()
+	tbl := quote(schema) + "."
+	// As 0034 left it: the blocks' entries in formsapi_find, the table
+	// gone, 0035 not applied.
+	pgtest.Exec(t, dsn, `INSERT INTO `+tbl+`formsapi_find (form_seq, key, created_at, seq)
+SELECT b.form_seq, b.key, u.at, u.seq FROM `+tbl+`formsapi_find_blocks b, unnest(b.ats, b.seqs) u (at, seq);
+DROP TABLE `+tbl+`formsapi_find_blocks; DELETE FROM `+tbl+`formsapi_migrations WHERE version >= 35`)
+	var entries, tail int
+	err := pgstore.Pool(mustOpenIn(t, dsn, "public")).QueryRow(ctx, `SELECT (SELECT count(*) FROM `+tbl+`formsapi_find WHERE key < 0), (SELECT count(*) FROM `+tbl+`formsapi_find_tail)`).Scan(&entries, &tail)
+	is.NoErr(err)
+	is.True(entries > 0 && tail > 0) // entries and tail rows, before
+	search := formsapi.Query{Limit: 7, Order: formsapi.Oldest, Search: "needle"}
+	for range 2 { // and again over itself
+		again := mustOpenIn(t, dsn, schema)
+		blocks, tailAfter := checkBlocks(t, again)
+		is.Equal(tailAfter, tail)
+		is.True(blocks > 0)
+		is.Equal(walkAll(t, again, "old", search), all)
+		add(again, len(all))
+		tail++
+		is.Equal(walkAll(t, again, "old", search), all)
+		again.Close()
+		pgtest.Exec(t, dsn, `DELETE FROM `+tbl+`formsapi_migrations WHERE version >= 35`)
+	}
+}
