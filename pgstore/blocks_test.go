@@ -1,10 +1,13 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/formsapi/formsapi/internal/pgtest"
 	"github.com/formsapi/formsapi/pgstore"
 	"github.com/formsapi/formsapi/storetest"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/matryer/is"
 )
 
@@ -254,4 +258,159 @@ DROP TABLE `+tbl+`formsapi_find_blocks; DELETE FROM `+tbl+`formsapi_migrations W
 		again.Close()
 		pgtest.Exec(t, dsn, `DELETE FROM `+tbl+`formsapi_migrations WHERE version >= 35`)
 	}
+}
+
+// TestSearchBlocksConcurrent: writers (whose writes fold the tail) and
+// deleters (whose deletions take entries out of the blocks the folds
+// write) at once, on two forms: afterwards the blocks are exactly the
+// rows' (checkBlocks: no entry a fold wrote lost by a deletion that read
+// its block before, none of a deleted row left), and a search finds
+// every match left.
+func TestSearchBlocksConcurrent(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t, pgstore.WithSearchIndex())
+	forms := []string{"c1", "c2"}
+	for _, f := range forms {
+		is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: f}))
+	}
+	// Rows written before, which the deleters take out newest first: the
+	// entries of the keys' last blocks, which the writers' folds append to.
+	const before = 1000
+	ids := make(chan string, before)
+	var old []string
+	for i := range before {
+		id := fmt.Sprintf("old-%d", i)
+		data := fmt.Sprintf(`{"i":%d,"a":"needle before"}`, i)
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: forms[i%2], Data: []byte(data)}, formsapi.Metadata{ID: id}))
+		if i%3 == 0 {
+			old = append(old, forms[i%2]+" "+id)
+		}
+	}
+	for _, x := range slices.Backward(old) {
+		ids <- x
+	}
+	const writers, each = 4, 200
+	errs := make(chan error, writers+2)
+	done := make(chan struct{})
+	var wg, dg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("%d-%d", w, i)
+				data := fmt.Sprintf(`{"w":%d,"i":%d,"a":"needle and thread"}`, w, i)
+				if err := s.AddSubmission(ctx, formsapi.Submission{FormID: forms[w%2], Data: []byte(data)}, formsapi.Metadata{ID: id}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 2 {
+		dg.Add(1)
+		go func() {
+			defer dg.Done()
+			for {
+				select {
+				case x := <-ids:
+					f, id, _ := strings.Cut(x, " ")
+					if err := s.DeleteSubmission(ctx, storetest.AccountA, f, id); err != nil {
+						errs <- err
+						return
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	dg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	blocks, _ := checkBlocks(t, s)
+	is.True(blocks > 0)
+	var left int
+	is.NoErr(pgstore.Pool(s).QueryRow(ctx, `SELECT count(*) FROM `+quote(s.Schema())+`.formsapi_submissions`).Scan(&left))
+	found := 0
+	for _, f := range forms {
+		got := walkAll2(t, s, f, formsapi.Query{Search: "needle", Limit: 100})
+		if len(got) != len(slices.Compact(slices.Sorted(slices.Values(got)))) {
+			t.Fatalf("form %s: a match found twice", f)
+		}
+		found += len(got)
+	}
+	is.Equal(found, left)
+}
+
+// walkAll2 walks every page of q of form and returns its items' data.
+func walkAll2(t *testing.T, s formsapi.Store, form string, q formsapi.Query) []string {
+	t.Helper()
+	var got []string
+	for {
+		p, err := s.ListSubmissions(ctx, storetest.AccountA, form, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range p.Items {
+			got = append(got, string(sub.Data))
+		}
+		if p.NextCursor == "" {
+			return got
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// TestSearchBlocksDeleteWaitsForFold: a deletion whose row's entries are
+// in the blocks a fold not yet committed is appending to waits for the
+// fold's lock (migration 0035), then reads the blocks as the fold left
+// them: without the lock it read them before the fold, waited for the
+// blocks' row locks, and wrote its lists over the fold's, losing the
+// fold's entries (a search then missed their submissions).
+func TestSearchBlocksDeleteWaitsForFold(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "race"}))
+	pool := pgstore.Pool(s)
+	fold := func(tx interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}) {
+		t.Helper()
+		_, err := tx.Exec(ctx, `SET LOCAL search_path TO `+quote(schema)+`; SELECT pg_advisory_xact_lock(formsapi_fold_lock()); SELECT formsapi_fold_tail()`)
+		is.NoErr(err)
+	}
+	add := func(i int) {
+		t.Helper()
+		data := fmt.Sprintf(`{"i":%d,"a":"needle"}`, i)
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "race", Data: []byte(data)}, formsapi.Metadata{ID: strconv.Itoa(i)}))
+	}
+	for i := range 20 {
+		add(i)
+	}
+	tx, err := pool.Begin(ctx)
+	is.NoErr(err)
+	fold(tx)
+	is.NoErr(tx.Commit(ctx))
+	for i := 20; i < 30; i++ {
+		add(i) // in the tail
+	}
+	tx, err = pool.Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	fold(tx) // appends rows 20 to 29 to the blocks rows 0 to 19 are in
+	deleted := make(chan error, 1)
+	go func() { deleted <- s.DeleteSubmission(ctx, storetest.AccountA, "race", "19") }()
+	pgtest.WaitForLock(t, dsn, "query LIKE '%' || $1 || '%' AND query LIKE 'DELETE%'", schema)
+	is.NoErr(tx.Commit(ctx))
+	is.NoErr(<-deleted)
+	checkBlocks(t, s)
+	is.Equal(len(walkAll2(t, s, "race", formsapi.Query{Search: "needle", Limit: 100})), 29)
 }
