@@ -22,7 +22,11 @@ import (
 // the form, one on 1 in 100 and one on 1 in 50,000: each reads its
 // entries by one bounded range of formsapi_find's primary key and each
 // submission by its own primary key, with no sequential, bitmap or hash
-// scan of anything, in the custom plans and the generic one. The
+// scan of anything, in the custom plans and the generic one. The search
+// statements (the same keys as trigrams, in posting blocks of 56,
+// migration 0035) read formsapi_find_blocks by its primary key only,
+// and unnest at most their bound's entries and two blocks' more; the
+// probe too, per key. The
 // statements of a search while its index is off (the form's submissions,
 // and the range's count) read one bounded range of the form's index of
 // formsapi_submissions, no more rows than their bound. An EXPLAIN

@@ -174,11 +174,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Ti
 }
 
 // enableSearchIndex turns the search index on (migration 0020) if it is
-// off, and in tx indexes the trigrams of every stored row: it copies
-// those a row's find_keys holds (rows written before the writers left
-// them out while the index is off), and computes them again from the
+// off, and in tx indexes the trigrams of every stored row into the
+// posting blocks (migration 0035), under the fold's lock: it deletes
+// the blocks left from an earlier time on (turning the index off need
+// not), folds those a row's find_keys holds (rows written before the
+// writers left them out while the index is off: put in the tail and
+// folded, foldBatch rows at a time), and computes them again from the
 // data of every row whose find_keys holds none (rows written since),
-// setting find_keys and writing their entries (indexRows). It first takes
+// setting find_keys and folding them (indexRows). It first takes
 // the search lock exclusively, which every write that found the setting
 // off holds shared until it commits: the copy and the reads of the rows
 // to compute, statements of their own at read committed, then see every
@@ -429,23 +432,23 @@ var errEntryExists = errors.New("an index entry is stored already")
 // migrations 0006, 0017 and 0028 did, which the mark formsapi.indexing
 // (migration 0034) keeps from running for its updates: each batch's
 // triggers hashed every entry of formsapi_find, which the build grows,
-// and so took longer with every batch. A batch deletes the entries of
-// the keys a row's find_keys loses (none, unless the filter keys'
-// computation changed since the row was written), inserts those of the
-// keys it gains (its trigrams', and its filter keys' when it had
-// none), in index order, and deletes the row from the unfolded tail
-// (migration 0023). Once every batch is done, each form with a row
-// updated gets a fresh version and base, as the trigger of 0006 gave it
-// on each batch (no other transaction sees a version between).
+// and so took longer with every batch. A batch deletes the filter
+// entries of the keys a row's find_keys loses (none, unless the filter
+// keys' computation changed since the row was written; a row the build
+// takes has no trigram keys, so it loses none), inserts those of the
+// filter keys it gains (when it had none), in index order, and puts the
+// rows with trigram keys in the unfolded tail (migration 0023), which it
+// folds into the posting blocks (migration 0035) after each batch, under
+// the fold's lock, taken once. Once every batch is done, each form with
+// a row updated gets a fresh version and base, as the trigger of 0006
+// gave it on each batch (no other transaction sees a version between).
 //
-// A row's entries are those of its find_keys' keys, but for the
-// trigrams of a row in the tail, which are not yet written (the
-// triggers and the store's statements keep it so), and a row the build
-// takes has no trigram keys: so the keys it gains have no entry, and
-// the insert does not look for one (which, ON CONFLICT DO NOTHING, cost
-// it twice as much). An entry there all the same (a host's SQL) fails
-// the insert with errEntryExists; with careful, the insert writes every
-// key's entry but those there, as the trigger's did.
+// A row's filter entries are those of its find_keys' keys, so the keys
+// it gains have no entry, and the insert does not look for one (which,
+// ON CONFLICT DO NOTHING, cost it twice as much). An entry there all
+// the same (a host's SQL) fails the insert with errEntryExists; with
+// careful, the insert writes every key's entry but those there, as the
+// trigger's did.
 func indexRows(ctx context.Context, tx pgx.Tx, query string, trigrams, careful bool, step *stored.Step) error {
 	// A batch's entries (some 75,000 of 500 rows) are sorted in memory
 	// (the default work_mem, 4 MB, sorted them on disk), for the rest of
@@ -532,8 +535,8 @@ WHERE seq = ANY($1::bigint[])`, slices.Sorted(maps.Keys(forms)))
 
 // sqlIndexRows sets a batch of indexRows's rows' find_keys ($1 their
 // seqs, $2 their keys and $3 the keys they had, as the text of bigint[]
-// each), deletes them from the tail, and inserts the entries of their
-// keys: indexRows adds which, and their order.
+// each), puts those with trigram keys in the tail, and inserts the
+// entries of their filter keys: indexRows adds which, and their order.
 const sqlIndexRows = `WITH u AS (
     UPDATE formsapi_submissions s SET find_keys = u.keys::bigint[]
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(seq, keys, old) WHERE s.seq = u.seq
