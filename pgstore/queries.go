@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/formsapi/formsapi/internal/stored"
@@ -881,12 +882,11 @@ func sortedSQL(sql string, desc, encoded bool) string {
 // The statements made of sqlBlockEntriesAsc: a probe's and a count's
 // walks of a trigram's posting blocks.
 var (
-	// A probe's: each candidate key's (k.key) first stored.Probed entries.
-	sqlProbeBlockEntries = blockEntries(sqlBlockEntriesAsc, "$1", "k.key",
-		"-9223372036854775807 - 1, -9223372036854775807 - 1", "9223372036854775807, 9223372036854775807", stored.ProbedLimit)
-
 	// A count's (sqlCountEntries' parameters): a range's entries, up to
-	// the count's bound.
+	// the count's bound, a block at a time. (Read by one range of the
+	// blocks' primary key instead, with the entries' LIMIT, the planner
+	// chose a bitmap scan and a sort of every block of a key on most of
+	// a form's rows: TestExplainFind.)
 	sqlCountBlockEntries = blockEntries(sqlBlockEntriesAsc, "$1", "$6", "$2, $3", "$4, $5", stored.CountLimit)
 
 	// A search's probe (stored.Candidates): each candidate key's entries
@@ -896,17 +896,27 @@ var (
 	// for a key on most of the table the planner otherwise chose a
 	// sequential scan (TestExplainFind).
 	//
-	// A trigram's entries (a negative key) are read from its posting
-	// blocks (sqlBlockEntries, oldest first); a filter's from
-	// formsapi_find. Each branch is gated on the key's sign, so only one
-	// runs for a key.
+	// A trigram's entries (a negative key) are counted from its posting
+	// blocks (migration 0035), oldest first: the lists' lengths of its
+	// first probeBlocks blocks, as many as stored.Probed entries when they
+	// are full, by one bounded range of their primary key, and the time
+	// of the last entry of the last of them; a filter's from
+	// formsapi_find. Each branch is gated on the key's sign (HAVING: one
+	// row for the key, from one branch). A trigram's count only chooses
+	// the key a search walks (a trigram is walked even without entries,
+	// for its matches may be in the tail), so blocks that deletions left
+	// short, counted fewer than stored.Probed, make the choice no less
+	// exact: the walk checks every candidate.
 	sqlProbe = `SELECT e.n, e.last FROM unnest($2::bigint[]) WITH ORDINALITY AS k(key, i),
-LATERAL (SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (
-    (SELECT created_at FROM formsapi_find
-    WHERE k.key >= 0 AND form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `)
+LATERAL (
+    SELECT count(*) AS n, coalesce(max(created_at), 0) AS last FROM (SELECT created_at FROM formsapi_find
+        WHERE k.key >= 0 AND form_seq = $1 AND key = k.key ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `) f
+    HAVING k.key >= 0
     UNION ALL
-    (SELECT created_at FROM (` + sqlProbeBlockEntries + `) b WHERE k.key < 0)
-) f) e
+    SELECT least(coalesce(sum(cardinality(b.seqs)), 0), ` + stored.ProbedLimit + `), coalesce(max(b.ats[cardinality(b.ats)]), 0) FROM (SELECT ats, seqs FROM formsapi_find_blocks
+        WHERE k.key < 0 AND form_seq = $1 AND key = k.key ORDER BY lo_at, lo_seq LIMIT ` + strconv.Itoa(probeBlocks) + `) b
+    HAVING k.key < 0
+) e
 ORDER BY k.i`
 
 	// The same count of a trigram's entries, in its posting blocks
@@ -915,6 +925,13 @@ ORDER BY k.i`
 	sqlCountSearchEntries = `SELECT (SELECT count(*) FROM (` + sqlCountBlockEntries + `) c) + (SELECT count(*) FROM formsapi_find_tail
 WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5))`
 )
+
+// blockSize is the most entries a posting block holds (migration 0035).
+const blockSize = 56
+
+// probeBlocks is how many of a trigram's posting blocks a search's probe
+// reads: as many as hold stored.Probed entries when full, and one more.
+const probeBlocks = (stored.Probed+blockSize-1)/blockSize + 1
 
 // blockEntries fills sqlBlockEntriesAsc or sqlBlockEntriesDesc with the
 // parameters of a statement: the form, the key, the range's bounds (each
