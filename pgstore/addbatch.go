@@ -285,10 +285,16 @@ func (s *Store) addEach(ctx context.Context, rs []newSubmission, on bool, from i
 	})
 }
 
-// batchTx runs fn in a transaction at read committed, and reports retry
-// when fn rolled it back with errRetry.
+// batchTx runs fn in a transaction at read committed, without JIT
+// compilation (sqlNoJIT), and reports retry when fn rolled it back with
+// errRetry.
 func (s *Store) batchTx(ctx context.Context, fn func(tx pgx.Tx) error) (retry bool, err error) {
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlNoJIT); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 	if errors.Is(err, errRetry) {
 		return true, nil
 	}

@@ -926,6 +926,16 @@ ORDER BY k.i`
 WHERE form_seq = $1 AND (created_at, seq) > ($2, $3) AND (created_at, seq) < ($4, $5))`
 )
 
+// sqlNoJIT turns PostgreSQL's JIT compilation off for the rest of a
+// transaction. A batch's statement of a thousand submissions is planned
+// past jit_above_cost (100,000 by default), and PostgreSQL then compiled
+// it with LLVM at every execution: 70% of the backend's CPU in a bulk
+// ingest with the search index on, 3.6 times the batch's PostgreSQL CPU
+// (BENCHMARKS.md, "JIT compilation"). SET LOCAL, not a connection
+// parameter: PgBouncer refuses startup parameters it does not know, and
+// a store from New shares the host's connections.
+const sqlNoJIT = `SET LOCAL jit = off`
+
 // blockSize is the most entries a posting block holds (migration 0035).
 const blockSize = 56
 
