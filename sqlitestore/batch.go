@@ -89,6 +89,7 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 	}
 	defer insert.Close()
 	i := 0
+	touched := map[string]struct{}{} // forms written since their tails were checked
 	for sub, m := range batch {
 		r, err := s.prepareSubmission(sub, m)
 		if err != nil {
@@ -108,16 +109,22 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 			return &stored.ItemError{Item: i, Form: r.FormID, Err: formsapi.ErrFormNotFound}
 		}
 		i++
-		if on && int64(i)%s.foldAt == 0 {
-			var n int
-			if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil {
-				return err
-			}
-			if int64(n) >= s.foldAt {
-				if err := foldTail(ctx, conn); err != nil {
+		if on {
+			// A form's tail is folded once it holds foldAt rows, as
+			// single writes fold it (foldIfFull), checked every foldAt
+			// rows and at the end.
+			touched[r.FormID] = struct{}{}
+			if int64(i)%s.foldAt == 0 {
+				if err := foldFull(ctx, conn, touched, s.foldAt); err != nil {
 					return err
 				}
+				clear(touched)
 			}
+		}
+	}
+	if len(touched) > 0 {
+		if err := foldFull(ctx, conn, touched, s.foldAt); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()

@@ -216,6 +216,10 @@ var SortSQL = map[string]string{
 // folds it (migration 0022).
 const FoldAt = foldAt
 
+// TailReadEvery is the most writes to a form's slot between two reads
+// of its tail's count.
+const TailReadEvery = tailReadEvery
+
 // WithFoldAt makes a store fold the tail at n rows instead of FoldAt.
 func WithFoldAt(n int) Option { return withFoldAt(n) }
 

@@ -8,20 +8,23 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 )
 
 // The posting blocks of search's trigram entries (migration 0022).
 const (
-	// foldAt is the number of rows of formsapi_find_tail at which a
-	// write folds the tail into the blocks (a store's foldAt field;
-	// the tests set a smaller one, see withFoldAt).
+	// foldAt is the number of a form's rows of formsapi_find_tail at
+	// which a write folds that form's tail into the blocks (a store's
+	// foldAt field; the tests set a smaller one, see withFoldAt). A
+	// search reads one form's tail, so this bounds what it reads there.
 	foldAt = 256
 	// blockMax is the most entries a block holds (16 bytes each: a row
 	// of formsapi_find_blocks stays within its page).
@@ -81,6 +84,10 @@ const (
     ORDER BY t.form_seq, t.created_at, t.seq)
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq`
 
+	// sqlTailKeys for one form's rows (?1, its seq).
+	sqlFormTailKeys = sqlTailKeys + `
+WHERE t.form_seq = ?1`
+
 	// The last block of each key ?1 names (records of 40 characters: the
 	// form_seq and the key, each a decimal right-aligned in 20), in one
 	// value: for each key that has blocks, the record's offset in ?1
@@ -115,8 +122,12 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 
 	sqlBlockUpdate = `UPDATE formsapi_find_blocks SET list = ?5 WHERE form_seq = ?1 AND key = ?2 AND lo_at = ?3 AND lo_seq = ?4`
 	sqlBlockInsert = `INSERT INTO formsapi_find_blocks (form_seq, key, lo_at, lo_seq, list) VALUES (?, ?, ?, ?, ?)`
-	sqlTailCount   = `SELECT count(*) FROM formsapi_find_tail`
 	sqlTailEmpty   = `DELETE FROM formsapi_find_tail`
+
+	// A form's seq and the rows of its tail, by the form's ID.
+	sqlFormTailCount = `SELECT f.seq, (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
+FROM formsapi_forms f WHERE f.id = ?1`
+	sqlFormTailEmpty = `DELETE FROM formsapi_find_tail WHERE form_seq = ?1`
 )
 
 // postingKey names the blocks of one trigram of one form.
@@ -170,9 +181,24 @@ var foldBufs = sync.Pool{New: func() any { return &foldBuf{index: make(map[posti
 // blocks written in another; a key whose new entries reach before its
 // last block (a late commit) is merged a block at a time (folder.merge).
 func foldTail(ctx context.Context, q execQuerier) error {
+	return foldRows(ctx, q, sqlTailKeys, sqlTailEmpty)
+}
+
+// foldFormTail is foldTail for the tail rows of one form, whose seq is
+// form: the fold a write makes (foldIfFull). Folding a form's rows by
+// themselves keeps a fold's blocks together: writes spread over many
+// forms would otherwise add an entry or two to each of many keys' last
+// blocks, rewriting a page for each, at every fold.
+func foldFormTail(ctx context.Context, q execQuerier, form int64) error {
+	return foldRows(ctx, q, sqlFormTailKeys, sqlFormTailEmpty, form)
+}
+
+// foldRows folds the tail rows that keys (sqlTailKeys's value) reads
+// with args, then runs empty with args to take them out of the tail.
+func foldRows(ctx context.Context, q execQuerier, keys, empty string, args ...any) error {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
-	rows, err := q.QueryContext(ctx, sqlTailKeys)
+	rows, err := q.QueryContext(ctx, keys, args...)
 	if err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
@@ -196,7 +222,7 @@ func foldTail(ctx context.Context, q execQuerier) error {
 	if err := b.fold(ctx, q); err != nil {
 		return fmt.Errorf("fold: %w", err)
 	}
-	if _, err := q.ExecContext(ctx, sqlTailEmpty); err != nil {
+	if _, err := q.ExecContext(ctx, empty, args...); err != nil {
 		return fmt.Errorf("fold: empty the tail: %w", err)
 	}
 	return nil
@@ -548,42 +574,82 @@ func mergeEntries(dst, a, b []entry) []entry {
 	return append(dst, b...)
 }
 
-// tailReadEvery is the most writes a store makes between two reads of
-// the tail's count (foldIfFull): other stores and processes add rows to
-// the tail too.
+// tailReadEvery is the most writes of a form's tail slot (see
+// Store.tails) a store makes between two reads of the form's tail
+// count (foldIfFull): other stores and processes add rows to the tail
+// too.
 const tailReadEvery = 16
 
-// foldIfFull folds the tail (see foldTail) in a transaction of its own
-// when it holds foldAt rows or more: the write that brings it there
-// pays for the fold, after its own commit. The store reads the tail's
-// count only when its own count (tailGuess) reaches foldAt, or after
-// tailReadEvery writes: so a fold waits for at most that many writes of
-// each other writer of the file.
-func (s *Store) foldIfFull(ctx context.Context) error {
-	if s.tailGuess.Add(1) < s.foldAt && s.tailUnread.Add(1) < tailReadEvery {
+// tailSlots is the number of Store.tails: forms share a slot by their
+// IDs' hash, which only makes the store read their counts more often.
+const tailSlots = 256
+
+// tailSlot is a store's guess at the tail rows of the forms that share
+// it: the count it last read, plus its writes since; unread is its
+// writes since it last read a count.
+type tailSlot struct{ guess, unread atomic.Int64 }
+
+// foldIfFull folds the tail rows of form (its ID; see foldFormTail) in
+// a transaction of its own when they are foldAt or more: the write that
+// brings them there pays for the fold, after its own commit. The store
+// reads the form's count only when its slot's guess reaches foldAt, or
+// after tailReadEvery writes to the slot: so a fold waits for at most
+// that many writes of each other writer of the file.
+func (s *Store) foldIfFull(ctx context.Context, form string) error {
+	h := fnv.New32a()
+	h.Write([]byte(form))
+	slot := &s.tails[h.Sum32()%tailSlots]
+	if slot.guess.Add(1) < s.foldAt && slot.unread.Add(1) < tailReadEvery {
 		return nil
 	}
-	s.tailUnread.Store(0)
+	slot.unread.Store(0)
 	ctx = context.WithoutCancel(ctx) // the write is committed: its fold is not the request's
+	var seq int64
 	var n int
-	if err := s.tailCount.QueryRowContext(ctx).Scan(&n); err != nil {
+	if err := s.formTailCount.QueryRowContext(ctx, form).Scan(&seq, &n); err != nil {
 		return fmt.Errorf("fold: count the tail: %w", err)
 	}
-	s.tailGuess.Store(int64(n))
+	slot.guess.Store(int64(n))
 	if int64(n) < s.foldAt {
 		return nil
 	}
 	return s.immediate(ctx, func(conn *sql.Conn) error {
 		// Another writer may have folded it meanwhile.
-		if err := conn.QueryRowContext(ctx, sqlTailCount).Scan(&n); err != nil || int64(n) < s.foldAt {
+		if err := conn.QueryRowContext(ctx, sqlFormTailCount, form).Scan(&seq, &n); err != nil || int64(n) < s.foldAt {
 			return err
 		}
-		if err := foldTail(ctx, conn); err != nil {
+		if err := foldFormTail(ctx, conn, seq); err != nil {
 			return err
 		}
-		s.tailGuess.Store(0)
+		slot.guess.Store(0)
 		return nil
 	})
+}
+
+// foldFull folds the tail rows of each form of forms (their IDs) that
+// has foldAt or more, in the transaction of q: a batch's fold.
+func foldFull(ctx context.Context, q execQuerier, forms map[string]struct{}, foldAt int64) error {
+	for form := range forms {
+		var seq int64
+		var n int
+		rows, err := q.QueryContext(ctx, sqlFormTailCount, form)
+		if err != nil {
+			return fmt.Errorf("fold: count the tail: %w", err)
+		}
+		found := rows.Next()
+		if found {
+			err = rows.Scan(&seq, &n)
+		}
+		if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("fold: count the tail: %w", err)
+		}
+		if found && int64(n) >= foldAt {
+			if err := foldFormTail(ctx, q, seq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // noteFold logs the result err of a write's foldIfFull: the first of

@@ -232,11 +232,10 @@ type Store struct {
 	// sortOn is the sort index setting as this store last read it: it
 	// never turns off.
 	sortOn atomic.Bool
-	// tailGuess is this store's count of formsapi_find_tail's rows: the
-	// count it last read, plus its writes since; tailUnread is its writes
-	// since it last read the count (see foldIfFull).
-	tailGuess, tailUnread atomic.Int64
-	// foldAt is the tail's rows at which a write folds it: the constant
+	// tails are this store's guesses at the forms' rows of
+	// formsapi_find_tail, by their IDs' hash (see foldIfFull).
+	tails [tailSlots]tailSlot
+	// foldAt is a form's tail rows at which a write folds them: the constant
 	// foldAt but in tests (withFoldAt).
 	foldAt int64
 	// progress is the store's logger (see WithLogger): its start's, and
@@ -251,7 +250,7 @@ type Store struct {
 	encodedDesc, encodedAsc                     *sql.Stmt // on read
 	findEncodedDesc, findEncodedAsc             *sql.Stmt // on read: filtered pages
 	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
-	tailCount                                   *sql.Stmt // on write: the rows of formsapi_find_tail (see foldIfFull)
+	formTailCount                               *sql.Stmt // on write: a form's rows of formsapi_find_tail (see foldIfFull)
 	feed, feedEncoded, feedKeyed                *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
 	scanEncodedDesc, scanEncodedAsc             *sql.Stmt // on read: searches without the index
@@ -513,7 +512,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.addForm, s.write, sqlAddForm},
 		{&s.addSubmission, s.write, sqlAddSubmission},
-		{&s.tailCount, s.write, sqlTailCount},
+		{&s.formTailCount, s.write, sqlFormTailCount},
 		{&s.addKey, s.write, sqlAddKey},
 		{&s.revokeKey, s.write, sqlRevokeKey},
 		{&s.touchKey, s.write, sqlTouchKey},

@@ -283,3 +283,75 @@ WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)`)
 		}
 	}
 }
+
+// TestSearchTailFoldsByForm: a write folds its own form's tail rows, not
+// the other forms' (writes spread over many forms would otherwise fold an
+// entry or two into each of many keys' blocks at every fold), once they
+// are testFold; a batch folds each form it wrote to the same way; every
+// search finds its form's matches whichever side they are on.
+func TestSearchTailFoldsByForm(t *testing.T) {
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold))
+	db := sqlitestore.ReadDB(s)
+	forms := []string{"a", "b", "c"}
+	for _, f := range forms {
+		is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: f}))
+	}
+	formTail := func(form string) (n int) {
+		t.Helper()
+		is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail t JOIN formsapi_forms f ON f.seq = t.form_seq WHERE f.id = ?`, form).Scan(&n))
+		return n
+	}
+	want := map[string][]int{}
+	n := 0
+	sub := func(form string) formsapi.Submission {
+		n++
+		want[form] = append(want[form], n)
+		return formsapi.Submission{FormID: form, Data: []byte(`{"n":` + strconv.Itoa(n) + `,"a":"needle ` + form + `"}`), CreatedAt: time.Unix(int64(n), 0)}
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, f := range forms {
+			if got := searchAll(t, s, f, "needle "+f, 7, formsapi.Oldest); !slices.Equal(got, want[f]) {
+				t.Fatalf("%s: form %s: got %v, want %v", when, f, got, want[f])
+			}
+		}
+	}
+	// b and c a row short of a fold each, then a's rows to a fold.
+	for range testFold - 1 {
+		is.NoErr(s.AddSubmission(ctx, sub("b"), formsapi.Metadata{}))
+		is.NoErr(s.AddSubmission(ctx, sub("c"), formsapi.Metadata{}))
+	}
+	is.Equal([]int{formTail("b"), formTail("c")}, []int{testFold - 1, testFold - 1})
+	for range testFold {
+		is.NoErr(s.AddSubmission(ctx, sub("a"), formsapi.Metadata{}))
+	}
+	is.Equal([]int{formTail("a"), formTail("b"), formTail("c")}, []int{0, testFold - 1, testFold - 1}) // a's folded alone
+	check("a folded, b and c in the tail")
+	// Writes spread over the three: each form's tail stays below a fold
+	// and a count's spacing past it.
+	for i := range 4 * testFold {
+		is.NoErr(s.AddSubmission(ctx, sub(forms[i%3]), formsapi.Metadata{}))
+		for _, f := range forms {
+			if got := formTail(f); got >= testFold+sqlitestore.TailReadEvery {
+				t.Fatalf("form %s: %d rows in the tail", f, got)
+			}
+		}
+	}
+	check("spread writes")
+	// A batch to b and c: each folded once it holds a fold's rows, a
+	// stays as it was.
+	aTail := formTail("a")
+	is.NoErr(s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for i := range 3 * testFold {
+			if !yield(sub(forms[1+i%2]), formsapi.Metadata{}) {
+				return
+			}
+		}
+	}))
+	is.Equal(formTail("a"), aTail)
+	is.True(formTail("b") < testFold && formTail("c") < testFold)
+	check("a batch")
+	_, _, both := tailState(t, db)
+	is.Equal(both, 0)
+}

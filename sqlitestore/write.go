@@ -97,7 +97,7 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 				// fail, and the next write folds the tail instead
 				// (noteFold logs it). Nor does the request's
 				// cancellation stop it halfway (foldIfFull).
-				s.noteFold(s.foldIfFull(ctx))
+				s.noteFold(s.foldIfFull(ctx, r.FormID))
 			}
 			return nil
 		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
