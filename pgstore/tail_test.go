@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +177,104 @@ func TestSearchTailMigration(t *testing.T) {
 	tail, folded, both = tailState(t, third)
 	is.Equal([]int{tail, folded, both}, []int{3, 5, 0})
 	is.Equal(walkAll(t, third, "old", search), []int{0, 1, 2, 3, 4, 5, 6, 7})
+}
+
+// TestSearchTailFoldsByForm: a write folds its own form's tail rows
+// (migration 0038), not the other forms', once they are 256 (counted by
+// a write whose position in its form's feed is a multiple of 16, so two
+// forms written in turn are both counted); a batch folds each form it
+// writes to the same way; every search finds its form's matches
+// whichever side they are on.
+func TestSearchTailFoldsByForm(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t, pgstore.WithSearchIndex())
+	const fold, every = 256, 16
+	forms := []string{"a", "b", "c"}
+	for _, f := range forms {
+		is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: f}))
+	}
+	schema := quote(s.Schema())
+	formTail := func(form string) (n int) {
+		t.Helper()
+		is.NoErr(pgstore.Pool(s).QueryRow(ctx, `SELECT count(*) FROM `+schema+`.formsapi_find_tail t JOIN `+schema+`.formsapi_forms f ON f.seq = t.form_seq WHERE f.id = $1`, form).Scan(&n))
+		return n
+	}
+	want := map[string][]int{}
+	n := 0
+	sub := func(form string) formsapi.Submission {
+		n++
+		want[form] = append(want[form], n)
+		return formsapi.Submission{FormID: form, Data: []byte(`{"n":` + strconv.Itoa(n) + `,"a":"needle ` + form + `"}`), CreatedAt: time.Unix(int64(n), 0)}
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, f := range forms {
+			q := formsapi.Query{Limit: 50, Order: formsapi.Oldest, Search: "needle " + f}
+			if got := walkAll(t, s, f, q); !slices.Equal(got, want[f]) {
+				t.Fatalf("%s: form %s: got %v, want %v", when, f, got, want[f])
+			}
+		}
+	}
+	// b and c a row short of a fold each, then a's rows past a fold.
+	for range fold - 1 {
+		is.NoErr(s.AddSubmission(ctx, sub("b"), formsapi.Metadata{}))
+		is.NoErr(s.AddSubmission(ctx, sub("c"), formsapi.Metadata{}))
+	}
+	is.Equal([]int{formTail("b"), formTail("c")}, []int{fold - 1, fold - 1})
+	for range fold + every {
+		is.NoErr(s.AddSubmission(ctx, sub("a"), formsapi.Metadata{}))
+	}
+	is.True(formTail("a") <= every)                                          // a's folded
+	is.Equal([]int{formTail("b"), formTail("c")}, []int{fold - 1, fold - 1}) // alone
+	check("a folded, b and c in the tail")
+	// Writes spread over the three: each form's tail stays below a fold
+	// and a count's spacing past it.
+	for i := range 3 * fold {
+		is.NoErr(s.AddSubmission(ctx, sub(forms[i%3]), formsapi.Metadata{}))
+		if i%every == 0 {
+			for _, f := range forms {
+				if got := formTail(f); got >= fold+every {
+					t.Fatalf("form %s: %d rows in the tail", f, got)
+				}
+			}
+		}
+	}
+	check("spread writes")
+	// A batch to b and c: each folded as it reaches a fold, a left as it was.
+	aTail := formTail("a")
+	is.NoErr(s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for i := range 3 * fold {
+			if !yield(sub(forms[1+i%2]), formsapi.Metadata{}) {
+				return
+			}
+		}
+	}))
+	is.Equal(formTail("a"), aTail)
+	is.True(formTail("b") < fold+every && formTail("c") < fold+every)
+	check("a batch")
+	_, _, both := tailState(t, s)
+	is.Equal(both, 0)
+}
+
+// TestFoldBodies: the fold of one form's tail (migration 0038) is the
+// fold of the whole tail (0037) but for the rows of the tail it takes.
+func TestFoldBodies(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t)
+	var all, form string
+	err := pgstore.Pool(s).QueryRow(ctx, `SELECT
+    (SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.formsapi_fold_tail_to(bigint)')::regprocedure),
+    (SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.formsapi_fold_form_tail_to(bigint, bigint)')::regprocedure)`, quote(s.Schema())).Scan(&all, &form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const allRows = `WHERE seq <= last OR NOT (formsapi_find_tail.xmin = pg_current_xact_id()::xid)`
+	const formRows = `WHERE form_seq = form AND (seq <= last OR NOT (formsapi_find_tail.xmin = pg_current_xact_id()::xid))`
+	if strings.Count(all, allRows) != 1 || strings.Count(form, formRows) != 1 {
+		t.Fatalf("the folds' first parts are not as this test knows them:\n%s\n%s", all, form)
+	}
+	if strings.Replace(form, formRows, allRows, 1) != all {
+		t.Errorf("the fold of a form's tail differs from the fold of the whole tail beyond the rows it takes:\n%s\n---\n%s", form, all)
+	}
 }
