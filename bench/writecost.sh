@@ -30,6 +30,9 @@
 # runs are then also compared with it (for a BASE that has the switch).
 # BENCHTIME (default 1s) is each run's -test.benchtime: a count of writes
 # such as 1536x runs every tree through the same number of folds.
+# FORMS=N spreads each run's writes over N forms in turn
+# (-bench.forms, every tree; a BASE from before the flag gets this
+# tree's bench_test.go of each store, which must then compile there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -40,6 +43,10 @@ NAME=writecost
 # shellcheck source=bench/basetree.sh
 source bench/basetree.sh
 for s in $STORES; do
+  if [ -n "${FORMS:-}" ] && ! grep -q bench.forms "$OLD/$s/bench_test.go"; then
+    echo "FORMS: $s/bench_test.go of this tree copied into the base"
+    cp "$NEW/$s/bench_test.go" "$OLD/$s/bench_test.go"
+  fi
   (cd "$NEW" && go test -c -o "$DIR/new-$s.test" "./$s/")
   (cd "$OLD" && go test -c -o "$DIR/old-$s.test" "./$s/")
 done
@@ -52,6 +59,7 @@ run() { # TREE STORE (TREE: old, oix: old with the search index on, new, idx: ne
   [ "$1" = oix ] && dir=$OLD bin=old flags=(-bench.search-index)
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
   [ "$1" = srt ] && bin=new flags=("-bench.sort-index=${SORT_FIELDS:-company}")
+  [ -n "${FORMS:-}" ] && flags+=("-bench.forms=$FORMS")
   (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 -test.benchtime "${BENCHTIME:-1s}" "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }

@@ -63,6 +63,15 @@ func BenchmarkHandlerUncached(b *testing.B) {
 // index on (bench/writecost.sh's "search index on" rows).
 var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmission: open the store with WithSearchIndex")
 
+// benchForms spreads BenchmarkAddSubmission's writes over this many
+// forms, in turn (bench/writecost.sh's FORMS): the writes of a
+// collection service for many forms, whose index entries land in as
+// many forms' blocks.
+var benchForms = flag.Int("bench.forms", 1, "BenchmarkAddSubmission: write to this many forms in turn")
+
+// benchFormCounts is benchdata.Load's counts for benchForms empty forms.
+func benchFormCounts() []int { return make([]int, max(*benchForms, 1)) }
+
 // benchSortIndex opens BenchmarkAddSubmission's store with the sort index
 // on for the fields it names, comma-separated, or for every field when
 // it is "*" (bench/writecost.sh's "sort index on" rows: one field of
@@ -93,13 +102,14 @@ func BenchmarkAddSubmission(b *testing.B) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if err := benchdata.Load(ctx, s, []int{0}, "", nil); err != nil {
+	if err := benchdata.Load(ctx, s, benchFormCounts(), "", nil); err != nil {
 		b.Fatal(err)
 	}
+	forms := len(benchFormCounts())
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		sub, m := benchdata.Submission(benchdata.FormID(0), i)
+		sub, m := benchdata.Submission(benchdata.FormID(i%forms), i)
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}
