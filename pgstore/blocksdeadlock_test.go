@@ -17,7 +17,7 @@ import (
 // update of find_keys, of a submission still in the unfolded tail, made
 // while a fold holds the fold's lock and before the fold reaches the
 // tail: the statement waits for the lock before it touches the tail row
-// (migration 0038), so the fold, which deletes that row, does not wait
+// (migration 0039), so the fold, which deletes that row, does not wait
 // for it in turn. Before, the triggers deleted the tail row and then
 // waited for the lock: a fold that came to the row then waited for the
 // statement, and PostgreSQL ended the deadlock after deadlock_timeout by
