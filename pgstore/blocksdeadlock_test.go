@@ -72,3 +72,53 @@ func TestSearchBlocksTailDeleteWaitsForFold(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchBlocksUpdateBesideDeletion: a host's update of find_keys and
+// a deletion on the same form at once, the update holding the fold's
+// lock when the deletion comes (its fold waits on a tail row a third
+// transaction holds): the update takes its forms' rows before the
+// fold's lock (migration 0040), as a deletion's tombstone takes its
+// form's row before it, so the deletion waits for the update and both
+// go through. Before, the update took the lock, then its version
+// trigger the form's row, which the deletion held while it waited for
+// the lock: a deadlock, which PostgreSQL ended after a second by
+// aborting one (40P01), here the deletion.
+func TestSearchBlocksUpdateBesideDeletion(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	dsn, schema := pgtest.Schema(t)
+	s := mustOpenIn(t, dsn, schema, pgstore.WithSearchIndex())
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "both"}))
+	pool := pgstore.Pool(s)
+	tbl := quote(schema) + "."
+	for _, id := range []string{"gone", "changed", "held"} {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "both", Data: []byte(`{"id":"` + id + `","a":"needle"}`)}, formsapi.Metadata{ID: id}))
+	}
+	// The third transaction: it holds "held"'s tail row, which the
+	// update's fold will wait for.
+	held, err := pool.Begin(ctx)
+	is.NoErr(err)
+	defer held.Rollback(ctx)
+	_, err = held.Exec(ctx, `DELETE FROM `+tbl+`formsapi_find_tail WHERE seq = (SELECT seq FROM `+tbl+`formsapi_submissions WHERE host_id = 'held')`)
+	is.NoErr(err)
+	update := `UPDATE ` + tbl + `formsapi_submissions SET data = '{"id":"changed","a":"thread"}', find_keys = $1 WHERE host_id = 'changed'`
+	updated := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, update, find.IndexKeys([]byte(`{"id":"changed","a":"thread"}`), nil))
+		updated <- err
+	}()
+	pgtest.WaitForLock(t, dsn, "query LIKE $1", "UPDATE "+tbl+"%")
+	remove := `DELETE FROM ` + tbl + `formsapi_submissions WHERE host_id = 'gone'`
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, remove)
+		deleted <- err
+	}()
+	pgtest.WaitForLock(t, dsn, "query = $1", remove)
+	is.NoErr(held.Rollback(ctx))
+	is.NoErr(<-updated)
+	is.NoErr(<-deleted)
+	checkBlocks(t, s)
+	got := walkAll2(t, s, "both", formsapi.Query{Search: "needle", Limit: 10})
+	is.Equal(got, []string{`{"id":"held","a":"needle"}`})
+}
