@@ -227,7 +227,7 @@ func bulkArgs(rs []newSubmission, on, sorted bool) []any {
 		}
 	}
 	return []any{forms, counts, int64(n), formIdx, rank, at, data, attachments, encoded, ips, agents, geos, traces, hosts,
-		lo, hi, noKeys, keys, names, nameItems, nameOrds, on, stored.Version, sorts, slo, shi, sorted}
+		lo, hi, noKeys, int8ArrayText(keys), names, nameItems, nameOrds, on, stored.Version, sorts, slo, shi, sorted}
 }
 
 // addEach writes rs in one transaction at read committed: rs[:from] in

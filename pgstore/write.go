@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -124,7 +125,30 @@ func (r *newSubmission) args(on, sorted bool) []any {
 		keys = find.IndexKeys(r.Data, r.URLs)
 	}
 	return []any{r.FormID, r.At, string(r.Data), string(r.Attachments), r.Encoded,
-		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), keys, on, sortKeysIf(r.Data, sorted), sorted}
+		[]byte(r.Meta.ClientIP), []byte(r.Meta.UserAgent), r.Geo, []byte(r.Meta.TraceID), stored.Version, r.Meta.ID, fieldNames(r.Data), int8ArrayText(keys), on, sortKeysIf(r.Data, sorted), sorted}
+}
+
+// int8ArrayText returns a as the text form of a PostgreSQL bigint[]
+// ("{1,-2}"), or nil (NULL) for a nil a. pgx sends a string argument in
+// the text format, where it encodes an []int64 an element at a time
+// through an interface value, an allocation for each: 77 a write with
+// the search index on, of its 247.
+func int8ArrayText(a []int64) any {
+	if a == nil {
+		return nil
+	}
+	var b strings.Builder
+	b.Grow(2 + 21*len(a)) // an int64 and its comma at most: one allocation
+	var buf [20]byte
+	b.WriteByte('{')
+	for i, v := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(strconv.AppendInt(buf[:0], v, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a
