@@ -394,6 +394,11 @@ type Store struct {
 	// sortOn is the sort index setting as this store last saw it: it
 	// never turns off.
 	sortOn atomic.Bool
+	// strictDefault is whether the pool's default isolation, as Open or
+	// New found it, is repeatable read or serializable: AddSubmission
+	// then writes at read committed while the search index is on (see
+	// execCommitted).
+	strictDefault bool
 }
 
 var (
@@ -489,6 +494,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("read the sort index setting: %w", err)
 	}
 	s.sortOn.Store(on)
+	if err := pool.QueryRow(ctx, `SELECT current_setting('transaction_isolation') <> 'read committed'`).Scan(&s.strictDefault); err != nil {
+		return nil, fmt.Errorf("read the default isolation: %w", err)
+	}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	s.lookups = s.newLookups()
 	if cfg.follow {

@@ -60,17 +60,40 @@ func backoff(ctx context.Context, n int) error {
 // for and then re-reads rather than aborting. So a retried write does not
 // lose to the next writer again, however many write to the form.
 func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := s.pool.Exec(ctx, sql, args...)
+	return s.execAt(ctx, false, sql, args...)
+}
+
+// execAt is exec, its first try at read committed too when committed
+// says so (see execCommitted).
+func (s *Store) execAt(ctx context.Context, committed bool, sql string, args ...any) (tag pgconn.CommandTag, err error) {
+	if committed {
+		tag, err = s.execCommitted(ctx, sql, args...)
+	} else {
+		tag, err = s.pool.Exec(ctx, sql, args...)
+	}
 	for n := 1; n < conflictAttempts && conflict(err); n++ {
 		if backoff(ctx, n) != nil {
 			break // the caller reports the conflict, with ctx's error
 		}
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			var err error
-			tag, err = tx.Exec(ctx, sql, args...)
-			return err
-		})
+		tag, err = s.execCommitted(ctx, sql, args...)
 	}
+	return tag, err
+}
+
+// execCommitted runs the write statement sql in a transaction at read
+// committed: execAt's retries, and AddSubmission's first try when the
+// database's default isolation is stricter (strictDefault) and the search
+// index is on. The index's fold, which the insert whose turn it is runs,
+// runs at read committed only (migration 0035): at a stricter default,
+// no single write folded, and a form's unfolded tail grew with every
+// write, each search walking it whole (TestSearchTailFoldsAtStrictIsolation).
+// It costs two more round trips, BEGIN and COMMIT.
+func (s *Store) execCommitted(ctx context.Context, sql string, args ...any) (tag pgconn.CommandTag, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, sql, args...)
+		return err
+	})
 	return tag, err
 }
 

@@ -76,7 +76,9 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 	// So are the sort keys, once the sort index is on.
 	for {
 		on, sorted := s.searchOn.Load(), s.sortOn.Load()
-		tag, err := s.exec(ctx, s.sql.addSubmission, r.args(on, sorted)...)
+		// At read committed while the search index is on, so that its
+		// fold runs (see execCommitted).
+		tag, err := s.execAt(ctx, on && s.strictDefault, s.sql.addSubmission, r.args(on, sorted)...)
 		if err == nil && tag.RowsAffected() == 0 && !on {
 			err = s.pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on)
 		}
