@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/formsapi/formsapi/internal/keyformat"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AddForm stores f as a form of accountID. A zero f.CreatedAt becomes the
@@ -154,9 +156,13 @@ func int8ArrayText(a []int64) any {
 }
 
 // insertError is the error of sqlAddSubmission's failed insert of r: a
-// metadata ID the form already has is invalid input.
+// metadata ID the form already has is invalid input. Only the metadata
+// ID's unique index (migration 0007) says so: any other unique violation
+// of the statement (its triggers', a host's constraint) is the store's
+// failure, not the client's input (TestInsertErrorOtherUniqueViolation).
 func (r *newSubmission) insertError(ctx context.Context, err error) error {
-	if isUniqueViolation(err) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "formsapi_submissions_host_id" {
 		return fmt.Errorf("%w: metadata ID %q is already a submission of the form", formsapi.ErrInvalidInput, r.Meta.ID)
 	}
 	return withCtx(ctx, err)
