@@ -72,6 +72,9 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	}
 	var seq int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.sql.searchLockFirst); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, s.sql.lockForm, formID, accountID).Scan(&seq); errors.Is(err, pgx.ErrNoRows) {
 			return formsapi.ErrFormNotFound
 		} else if err != nil {

@@ -782,6 +782,15 @@ RETURNING form_seq`
 	// committed, sees every submission that committed before the lock.
 	sqlLockForm = `SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2 FOR UPDATE`
 
+	// Before it, while the search index is off, the search lock, shared
+	// (migration 0021's formsapi_search_indexed), as every deletion takes
+	// it before its form's row since migration 0041: the build that turns
+	// the index on holds it and then updates the forms it indexed, so a
+	// form's deletion that locked the form's row first and then waited
+	// for the lock in its deletion of the submissions was a deadlock,
+	// which aborted the build (TestSearchIndexBuildBesideDeletion).
+	sqlSearchLockFirst = `SELECT formsapi_search_indexed()`
+
 	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = $1 AND account_id = $2)`
 
@@ -986,7 +995,7 @@ type queries struct {
 	feed, feedEncoded, feedKeyed, dataFields                     string
 	updateForm, formCreatedAt, deleteSubmission                  string
 	deleteFormSubmissions, deleteForm, accountData, deleteBySeqs string
-	lockForm                                                     string
+	lockForm, searchLockFirst                                    string
 	// sorted pages, [encoded][desc]
 	sorted, unsorted                             [2][2]string
 	stampTombstones, purgedUpTo, purgeTombstones string
@@ -1052,7 +1061,7 @@ func newQueries(schema string) queries {
 		addKey: q(sqlAddKey), revokeKey: q(sqlRevokeKey),
 		feed: q(sqlFeed), feedEncoded: q(sqlFeedEncoded), feedKeyed: q(sqlFeedKeyed), dataFields: q(sqlDataFields),
 		updateForm: q(sqlUpdateForm), formCreatedAt: q(sqlFormCreatedAt), deleteSubmission: q(sqlDeleteSubmission),
-		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm),
+		deleteFormSubmissions: q(sqlDeleteFormSubmissions), deleteForm: q(sqlDeleteForm), lockForm: q(sqlLockForm), searchLockFirst: q(sqlSearchLockFirst),
 		accountData: q(sqlAccountData), deleteBySeqs: q(sqlDeleteBySeqs),
 		stampTombstones: q(sqlStampTombstones), purgedUpTo: q(sqlPurgedUpTo), purgeTombstones: q(sqlPurgeTombstones),
 		checkWaits: q(sqlCheckWaits),
