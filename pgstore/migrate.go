@@ -415,6 +415,18 @@ func indexUnindexed(ctx context.Context, tx pgx.Tx, p *stored.Progress, careful 
 	}
 	step := p.Begin(stored.StepIndex, total)
 	defer func() { step.End(err) }()
+	if on {
+		// The rows' forms' rows, which indexRows updates at its end, before
+		// the fold's lock it takes, as a deletion takes its form's row (its
+		// tombstone's) before it: the other way round, a deletion on one of
+		// the forms that held the row while it waited for the lock was a
+		// deadlock, which aborted the migration (TestIndexUnindexedBesideDeletion).
+		if _, err := tx.Exec(ctx, `SELECT seq FROM formsapi_forms
+WHERE seq IN (SELECT form_seq FROM formsapi_submissions WHERE find_keys IS NULL)
+ORDER BY seq FOR NO KEY UPDATE`); err != nil {
+			return fmt.Errorf("lock the forms: %w", err)
+		}
+	}
 	return indexRows(ctx, tx, `SELECT seq, form_seq, created_at, find_keys, data, attachments FROM formsapi_submissions
 WHERE seq > $1 AND find_keys IS NULL ORDER BY seq LIMIT 500 FOR NO KEY UPDATE`, on, careful, step)
 }
