@@ -261,3 +261,6 @@ func TrigramEntries(db *sql.DB) ([]TrigramEntry, error) {
 	}
 	return out, rows.Err()
 }
+
+// KeyCopyRefreshSQL is the key copy's refresh (migration 0025).
+const KeyCopyRefreshSQL = sqlKeyCopyRefresh

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -71,11 +72,12 @@ const maxCopied = 1 << 16
 // the same connection (conns, the write connections opened so far, the
 // same before and after its check and as the last round's).
 type keyCopy struct {
-	check  *sql.Stmt      // PRAGMA data_version, on the write connection
-	conns  *atomic.Uint64 // write connections opened (openCounted)
-	conn   uint64         // conns as the last round read it
-	gate   chan struct{}
-	rounds coalesce.Batcher[round]
+	check   *sql.Stmt      // PRAGMA data_version, on the write connection
+	refresh *sql.Stmt      // sqlKeyCopyRefresh, on the write connection
+	conns   *atomic.Uint64 // write connections opened (openCounted)
+	conn    uint64         // conns as the last round read it
+	gate    chan struct{}
+	rounds  coalesce.Batcher[round]
 
 	mu sync.Mutex
 	// long is set while a write that may take long holds the gate (see
@@ -87,6 +89,17 @@ type keyCopy struct {
 	forms  map[string]copied  // by form ID (unique in the file)
 	seen   int64              // data_version as the last round read it
 	primed bool               // seen was read at least once
+	// keysGen and lastSeq are keys_gen (migration 0025) and the highest
+	// seq of a submission as the round that last emptied or refreshed
+	// the copy read them (after its data_version): every key and form
+	// copied since was read after that. keysGen is unknown when not
+	// Valid. schema is PRAGMA schema_version as that round read it: a
+	// restore through SQLite's backup API, which copies pages past every
+	// trigger, moves it (the destination's cookie plus one), as does a
+	// change of the schema; either way the copy goes.
+	keysGen sql.NullInt64
+	lastSeq int64
+	schema  int64
 	// gen counts the marks; allAt is the gen of the last mark of
 	// everything, formAt that of each form marked since. A lookup that
 	// began at gen g is copied only if none is above g.
@@ -115,8 +128,8 @@ type copied struct {
 // copy may answer it.
 type round struct{ ok bool }
 
-func newKeyCopy(check *sql.Stmt, gate chan struct{}, conns *atomic.Uint64) *keyCopy {
-	c := &keyCopy{check: check, conns: conns, gate: gate, kick: make(chan struct{}), grants: map[[32]byte]grant{}, forms: map[string]copied{},
+func newKeyCopy(check, refresh *sql.Stmt, gate chan struct{}, conns *atomic.Uint64) *keyCopy {
+	c := &keyCopy{check: check, refresh: refresh, conns: conns, gate: gate, kick: make(chan struct{}), grants: map[[32]byte]grant{}, forms: map[string]copied{},
 		formAt: map[string]uint64{}, writingForm: map[string]int{}}
 	c.rounds = coalesce.Batcher[round]{Run: c.runRound, Max: 1 << 20}
 	return c
@@ -126,19 +139,35 @@ func newKeyCopy(check *sql.Stmt, gate chan struct{}, conns *atomic.Uint64) *keyC
 // for every call of batch. The store's writes use that connection under
 // its gate, so the round takes the gate too; while a long write holds it
 // (holdLong), the round does not wait, and its calls are looked up in
-// the file.
+// the file. When another connection has committed since the last round,
+// the round reads what changed (readRefresh): the copy keeps its keys
+// if none changed and no form went, and takes the forms changed as they
+// are now, instead of going (refreshLocked).
 func (c *keyCopy) runRound(ctx context.Context, batch []*round) {
 	if !c.acquire(ctx) {
 		return // every call's ok stays false
 	}
+	defer func() { <-c.gate }()
 	var v int64
 	before := c.conns.Load()
 	err := c.check.QueryRowContext(ctx).Scan(&v)
-	after := c.conns.Load()
-	<-c.gate
 	if err != nil {
 		return
 	}
+	c.mu.Lock()
+	changed := !c.primed || v != c.seen || before != c.conn
+	foreign := c.primed && v != c.seen && before == c.conn && c.keysGen.Valid
+	since := int64(math.MaxInt64) // no form: keys_gen and the highest seq alone
+	if foreign {
+		since = c.lastSeq
+	}
+	c.mu.Unlock()
+	var fresh *refreshed
+	if changed {
+		// A failure leaves fresh nil: the copy goes, as it would without.
+		fresh, _ = c.readRefresh(ctx, since)
+	}
+	after := c.conns.Load()
 	c.mu.Lock()
 	c.stats.Rounds++
 	switch {
@@ -147,17 +176,103 @@ func (c *keyCopy) runRound(ctx context.Context, batch []*round) {
 		// not known. The copy goes, and the next round starts afresh.
 		c.clearLocked()
 		c.primed = false
-	case !c.primed || v != c.seen || after != c.conn:
+	case changed:
 		// Another connection committed since the last round, or the
 		// write connection is another (its count started again), or this
 		// is the first: whatever the copy holds may be old.
-		c.clearLocked()
+		if foreign && fresh != nil && c.refreshLocked(fresh) {
+			c.stats.Refreshed++
+		} else {
+			c.clearLocked()
+			c.keysGen, c.lastSeq, c.schema = sql.NullInt64{}, 0, 0
+			if fresh != nil {
+				c.keysGen, c.lastSeq, c.schema = fresh.keysGen, fresh.lastSeq, fresh.schema
+			}
+		}
 		c.seen, c.conn, c.primed = v, after, true
 	}
 	c.mu.Unlock()
 	for _, r := range batch {
 		r.ok = true
 	}
+}
+
+// maxRefreshed is the most new submissions a round reads the forms of
+// (readRefresh): past it, the copy goes.
+const maxRefreshed = 1024
+
+// refreshed is what readRefresh read: keys_gen, the highest seq of a
+// submission, and the forms of the submissions added since the copy
+// last read it, as they are now.
+type refreshed struct {
+	keysGen sql.NullInt64
+	lastSeq int64
+	schema  int64 // PRAGMA schema_version
+	forms   []refreshedForm
+	over    bool // more than maxRefreshed submissions added
+}
+
+// refreshedForm is a changed form's row.
+type refreshedForm struct {
+	id string
+	copied
+}
+
+// readRefresh reads keys_gen, the highest seq and the forms of the
+// submissions whose seq is above since in one statement, on the write
+// connection: a round's, under the gate.
+func (c *keyCopy) readRefresh(ctx context.Context, since int64) (*refreshed, error) {
+	rows, err := c.refresh.QueryContext(ctx, since, maxRefreshed+1)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	r := &refreshed{}
+	for rows.Next() {
+		var keysGen, lastSeq, added, schema, seq, version, inc sql.NullInt64
+		var id, account sql.NullString
+		if err := rows.Scan(&keysGen, &lastSeq, &added, &schema, &id, &account, &seq, &version, &inc); err != nil {
+			return nil, err
+		}
+		if !id.Valid { // the first row
+			r.keysGen, r.lastSeq, r.over, r.schema = keysGen, lastSeq.Int64, added.Int64 > maxRefreshed, schema.Int64
+			continue
+		}
+		f := wire.Form{Found: true, Seq: seq.Int64, Version: version.Int64, Incarnation: uint64(inc.Int64)}
+		r.forms = append(r.forms, refreshedForm{id: id.String, copied: copied{account: account.String, form: f}})
+	}
+	return r, rows.Err()
+}
+
+// refreshLocked brings the copy to fresh, read by a round after another
+// connection's commit: false, having changed nothing, when the copy
+// must go instead (keys_gen is not where the copy saw it: something
+// changed that new submissions do not tell; the schema cookie moved or
+// the highest seq went back, as in a restore; too many submissions were
+// added). Otherwise each
+// copied form that got a submission becomes its row as read, and no
+// lookup begun before is copied (it may have read the file before that
+// commit). c.mu must be held.
+func (c *keyCopy) refreshLocked(fresh *refreshed) bool {
+	if !fresh.keysGen.Valid || !c.keysGen.Valid || fresh.keysGen != c.keysGen ||
+		fresh.lastSeq < c.lastSeq || fresh.over || fresh.schema != c.schema {
+		return false
+	}
+	for _, now := range fresh.forms {
+		old, ok := c.forms[now.id]
+		switch {
+		case !ok:
+		case now.account != old.account:
+			delete(c.forms, now.id)
+		default:
+			c.forms[now.id] = now.copied
+		}
+	}
+	c.lastSeq = fresh.lastSeq
+	c.gen++
+	c.allAt = c.gen
+	clear(c.formAt) // every mark in it is at or below allAt
+	return true
 }
 
 // acquire takes the store's gate for a round, waiting for a write in
@@ -351,10 +466,14 @@ func (ch *change) end() {
 // KeyCopyStats counts what a store's key copy (WithKeyCopy) did.
 type KeyCopyStats struct {
 	Rounds int64 // rounds that read data_version
-	Waited int64 // rounds that waited for a write of the store to end
-	Busy   int64 // rounds that found a long write of the store in progress, and left their requests to the file
-	Hits   int64 // lookups answered from the copy
-	Misses int64 // lookups made in the file (then copied, when nothing changed meanwhile)
+	// Refreshed counts the rounds that found another connection's
+	// commit and kept the copy, with the forms it changed read again
+	// (no key changed, no form went).
+	Refreshed int64
+	Waited    int64 // rounds that waited for a write of the store to end
+	Busy      int64 // rounds that found a long write of the store in progress, and left their requests to the file
+	Hits      int64 // lookups answered from the copy
+	Misses    int64 // lookups made in the file (then copied, when nothing changed meanwhile)
 }
 
 // KeyCopyStats returns what the store's key copy has done since Open,

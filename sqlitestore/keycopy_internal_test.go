@@ -54,6 +54,15 @@ func copyFixture(t *testing.T) (s *Store, key, key2 string, other *sql.DB) {
 func TestKeyCopyLateLookupNotCopied(t *testing.T) {
 	ctx := context.Background()
 	s, key, key2, other := copyFixture(t)
+	var path string
+	if err := other.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		t.Fatal(err)
+	}
+	otherStore, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherStore.Close()
 	for _, c := range []struct {
 		name    string
 		key     string
@@ -68,6 +77,12 @@ func TestKeyCopyLateLookupNotCopied(t *testing.T) {
 			_, err := other.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, created_at, data, json)
 SELECT seq, 1, '{}', '{}' FROM formsapi_forms WHERE id = 'f'`)
 			return err
+		}, true, false},
+		// Another store's insert brings its feed position: no update of
+		// the row, so keys_gen stays where it was, and the round keeps
+		// the copy, the form read again (migration 0025).
+		{"another store's submission", key, func(string) error {
+			return otherStore.AddSubmission(ctx, formsapi.Submission{FormID: "f", Data: []byte(`{"b":1}`)}, formsapi.Metadata{})
 		}, true, false},
 		{"own revocation", key2, func(k string) error { return s.RevokeKey(ctx, k) }, false, true},
 	} {

@@ -329,3 +329,54 @@ func TestKeyCopyWriteGivenUp(t *testing.T) {
 		t.Errorf("Authorize of the revoked key: %v", err)
 	}
 }
+
+// TestKeyCopyKeepsKeysAcrossOtherWrites: another store's submission (a
+// commit on another connection) leaves the copy its keys (migration
+// 0025's keys_gen did not move) and brings its forms up to date in the
+// round (KeyCopyStats.Refreshed): the next request is answered from the
+// copy, and shows the submission; a form the host's SQL gives another
+// account goes from the copy; a host that deletes keys_gen's row only
+// makes the copy go at every such commit.
+func TestKeyCopyKeepsKeysAcrossOtherWrites(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	path, s, key := newTenant(t)
+	other := mustOpen(t, path)
+	host := hostDB(t, path)
+	list := "/v1/forms/f1/submissions?limit=2"
+	refreshed := func() int64 {
+		st, _ := s.KeyCopyStats()
+		return st.Refreshed
+	}
+
+	is.Equal(served(t, s, key, list), []string{"29", "28"})
+	before, r := hits(t, s), refreshed()
+	is.NoErr(other.AddSubmission(ctx, formsapi.Submission{FormID: "f1", Data: []byte(`{"n":700}`), CreatedAt: t0.Add(time.Hour)},
+		formsapi.Metadata{ID: "m700"}))
+	_, items, _ := get(t, s, key, list)
+	is.Equal(items, []string{"700", "29"}) // the new version, read again in the round
+	is.Equal(hits(t, s), before+1)         // from the copy
+	is.Equal(refreshed(), r+1)
+
+	// Another account takes f1: the copy drops it.
+	served(t, s, key, list)
+	_, err := host.ExecContext(ctx, `UPDATE formsapi_forms SET account_id = 'someone else' WHERE id = 'f1'`)
+	is.NoErr(err)
+	code, _, _ := get(t, s, key, list)
+	is.Equal(code, 404)
+	_, err = host.ExecContext(ctx, `UPDATE formsapi_forms SET account_id = 'acct' WHERE id = 'f1'`)
+	is.NoErr(err)
+
+	// Without keys_gen's row, a key changed by the host still holds at
+	// once: the copy goes.
+	_, err = host.ExecContext(ctx, `DELETE FROM formsapi_settings WHERE name = 'keys_gen'`)
+	is.NoErr(err)
+	served(t, s, key, list)
+	r = refreshed()
+	h := keyformat.Hash(key)
+	_, err = host.ExecContext(ctx, `UPDATE formsapi_keys SET revoked_at = 1 WHERE key_hash = ?`, h[:])
+	is.NoErr(err)
+	code, _, _ = get(t, s, key, list)
+	is.Equal(code, 401)
+	is.Equal(refreshed(), r) // emptied, not kept
+}

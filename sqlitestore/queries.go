@@ -144,6 +144,17 @@ LIMIT ` + stored.MatchesLimit
 	// and the incarnation (migration 0011) what cursors and tokens carry.
 	sqlFormOf = `SELECT seq, version, incarnation FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
+	// The key copy's refresh (keycopy.go): keys_gen, the highest seq of
+	// a submission, the count of those above ?1 (the highest the copy
+	// last read; ?2 at most) and the schema cookie in the first row,
+	// then the forms of those submissions (migration 0025).
+	sqlKeyCopyRefresh = `SELECT (SELECT value FROM formsapi_settings WHERE name = 'keys_gen'), (SELECT max(seq) FROM formsapi_submissions),
+    (SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions WHERE seq > ?1 LIMIT ?2)), (SELECT schema_version FROM pragma_schema_version()),
+    NULL, NULL, NULL, NULL, NULL
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, f.id, f.account_id, f.seq, f.version, f.incarnation FROM formsapi_forms f
+WHERE f.seq IN (SELECT form_seq FROM formsapi_submissions WHERE seq > ?1 LIMIT ?2)`
+
 	// Expiry is checked by the caller against the current time.
 	sqlResolveKey = `SELECT account_id, forms, expires_at FROM formsapi_keys WHERE key_hash = ? AND revoked_at IS NULL`
 

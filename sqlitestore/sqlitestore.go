@@ -391,8 +391,12 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		if err != nil {
 			return fail(err)
 		}
-		s.stmts = append(s.stmts, check)
-		s.keys = newKeyCopy(check, s.gate, writeConns)
+		refresh, err := write.PrepareContext(ctx, sqlKeyCopyRefresh)
+		if err != nil {
+			return fail(err)
+		}
+		s.stmts = append(s.stmts, check, refresh)
+		s.keys = newKeyCopy(check, refresh, s.gate, writeConns)
 	}
 	s.cache = pagecache.New(cfg.cacheBytes)
 	s.used.Start()

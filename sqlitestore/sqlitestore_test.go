@@ -634,6 +634,21 @@ func TestQueryPlans(t *testing.T) {
 			}
 		}
 	}
+	t.Run("key copy refresh", func(t *testing.T) {
+		// The new submissions by their seq and their forms by theirs
+		// (migration 0025): never a scan of a table.
+		details := plan(t, db, sqlitestore.KeyCopyRefreshSQL, 1, 1025)
+		used := false
+		for _, d := range details {
+			if strings.HasPrefix(d, "SCAN formsapi_") || strings.Contains(d, "TEMP B-TREE") {
+				t.Errorf("plan step %q scans or sorts a table", d)
+			}
+			used = used || strings.Contains(d, "SEARCH formsapi_submissions USING INTEGER PRIMARY KEY (rowid>?)")
+		}
+		if !used {
+			t.Errorf("plan %q does not find the new submissions by their seq", details)
+		}
+	})
 	for query, args := range sqlitestore.LookupSQL {
 		t.Run(strings.Fields(query)[3], func(t *testing.T) {
 			details := plan(t, db, query, args...)
