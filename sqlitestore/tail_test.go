@@ -355,3 +355,44 @@ func TestSearchTailFoldsByForm(t *testing.T) {
 	_, _, both := tailState(t, db)
 	is.Equal(both, 0)
 }
+
+// TestSearchBlocksLateChunkNamedAsBlock: a fold whose late entries (all
+// before a key's first block) number exactly a block's 56, so that the
+// merged list's second chunk starts with the block's first entry and
+// takes its name while the first chunk renames the block (pgstore's
+// migration 0037 fixed the same case there): every write succeeds, and
+// the searches find every submission, each once.
+func TestSearchBlocksLateChunkNamedAsBlock(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	s := mustOpen(t, dbPath(t), sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(56))
+	db := sqlitestore.ReadDB(s)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "late"}))
+	base := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
+	var all []int
+	add := func(at time.Time) {
+		t.Helper()
+		n := len(all)
+		data := fmt.Sprintf(`{"n":%d,"a":"needle"}`, n) // every trigram in every row
+		if err := s.AddSubmission(ctx, formsapi.Submission{FormID: "late", Data: []byte(data), CreatedAt: at}, formsapi.Metadata{}); err != nil {
+			t.Fatalf("write %d: %v", n, err)
+		}
+		all = append(all, n)
+	}
+	for i := range 56 { // one full block a trigram, folded
+		add(base.Add(time.Duration(i) * time.Second))
+	}
+	tail, _, _ := tailState(t, db)
+	is.Equal(tail, 0)
+	for i := range 56 { // 56 late entries before every block, folded
+		add(base.Add(-time.Duration(i+1) * time.Second))
+	}
+	tail, folded, both := tailState(t, db)
+	is.Equal([]int{tail, folded, both}, []int{0, 112, 0})
+	checkBlocks(t, db)
+	for _, o := range []formsapi.Order{formsapi.Oldest, formsapi.Newest} {
+		got := searchAll(t, s, "late", "needle", 9, o)
+		slices.Sort(got)
+		is.Equal(got, all)
+	}
+}
