@@ -127,3 +127,29 @@ FROM formsapi_submissions WHERE seq = (SELECT max(seq) FROM formsapi_submissions
 		}
 	}
 }
+
+// TestUpdateReplaceSeqTakesSubmission: a host's UPDATE OR REPLACE that
+// gives a submission the seq of another form's submission deletes that
+// one without its delete trigger; its form's version must move, or a
+// read cache keeps its page. No key copy here.
+func TestUpdateReplaceSeqTakesSubmission(t *testing.T) {
+	t.Parallel()
+	path, _, key := newTenant(t)
+	s := mustOpen(t, path, sqlitestore.WithKeyCopy(false))
+	host := hostDB(t, path)
+	truth := mustOpen(t, path, sqlitestore.WithKeyCopy(false), sqlitestore.WithCacheSize(0))
+	list := "/v1/forms/f4/submissions?limit=2"
+	get(t, s, key, list)
+	get(t, s, key, list)
+	if _, err := host.ExecContext(ctx, `UPDATE OR REPLACE formsapi_submissions SET seq = (SELECT max(seq) FROM formsapi_submissions)
+WHERE seq = (SELECT min(seq) FROM formsapi_submissions)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{list, "/v1/forms/f0/submissions?limit=2&order=asc"} {
+		_, got, _ := get(t, s, key, l)
+		_, want, _ := get(t, truth, key, l)
+		if !slices.Equal(got, want) {
+			t.Errorf("GET %s: %q, the file holds %q", l, got, want)
+		}
+	}
+}
