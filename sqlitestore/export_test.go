@@ -264,3 +264,7 @@ func TrigramEntries(db *sql.DB) ([]TrigramEntry, error) {
 
 // KeyCopyRefreshSQL is the key copy's refresh (migration 0025).
 const KeyCopyRefreshSQL = sqlKeyCopyRefresh
+
+// SpliceSQL is the statement that reads what a form's feed gained since
+// a held page (pagecache.Splice).
+const SpliceSQL = sqlSplice

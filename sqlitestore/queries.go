@@ -48,16 +48,60 @@ FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
 ORDER BY created_at ASC, seq ASC`
 
-	// The handler's fast path: each submission as the API sends it.
-	sqlAppendSubmissionsDesc = `SELECT seq, created_at, json
+	// The handler's fast path: each submission as the API sends it,
+	// after a first row that holds the form's version and head
+	// (pagecache.Head, migration 0029), read in the same statement, so in
+	// the same snapshot as the rows: its version, base and feed_last, and
+	// the keyset position of the submission at feed_last (0 0 when none
+	// is there), one probe of the (form_seq, feed_pos) index, as decimal
+	// integers in one text, parsed by headOf. The first row sorts before
+	// every row of the range (its position is the extreme the bounds
+	// exclude). The head in a text of its own, not in columns beside the
+	// rows', costs a page read three allocations: five more columns cost
+	// it 18 (their names, and each integer boxed), and on every row five
+	// allocations when they were not NULL. The two are merged, not sorted:
+	// the range's rows come off the index in order. A form that is not
+	// there gives no first row.
+	sqlAppendSubmissionsDesc = `SELECT 9223372036854775807, 9223372036854775807,
+    printf('%d %d %d %d %d', f.version, f.base, f.feed_last, ifnull(a.created_at, 0), ifnull(a.seq, 0))
+FROM formsapi_forms f
+LEFT JOIN formsapi_submissions a ON a.form_seq = f.seq AND a.feed_pos = f.feed_last
+WHERE f.seq = ?1
+UNION ALL
+SELECT seq, created_at, json
 FROM formsapi_submissions
-WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at DESC, seq DESC`
+WHERE form_seq = ?1 AND (created_at, seq) > (?2, ?3) AND (created_at, seq) < (?4, ?5)
+ORDER BY 2 DESC, 1 DESC`
 
-	sqlAppendSubmissionsAsc = `SELECT seq, created_at, json
+	sqlAppendSubmissionsAsc = `SELECT -9223372036854775807 - 1, -9223372036854775807 - 1,
+    printf('%d %d %d %d %d', f.version, f.base, f.feed_last, ifnull(a.created_at, 0), ifnull(a.seq, 0))
+FROM formsapi_forms f
+LEFT JOIN formsapi_submissions a ON a.form_seq = f.seq AND a.feed_pos = f.feed_last
+WHERE f.seq = ?1
+UNION ALL
+SELECT seq, created_at, json
 FROM formsapi_submissions
-WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?)
-ORDER BY created_at ASC, seq ASC`
+WHERE form_seq = ?1 AND (created_at, seq) > (?2, ?3) AND (created_at, seq) < (?4, ?5)
+ORDER BY 2 ASC, 1 ASC`
+
+	// What the form's feed gained since a page of it was read
+	// (pagecache's Since and Splice): the form's row first, at position
+	// 0, with its version, base and feed_last; then every submission from
+	// feed position ?2 (the page's feed_last, whose submission is the
+	// page's anchor) and every tombstone above it, merged by position,
+	// each with its keyset position (a tombstone's, of the submission it
+	// deleted: NULL for one made before migration 0029) and a
+	// tombstone's last column the feed position it deleted (a
+	// submission's is NULL). One range of the (form_seq, feed_pos) index
+	// and one of the tombstones' primary key, in one statement, so in one
+	// snapshot. No LIMIT (see the note on the list statements): the
+	// caller stops after pagecache.MaxSplice + 2 rows.
+	sqlSplice = `SELECT 0, version, base, feed_last, NULL, NULL FROM formsapi_forms WHERE seq = ?1
+UNION ALL
+SELECT feed_pos, seq, created_at, NULL, json, NULL FROM formsapi_submissions WHERE form_seq = ?1 AND feed_pos >= ?2
+UNION ALL
+SELECT feed_pos, of_seq, of_at, NULL, NULL, of_pos FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
+ORDER BY 1`
 
 	// Filtered pages (internal/stored's AppendFiltered and
 	// FilteredSubmissions): the index entries of one key of one form

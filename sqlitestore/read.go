@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
 	"github.com/formsapi/formsapi/internal/keyset"
+	"github.com/formsapi/formsapi/internal/pagecache"
 	"github.com/formsapi/formsapi/internal/storecontract"
 	"github.com/formsapi/formsapi/internal/stored"
 	"github.com/formsapi/formsapi/internal/wire"
@@ -204,32 +206,193 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if err != nil || r.Served() {
 		return err
 	}
-	// Read after the version: the page is at least as new as its tag.
+	if since, ok := r.Since(); ok {
+		spliced, err := s.splice(ctx, formSeq, since, &r)
+		if err != nil || spliced {
+			return err
+		}
+	}
+	for whole := false; ; whole = true {
+		mark := p.Mark()
+		v, head, err := s.readPage(ctx, formSeq, q.Order, &r)
+		if err != nil {
+			return err
+		}
+		// The page began with items the cache held at the version read
+		// first, and the rest was read at another (a commit came
+		// between): read it all again, so that every page is one
+		// version's. The second time nothing held is used, so it ends
+		// there.
+		if !whole && r.Mixed(v) {
+			p.Rewind(mark)
+			if r, err = s.cache.BeginWhole(v, formSeq, q, p); err != nil || r.Served() {
+				return err
+			}
+			continue
+		}
+		r.DoneAt(v, head)
+		return nil
+	}
+}
+
+// readPage reads the rows r asks for of the form formSeq, in order, in
+// one statement that also returns the form's version and head
+// (pagecache.Head) in the same snapshot, and returns them. A form that
+// is no longer there (deleted since its version was read) is
+// ErrFormNotFound.
+func (s *Store) readPage(ctx context.Context, formSeq int64, order formsapi.Order, r *pagecache.Read) (version int64, head pagecache.Head, err error) {
 	st := s.encodedDesc
-	if q.Order == formsapi.Oldest {
+	if order == formsapi.Oldest {
 		st = s.encodedAsc
 	}
 	lo, hi, _ := r.Range() // the statement has no LIMIT: Row says when to stop
 	rows, err := st.QueryContext(ctx, formSeq, lo.At, lo.Seq, hi.At, hi.Seq)
 	if err != nil {
-		return err
+		return 0, head, err
 	}
 	defer rows.Close()
-	var pos keyset.Pos
-	var encoded sql.RawBytes // valid until the next Next: Row copies it
+	found := false
+	// One allocation for the scan targets (each escapes through Scan's
+	// ...any): the row's position and JSON (valid until the next Next:
+	// Row copies it).
+	var c struct {
+		pos     keyset.Pos
+		encoded sql.RawBytes
+	}
 	for rows.Next() {
-		if err := rows.Scan(&pos.Seq, &pos.At, &encoded); err != nil {
-			return err
+		if err := rows.Scan(&c.pos.Seq, &c.pos.At, &c.encoded); err != nil {
+			return 0, head, err
 		}
-		if !r.Row(pos, encoded) {
+		if !found {
+			var ok bool
+			if version, head, ok = headOf(c.encoded); !ok {
+				// No form row, whose position the bounds exclude.
+				return 0, head, formsapi.ErrFormNotFound
+			}
+			found = true
+			continue
+		}
+		if !r.Row(c.pos, c.encoded) {
 			break
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, head, err
 	}
-	r.Done(version)
-	return nil
+	if !found {
+		return 0, head, formsapi.ErrFormNotFound
+	}
+	return version, head, nil
+}
+
+// headOf parses the first row of a page read (sqlAppendSubmissions): the
+// form's version and its head, five decimal integers separated by
+// spaces, the anchor's position 0 0 when no submission is at feed_last.
+// It reports false for anything else (a submission's JSON).
+func headOf(b []byte) (version int64, h pagecache.Head, ok bool) {
+	var v [5]int64
+	for i := range v {
+		if i > 0 {
+			if len(b) == 0 || b[0] != ' ' {
+				return 0, h, false
+			}
+			b = b[1:]
+		}
+		neg := len(b) > 0 && b[0] == '-'
+		if neg {
+			b = b[1:]
+		}
+		n := 0
+		var u uint64
+		for n < len(b) && b[n] >= '0' && b[n] <= '9' && n < 19 {
+			u = u*10 + uint64(b[n]-'0')
+			n++
+		}
+		if n == 0 || n < len(b) && b[n] >= '0' && b[n] <= '9' || !neg && u > math.MaxInt64 || neg && u > 1<<63 {
+			return 0, h, false
+		}
+		b = b[n:]
+		v[i] = int64(u)
+		if neg {
+			v[i] = -v[i] // also for 1<<63: -MinInt64 wraps to MinInt64
+		}
+	}
+	if len(b) != 0 {
+		return 0, h, false
+	}
+	h = pagecache.Head{Base: v[1], Last: v[2]}
+	if v[4] != 0 {
+		h.Anchor = keyset.Pos{At: v[3], Seq: v[4]}
+	}
+	return v[0], h, true
+}
+
+// splice serves r's page from the page the cache holds at an older
+// version of the form and what its feed gained since that page's head
+// (see pagecache.Splice), read in one statement, and reports whether it
+// did; if it did not (anything but additions and deletions came between,
+// too many of them, a tombstone without the deleted submission's
+// position), nothing was appended and the caller reads the page in full.
+func (s *Store) splice(ctx context.Context, formSeq int64, since pagecache.Head, r *pagecache.Read) (bool, error) {
+	rows, err := s.spliceRows.QueryContext(ctx, formSeq, since.Last)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	// One allocation for the scan targets (see readPage): see sqlSplice.
+	var t struct {
+		feed        int64
+		a, b, c, of sql.NullInt64
+		encoded     sql.RawBytes // valid until the next Next: copied into arena
+	}
+	var (
+		version, base, last int64
+		found               bool
+		above               int // rows above since.Last
+		added               []pagecache.Added
+		ends                []int // where each addition's JSON ends in arena
+		arena               []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&t.feed, &t.a, &t.b, &t.c, &t.encoded, &t.of); err != nil {
+			return false, err
+		}
+		if !found {
+			if t.feed != 0 {
+				return false, nil // the form is not there
+			}
+			found, version, base, last = true, t.a.Int64, t.b.Int64, t.c.Int64
+			continue
+		}
+		if t.feed > last {
+			break // no feed position of the form: base changed too
+		}
+		if t.feed > since.Last {
+			if above++; above > pagecache.MaxSplice {
+				return false, nil // too many: the page is read in full
+			}
+		}
+		if !t.a.Valid || !t.b.Valid {
+			return false, nil // a tombstone made before migration 0029
+		}
+		arena = append(arena, t.encoded...)
+		ends = append(ends, len(arena))
+		added = append(added, pagecache.Added{Feed: t.feed, Pos: keyset.Pos{At: t.b.Int64, Seq: t.a.Int64}, Deleted: t.of.Valid, Of: t.of.Int64})
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if !found {
+		return false, nil
+	}
+	start := 0
+	for i := range added {
+		if !added[i].Deleted {
+			added[i].Encoded = arena[start:ends[i]]
+		}
+		start = ends[i]
+	}
+	return r.Splice(version, base, last, added), nil
 }
 
 // listArgs returns the arguments of a list statement for the list owner

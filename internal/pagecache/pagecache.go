@@ -36,7 +36,8 @@
 //
 // A page held at an older version of its form can be brought to the
 // current one without reading it again when only submissions were added
-// meanwhile, and the store can tell which (pgstore): see splice.go.
+// or deleted meanwhile, and the store can tell which (pgstore and
+// sqlitestore): see splice.go.
 //
 // A store that cannot tell a form's current version does not use the
 // cache: it reads from the database. The same contract holds for an

@@ -48,8 +48,9 @@ import (
 
 // Deletions. A deletion takes the form's next feed position too, for a
 // tombstone that names the deleted submission's feed position and keyset
-// position (pgstore migration 0026), and leaves Base alone. A store that
-// reads the tombstones above a page's Last with the additions hands them
+// position (pgstore migration 0026, sqlitestore 0029), and leaves Base
+// alone. A store that reads the tombstones above a page's Last with the
+// additions (sqlitestore's splice statement, pgstore's rounds) hands them
 // to Splice as rows with Deleted set: the page loses the submission (a
 // page that ends before it, in a list that goes on, does not hold it),
 // and an addition since the page that a tombstone names was deleted
