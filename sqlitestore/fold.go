@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"slices"
@@ -589,6 +588,16 @@ const tailSlots = 256
 // writes since it last read a count.
 type tailSlot struct{ guess, unread atomic.Int64 }
 
+// tailSlotOf is the index of form's slot in Store.tails: its ID's
+// FNV-1a hash, computed here so that a write allocates nothing for it.
+func tailSlotOf(form string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(form); i++ {
+		h = (h ^ uint32(form[i])) * 16777619
+	}
+	return h % tailSlots
+}
+
 // foldIfFull folds the tail rows of form (its ID; see foldFormTail) in
 // a transaction of its own when they are foldAt or more: the write that
 // brings them there pays for the fold, after its own commit. The store
@@ -596,9 +605,7 @@ type tailSlot struct{ guess, unread atomic.Int64 }
 // after tailReadEvery writes to the slot: so a fold waits for at most
 // that many writes of each other writer of the file.
 func (s *Store) foldIfFull(ctx context.Context, form string) error {
-	h := fnv.New32a()
-	h.Write([]byte(form))
-	slot := &s.tails[h.Sum32()%tailSlots]
+	slot := &s.tails[tailSlotOf(form)]
 	if slot.guess.Add(1) < s.foldAt && slot.unread.Add(1) < tailReadEvery {
 		return nil
 	}
