@@ -33,6 +33,8 @@
 # FORMS=N spreads each run's writes over N forms in turn
 # (-bench.forms, every tree; a BASE from before the flag gets this
 # tree's bench_test.go of each store, which must then compile there).
+# IDS=1 gives each write a metadata ID (-bench.ids; a BASE without the
+# flag gets this tree's bench_test.go the same way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-82da653}
@@ -43,8 +45,9 @@ NAME=writecost
 # shellcheck source=bench/basetree.sh
 source bench/basetree.sh
 for s in $STORES; do
-  if [ -n "${FORMS:-}" ] && ! grep -q bench.forms "$OLD/$s/bench_test.go"; then
-    echo "FORMS: $s/bench_test.go of this tree copied into the base"
+  if { [ -n "${FORMS:-}" ] && ! grep -q bench.forms "$OLD/$s/bench_test.go"; } ||
+    { [ -n "${IDS:-}" ] && ! grep -q bench.ids "$OLD/$s/bench_test.go"; }; then
+    echo "FORMS or IDS: $s/bench_test.go of this tree copied into the base"
     cp "$NEW/$s/bench_test.go" "$OLD/$s/bench_test.go"
   fi
   (cd "$NEW" && go test -c -o "$DIR/new-$s.test" "./$s/")
@@ -60,6 +63,7 @@ run() { # TREE STORE (TREE: old, oix: old with the search index on, new, idx: ne
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
   [ "$1" = srt ] && bin=new flags=("-bench.sort-index=${SORT_FIELDS:-company}")
   [ -n "${FORMS:-}" ] && flags+=("-bench.forms=$FORMS")
+  [ -n "${IDS:-}" ] && flags+=(-bench.ids)
   (cd "$dir/$2" && "$DIR/$bin-$2.test" -test.run '^$' -test.bench '^BenchmarkAddSubmission$' -test.benchmem -test.count 1 -test.benchtime "${BENCHTIME:-1s}" "${flags[@]}") |
     grep '^BenchmarkAddSubmission' | sed "s/^/$1 $2 /" | tee -a "$DIR/lines"
 }

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"crypto/rand"
 	"flag"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,11 @@ var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmi
 // collection service for many forms, whose index entries land in as
 // many forms' blocks.
 var benchForms = flag.Int("bench.forms", 1, "BenchmarkAddSubmission: write to this many forms in turn")
+
+// benchIDs gives each of BenchmarkAddSubmission's writes a metadata ID
+// (bench/writecost.sh's IDS), as a host that deletes submissions by its
+// own IDs does: the write then checks the ID against the form's others.
+var benchIDs = flag.Bool("bench.ids", false, "BenchmarkAddSubmission: give each write a metadata ID")
 
 // benchFormCounts is benchdata.Load's counts for benchForms empty forms.
 func benchFormCounts() []int { return make([]int, max(*benchForms, 1)) }
@@ -100,6 +106,9 @@ func BenchmarkAddSubmission(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sub, m := benchdata.Submission(benchdata.FormID((i+1)%forms), i+1)
+		if *benchIDs {
+			m.ID = "w" + strconv.Itoa(i)
+		}
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}

@@ -237,3 +237,6 @@ func NoticeTicks(s *Store) uint64 { return s.notices.ticks.Load() }
 func Notices(s *Store) (connects, received, failures uint64, pid uint32) {
 	return s.notices.connects.Load(), s.notices.received.Load(), s.notices.failures.Load(), s.notices.pid.Load()
 }
+
+// DeleteSubmissionSQL is DeleteSubmission's statement.
+const DeleteSubmissionSQL = sqlDeleteSubmission

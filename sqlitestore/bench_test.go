@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,6 +70,11 @@ var benchSearchIndex = flag.Bool("bench.search-index", false, "BenchmarkAddSubmi
 // many forms' blocks.
 var benchForms = flag.Int("bench.forms", 1, "BenchmarkAddSubmission: write to this many forms in turn")
 
+// benchIDs gives each of BenchmarkAddSubmission's writes a metadata ID
+// (bench/writecost.sh's IDS), as a host that deletes submissions by its
+// own IDs does: the write then checks the ID against the form's others.
+var benchIDs = flag.Bool("bench.ids", false, "BenchmarkAddSubmission: give each write a metadata ID")
+
 // benchFormCounts is benchdata.Load's counts for benchForms empty forms.
 func benchFormCounts() []int { return make([]int, max(*benchForms, 1)) }
 
@@ -110,6 +116,9 @@ func BenchmarkAddSubmission(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sub, m := benchdata.Submission(benchdata.FormID(i%forms), i)
+		if *benchIDs {
+			m.ID = "w" + strconv.Itoa(i)
+		}
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}

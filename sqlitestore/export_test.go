@@ -268,3 +268,6 @@ const KeyCopyRefreshSQL = sqlKeyCopyRefresh
 // SpliceSQL is the statement that reads what a form's feed gained since
 // a held page (pagecache.Splice).
 const SpliceSQL = sqlSplice
+
+// DeleteSubmissionSQL is DeleteSubmission's statement.
+const DeleteSubmissionSQL = sqlDeleteSubmission

@@ -246,8 +246,11 @@ WHERE id = ? AND account_id = ?`
 
 	sqlFormCreatedAt = `SELECT created_at FROM formsapi_forms WHERE id = ? AND account_id = ?`
 
+	// host_id <> '' (an empty ID is refused before) lets SQLite seek
+	// the partial index on (form_seq, host_id): without it, the delete
+	// walked every submission of the form (TestTriggerLookupsSeek).
 	sqlDeleteSubmission = `DELETE FROM formsapi_submissions
-WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?) AND host_id = ?
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?) AND host_id = ? AND host_id <> ''
 RETURNING form_seq`
 
 	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
