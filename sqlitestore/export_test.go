@@ -271,3 +271,6 @@ const SpliceSQL = sqlSplice
 
 // DeleteSubmissionSQL is DeleteSubmission's statement.
 const DeleteSubmissionSQL = sqlDeleteSubmission
+
+// PurgeSQL are the statements every deletion runs on the tombstones.
+var PurgeSQL = []string{sqlStampTombstones, sqlPurgedUpTo, sqlPurgeTombstones}

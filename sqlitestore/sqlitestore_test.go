@@ -637,6 +637,21 @@ func TestQueryPlans(t *testing.T) {
 			}
 		}
 	}
+	t.Run("purge", func(t *testing.T) {
+		// Every deletion's purge of tombstones past retention reads
+		// those by their index, not every tombstone of the store.
+		for _, query := range sqlitestore.PurgeSQL {
+			details := plan(t, db, query, 1)
+			for _, d := range details {
+				if strings.HasPrefix(d, "SCAN formsapi_") {
+					t.Errorf("%s: plan step %q walks a table", query, d)
+				}
+			}
+			if !strings.Contains(strings.Join(details, "\n"), "formsapi_tombstones_deleted_at") {
+				t.Errorf("%s: plan %q does not read the tombstones by deleted_at", query, details)
+			}
+		}
+	})
 	t.Run("key copy refresh", func(t *testing.T) {
 		// The new submissions by their seq and their forms by theirs
 		// (migration 0025): never a scan of a table.
