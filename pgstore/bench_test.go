@@ -3,6 +3,9 @@ package pgstore_test
 import (
 	"crypto/rand"
 	"flag"
+	"github.com/formsapi/formsapi"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +113,75 @@ func BenchmarkAddSubmission(b *testing.B) {
 			m.ID = "w" + strconv.Itoa(i)
 		}
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
+	}
+}
+
+// BenchmarkDeleteSubmission measures DeleteSubmission by metadata ID, one
+// submission a time from a form of 2,000 plus b.N, with the search and
+// sort indexes on, reporting the CPU of the store's PostgreSQL backends
+// per deletion as pg-cpu-ns/op: the statement, the triggers that take the
+// index entries, the tombstone and the version. Before it, the store's
+// connections delete a whole other form, whose firing used to fix the
+// triggers' plans for every later deletion on them (migration 0044).
+//
+//	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkDeleteSubmission -benchtime 500x ./pgstore/
+func BenchmarkDeleteSubmission(b *testing.B) {
+	dsn, schema := pgtest.Schema(b)
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema), pgstore.WithSearchIndex(), pgstore.WithSortIndex())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := benchdata.Load(ctx, s, []int{0, 2000}, "", nil); err != nil {
+		b.Fatal(err)
+	}
+	err = s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+		for i := range 2000 + b.N {
+			sub, m := benchdata.Submission(benchdata.FormID(0), i)
+			m.ID = "d" + strconv.Itoa(i)
+			if !yield(sub, m) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Every connection of the pool deletes the other form once (rolled
+	// back), as a DeleteForm or an Erase would have.
+	var conns []*pgxpool.Conn
+	for range pgstore.Pool(s).Config().MaxConns {
+		c, err := pgstore.Pool(s).Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "formsapi_submissions"}.Sanitize()+
+			` WHERE form_seq = (SELECT seq FROM `+pgx.Identifier{schema, "formsapi_forms"}.Sanitize()+` WHERE id = $1)`, benchdata.FormID(1)); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	cpu0, ok := backendCPU(b, dsn, app)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.DeleteSubmission(ctx, benchdata.Account, benchdata.FormID(0), "d"+strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
 	}

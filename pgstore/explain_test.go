@@ -150,15 +150,15 @@ FROM generate_series(1, 100000) g`, schema, t0),
 			}
 		}
 	}
-	checkDeletePlan(t, conn.Conn())
+	checkDeletePlan(t, s, conn.Conn())
 }
 
 // checkDeletePlan: the delete of a submission by its metadata ID seeks
 // the partial index on (form_seq, host_id), in a generic plan too.
-func checkDeletePlan(t *testing.T, conn *pgx.Conn) {
+func checkDeletePlan(t *testing.T, s *pgstore.Store, conn *pgx.Conn) {
 	t.Helper()
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		plan := explain(t, conn, pgstore.DeleteSubmissionSQL, "'form-1', 'big', 'an-id'", mode, false)
+		plan := explain(t, conn, pgstore.DeleteSubmissionSQL(s), "'form-1', 'big', 'an-id'", mode, false)
 		seeks := false
 		for _, n := range nodes(plan) {
 			seeks = seeks || n.Index == "formsapi_submissions_host_id"

@@ -238,5 +238,6 @@ func Notices(s *Store) (connects, received, failures uint64, pid uint32) {
 	return s.notices.connects.Load(), s.notices.received.Load(), s.notices.failures.Load(), s.notices.pid.Load()
 }
 
-// DeleteSubmissionSQL is DeleteSubmission's statement.
-const DeleteSubmissionSQL = sqlDeleteSubmission
+// DeleteSubmissionSQL is DeleteSubmission's statement, its tables
+// qualified by s's schema.
+func DeleteSubmissionSQL(s *Store) string { return s.sql.deleteSubmission }
