@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/formsapi/formsapi"
@@ -101,5 +102,20 @@ func TestDeleteAfterABigDeleteSeeks(t *testing.T) {
 	}
 	if len(scanned) > 0 {
 		t.Errorf("a deletion of one submission after a big one on the same connection scanned whole tables: %+v", scanned)
+	}
+	// The update functions keep the same settings (a CREATE OR REPLACE
+	// in a later migration drops those it does not name).
+	for _, fn := range []string{"formsapi_find_delete", "formsapi_sort_delete", "formsapi_submissions_deleted",
+		"formsapi_find_update", "formsapi_sort_update", "formsapi_submissions_updated"} {
+		var config []string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(p.proconfig, '{}') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = $2`, s.Schema(), fn).Scan(&config); err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		for _, want := range []string{"enable_seqscan=off", "enable_hashjoin=off", "enable_mergejoin=off"} {
+			if !slices.Contains(config, want) {
+				t.Errorf("%s plans without %s: its settings are %q", fn, want, config)
+			}
+		}
 	}
 }
