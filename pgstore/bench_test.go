@@ -127,8 +127,9 @@ func BenchmarkAddSubmission(b *testing.B) {
 // sort indexes on, reporting the CPU of the store's PostgreSQL backends
 // per deletion as pg-cpu-ns/op: the statement, the triggers that take the
 // index entries, the tombstone and the version. Before it, the store's
-// connections delete a whole other form, whose firing used to fix the
-// triggers' plans for every later deletion on them (migration 0044).
+// connections delete a whole other form (rolled back), whose firing fixes
+// the plans PL/pgSQL keeps for the statement triggers on each connection
+// (BENCHMARKS.md, "A deletion's plans").
 //
 //	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkDeleteSubmission -benchtime 500x ./pgstore/
 func BenchmarkDeleteSubmission(b *testing.B) {
@@ -188,6 +189,43 @@ func BenchmarkDeleteSubmission(b *testing.B) {
 	b.StopTimer()
 	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
+	}
+}
+
+// BenchmarkDeleteForm measures DeleteForm of a form of 20,000
+// submissions, search and sort indexes on, reporting the CPU of the
+// store's PostgreSQL backends per deletion as pg-cpu-ns/op: every
+// submission's index entries, blocks and tombstone go, in one firing of
+// the statement triggers.
+//
+//	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkDeleteForm -benchtime 1x ./pgstore/
+func BenchmarkDeleteForm(b *testing.B) {
+	dsn, schema := pgtest.Schema(b)
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema), pgstore.WithSearchIndex(), pgstore.WithSortIndex())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var cpu time.Duration
+	ok := true
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := benchdata.Load(ctx, s, []int{20000}, "", nil); err != nil {
+			b.Fatal(err)
+		}
+		cpu0, ok0 := backendCPU(b, dsn, app)
+		b.StartTimer()
+		if err := s.DeleteForm(ctx, benchdata.Account, benchdata.FormID(0)); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu1, ok1 := backendCPU(b, dsn, app)
+		ok = ok && ok0 && ok1
+		cpu += cpu1 - cpu0
+	}
+	if ok {
+		b.ReportMetric(float64(cpu)/float64(b.N), "pg-cpu-ns/op")
 	}
 }
 
