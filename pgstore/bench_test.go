@@ -82,6 +82,22 @@ func benchOptions() []pgstore.Option {
 	return opts
 }
 
+// openWriteBench opens a store on a schema of its own, closed when b
+// ends, whose connections carry an application name of their own, and
+// returns it with backend, the CPU its PostgreSQL backends have used so
+// far (backendCPU; false when the server is not on this machine).
+func openWriteBench(b *testing.B, opts ...pgstore.Option) (s *pgstore.Store, backend func() (time.Duration, bool)) {
+	b.Helper()
+	dsn, schema := pgtest.Schema(b)
+	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
+	s, err := pgstore.Open(ctx, withAppName(dsn, app), append(opts, pgstore.WithSchema(schema))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, func() (time.Duration, bool) { return backendCPU(b, dsn, app) }
+}
+
 // BenchmarkAddSubmission measures the write path with the server's
 // default durability: one transaction per call, each waiting for its
 // commit to be flushed, and the form's row locked until then. It reports
@@ -89,13 +105,7 @@ func benchOptions() []pgstore.Option {
 // pg-cpu-ns/op (when the server runs on this machine): the statement, the
 // triggers that keep the forms' versions (migration 0006), the commit.
 func BenchmarkAddSubmission(b *testing.B) {
-	dsn, schema := pgtest.Schema(b)
-	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
-	s, err := pgstore.Open(ctx, withAppName(dsn, app), append(benchOptions(), pgstore.WithSchema(schema))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, backend := openWriteBench(b, benchOptions()...)
 	if err := benchdata.Load(ctx, s, benchFormCounts(), "", nil); err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +114,7 @@ func BenchmarkAddSubmission(b *testing.B) {
 	if err := s.AddSubmission(ctx, sub, m); err != nil { // opens the connection and prepares the statement
 		b.Fatal(err)
 	}
-	cpu0, ok := backendCPU(b, dsn, app)
+	cpu0, ok := backend()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -117,7 +127,7 @@ func BenchmarkAddSubmission(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
+	if cpu1, ok1 := backend(); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 	}
 }
@@ -133,17 +143,11 @@ func BenchmarkAddSubmission(b *testing.B) {
 //
 //	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkDeleteSubmission -benchtime 500x ./pgstore/
 func BenchmarkDeleteSubmission(b *testing.B) {
-	dsn, schema := pgtest.Schema(b)
-	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
-	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema), pgstore.WithSearchIndex(), pgstore.WithSortIndex())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, backend := openWriteBench(b, pgstore.WithSearchIndex(), pgstore.WithSortIndex())
 	if err := benchdata.Load(ctx, s, []int{0, 2000}, "", nil); err != nil {
 		b.Fatal(err)
 	}
-	err = s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
+	err := s.AddSubmissions(ctx, func(yield func(formsapi.Submission, formsapi.Metadata) bool) {
 		for i := range 2000 + b.N {
 			sub, m := benchdata.Submission(benchdata.FormID(0), i)
 			m.ID = "d" + strconv.Itoa(i)
@@ -168,8 +172,8 @@ func BenchmarkDeleteSubmission(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "formsapi_submissions"}.Sanitize()+
-			` WHERE form_seq = (SELECT seq FROM `+pgx.Identifier{schema, "formsapi_forms"}.Sanitize()+` WHERE id = $1)`, benchdata.FormID(1)); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{s.Schema(), "formsapi_submissions"}.Sanitize()+
+			` WHERE form_seq = (SELECT seq FROM `+pgx.Identifier{s.Schema(), "formsapi_forms"}.Sanitize()+` WHERE id = $1)`, benchdata.FormID(1)); err != nil {
 			b.Fatal(err)
 		}
 		if err := tx.Rollback(ctx); err != nil {
@@ -179,7 +183,7 @@ func BenchmarkDeleteSubmission(b *testing.B) {
 	for _, c := range conns {
 		c.Release()
 	}
-	cpu0, ok := backendCPU(b, dsn, app)
+	cpu0, ok := backend()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := s.DeleteSubmission(ctx, benchdata.Account, benchdata.FormID(0), "d"+strconv.Itoa(i)); err != nil {
@@ -187,7 +191,7 @@ func BenchmarkDeleteSubmission(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if cpu1, ok1 := backendCPU(b, dsn, app); ok && ok1 {
+	if cpu1, ok1 := backend(); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "pg-cpu-ns/op")
 	}
 }
@@ -200,13 +204,7 @@ func BenchmarkDeleteSubmission(b *testing.B) {
 //
 //	FORMSAPI_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkDeleteForm -benchtime 1x ./pgstore/
 func BenchmarkDeleteForm(b *testing.B) {
-	dsn, schema := pgtest.Schema(b)
-	app := "formsapi_bench_" + strings.ToLower(rand.Text()[:8])
-	s, err := pgstore.Open(ctx, withAppName(dsn, app), pgstore.WithSchema(schema), pgstore.WithSearchIndex(), pgstore.WithSortIndex())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, backend := openWriteBench(b, pgstore.WithSearchIndex(), pgstore.WithSortIndex())
 	var cpu time.Duration
 	ok := true
 	for i := 0; i < b.N; i++ {
@@ -214,13 +212,13 @@ func BenchmarkDeleteForm(b *testing.B) {
 		if err := benchdata.Load(ctx, s, []int{20000}, "", nil); err != nil {
 			b.Fatal(err)
 		}
-		cpu0, ok0 := backendCPU(b, dsn, app)
+		cpu0, ok0 := backend()
 		b.StartTimer()
 		if err := s.DeleteForm(ctx, benchdata.Account, benchdata.FormID(0)); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		cpu1, ok1 := backendCPU(b, dsn, app)
+		cpu1, ok1 := backend()
 		ok = ok && ok0 && ok1
 		cpu += cpu1 - cpu0
 	}
