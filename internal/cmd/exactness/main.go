@@ -100,8 +100,14 @@ type config struct {
 	// 100: the deleted one within its page, never first), KeyUses the
 	// readers' uses of a key before the revoker revokes it (default 20).
 	Behind, PageSize, KeyUses int
-	Redis                     redis.UniversalClient
-	RedisPrefix               string
+	// Until, when longer than Duration, lets a run go on past Duration
+	// until every check has been made (an answer checked against an
+	// earlier write and an earlier deletion, a revoked key refused, the
+	// restart done), and no longer than Until: on a loaded machine two
+	// seconds may answer too few requests to make them all.
+	Until       time.Duration
+	Redis       redis.UniversalClient
+	RedisPrefix string
 	// wrap, when set, wraps each node's handler: the test's seam for a
 	// node that answers stale pages, which the checks must catch.
 	wrap func(http.Handler) http.Handler
@@ -273,7 +279,7 @@ func run(ctx context.Context, c config) (report, error) {
 		}
 		firstMu.Unlock()
 	}
-	runCtx, stop := context.WithTimeout(ctx, c.Duration)
+	runCtx, stop := context.WithTimeout(ctx, max(c.Duration, c.Until))
 	defer stop()
 	var wg sync.WaitGroup
 	var workErr error
@@ -365,7 +371,7 @@ func run(ctx context.Context, c config) (report, error) {
 	// The restart, halfway through the run (the run is a span of real
 	// time: the load it puts on the nodes is what is checked).
 	wg.Add(1)
-	restarted := 0
+	var restarted atomic.Int64
 	go func() {
 		defer wg.Done()
 		select {
@@ -387,10 +393,34 @@ func run(ctx context.Context, c config) (report, error) {
 		n.mu.Lock()
 		n.store, n.srv, n.url = s, srv, srv.URL
 		n.mu.Unlock()
-		restarted++
+		restarted.Add(1)
 	}()
 	// The readers.
 	var mu sync.Mutex // guards r's counts below
+	// The end: at Duration, or past it once every check is made.
+	go func() {
+		select {
+		case <-runCtx.Done():
+			return
+		case <-time.After(c.Duration):
+		}
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			mu.Lock()
+			made := r.Checked > 0 && r.CheckedDeleted > 0
+			mu.Unlock()
+			if made && refused.Load() > 0 && restarted.Load() > 0 {
+				stop()
+				return
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: c.Readers}}
 	for range c.Readers {
 		wg.Add(1)
@@ -518,7 +548,7 @@ func run(ctx context.Context, c config) (report, error) {
 	st.mu.Lock()
 	r.Writes, r.Deletions, r.Revoked = len(st.commits), len(st.deleted), len(st.revoked)
 	st.mu.Unlock()
-	r.Restarts = restarted
+	r.Restarts = int(restarted.Load())
 	r.Stale, r.Resurrected, r.RevokedAccepted = stale.Load(), resurrect.Load(), accepted.Load()
 	r.RefusedRevoked = int(refused.Load())
 	r.firstViolationDetail = first
