@@ -48,7 +48,8 @@
 #                 rounds
 #   With BATCH=K (0, off, by default) every -follow, -stale and -shared row's nodes
 #   also get -round-batch K -round-max-spacing "$ROUND_MAX" (10ms): rounds
-#   spaced by each node's request rate (pgstore.WithRoundBatch).
+#   spaced by each node's request rate (pgstore.WithRoundBatch), and wrk at
+#   least BATCH connections per node (CONN raised for the row if need be).
 #
 # Rows on a primary and a hot standby of the script's own (not in the
 # default ROWS; the shared server allows no replication): initdb into
@@ -101,6 +102,10 @@
 # every key lookup may walk) and the age of the oldest other session's
 # snapshot (which keeps pruning from removing them).
 #
+# WRITER_PG (default PG) is the DSN of the writer rows' writer on the
+# shared server: the same database as another role, say, so that
+# pg_stat_statements (which keys by role) tells its statements from the
+# nodes'.
 # PER_FORM (500) is the submissions of each form in the datasets; it is
 # part of their names, so each size is generated once.
 # SEARCH_INDEX=false starts the nodes with -search-index=false: a fresh
@@ -231,7 +236,9 @@ if wants sqlite && { [ ! -f "$PRISTINE" ] || [ ! -f "$KEYS" ]; }; then
   "$DIR/tenants" gen -db "$PRISTINE" -keys "$KEYS" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
 fi
 if wants sqlite; then cp "$PRISTINE" "$DIR/fleet.db"; fi
-PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$PER_FORM.keys"
+# The keys file names the server and schema too: one made against another
+# server's dataset opens nothing here (every request a 404).
+PGKEYS="$WORK/pg-$(cat pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$(printf '%s %s' "$PG" "$SCHEMA" | sha1sum | cut -c1-8)-$PER_FORM.keys"
 if wants 'pg.*|bouncer.*' && [ ! -f "$PGKEYS" ]; then
   "$DIR/tenants" gen -postgres "$PG" -schema "$SCHEMA" -keys "$PGKEYS.tmp" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
   mv "$PGKEYS.tmp" "$PGKEYS"
@@ -239,7 +246,7 @@ fi
 OLDKEYS=
 if wants 'old-.*'; then
   [ -n "$OLD" ] || { echo "fleet.sh: old-* rows need OLD (a checkout of the other commit)" >&2; exit 1; }
-  OLDKEYS="$WORK/pg-old-$OLD_SCHEMA-$(cat "$OLD"/pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$PER_FORM.keys"
+  OLDKEYS="$WORK/pg-old-$OLD_SCHEMA-$(cat "$OLD"/pgstore/migrations/*.sql | sha1sum | cut -c1-8)-$(printf '%s' "$PG" | sha1sum | cut -c1-8)-$PER_FORM.keys"
   if [ ! -f "$OLDKEYS" ]; then
     "$DIR/old/tenants" gen -postgres "$PG" -schema "$OLD_SCHEMA" -keys "$OLDKEYS.tmp" -accounts 20 -forms 10 -per-form "$PER_FORM" 2>"$DIR/gen.err" || { cat "$DIR/gen.err" >&2; exit 1; }
     mv "$OLDKEYS.tmp" "$OLDKEYS"
@@ -339,6 +346,11 @@ measure() {
   local name=$1 n=$2 t=$3 url=$4 c out line reqs errs pids
   shift 4
   c=$(((CONN + t - 1) / t * t)) # a whole number of connections per thread
+  # With BATCH, at least BATCH connections a thread (wrk's thread i talks
+  # to node i mod n): a node whose clients are fewer than its round's
+  # target never fills a round and holds each request for ROUND_MAX
+  # (docs/fleet.md); six nodes at 32 connections served a fifth of three.
+  if [ "$BATCH" != 0 ] && [ "$c" -lt $((t * BATCH)) ]; then c=$((t * BATCH)); fi
   FLEET_NODES=$NODES wrk -t"$t" -c"$c" -d"$WARM" "$@" "$url" -- "${LUAARGS[@]}" >/dev/null 2>&1 || true
   local tables0= xacts0=
   if [ -n "${TABLES:-}" ] && [ -z "$ON_PAIR" ] && [ "$name" != baseline ] && [ "$name" != sqlite ]; then
@@ -519,7 +531,7 @@ for row in $ROWS; do
     wschema=$SCHEMA wkeys=$PGKEYS tenants=$DIR/tenants
     case $row in old-*) NODE_BIN=./old/server ROW_SCHEMA=$OLD_SCHEMA wschema=$OLD_SCHEMA wkeys=$OLDKEYS tenants=$DIR/old/tenants ;; esac
     start_nodes "$row" "$n" -postgres "$(dsn "$PG" "application_name=$APP")" -schema "$wschema" "${RATE[@]}" -redis "$REDIS" -redis-prefix "$prefix" "${follow[@]}"
-    "$tenants" write -postgres "$(dsn "$PG" "application_name=$APP-writer")" -schema "$wschema" \
+    "$tenants" write -postgres "$(dsn "${WRITER_PG:-$PG}" "application_name=$APP-writer")" -schema "$wschema" \
       -keys "$wkeys" -every "$WRITE_EVERY" "${WRITERARGS[@]}" -duration "$(( ${WARM%s} + ${DUR%s} + 1 ))s" >"$DIR/writer.out" 2>&1 &
     writer=$!
     LUAARGS=("$wkeys")
