@@ -61,6 +61,9 @@
 #   rpg3-replica  the same nodes with -replica (pgstore.WithReplica)
 #   rpg3+writer   rpg3 while the writer adds a submission every WRITE_EVERY
 #   rpg3+writer-replica   the same with -replica
+# RPG_ARGS, flags split on spaces, go to these rows' nodes too: with
+# RPG_ARGS="-follow 1ms -shared-rounds -staleness 10ms" the -replica rows'
+# rounds read the standby (pgstore.WithReplica with WithFollow).
 #
 # For these rows pg-µs is the primary's backends of the run, replica-µs the
 # standby's, and repl-µs replication itself (the primary's WAL sender,
@@ -543,6 +546,8 @@ for row in $ROWS; do
     ;;
   rpg3 | rpg3-replica | rpg3+writer | rpg3+writer-replica)
     args=("${RPGNODE[@]}")
+    # shellcheck disable=SC2206 # RPG_ARGS is flags, split on spaces
+    args+=(${RPG_ARGS:-})
     case $row in *-replica) args+=(-replica "$(dsn "$STANDBY" "application_name=$APP")") ;; esac
     start_nodes "$row" 3 "${args[@]}"
     writer=
@@ -558,6 +563,7 @@ for row in $ROWS; do
       echo "$(cat "$DIR/writer.out")" >&2
     fi
     stop_nodes
+    case ${RPG_ARGS:-} in *-follow*) follow_rounds "$row" ;; esac
     # Each -replica node logs at exit how its replica reads went (warm-up
     # included): served there, or read from the primary because the
     # replica was behind (stale) or failed.

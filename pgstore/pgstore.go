@@ -94,7 +94,10 @@
 // pages from a streaming replica, while the key and the form's version
 // still come from the primary in the request's one lookup; a replica
 // page of another version than that one is never used (the page is read
-// from the primary instead).
+// from the primary instead). A following node's rounds ([WithFollow]) go
+// to the replica too, once it has replayed what the primary had written
+// when the round began; the primary then answers one statement a round
+// that touches no table.
 //
 // Only the SHA-256 of each API key is stored, never the key itself.
 package pgstore

@@ -196,3 +196,48 @@ func TestReplicaDown(t *testing.T) {
 		t.Errorf("ReplicaReads = %+v, want the 4 reads failed on the replica", r)
 	}
 }
+
+// TestFollowRoundsReadTheReplica: a following node (WithFollow) with a
+// replica runs its rounds on the standby once the standby has replayed
+// the primary's WAL up to where it stood when the round began, and asks
+// the primary for that position alone; with the standby's replay paused,
+// its rounds read the primary, and every answer still shows the write
+// committed before it (the primary's answer, byte for byte). It pauses
+// the pair's replay, so it does not run in parallel.
+func TestFollowRoundsReadTheReplica(t *testing.T) {
+	n := newReplicaNode(t, pgstore.WithFollow(0))
+	is := is.New(t)
+	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
+	n.read(t, small) // a first round and the page, now held
+	write := func(id, data string, year int) {
+		t.Helper()
+		is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(data), CreatedAt: time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: id}))
+	}
+
+	write("on-standby", `{"round":"on the standby"}`, 2031)
+	n.pair.CaughtUp(t)
+	before := n.store.FollowStats()
+	p, r, body := n.read(t, small)
+	after := n.store.FollowStats()
+	is.True(strings.Contains(body, "on the standby"))
+	if p != 1 || r < 2 || after.OnReplica != before.OnReplica+1 || after.OffReplica != before.OffReplica {
+		t.Errorf("a round with the standby caught up: %d statements on the primary, %d on the standby, %+v after %+v; want the primary's position alone on the primary, the round on the standby", p, r, after, before)
+	}
+
+	n.pair.PauseReplay(t)
+	write("paused", `{"round":"while replay is paused"}`, 2032)
+	before = after
+	p, _, body = n.read(t, small)
+	after = n.store.FollowStats()
+	is.True(strings.Contains(body, "while replay is paused")) // and the rest as the primary has it (read)
+	if p < 2 || after.OffReplica != before.OffReplica+1 || after.OnReplica != before.OnReplica {
+		t.Errorf("a round with the standby paused: %d statements on the primary, %+v after %+v; want the round on the primary", p, after, before)
+	}
+	n.pair.ResumeReplay(t)
+	n.pair.CaughtUp(t)
+	before = after
+	n.read(t, small)
+	if after = n.store.FollowStats(); after.OnReplica != before.OnReplica+1 {
+		t.Errorf("after replay resumed: %+v after %+v; want the round on the standby again", after, before)
+	}
+}

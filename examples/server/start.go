@@ -144,7 +144,7 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 			if f.follow >= 0 {
 				r, sh := pg.FollowStats(), pg.SharedStats()
 				l.Info("follow rounds", "rounds", r.Rounds, "misses", r.Misses, "resets", r.Resets, "spliced", r.Spliced, "stale", r.Stale, "probed", r.Probed,
-					"leader", sh.Leader, "tickets", sh.Tickets, "published", sh.Published, "applied", sh.Applied, "gaps", sh.Gaps, "fallbacks", sh.Fallbacks)
+					"on_replica", r.OnReplica, "off_replica", r.OffReplica, "leader", sh.Leader, "tickets", sh.Tickets, "published", sh.Published, "applied", sh.Applied, "gaps", sh.Gaps, "fallbacks", sh.Fallbacks)
 			}
 		}
 	}
