@@ -156,6 +156,11 @@ type follower struct {
 
 	rounds, misses, resets, spliced, stale, probed atomic.Int64
 	onReplica, offReplica                          atomic.Int64 // see FollowStats
+	// replicaMissed counts the rounds in a row that could not use the
+	// replica, and replicaRest is when the rounds try it again after
+	// replicaMisses of them (roundOnReplica); under mu.
+	replicaMissed int
+	replicaRest   time.Time
 
 	// shared is the node's part in shared rounds (WithSharedRounds),
 	// nil without.
@@ -408,8 +413,19 @@ func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []r
 	}
 	err := retry(ctx, func() error {
 		if s.replica != nil {
-			if done, err := s.roundOnReplica(ctx, read); done || err != nil {
+			snap, done, err := s.roundOnReplica(ctx, read)
+			if err != nil {
 				return err
+			}
+			if done {
+				// The round's position is the primary's snapshot, not
+				// the replica's (see roundOnReplica).
+				for i := range rows {
+					if rows[i].snap.Valid {
+						rows[i].snap.String = snap
+					}
+				}
+				return nil
 			}
 		}
 		return read(s.pool)
@@ -443,10 +459,18 @@ func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []r
 // always a little ahead of what the standby has replayed (the WAL is
 // flushed, sent and replayed after it is inserted), about a millisecond
 // on the test machine, and a round that went to the primary at once
-// found the standby behind in two rounds of three (BENCHMARKS.md).
+// found the standby behind in two rounds of three (BENCHMARKS.md). The
+// replica's part of a round, the wait and the statements, ends after
+// replicaRoundTimeout, and the round reads the primary: a replica that
+// hangs, or a pool it has no connection free in, holds no round longer.
+// After replicaMisses rounds in a row that could not use it, a node's
+// rounds leave the replica alone for replicaRest.
 const (
-	replicaRoundWait = 5 * time.Millisecond
-	replicaPoll      = 500 * time.Microsecond
+	replicaRoundWait    = 5 * time.Millisecond
+	replicaPoll         = 500 * time.Microsecond
+	replicaRoundTimeout = 100 * time.Millisecond
+	replicaMisses       = 8
+	replicaRest         = time.Second
 )
 
 // roundQuerier is where a round's statements run: the primary's pool, or
@@ -458,35 +482,63 @@ type roundQuerier interface {
 
 // roundOnReplica runs read, a round's statements, on a connection of the
 // replica (WithReplica) once the replica has replayed the primary's WAL
-// up to where the primary had inserted it when the round began: every
-// commit that returned before a request of the round arrived is in it
-// (etcd's read index: the leader asked once for every read waiting). So
-// the primary runs one statement a round that touches no table, and the
-// replica the round's. done reports that read ran there and succeeded;
-// a replica still behind that position after replicaRoundWait, failing,
-// or not in recovery (promoted, or the primary itself) leaves done false,
-// counted, and the round reads the primary. Only the primary's position
-// failing is the round's error.
-func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) error) (done bool, err error) {
+// up to where the primary had inserted it when the round began, as
+// etcd's read index asks the leader once for every read waiting. It
+// first asks the primary, in one statement that touches no table, for
+// its snapshot and then its WAL insert position, which holds every
+// commit the snapshot sees (an asynchronous one's too): the replica,
+// replayed past it, sees at least what the snapshot does. The round's
+// position is that snapshot, returned as snap, not the replica's own: a
+// hot standby's pg_current_snapshot() lists no transaction in progress
+// (PostgreSQL keeps them apart from the list it returns during recovery),
+// so a transaction open at a replica's round would never be read again
+// once it committed. The rows read on the replica may hold changes
+// committed after snap; the next round, reading from snap, reads them
+// again, and applying a change twice leaves the copy as once (a change
+// names what changed, whose current state the round reads).
+//
+// done reports that read ran on the replica and succeeded. A replica
+// still behind after replicaRoundWait, failing, slower than
+// replicaRoundTimeout, not in recovery (promoted, or the primary itself),
+// or resting after replicaMisses such rounds in a row, leaves done false
+// and the round reads the primary. Only the primary's statement failing,
+// or ctx ending, is the round's error.
+func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) error) (snap string, done bool, err error) {
+	f := s.follow
+	now := s.now()
+	f.mu.Lock()
+	resting := now.Before(f.replicaRest)
+	f.mu.Unlock()
+	if resting {
+		f.offReplica.Add(1)
+		return "", false, nil
+	}
 	var lsn string
-	if err := s.pool.QueryRow(ctx, sqlInsertLSN).Scan(&lsn); err != nil {
-		return false, err
+	if err := s.pool.QueryRow(ctx, sqlRoundPosition).Scan(&snap, &lsn); err != nil {
+		return "", false, err
 	}
-	off := func() (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, replicaRoundTimeout)
+	defer cancel()
+	off := func() (string, bool, error) {
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return "", false, err
 		}
-		s.follow.offReplica.Add(1)
-		return false, nil
+		f.offReplica.Add(1)
+		f.mu.Lock()
+		if f.replicaMissed++; f.replicaMissed >= replicaMisses {
+			f.replicaMissed, f.replicaRest = 0, s.now().Add(replicaRest)
+		}
+		f.mu.Unlock()
+		return "", false, nil
 	}
-	conn, err := s.replica.Acquire(ctx)
+	conn, err := s.replica.Acquire(rctx)
 	if err != nil {
 		return off()
 	}
 	defer conn.Release()
 	for waited := time.Duration(0); ; waited += replicaPoll {
 		var past pgtype.Bool // NULL on a server not in recovery
-		if err := conn.QueryRow(ctx, sqlReplayedPast, lsn).Scan(&past); err != nil || !past.Valid {
+		if err := conn.QueryRow(rctx, sqlReplayedPast, lsn).Scan(&past); err != nil || !past.Valid {
 			return off()
 		}
 		if past.Bool {
@@ -497,7 +549,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) erro
 		}
 		t := time.NewTimer(replicaPoll)
 		select {
-		case <-ctx.Done():
+		case <-rctx.Done():
 			t.Stop()
 			return off()
 		case <-t.C:
@@ -506,8 +558,11 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) erro
 	if err := read(conn); err != nil {
 		return off()
 	}
-	s.follow.onReplica.Add(1)
-	return true, nil
+	f.onReplica.Add(1)
+	f.mu.Lock()
+	f.replicaMissed = 0
+	f.mu.Unlock()
+	return snap, true, nil
 }
 
 // answerAll answers the lookups of batch that the copy holds, after a

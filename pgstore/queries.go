@@ -471,12 +471,15 @@ FROM unnest((SELECT $1::bytea[]), (SELECT $2::text[])` + lookupsJoin
     EXISTS (SELECT FROM formsapi_changes WHERE xid >= (SELECT $1::text::xid8) AND xid < (SELECT '18446744073709551615'::text::xid8))
     OR EXISTS (SELECT FROM formsapi_changes WHERE xid = ANY ((SELECT $2::text[])::xid8[]))`
 
-	// A round on the replica (follow.go, roundOnReplica): where the
-	// primary has inserted its WAL, which holds every commit that has
-	// returned, and whether the replica has replayed past it (NULL on a
-	// server not in recovery). Neither touches a table.
-	sqlInsertLSN    = `SELECT pg_current_wal_insert_lsn()::text`
-	sqlReplayedPast = `SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn`
+	// A round on the replica (follow.go, roundOnReplica): the primary's
+	// snapshot, the round's position (the statement's, taken when it
+	// starts), and where the primary has inserted its WAL, read after
+	// it, which so holds every commit the snapshot sees; and whether the replica has
+	// replayed past it, NULL on a server not in recovery (a promoted
+	// standby's pg_last_wal_replay_lsn() stays where recovery ended, so
+	// pg_is_in_recovery() decides). Neither touches a table.
+	sqlRoundPosition = `SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text`
+	sqlReplayedPast  = `SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() >= $1::text::pg_lsn END`
 
 	// sqlRoundLog and the lookups: a round with misses.
 	sqlRound = sqlRoundLog + roundLookups + `$5::bytea[]), (SELECT $6::text[])` + lookupsJoin

@@ -19,11 +19,12 @@ import (
 // account's forms list), as without a replica; except on a node that
 // follows the log (WithFollow), whose rounds read them on the replica
 // once it has replayed the primary's WAL up to where the primary stood
-// when the round began (one statement on the primary a round, touching no
-// table): a replica still behind after a few milliseconds, failing, or
-// not a standby leaves the round to the primary (FollowStats counts
-// both). A round so costs its requests the replica's replay lag, about a
-// millisecond beside a steady writer on the test machine.
+// when the round began, the round's position the primary's snapshot (one
+// statement on the primary a round, touching no table): a replica still
+// behind after a few milliseconds, failing, hanging or not a standby
+// leaves the round to the primary (FollowStats counts both). A round so
+// costs its requests the replica's replay lag, about a millisecond beside
+// a steady writer on the test machine.
 //
 // A replica is never served from when it has not yet replayed what the
 // request needs: every page statement reads, in the page's own

@@ -3,12 +3,15 @@ package pgstore_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
@@ -239,5 +242,90 @@ func TestFollowRoundsReadTheReplica(t *testing.T) {
 	n.read(t, small)
 	if after = n.store.FollowStats(); after.OnReplica != before.OnReplica+1 {
 		t.Errorf("after replay resumed: %+v after %+v; want the round on the standby again", after, before)
+	}
+}
+
+// TestFollowReplicaRoundMissesNoOpenTransaction: a transaction open on
+// the primary while a round runs on the standby (a key's revocation) is
+// read by a later round once it commits. A hot standby's snapshot lists
+// no transaction in progress, so a round that took its position from the
+// standby skipped it for good and kept accepting the revoked key (helper
+// attack51 found it); the round's position is the primary's snapshot.
+func TestFollowReplicaRoundMissesNoOpenTransaction(t *testing.T) {
+	n := newReplicaNode(t, pgstore.WithFollow(0))
+	is := is.New(t)
+	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
+	n.read(t, small)
+
+	conn, err := pgx.Connect(ctx, n.pair.Primary)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	h := sha256.Sum256([]byte(storetest.KeyA))
+	tag, err := tx.Exec(ctx, `UPDATE `+pgx.Identifier{n.schema, "formsapi_keys"}.Sanitize()+` SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL`, time.Now().UnixNano(), h[:])
+	is.NoErr(err)
+	is.Equal(tag.RowsAffected(), int64(1))
+	// A later transaction commits while the revocation is open: the
+	// standby's snapshot then has a horizon past the revocation's ID.
+	is.NoErr(n.store.AddSubmission(ctx, formsapi.Submission{FormID: storetest.FormSmall, Data: []byte(`{"while":"a revocation is open"}`), CreatedAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}, formsapi.Metadata{ID: "open-1"}))
+	n.pair.CaughtUp(t)
+	before := n.store.FollowStats()
+	_, _, body := n.read(t, small) // still the key's: the revocation has not committed
+	is.True(strings.Contains(body, "a revocation is open"))
+	if after := n.store.FollowStats(); after.OnReplica != before.OnReplica+1 {
+		t.Fatalf("the round did not run on the standby: %+v after %+v", after, before)
+	}
+
+	is.NoErr(tx.Commit(ctx))
+	n.pair.CaughtUp(t)
+	for range 3 {
+		if res := get(n.h, small, storetest.KeyA); res.status != http.StatusUnauthorized {
+			t.Fatalf("a key revoked before the request, through a round on the standby: %d %s, want 401", res.status, res.body)
+		}
+	}
+}
+
+// TestFollowReplicaNotAStandby: a replica pool that reaches a server not
+// in recovery (the primary itself, or a promoted standby, whose replay
+// position stays where recovery ended) never serves a round; after
+// replicaMisses (8) rounds in a row that could not use it, the rounds
+// leave it alone for a while rather than ask it each time.
+func TestFollowReplicaNotAStandby(t *testing.T) {
+	t.Parallel()
+	pair, schema := pgtest.ReplicaSchema(t)
+	notStandby, asked := countedPool(t, pair.Primary)
+	var ahead atomic.Int64 // the store's clock, moved by the test: no waiting
+	start := time.Now()
+	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(notStandby),
+		pgstore.WithClock(func() time.Time { return start.Add(time.Duration(ahead.Load())) }))
+	load(t, s, storetest.DefaultSeed())
+	h := formsapi.NewHandler(s, s)
+	checks := func(requests int) (n int) {
+		t.Helper()
+		asked.take()
+		for range requests {
+			if res := get(h, "/v1/forms/"+storetest.FormSmall+"/submissions?limit=5", storetest.KeyA); res.status != http.StatusOK {
+				t.Fatalf("GET: %d %s", res.status, res.body)
+			}
+		}
+		statements, _ := asked.take()
+		for _, q := range statements {
+			if strings.Contains(q, "pg_is_in_recovery") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := checks(12); n != 8 {
+		t.Errorf("12 rounds asked a server not in recovery %d times whether it had replayed, want 8 and then none", n)
+	}
+	ahead.Add(int64(2 * time.Second)) // past the rest
+	if n := checks(1); n != 1 {
+		t.Errorf("a round after the rest asked %d times, want 1", n)
+	}
+	if st := s.FollowStats(); st.OnReplica != 0 || st.OffReplica < 13 {
+		t.Errorf("%+v: want no round on a server not in recovery", st)
 	}
 }
