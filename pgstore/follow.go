@@ -371,7 +371,7 @@ func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []r
 		xip = prev.xip
 	}
 	var rows []roundRow
-	read := func(q roundQuerier) error {
+	read := func(ctx context.Context, q roundQuerier) error {
 		rows = rows[:0]
 		if probe {
 			var snap string
@@ -428,7 +428,7 @@ func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []r
 				return nil
 			}
 		}
-		return read(s.pool)
+		return read(ctx, s.pool)
 	})
 	if err == nil {
 		err = f.apply(prev, rows, miss)
@@ -503,11 +503,11 @@ type roundQuerier interface {
 // or resting after replicaMisses such rounds in a row, leaves done false
 // and the round reads the primary. Only the primary's statement failing,
 // or ctx ending, is the round's error.
-func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) error) (snap string, done bool, err error) {
+func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, roundQuerier) error) (snap string, done bool, err error) {
 	f := s.follow
 	now := s.now()
 	f.mu.Lock()
-	resting := now.Before(f.replicaRest)
+	resting := now.Before(f.replicaRest) && !now.Before(f.replicaRest.Add(-replicaRest))
 	f.mu.Unlock()
 	if resting {
 		f.offReplica.Add(1)
@@ -555,7 +555,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(roundQuerier) erro
 		case <-t.C:
 		}
 	}
-	if err := read(conn); err != nil {
+	if err := read(rctx, conn); err != nil {
 		return off()
 	}
 	f.onReplica.Add(1)

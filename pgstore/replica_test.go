@@ -329,3 +329,51 @@ func TestFollowReplicaNotAStandby(t *testing.T) {
 		t.Errorf("%+v: want no round on a server not in recovery", st)
 	}
 }
+
+// hangingRounds is a pgx tracer whose connections hang every statement
+// of a round (those that read the change log) until the statement's
+// context ends: a replica that stops answering mid-round.
+type hangingRounds struct{}
+
+func (hangingRounds) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "formsapi_changes") {
+		<-ctx.Done()
+	}
+	return ctx
+}
+
+func (hangingRounds) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestFollowReplicaHangsMidRound: a replica that hangs in the round's
+// own statement holds the round no longer than the replica's part of it
+// is given (100 ms): the round reads the primary and the request is
+// answered (helper attack52 found the statement ran under the request's
+// context, so a hanging replica held every waiting request, and the
+// round lock, until the requests' deadline).
+func TestFollowReplicaHangsMidRound(t *testing.T) {
+	t.Parallel()
+	pair, schema := pgtest.ReplicaSchema(t)
+	cfg, err := pgxpool.ParseConfig(pair.Standby)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = hangingRounds{}
+	hanging, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hanging.Close)
+	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(hanging))
+	load(t, s, storetest.DefaultSeed())
+	pair.CaughtUp(t)
+	// The store's calls end after 30 s, so that a round held by the
+	// replica fails the test (a 503) rather than hang it.
+	h := formsapi.NewHandler(s, s, formsapi.WithStoreTimeout(30*time.Second))
+	before := s.FollowStats()
+	if res := get(h, "/v1/forms/"+storetest.FormSmall+"/submissions?limit=5", storetest.KeyA); res.status != http.StatusOK {
+		t.Fatalf("GET with a replica hanging mid-round: %d %s", res.status, res.body)
+	}
+	if after := s.FollowStats(); after.OffReplica <= before.OffReplica || after.OnReplica != before.OnReplica {
+		t.Errorf("%+v after %+v: want the round off the hanging replica", after, before)
+	}
+}
