@@ -62,8 +62,8 @@
 #   rpg3+writer   rpg3 while the writer adds a submission every WRITE_EVERY
 #   rpg3+writer-replica   the same with -replica
 # RPG_ARGS, flags split on spaces, go to these rows' nodes too: with
-# RPG_ARGS="-follow 1ms -shared-rounds -staleness 10ms" the -replica rows'
-# rounds read the standby (pgstore.WithReplica with WithFollow).
+# RPG_ARGS="-follow 1ms -shared-rounds -staleness 10ms -replica-rounds" the
+# -replica rows' rounds read the standby (pgstore.WithReplicaRounds).
 #
 # For these rows pg-µs is the primary's backends of the run, replica-µs the
 # standby's, and repl-µs replication itself (the primary's WAL sender,

@@ -228,7 +228,7 @@ type FollowStats struct {
 	// Probed counts the rounds that found the log empty by the probe
 	// alone (sqlRoundProbe), the cheapest statement a round sends.
 	Probed int64
-	// OnReplica counts the rounds read on the replica (WithReplica),
+	// OnReplica counts the rounds read on the replica (WithReplicaRounds),
 	// and OffReplica those that found it behind the primary's position,
 	// failing or not a standby, and read the primary instead.
 	OnReplica, OffReplica int64
@@ -412,7 +412,7 @@ func (s *Store) ownRound(ctx context.Context, batch []*keyLookup) (snapshot, []r
 		return rs.Err()
 	}
 	err := retry(ctx, func() error {
-		if s.replica != nil {
+		if s.roundReplica != nil {
 			snap, done, err := s.roundOnReplica(ctx, read)
 			if err != nil {
 				return err
@@ -481,7 +481,7 @@ type roundQuerier interface {
 }
 
 // roundOnReplica runs read, a round's statements, on a connection of the
-// replica (WithReplica) once the replica has replayed the primary's WAL
+// replica (WithReplica, WithReplicaRounds) once the replica has replayed the primary's WAL
 // up to where the primary had inserted it when the round began, as
 // etcd's read index asks the leader once for every read waiting. It
 // first asks the primary, in one statement that touches no table, for
@@ -531,7 +531,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, r
 		f.mu.Unlock()
 		return "", false, nil
 	}
-	conn, err := s.replica.Acquire(rctx)
+	conn, err := s.roundReplica.Acquire(rctx)
 	if err != nil {
 		return off()
 	}

@@ -94,10 +94,10 @@
 // pages from a streaming replica, while the key and the form's version
 // still come from the primary in the request's one lookup; a replica
 // page of another version than that one is never used (the page is read
-// from the primary instead). A following node's rounds ([WithFollow]) go
-// to the replica too, once it has replayed what the primary had written
-// when the round began; the primary then answers one statement a round
-// that touches no table.
+// from the primary instead). With [WithReplicaRounds], a following
+// node's rounds ([WithFollow]) go to the replica too, once it has
+// replayed what the primary had written when the round began; the
+// primary then answers one statement a round that touches no table.
 //
 // Only the SHA-256 of each API key is stored, never the key itself.
 package pgstore
@@ -125,30 +125,31 @@ import (
 )
 
 type config struct {
-	schema       string
-	cacheBytes   int
-	usedInterval time.Duration
-	limits       formsapi.Limits
-	now          func() time.Time
-	keep         time.Duration   // see WithTombstoneRetention
-	replica      *pgxpool.Pool   // see WithReplica
-	searchIndex  bool            // see WithSearchIndex
-	sortIndex    bool            // see WithSortIndex
-	sortFields   []string        // see WithSortIndex: nil for every field
-	follow       bool            // see WithFollow
-	spacing      time.Duration   // see WithFollow
-	roundTarget  int             // see WithRoundBatch
-	roundMax     time.Duration   // see WithRoundBatch
-	staleness    time.Duration   // see WithStaleness
-	waitCheck    time.Duration   // see WithWaitCheck; 0: DefaultWaitCheck
-	exchange     RoundExchange   // see WithSharedRounds
-	shareWait    time.Duration   // see WithShareWait
-	leaseRenew   time.Duration   // see WithLeaseRenew
-	notify       bool            // see WithNotify
-	notifyConn   *pgx.ConnConfig // see WithNotify: nil for the pool's
-	noticeRenew  time.Duration   // see WithNotify: noticeRenew, shorter in tests
-	progress     stored.Progress
-	quiet        bool // WithLogger(nil)
+	schema        string
+	cacheBytes    int
+	usedInterval  time.Duration
+	limits        formsapi.Limits
+	now           func() time.Time
+	keep          time.Duration   // see WithTombstoneRetention
+	replica       *pgxpool.Pool   // see WithReplica
+	replicaRounds bool            // see WithReplicaRounds
+	searchIndex   bool            // see WithSearchIndex
+	sortIndex     bool            // see WithSortIndex
+	sortFields    []string        // see WithSortIndex: nil for every field
+	follow        bool            // see WithFollow
+	spacing       time.Duration   // see WithFollow
+	roundTarget   int             // see WithRoundBatch
+	roundMax      time.Duration   // see WithRoundBatch
+	staleness     time.Duration   // see WithStaleness
+	waitCheck     time.Duration   // see WithWaitCheck; 0: DefaultWaitCheck
+	exchange      RoundExchange   // see WithSharedRounds
+	shareWait     time.Duration   // see WithShareWait
+	leaseRenew    time.Duration   // see WithLeaseRenew
+	notify        bool            // see WithNotify
+	notifyConn    *pgx.ConnConfig // see WithNotify: nil for the pool's
+	noticeRenew   time.Duration   // see WithNotify: noticeRenew, shorter in tests
+	progress      stored.Progress
+	quiet         bool // WithLogger(nil)
 }
 
 // Option configures a store from Open or New.
@@ -376,8 +377,11 @@ type Store struct {
 	lookups *coalesce.Batcher[keyLookup] // key lookups, coalesced: see lookups.go
 	secret  []byte                       // the cursor secret kept in the schema, for the handler
 	replica *pgxpool.Pool                // nil without WithReplica
-	follow  *follower                    // nil without WithFollow
-	wait    *feedwait.Hub                // the sync feed's waiting requests (wait.go)
+	// roundReplica is replica when the rounds read it too
+	// (WithReplicaRounds), nil otherwise.
+	roundReplica *pgxpool.Pool
+	follow       *follower     // nil without WithFollow
+	wait         *feedwait.Hub // the sync feed's waiting requests (wait.go)
 
 	// Work the store started in the background (a following node's
 	// refresh rounds): closing ends when Close begins, which waits for
@@ -488,6 +492,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, err
 	}
 	s := &Store{pool: pool, schema: schema, sql: newQueries(schema), hooks: newHookQueries(schema), limits: cfg.limits, now: cfg.now, keep: cfg.keep, cache: pagecache.New(cfg.cacheBytes), secret: secret, replica: cfg.replica}
+	if cfg.replicaRounds {
+		s.roundReplica = cfg.replica
+	}
 	var on bool
 	if err := pool.QueryRow(ctx, s.sql.searchIndexed).Scan(&on); err != nil {
 		return nil, fmt.Errorf("read the search index setting: %w", err)

@@ -16,15 +16,8 @@ import (
 // feed and of exports. What must be current is still read from the
 // primary, in the request's one lookup: the key, its grant and
 // revocation, and the version of the requested form (or of the
-// account's forms list), as without a replica; except on a node that
-// follows the log (WithFollow), whose rounds read them on the replica
-// once it has replayed the primary's WAL up to where the primary stood
-// when the round began, the round's position the primary's snapshot (one
-// statement on the primary a round, touching no table): a replica still
-// behind after a few milliseconds, failing, hanging or not a standby
-// leaves the round to the primary (FollowStats counts both). A round so
-// costs its requests the replica's replay lag, about a millisecond beside
-// a steady writer on the test machine.
+// account's forms list), as without a replica (a following node's
+// rounds may read them on the replica too: WithReplicaRounds).
 //
 // A replica is never served from when it has not yet replayed what the
 // request needs: every page statement reads, in the page's own
@@ -53,6 +46,25 @@ func WithReplica(replica *pgxpool.Pool) Option {
 		panic("pgstore: WithReplica with a nil *pgxpool.Pool")
 	}
 	return func(c *config) { c.replica = replica }
+}
+
+// WithReplicaRounds has a following node's rounds (WithFollow) read the
+// replica of WithReplica, which it needs (it does nothing without both),
+// once the replica has replayed the primary's WAL up to where the
+// primary stood when the round began, the round's position the
+// primary's snapshot: the primary answers one statement a round that
+// touches no table. A replica still behind after a few milliseconds,
+// failing, hanging or not a standby leaves the round to the primary
+// (FollowStats counts both). A round so costs its requests the
+// replica's replay lag, about a millisecond beside a steady writer on
+// the test machine. Every answer stays at least as new as every write
+// committed before its request arrived; what a host gives up is
+// monotonic reads across a round on the replica and one on the primary,
+// under synchronous replication above all (a standby may show a commit
+// before the primary's snapshots do): see docs/fleet.md, "Rounds on a
+// replica". Off by default.
+func WithReplicaRounds() Option {
+	return func(c *config) { c.replicaRounds = true }
 }
 
 // ReplicaReads counts the page statements a store with WithReplica ran

@@ -208,7 +208,7 @@ func TestReplicaDown(t *testing.T) {
 // committed before it (the primary's answer, byte for byte). It pauses
 // the pair's replay, so it does not run in parallel.
 func TestFollowRoundsReadTheReplica(t *testing.T) {
-	n := newReplicaNode(t, pgstore.WithFollow(0))
+	n := newReplicaNode(t, pgstore.WithFollow(0), pgstore.WithReplicaRounds())
 	is := is.New(t)
 	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
 	n.read(t, small) // a first round and the page, now held
@@ -252,7 +252,7 @@ func TestFollowRoundsReadTheReplica(t *testing.T) {
 // standby skipped it for good and kept accepting the revoked key (helper
 // attack51 found it); the round's position is the primary's snapshot.
 func TestFollowReplicaRoundMissesNoOpenTransaction(t *testing.T) {
-	n := newReplicaNode(t, pgstore.WithFollow(0))
+	n := newReplicaNode(t, pgstore.WithFollow(0), pgstore.WithReplicaRounds())
 	is := is.New(t)
 	small := "/v1/forms/" + storetest.FormSmall + "/submissions?limit=10"
 	n.read(t, small)
@@ -298,7 +298,7 @@ func TestFollowReplicaNotAStandby(t *testing.T) {
 	notStandby, asked := countedPool(t, pair.Primary)
 	var ahead atomic.Int64 // the store's clock, moved by the test: no waiting
 	start := time.Now()
-	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(notStandby),
+	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(notStandby), pgstore.WithReplicaRounds(),
 		pgstore.WithClock(func() time.Time { return start.Add(time.Duration(ahead.Load())) }))
 	load(t, s, storetest.DefaultSeed())
 	h := formsapi.NewHandler(s, s)
@@ -363,7 +363,7 @@ func TestFollowReplicaHangsMidRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(hanging.Close)
-	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(hanging))
+	s, _ := countedStore(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithReplica(hanging), pgstore.WithReplicaRounds())
 	load(t, s, storetest.DefaultSeed())
 	pair.CaughtUp(t)
 	// The store's calls end after 30 s, so that a round held by the
@@ -375,5 +375,17 @@ func TestFollowReplicaHangsMidRound(t *testing.T) {
 	}
 	if after := s.FollowStats(); after.OffReplica <= before.OffReplica || after.OnReplica != before.OnReplica {
 		t.Errorf("%+v after %+v: want the round off the hanging replica", after, before)
+	}
+}
+
+// TestFollowRoundsOnThePrimaryByDefault: without WithReplicaRounds a
+// following node with a replica runs its rounds on the primary, as
+// before the option (monotonic reads kept).
+func TestFollowRoundsOnThePrimaryByDefault(t *testing.T) {
+	t.Parallel()
+	n := newReplicaNode(t, pgstore.WithFollow(0))
+	n.read(t, "/v1/forms/"+storetest.FormSmall+"/submissions?limit=10")
+	if st := n.store.FollowStats(); st.Rounds == 0 || st.OnReplica != 0 || st.OffReplica != 0 {
+		t.Errorf("%+v: want rounds, none of them on the replica or tried there", st)
 	}
 }

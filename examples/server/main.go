@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dsn := fs.String("postgres", os.Getenv("FORMSAPI_POSTGRES"), "serve PostgreSQL at this DSN instead of SQLite (default $FORMSAPI_POSTGRES); pool_max_conns in the DSN sizes the pool")
 	schema := fs.String("schema", "", "PostgreSQL schema for the tables (default: the connection's current schema)")
 	replicaDSN := fs.String("replica", os.Getenv("FORMSAPI_REPLICA"), "with -postgres: read page misses, feed pages and exports from the streaming replica at this DSN (default $FORMSAPI_REPLICA); see docs/fleet.md")
+	replicaRounds := fs.Bool("replica-rounds", false, "with -replica and -follow: run the rounds on the replica once it has replayed what they need (pgstore.WithReplicaRounds); see docs/fleet.md")
 	keyFile := fs.String("demo-key-file", "", "where the demo key is kept for later runs (default: the -db path + .demo-key, or postgres.demo-key)")
 	secretFile := fs.String("cursor-secret-file", "", "file holding a cursor secret of your own, at least 32 characters, the same on every node (default $FORMSAPI_CURSOR_SECRET, else the file -db + .cursor-secret or postgres.cursor-secret if an earlier version left one, else the secret the store keeps in its database, shared by every node over it)")
 	newKey := fs.String("new-key", "", "issue a new API key for this account, print it once and exit")
@@ -217,7 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), keyCopy: *keyCopy, follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax, notify: *notify}
+	sf := storeFlags{dsn: *dsn, replicaDSN: *replicaDSN, replicaRounds: *replicaRounds, schema: *schema, dbPath: *dbPath, cacheMiB: *cacheMiB, searchIndex: *searchIndex, sortIndex: *sortIndex, sortFields: splitFields(*sortFields), keyCopy: *keyCopy, follow: *follow, staleness: *staleness, roundBatch: *roundBatch, roundMax: *roundMax, notify: *notify}
 	if *sharedRounds {
 		if *redisURL == "" || *follow < 0 {
 			return errors.New("-shared-rounds needs -follow and -redis")

@@ -21,6 +21,7 @@ import (
 // storeFlags are the flags that say which store to open, and how.
 type storeFlags struct {
 	dsn, replicaDSN, schema, dbPath string
+	replicaRounds                   bool
 	cacheMiB                        int
 	searchIndex                     bool
 	sortIndex                       bool          // -sort-index: WithSortIndex
@@ -128,6 +129,9 @@ func openBackend(ctx context.Context, f storeFlags, logger *slog.Logger) (_ *ope
 		}
 		closePools = append([]func(){replica.Close}, closePools...)
 		opts = append(opts, pgstore.WithReplica(replica))
+		if f.replicaRounds {
+			opts = append(opts, pgstore.WithReplicaRounds())
+		}
 	}
 	pg, err := pgstore.New(ctx, pool, opts...)
 	if err != nil {
