@@ -291,7 +291,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithFollow makes the node follow the change log (docs/fleet.md, "Nodes
-// that follow the log"; issue 38, not complete): the store keeps a copy of
+// that follow the log"; issue 38): the store keeps a copy of
 // the keys, forms and forms lists its requests looked up, and a request's
 // lookup waits for a round, one statement for every request waiting, that
 // starts after it arrived and reads what changed since the last round;

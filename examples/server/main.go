@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	accessLog := fs.Bool("access-log", true, "log one line per request")
 	pageMiB := fs.Int("page-mib", formsapi.DefaultPageBytes>>20, "byte budget of a page of submissions in MiB; 0 turns it off")
 	staleness := fs.Duration("staleness", 0, "with -follow: let the node answer lists from its copy of keys and forms up to this old, without a round (pgstore.WithStaleness; the Data-Age header says how old); see docs/fleet.md (default: 0, exact)")
-	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38, not complete) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
+	follow := fs.Duration("follow", -1, "with -postgres: follow the change log (pgstore.WithFollow, issue 38) with rounds at least this far apart, 0 for no spacing; see docs/fleet.md (default: off)")
 	roundBatch := fs.Int("round-batch", 0, "with -follow: space the rounds so that each serves about this many requests, rounds at most -round-max-spacing apart (pgstore.WithRoundBatch); see docs/fleet.md (default: 0, rounds spaced by -follow alone)")
 	roundMax := fs.Duration("round-max-spacing", 10*time.Millisecond, "with -round-batch: the longest a round waits for its requests after the last one started")
 	notify := fs.Bool("notify", false, "with -postgres: listen for PostgreSQL's notices of changes on a connection of its own, so that a write through another node reaches a waiting sync request (wait=) at once rather than at the next check (pgstore.WithNotify; not through a pooler in transaction mode); see docs/fleet.md")
