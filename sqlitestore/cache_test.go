@@ -72,7 +72,7 @@ func get(t *testing.T, s *sqlitestore.Store, key, target string) (int, []string,
 		NextCursor  string
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
-		t.Fatalf("GET %s: %v", target, err)
+		t.Fatalf("GET %s: %v\n%s", target, err, w.Body.Bytes())
 	}
 	var items []string
 	for _, f := range page.Forms {

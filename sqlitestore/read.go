@@ -202,6 +202,12 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 	if stored.Filtered(q) {
 		return s.appendFiltered(ctx, formSeq, q, p)
 	}
+	// Where the page stood before the cache put anything in it: a Mixed
+	// page is read again from here, without the items the cache began it
+	// with (rewound to after them, it kept them and counted them, and the
+	// page read again whole followed them: items twice, and a cached
+	// entry that began with a comma).
+	mark := p.Mark()
 	r, err := s.cache.Begin(version, formSeq, q, p)
 	if err != nil || r.Served() {
 		return err
@@ -212,8 +218,10 @@ func (s *Store) appendSubmissions(ctx context.Context, accountID, formID string,
 			return err
 		}
 	}
+	if s.afterBegin != nil {
+		s.afterBegin()
+	}
 	for whole := false; ; whole = true {
-		mark := p.Mark()
 		v, head, err := s.readPage(ctx, formSeq, q.Order, &r)
 		if err != nil {
 			return err

@@ -212,6 +212,11 @@ func WithClock(now func() time.Time) Option {
 // (it counts lists for total=). Give it to formsapi.NewHandler as both store and
 // keys. It is safe for concurrent use. Make one with Open or New.
 type Store struct {
+	// afterBegin, set by tests, runs between the read cache's Begin and
+	// the page's read (appendSubmissions): a commit there makes a page
+	// that the cache began Mixed.
+	afterBegin func()
+
 	write  *sql.DB // one connection: SQLite has one writer at a time anyway
 	read   *sql.DB // read-only pool; the same handle as write for New
 	owned  bool    // Close closes the pools only when Open made them
