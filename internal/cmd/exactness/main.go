@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/formsapi/formsapi"
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&c.Mode, "mode", "exact", "exact, shared (rounds shared through Redis) or bounded")
 	flag.DurationVar(&c.Bound, "bound", 10*time.Millisecond, "the staleness bound of -mode bounded")
 	flag.IntVar(&c.Readers, "readers", 8, "concurrent readers")
+	flag.StringVar(&c.Replica, "replica", "", "a DSN of a hot standby of FORMSAPI_TEST_POSTGRES's server: the nodes' rounds read it (pgstore.WithReplica, WithReplicaRounds)")
 	flag.Parse()
 	c.DSN = os.Getenv("FORMSAPI_TEST_POSTGRES")
 	if c.DSN == "" {
@@ -105,7 +107,10 @@ type config struct {
 	// earlier write and an earlier deletion, a revoked key refused, the
 	// restart done), and no longer than Until: on a loaded machine two
 	// seconds may answer too few requests to make them all.
-	Until       time.Duration
+	Until time.Duration
+	// Replica, when set, is a DSN of a hot standby of DSN's server: each
+	// node gets a pool on it with WithReplicaRounds.
+	Replica     string
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	// wrap, when set, wraps each node's handler: the test's seam for a
@@ -115,20 +120,24 @@ type config struct {
 
 // report counts what a run checked and what it found.
 type report struct {
-	Mode                 string
-	Nodes, Writes        int
-	Deletions, Revoked   int
-	Requests             int   // answered by a node
-	Unavailable          int   // found no node (a restart), or a status other than 200 and 401
-	Checked              int   // answers with a write committed before them (before them less the bound)
-	CheckedDeleted       int   // answers that could have shown a deletion committed before them
-	RefusedRevoked       int   // requests of a revoked key refused after the revocation
-	Restarts             int   // nodes restarted mid-run
-	Stale                int64 // answers missing a write committed before them
-	Resurrected          int64 // answers showing a submission deleted before them
-	RevokedAccepted      int64 // requests of a revoked key accepted after the revocation
-	UnexpectedRefusal    int64 // a live key refused
-	firstViolationDetail string
+	Mode               string
+	Nodes, Writes      int
+	Deletions, Revoked int
+	Requests           int   // answered by a node
+	Unavailable        int   // found no node (a restart), or a status other than 200 and 401
+	Checked            int   // answers with a write committed before them (before them less the bound)
+	CheckedDeleted     int   // answers that could have shown a deletion committed before them
+	RefusedRevoked     int   // requests of a revoked key refused after the revocation
+	Restarts           int   // nodes restarted mid-run
+	Stale              int64 // answers missing a write committed before them
+	Resurrected        int64 // answers showing a submission deleted before them
+	RevokedAccepted    int64 // requests of a revoked key accepted after the revocation
+	UnexpectedRefusal  int64 // a live key refused
+	// OnReplica and OffReplica are the nodes' rounds on the replica and
+	// those that read the primary instead (-replica), the restarted
+	// node's last life only.
+	OnReplica, OffReplica int64
+	firstViolationDetail  string
 }
 
 // Violations is the number of answers that broke a promise.
@@ -139,6 +148,9 @@ func (r report) Violations() int64 {
 func (r report) String() string {
 	s := fmt.Sprintf("mode %s, %d nodes, %d restarts: %d writes, %d deletions, %d keys revoked; %d requests answered (%d found no node); checked %d answers against earlier writes, %d against earlier deletions, %d refusals of revoked keys; violations: %d stale, %d resurrected, %d revoked keys accepted, %d live keys refused",
 		r.Mode, r.Nodes, r.Restarts, r.Writes, r.Deletions, r.Revoked, r.Requests, r.Unavailable, r.Checked, r.CheckedDeleted, r.RefusedRevoked, r.Stale, r.Resurrected, r.RevokedAccepted, r.UnexpectedRefusal)
+	if r.OnReplica+r.OffReplica > 0 {
+		s += fmt.Sprintf("; rounds on the replica %d, on the primary instead %d", r.OnReplica, r.OffReplica)
+	}
 	if r.firstViolationDetail != "" {
 		s += "; first: " + r.firstViolationDetail
 	}
@@ -204,8 +216,19 @@ func openNode(ctx context.Context, c config) (*pgstore.Store, *httptest.Server, 
 	default:
 		return nil, nil, fmt.Errorf("unknown mode %q", c.Mode)
 	}
+	var replica *pgxpool.Pool // closed with the process: a store never closes it
+	if c.Replica != "" {
+		var err error
+		if replica, err = pgxpool.New(ctx, c.Replica); err != nil {
+			return nil, nil, fmt.Errorf("the replica: %w", err)
+		}
+		opts = append(opts, pgstore.WithReplica(replica), pgstore.WithReplicaRounds())
+	}
 	s, err := pgstore.Open(ctx, c.DSN, opts...)
 	if err != nil {
+		if replica != nil {
+			replica.Close()
+		}
 		return nil, nil, fmt.Errorf("open a node: %w", err)
 	}
 	var h http.Handler = formsapi.NewHandler(s, s)
@@ -549,6 +572,12 @@ func run(ctx context.Context, c config) (report, error) {
 	r.Writes, r.Deletions, r.Revoked = len(st.commits), len(st.deleted), len(st.revoked)
 	st.mu.Unlock()
 	r.Restarts = int(restarted.Load())
+	for _, n := range nodes {
+		n.mu.Lock()
+		st := n.store.FollowStats()
+		n.mu.Unlock()
+		r.OnReplica, r.OffReplica = r.OnReplica+st.OnReplica, r.OffReplica+st.OffReplica
+	}
 	r.Stale, r.Resurrected, r.RevokedAccepted = stale.Load(), resurrect.Load(), accepted.Load()
 	r.RefusedRevoked = int(refused.Load())
 	r.firstViolationDetail = first
