@@ -536,7 +536,10 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, r
 		return off()
 	}
 	defer conn.Release()
-	for waited := time.Duration(0); ; waited += replicaPoll {
+	// The wait by the monotonic clock, polls' round trips included (the
+	// store's clock, a seam for tests, need not move).
+	until := time.Now().Add(replicaRoundWait)
+	for {
 		var past pgtype.Bool // NULL on a server not in recovery
 		if err := conn.QueryRow(rctx, sqlReplayedPast, lsn).Scan(&past); err != nil || !past.Valid {
 			return off()
@@ -544,7 +547,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, r
 		if past.Bool {
 			break
 		}
-		if waited >= replicaRoundWait {
+		if !time.Now().Before(until) {
 			return off()
 		}
 		t := time.NewTimer(replicaPoll)
