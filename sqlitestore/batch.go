@@ -109,17 +109,15 @@ func (s *Store) addBatchIn(ctx context.Context, conn *sql.Conn, batch iter.Seq2[
 			return &stored.ItemError{Item: i, Form: r.FormID, Err: formsapi.ErrFormNotFound}
 		}
 		i++
-		if on {
-			// A form's tail is folded once it holds foldAt rows, as
-			// single writes fold it (foldIfFull), checked every foldAt
-			// rows and at the end.
-			touched[r.FormID] = struct{}{}
-			if int64(i)%s.foldAt == 0 {
-				if err := foldFull(ctx, conn, touched, s.foldAt); err != nil {
-					return err
-				}
-				clear(touched)
+		// A form's tail is folded once it holds foldAt rows, as single
+		// writes fold it (foldIfFull), checked every foldAt rows and at
+		// the end.
+		touched[r.FormID] = struct{}{}
+		if int64(i)%s.foldAt == 0 {
+			if err := foldFull(ctx, conn, touched, s.foldAt); err != nil {
+				return err
 			}
+			clear(touched)
 		}
 	}
 	if len(touched) > 0 {

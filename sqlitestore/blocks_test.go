@@ -71,7 +71,8 @@ func checkBlocks(t *testing.T, db *sql.DB) int {
 	}
 	want := map[[2]int64]int{}
 	krows, err := db.Query(`SELECT s.form_seq, j.value FROM formsapi_submissions s, json_each(s.find_keys) j
-WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)`)
+WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)
+    AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,117 @@ WHERE j.value < 0 AND s.seq NOT IN (SELECT seq FROM formsapi_find_tail)`)
 			t.Fatalf("key %d: %d entries, want %d", k[1], got[k], c)
 		}
 	}
+	checkRuns(t, db)
 	return n
+}
+
+// checkRuns checks the runs of the filters' entries (migration 0031):
+// each run's chunks named by their first entries, in order, its count
+// of entries right, and once the deleted rows' entries are taken out
+// (no row left in formsapi_find_gone), every entry one of a folded row's
+// filter keys, each there once.
+func checkRuns(t *testing.T, db *sql.DB) {
+	t.Helper()
+	type ent struct{ form, key, at, seq int64 }
+	less := func(a, b ent) bool {
+		return a.key < b.key || a.key == b.key && (a.at < b.at || a.at == b.at && a.seq < b.seq)
+	}
+	counts := map[[2]int64]int64{}
+	lrows, err := db.Query(`SELECT form_seq, run, entries FROM formsapi_find_run_list`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lrows.Next() {
+		var k [2]int64
+		var n int64
+		if err := lrows.Scan(&k[0], &k[1], &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[k] = n
+	}
+	lrows.Close()
+	rows, err := db.Query(`SELECT form_seq, run, key, lo_at, lo_seq, list FROM formsapi_find_runs ORDER BY form_seq, run, key, lo_at, lo_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[ent]int{}
+	seen := map[[2]int64]int64{}
+	var lastRun [2]int64
+	var last *ent
+	for rows.Next() {
+		var run [2]int64
+		var lo ent
+		var list []byte
+		if err := rows.Scan(&run[0], &run[1], &lo.key, &lo.at, &lo.seq, &list); err != nil {
+			t.Fatal(err)
+		}
+		lo.form = run[0]
+		if len(list) == 0 || len(list)%24 != 0 {
+			t.Fatalf("run %v, chunk %v: a list of %d bytes", run, lo, len(list))
+		}
+		if run != lastRun {
+			lastRun, last = run, nil
+		}
+		if last != nil && !less(*last, lo) {
+			t.Fatalf("run %v: chunk %v named at or before the entry %v of the chunk before it", run, lo, *last)
+		}
+		for ; len(list) > 0; list = list[24:] {
+			e := ent{run[0], int64(binary.BigEndian.Uint64(list)), int64(binary.BigEndian.Uint64(list[8:])), int64(binary.BigEndian.Uint64(list[16:]))}
+			if less(e, lo) || last != nil && !less(*last, e) {
+				t.Fatalf("run %v, chunk %v: entry %v out of order", run, lo, e)
+			}
+			last = &e
+			got[e]++
+			seen[run]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for run, n := range seen {
+		if counts[run] != n {
+			t.Fatalf("run %v: %d entries, listed as %d", run, n, counts[run])
+		}
+	}
+	var gone int
+	if err := db.QueryRow(`SELECT count(*) FROM formsapi_find_gone`).Scan(&gone); err != nil {
+		t.Fatal(err)
+	}
+	if gone > 0 {
+		return
+	}
+	want := map[ent]int{}
+	krows, err := db.Query(`SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
+WHERE j.value >= 0 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)
+    AND NOT EXISTS (SELECT 1 FROM formsapi_find_tail t WHERE t.seq = s.seq AND t.filters)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer krows.Close()
+	for krows.Next() {
+		var e ent
+		if err := krows.Scan(&e.form, &e.key, &e.at, &e.seq); err != nil {
+			t.Fatal(err)
+		}
+		want[e]++
+	}
+	if err := krows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for e, c := range got {
+		if c != 1 {
+			t.Fatalf("entry %v in %d runs", e, c)
+		}
+		if want[e] == 0 {
+			t.Fatalf("entry %v of no folded row", e)
+		}
+	}
+	for e := range want {
+		if got[e] == 0 {
+			t.Fatalf("folded row's entry %v in no run", e)
+		}
+	}
 }
 
 // TestSearchBlocksEmptiedGo: rows deleted oldest first (a retention
@@ -279,8 +390,8 @@ func TestFoldFailureLogged(t *testing.T) {
 	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
 	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "folds"}))
 	db := hostDB(t, path)
-	// The fault: the fold's emptying of the tail refused.
-	_, err := db.ExecContext(ctx, `CREATE TRIGGER test_no_fold BEFORE DELETE ON formsapi_find_tail BEGIN SELECT RAISE(ABORT, 'walrus refuses the fold'); END`)
+	// The fault: the fold's move of the form's mark refused.
+	_, err := db.ExecContext(ctx, `CREATE TRIGGER test_no_fold BEFORE UPDATE OF find_folded ON formsapi_forms BEGIN SELECT RAISE(ABORT, 'walrus refuses the fold'); END`)
 	is.NoErr(err)
 	lines := func() []map[string]any {
 		var out []map[string]any
@@ -301,7 +412,7 @@ func TestFoldFailureLogged(t *testing.T) {
 		add(n) // every write past the fold's size folds, and fails
 	}
 	var tail int
-	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM (` + tailQuery + `)`).Scan(&tail))
 	is.Equal(tail, n) // nothing folded, every write stands
 	got := lines()
 	is.Equal(len(got), 1) // one line for the run of failures
@@ -313,7 +424,7 @@ func TestFoldFailureLogged(t *testing.T) {
 	_, err = db.ExecContext(ctx, `DROP TRIGGER test_no_fold`)
 	is.NoErr(err)
 	add(n)
-	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM (` + tailQuery + `)`).Scan(&tail))
 	is.Equal(tail, 0) // folded
 	got = lines()
 	is.Equal(len(got), 2)
@@ -321,4 +432,178 @@ func TestFoldFailureLogged(t *testing.T) {
 	is.True(got[1]["failed_folds"].(float64) >= 1) // the failures counted
 	add(n + 1)
 	is.Equal(len(lines()), 2) // nothing more once folds succeed
+}
+
+// TestFindRunsMigration: migration 0031 turns the filters' entries a file
+// holds (formsapi_find) into one run per form, chunk by chunk, moves
+// every form's mark to its last feed position, and keeps the rows that
+// wait in the tail for their trigrams there with their filter entries
+// already in the run; every filtered page reads as before, and the
+// rows written, deleted and folded after it keep the runs exact.
+func TestFindRunsMigration(t *testing.T) {
+	is := is.New(t)
+	db := hostDB(t, dbPath(t))
+	is.NoErr(sqlitestore.MigrateBefore(ctx, db, "find_runs"))
+	_, err := db.ExecContext(ctx, `UPDATE formsapi_settings SET value = 1 WHERE name = 'search_index'`)
+	is.NoErr(err) // the search index on, as WithSearchIndex left it
+	for _, f := range []string{"old", "other"} {
+		_, err = db.ExecContext(ctx, `INSERT INTO formsapi_forms (id, account_id, title, icon, notification_email, created_at) VALUES (?, ?, '', '', '', 0)`, f, storetest.AccountA)
+		is.NoErr(err)
+	}
+	// 300 rows (more than two chunks of one key) by the old triggers.
+	want := map[string][]int{}
+	for n := range 300 {
+		form := []string{"old", "other"}[n%2]
+		tag := []string{"red", "blue", "green"}[n%3]
+		data := fmt.Sprintf(`{"n":%d,"tag":"%s","a":"Needle %d"}`, n, tag, n)
+		keys := find.IndexKeys([]byte(data), nil)
+		list := make([]string, len(keys))
+		for i, k := range keys {
+			list[i] = strconv.FormatInt(k, 10)
+		}
+		_, err := db.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys)
+SELECT seq, feed_last + 1, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id = ?`, 1000-n, data, "["+strings.Join(list, ",")+"]", form)
+		is.NoErr(err)
+		if tag == "red" {
+			want[form] = append(want[form], n)
+		}
+	}
+	var old, tail int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find`).Scan(&old))
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_tail`).Scan(&tail))
+	is.True(old > 0 && tail > 0) // entries and a tail to migrate
+
+	s := mustNew(t, db) // migrates
+	fs, err := sqlitestore.FilterEntries(db)
+	is.NoErr(err)
+	is.Equal(len(fs), old) // every entry, in its form's run
+	checkBlocks(t, db)     // and the runs exact
+	red := []formsapi.Filter{{Field: "tag", Value: `"red"`}}
+	check := func(when string) {
+		t.Helper()
+		for _, f := range []string{"old", "other"} {
+			w := slices.Clone(want[f])
+			slices.Reverse(w) // oldest first: created_at falls as n rises
+			if got := walkAll(t, s, f, formsapi.Query{Limit: 7, Order: formsapi.Oldest, Filters: red}); !slices.Equal(got, w) {
+				t.Fatalf("%s: form %s: got %v, want %v", when, f, got, w)
+			}
+		}
+	}
+	check("migrated")
+	// Writes after it, a deletion of some of the migrated rows, folds.
+	for n := 300; n < 420; n++ {
+		form := []string{"old", "other"}[n%2]
+		tag := []string{"red", "blue", "green"}[n%3]
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: form, Data: []byte(fmt.Sprintf(`{"n":%d,"tag":"%s"}`, n, tag)), CreatedAt: time.Unix(0, int64(1000-n))}, formsapi.Metadata{}))
+		if tag == "red" {
+			want[form] = append(want[form], n)
+		}
+	}
+	_, err = db.ExecContext(ctx, `DELETE FROM formsapi_submissions WHERE data LIKE '%"n":1_,%'`)
+	is.NoErr(err) // n 10 to 19, by a host's SQL
+	for f, ns := range want {
+		want[f] = slices.DeleteFunc(ns, func(n int) bool { return n >= 10 && n < 20 })
+	}
+	check("written and deleted")
+	is.NoErr(sqlitestore.FoldTail(ctx, sqlitestore.WriteDB(s)))
+	checkBlocks(t, db)
+	check("folded")
+}
+
+// TestRunsMerge: runs of one level merge, eight at a time, into one of
+// the next (migration 0031): after 70 folds of 8 rows a form holds runs
+// of three levels, fewer than 8 of each, with exactly the folded rows'
+// filter entries, each once; rows deleted by the store lose their
+// entries before its call returns, rows deleted by a host's SQL at the
+// next fold; every filtered page is exact, both ways, throughout.
+func TestRunsMerge(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := mustOpen(t, path, sqlitestore.WithFoldAt(8))
+	db := sqlitestore.ReadDB(s)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "merge"}))
+	want := map[int]bool{}
+	red := []formsapi.Filter{{Field: "tag", Value: `"red"`}}
+	check := func(when string) {
+		t.Helper()
+		var w []int
+		for n := range want {
+			w = append(w, n)
+		}
+		slices.Sort(w)
+		var walks [2][]int
+		for i, o := range []formsapi.Order{formsapi.Oldest, formsapi.Newest} {
+			got := walkAll(t, s, "merge", formsapi.Query{Limit: 9, Order: o, Filters: red})
+			walks[i] = slices.Clone(got)
+			slices.Sort(got)
+			if !slices.Equal(got, w) {
+				t.Fatalf("%s, %v: got %v, want %v", when, o, got, w)
+			}
+		}
+		slices.Reverse(walks[1])
+		if !slices.Equal(walks[0], walks[1]) {
+			t.Fatalf("%s: oldest first %v, newest first reversed %v", when, walks[0], walks[1])
+		}
+		total, err := s.CountSubmissions(ctx, storetest.AccountA, "merge", formsapi.Query{Limit: 1, Filters: red}, true)
+		is.NoErr(err)
+		is.Equal(total, formsapi.Total{Value: int64(len(w)), Kind: find.Exact})
+	}
+	for n := range 560 {
+		tag := "blue"
+		if n%5 == 0 {
+			tag = "red"
+			want[n] = true
+		}
+		// Times out of order: runs cross each other in keyset order.
+		at := time.Unix(0, int64((n*7919)%560))
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "merge", Data: []byte(fmt.Sprintf(`{"n":%d,"tag":"%s"}`, n, tag)), CreatedAt: at},
+			formsapi.Metadata{ID: strconv.Itoa(n)}))
+		if n%97 == 0 {
+			check(fmt.Sprintf("%d written", n+1))
+		}
+	}
+	levels := map[int]int{}
+	rows, err := db.Query(`SELECT level, count(*) FROM formsapi_find_run_list GROUP BY level`)
+	is.NoErr(err)
+	for rows.Next() {
+		var l, c int
+		is.NoErr(rows.Scan(&l, &c))
+		levels[l] = c
+	}
+	is.NoErr(rows.Close())
+	is.True(levels[2] > 0) // merged twice
+	for l, c := range levels {
+		if c >= 8 {
+			t.Errorf("level %d: %d runs", l, c)
+		}
+	}
+	checkBlocks(t, db)
+	check("merged")
+
+	// The store's deletion takes its row's entries before it returns.
+	for n := 0; n < 100; n += 10 {
+		is.NoErr(s.DeleteSubmission(ctx, storetest.AccountA, "merge", strconv.Itoa(n)))
+		delete(want, n)
+	}
+	var gone int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_gone`).Scan(&gone))
+	is.Equal(gone, 0)
+	checkBlocks(t, db)
+	check("deleted by the store")
+	// A host's deletion waits for the next fold; reads never see it.
+	_, err = hostDB(t, path).ExecContext(ctx, `DELETE FROM formsapi_submissions WHERE data LIKE '%"n":2_,%'`)
+	is.NoErr(err)
+	for n := 20; n < 30; n++ {
+		delete(want, n)
+	}
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_gone`).Scan(&gone))
+	is.Equal(gone, 9) // n 21 to 29: the store deleted 20
+	check("deleted by a host")
+	for n := 560; n < 570; n++ {
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "merge", Data: []byte(fmt.Sprintf(`{"n":%d,"tag":"blue"}`, n))}, formsapi.Metadata{}))
+	}
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM formsapi_find_gone`).Scan(&gone))
+	is.Equal(gone, 0) // the fold took them out
+	checkBlocks(t, db)
+	check("folded")
 }

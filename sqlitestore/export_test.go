@@ -124,13 +124,16 @@ type UseBatch struct {
 // back (internal/pagecache's WentBack).
 func CacheWentBack(s *Store) int64 { return s.cache.WentBack() }
 
-// FindSQL returns the statements of filtered pages, totals and erasure
-// by the index of submitted values, by name.
-var FindSQL = map[string]string{
-	"find encoded desc": sqlFindEncodedDesc, "find encoded asc": sqlFindEncodedAsc,
-	"find desc": sqlFindDesc, "find asc": sqlFindAsc,
-	"count entries": sqlCountEntries, "count matches": sqlCountMatches,
+// RunSQL returns the statements that read and purge the runs of the
+// filters' entries (migration 0031), by name; each takes the form's seq,
+// the run, and an entry's key, created_at and seq.
+var RunSQL = map[string]string{
+	"run desc": sqlRunDesc, "run asc": sqlRunAsc, "run after": sqlRunAfter, "chunk of": sqlRunChunkOf,
 }
+
+// TailRangeSQL is the statement of a walk's tail: the form's seq, then
+// the keyset bounds.
+const TailRangeSQL = sqlTailRange
 
 // BlockSQL returns the statements that read and fold search's posting
 // blocks (migration 0022), by name; each takes the form's seq, the key
@@ -150,8 +153,10 @@ var ScanSQL = map[string]string{
 	"count rows": sqlCountRows, "count scan": sqlCountScan,
 }
 
-// EraseCandidatesSQL is Erase's statement through the index.
-const EraseCandidatesSQL = sqlEraseCandidates
+// EraseSQL returns Erase's statements through the index: a chunk of
+// entries' submissions (a JSON array of [seq, created_at], then the
+// form's seq), and a form's rows not indexed yet (the form's seq).
+var EraseSQL = map[string]string{"chunk": sqlEraseChunk, "unindexed": sqlEraseUnindexed}
 
 // MigrateFile creates the database file at path and brings it to the
 // current schema as Open with opts would, but makes no cursor secret
@@ -223,15 +228,15 @@ const TailReadEvery = tailReadEvery
 // WithFoldAt makes a store fold the tail at n rows instead of FoldAt.
 func WithFoldAt(n int) Option { return withFoldAt(n) }
 
-// FoldTail folds the unfolded tail in a transaction of db's, as a write
-// that finds it full does (migration 0022).
+// FoldTail folds every form's unfolded tail in a transaction of db's,
+// as a write that finds its form's full does (migrations 0022, 0031).
 func FoldTail(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if err := foldTail(ctx, tx); err != nil {
+	if err := foldEvery(ctx, tx); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -257,6 +262,28 @@ func TrigramEntries(db *sql.DB) ([]TrigramEntry, error) {
 		}
 		for _, e := range decodeBlock(nil, list) {
 			out = append(out, TrigramEntry{form, key, e.at, e.seq})
+		}
+	}
+	return out, rows.Err()
+}
+
+// FilterEntries returns every entry of the runs of the filters' entries
+// (migration 0031), run by run.
+func FilterEntries(db *sql.DB) ([]TrigramEntry, error) {
+	rows, err := db.Query(`SELECT form_seq, list FROM formsapi_find_runs ORDER BY form_seq, run, key, lo_at, lo_seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TrigramEntry
+	for rows.Next() {
+		var form int64
+		var list []byte
+		if err := rows.Scan(&form, &list); err != nil {
+			return nil, err
+		}
+		for _, t := range decodeTriples(nil, list) {
+			out = append(out, TrigramEntry{form, t.key, t.at, t.seq})
 		}
 	}
 	return out, rows.Err()

@@ -76,16 +76,29 @@ func appendBlock(b []byte, es []entry) []byte {
 }
 
 const (
-	// The tail's rows, in one value: "form_seq created_at seq find_keys"
-	// for each (a NULL find_keys as none), ';' between them, in the
-	// tail's order (so a key's entries come sorted).
-	sqlTailKeys = `SELECT group_concat(printf('%d %d %d ', t.form_seq, t.created_at, t.seq) || coalesce(s.find_keys, '[]'), ';'
+	// The explicit tail's rows (formsapi_find_tail), in one value:
+	// "form_seq created_at seq filters find_keys" for each (a NULL
+	// find_keys as none), ';' between them, in the tail's order (so a
+	// key's entries come sorted). filters says whether the row's filter
+	// entries are folded too (migration 0031).
+	//
+	// A row above its form's mark is left to the form's fold, which
+	// reads it once (sqlFormTailKeys): folded here too, its entries would
+	// be folded twice.
+	sqlTailKeys = `SELECT group_concat(printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]'), ';'
     ORDER BY t.form_seq, t.created_at, t.seq)
-FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq`
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
-	// sqlTailKeys for one form's rows (?1, its seq).
-	sqlFormTailKeys = sqlTailKeys + `
-WHERE t.form_seq = ?1`
+	// sqlTailKeys for one form's tail (?1, its seq): its rows above the
+	// form's mark, found by the index of feed positions, and its rows of
+	// formsapi_find_tail.
+	sqlFormTailKeys = `SELECT group_concat(r, ';' ORDER BY a, q) FROM (
+SELECT s.created_at AS a, s.seq AS q, printf('%d %d %d 1 ', s.form_seq, s.created_at, s.seq) || coalesce(s.find_keys, '[]') AS r
+FROM formsapi_submissions s WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
+UNION ALL
+SELECT t.created_at, t.seq, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq WHERE t.form_seq = ?1)`
 
 	// The last block of each key ?1 names (records of 40 characters: the
 	// form_seq and the key, each a decimal right-aligned in 20), in one
@@ -121,12 +134,18 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 
 	sqlBlockUpdate = `UPDATE formsapi_find_blocks SET list = ?5 WHERE form_seq = ?1 AND key = ?2 AND lo_at = ?3 AND lo_seq = ?4`
 	sqlBlockInsert = `INSERT INTO formsapi_find_blocks (form_seq, key, lo_at, lo_seq, list) VALUES (?, ?, ?, ?, ?)`
-	sqlTailEmpty   = `DELETE FROM formsapi_find_tail`
+	sqlTailEmpty   = `DELETE FROM formsapi_find_tail WHERE NOT EXISTS (SELECT 1 FROM formsapi_submissions s
+    WHERE s.seq = formsapi_find_tail.seq AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq))`
 
-	// A form's seq and the rows of its tail, by the form's ID.
-	sqlFormTailCount = `SELECT f.seq, (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
+	// A form's seq and the rows of its tail, by the form's ID: the feed
+	// positions above its mark (a deletion's too, so it counts at most
+	// the rows there) and its rows of formsapi_find_tail.
+	sqlFormTailCount = `SELECT f.seq, f.feed_last - f.find_folded + (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
 FROM formsapi_forms f WHERE f.id = ?1`
 	sqlFormTailEmpty = `DELETE FROM formsapi_find_tail WHERE form_seq = ?1`
+	sqlFormsWithTail = `SELECT seq FROM formsapi_forms WHERE feed_last > find_folded
+UNION SELECT form_seq FROM formsapi_find_tail UNION SELECT form_seq FROM formsapi_find_gone`
+	sqlFormTailFolded = `UPDATE formsapi_forms SET find_folded = max(find_folded, feed_last) WHERE seq = ?1`
 )
 
 // postingKey names the blocks of one trigram of one form.
@@ -169,32 +188,56 @@ type foldBuf struct {
 	list   []entry
 	merged []entry
 	slow   []int // groups written a block at a time (folder.merge)
+	// The filters' entries of each form of the tail, and the forms in
+	// the order first read (foldRuns).
+	triples map[int64][]triple
+	forms   []int64
 }
 
-var foldBufs = sync.Pool{New: func() any { return &foldBuf{index: make(map[postingKey]int32)} }}
+var foldBufs = sync.Pool{New: func() any {
+	return &foldBuf{index: make(map[postingKey]int32), triples: make(map[int64][]triple)}
+}}
 
-// foldTail folds formsapi_find_tail into formsapi_find_blocks in the
-// transaction of q: each tail row's trigram keys (the negative ones of
-// its find_keys) become entries of their keys' blocks, and the tail is
-// emptied. The keys' last blocks are read in one statement and the
-// blocks written in another; a key whose new entries reach before its
-// last block (a late commit) is merged a block at a time (folder.merge).
+// foldTail folds formsapi_find_tail in the transaction of q: each tail
+// row's trigram keys (the negative ones of its find_keys) become entries
+// of their keys' blocks, and its filter keys entries of a new run of its
+// form (foldRuns), and the tail is emptied. The keys' last blocks are
+// read in one statement and the blocks written in another; a key whose
+// new entries reach before its last block (a late commit) is merged a
+// block at a time (folder.merge).
 func foldTail(ctx context.Context, q execQuerier) error {
-	return foldRows(ctx, q, sqlTailKeys, sqlTailEmpty)
+	return foldRows(ctx, q, sqlTailKeys, []string{sqlTailEmpty})
 }
 
-// foldFormTail is foldTail for the tail rows of one form, whose seq is
-// form: the fold a write makes (foldIfFull). Folding a form's rows by
+// foldEvery folds the tail of every form that has one (foldFormTail),
+// and what formsapi_find_tail holds of others, in the transaction of q.
+func foldEvery(ctx context.Context, q execQuerier) error {
+	forms, err := queryInts(ctx, q, sqlFormsWithTail)
+	if err != nil {
+		return fmt.Errorf("fold: list the tails: %w", err)
+	}
+	for _, form := range forms {
+		if err := foldFormTail(ctx, q, form); err != nil {
+			return err
+		}
+	}
+	return foldTail(ctx, q)
+}
+
+// foldFormTail is foldTail for the tail of one form, whose seq is form:
+// its rows above the form's mark too, which the mark then passes. It is
+// the fold a write makes (foldIfFull). Folding a form's rows by
 // themselves keeps a fold's blocks together: writes spread over many
 // forms would otherwise add an entry or two to each of many keys' last
 // blocks, rewriting a page for each, at every fold.
 func foldFormTail(ctx context.Context, q execQuerier, form int64) error {
-	return foldRows(ctx, q, sqlFormTailKeys, sqlFormTailEmpty, form)
+	return foldRows(ctx, q, sqlFormTailKeys, []string{sqlFormTailEmpty, sqlFormTailFolded}, form)
 }
 
 // foldRows folds the tail rows that keys (sqlTailKeys's value) reads
-// with args, then runs empty with args to take them out of the tail.
-func foldRows(ctx context.Context, q execQuerier, keys, empty string, args ...any) error {
+// with args, then runs each statement of empty with args to take them
+// out of the tail.
+func foldRows(ctx context.Context, q execQuerier, keys string, empty []string, args ...any) error {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
 	rows, err := q.QueryContext(ctx, keys, args...)
@@ -212,17 +255,28 @@ func foldRows(ctx context.Context, q execQuerier, keys, empty string, args ...an
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
-	if len(b.tail) == 0 {
-		return nil
+	clear(b.triples)
+	b.forms = b.forms[:0]
+	if len(b.tail) > 0 {
+		if err := b.group(); err != nil {
+			return fmt.Errorf("fold: %w", err)
+		}
+		if err := b.fold(ctx, q); err != nil {
+			return fmt.Errorf("fold: %w", err)
+		}
 	}
-	if err := b.group(); err != nil {
+	if len(args) > 0 && len(b.forms) == 0 {
+		// A form's fold purges its deleted rows' entries even with an
+		// empty tail.
+		b.forms = append(b.forms, args[0].(int64))
+	}
+	if err := foldRuns(ctx, q, b.forms, b.triples); err != nil {
 		return fmt.Errorf("fold: %w", err)
 	}
-	if err := b.fold(ctx, q); err != nil {
-		return fmt.Errorf("fold: %w", err)
-	}
-	if _, err := q.ExecContext(ctx, empty, args...); err != nil {
-		return fmt.Errorf("fold: empty the tail: %w", err)
+	for _, st := range empty {
+		if _, err := q.ExecContext(ctx, st, args...); err != nil {
+			return fmt.Errorf("fold: empty the tail: %w", err)
+		}
 	}
 	return nil
 }
@@ -241,8 +295,21 @@ func (b *foldBuf) group() error {
 				e.seq, rec, ok = cutInt(rec)
 			}
 		}
+		var filters int64
+		if ok {
+			filters, rec, ok = cutInt(rec)
+		}
 		if !ok {
 			return fmt.Errorf("read the tail: a malformed row %.40q", rec)
+		}
+		if _, seen := b.triples[form]; !seen {
+			b.forms = append(b.forms, form)
+			b.triples[form] = nil
+		}
+		if filters != 0 {
+			eachFilterKey(rec, func(k int64) {
+				b.triples[form] = append(b.triples[form], triple{k, e.at, e.seq})
+			})
 		}
 		eachNegativeKey(rec, func(k int64) {
 			pk := postingKey{form, k}
@@ -449,6 +516,39 @@ func eachNegativeKey(keys []byte, fn func(int64)) {
 			fn(k)
 		}
 		i = j
+	}
+}
+
+// eachFilterKey calls fn with each key of keys (a find_keys JSON array
+// of integers) that is not negative: the filters' keys.
+func eachFilterKey(keys []byte, fn func(int64)) {
+	for i := 0; i < len(keys); i++ {
+		c := keys[i]
+		if c == '-' {
+			// A negative key: skip its digits.
+			for i+1 < len(keys) && keys[i+1] >= '0' && keys[i+1] <= '9' {
+				i++
+			}
+			continue
+		}
+		if c < '0' || c > '9' {
+			continue
+		}
+		j := i
+		var k int64
+		ok := true
+		for j < len(keys) && keys[j] >= '0' && keys[j] <= '9' {
+			d := int64(keys[j] - '0')
+			if k > (math.MaxInt64-d)/10 {
+				ok = false
+			}
+			k = k*10 + d
+			j++
+		}
+		if ok {
+			fn(k)
+		}
+		i = j - 1
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -76,6 +77,11 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	ch := s.keys.change()
 	err := s.deleting(ctx, func(tx execer) error {
 		ch.everything() // before the commit: see keyCopy
+		// The form's runs go first, so its rows' deletions list no
+		// entries to take out of them (migration 0031).
+		if _, err := tx.ExecContext(ctx, sqlDeleteFormRuns, formID, accountID); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, sqlDeleteFormSubmissions, formID, accountID); err != nil {
 			return err
 		}
@@ -112,6 +118,10 @@ func (s *Store) DeleteSubmission(ctx context.Context, accountID, formID, id stri
 	err := s.deleting(ctx, func(tx execer) error {
 		ch.form(formID) // before the commit: see keyCopy
 		err := tx.QueryRowContext(ctx, sqlDeleteSubmission, formID, accountID, id).Scan(&seq)
+		if err == nil {
+			// Its filter entries go before the commit (migration 0031).
+			return purgeGone(ctx, tx, seq)
+		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -178,32 +188,34 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 		ch.everything()
 		// Through the index when it holds the value (a name and a value
 		// within its bounds), else every submission of the account.
-		query, args := sqlAccountData, []any{accountID}
-		if key, ok := find.StringKey(field, value); ok {
-			query, args = sqlEraseCandidates, []any{accountID, key}
-		}
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
 		var seqs []int64
-		for rows.Next() {
-			var seq, form int64
-			var data []byte
-			if err := rows.Scan(&seq, &form, &data); err != nil {
-				rows.Close()
+		holds := func(rows *sql.Rows) error {
+			for rows.Next() {
+				var seq, form int64
+				var data []byte
+				if err := rows.Scan(&seq, &form, &data); err != nil {
+					rows.Close()
+					return err
+				}
+				if stored.Holds(data, field, value) && !slices.Contains(seqs, seq) {
+					seqs = append(seqs, seq)
+					forms = append(forms, form)
+				}
+			}
+			return errors.Join(rows.Err(), rows.Close())
+		}
+		if key, ok := find.StringKey(field, value); ok {
+			if err := eraseCandidates(ctx, tx, accountID, key, holds); err != nil {
 				return err
 			}
-			if stored.Holds(data, field, value) {
-				seqs = append(seqs, seq)
-				forms = append(forms, form)
+		} else {
+			rows, err := tx.QueryContext(ctx, sqlAccountData, accountID)
+			if err != nil {
+				return err
 			}
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return err
+			if err := holds(rows); err != nil {
+				return err
+			}
 		}
 		for _, seq := range seqs {
 			if _, err := tx.ExecContext(ctx, sqlDeleteBySeq, seq); err != nil {
@@ -211,7 +223,8 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 			}
 		}
 		n = len(seqs)
-		return nil
+		// The deleted rows' filter entries go before the commit.
+		return purgeAllGone(ctx, tx)
 	})
 	ch.end()
 	if err != nil {
@@ -230,6 +243,53 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// eraseCandidates calls holds with the rows (seq, form_seq, data) of
+// the account's submissions the index of submitted values gives for key
+// (the runs' entries and each form's tail: migration 0031), and those
+// not indexed yet, which Erase matches in Go as sqlAccountData's, a
+// chunk at a time, in the transaction of tx.
+func eraseCandidates(ctx context.Context, tx execer, accountID string, key int64, holds func(*sql.Rows) error) error {
+	forms, err := queryInts(ctx, tx, sqlAccountForms, accountID)
+	if err != nil {
+		return err
+	}
+	for _, form := range forms {
+		es, err := keyEntries(ctx, tx, form, key)
+		if err != nil {
+			return err
+		}
+		for len(es) > 0 {
+			chunk := es[:min(len(es), 512)]
+			es = es[len(chunk):]
+			list := make([]byte, 0, 2+len(chunk)*42)
+			list = append(list, '[')
+			for i, e := range chunk {
+				if i > 0 {
+					list = append(list, ',')
+				}
+				list = fmt.Appendf(list, "[%d,%d]", e.seq, e.at)
+			}
+			list = append(list, ']')
+			rows, err := tx.QueryContext(ctx, sqlEraseChunk, string(list), form)
+			if err != nil {
+				return err
+			}
+			if err := holds(rows); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.QueryContext(ctx, sqlEraseUnindexed, form)
+		if err != nil {
+			return err
+		}
+		if err := holds(rows); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleting runs fn in a write transaction on one connection with

@@ -123,8 +123,10 @@ func enableSearchIndex(ctx context.Context, db *sql.DB, p *stored.Progress) (err
 		if !next.Valid {
 			break
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find_tail (form_seq, created_at, seq)
-SELECT s.form_seq, s.created_at, s.seq FROM formsapi_submissions s
+		// filters 0: their filter entries are in the runs already
+		// (migration 0031).
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find_tail (form_seq, created_at, seq, filters)
+SELECT s.form_seq, s.created_at, s.seq, 0 FROM formsapi_submissions s
 WHERE s.seq > ?1 AND s.seq <= ?2 AND s.find_keys IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)`, last, next.Int64); err != nil {
 			return err
 		}
@@ -596,7 +598,11 @@ func indexUnsortedTx(ctx context.Context, tx *sql.Tx, p *stored.Progress) (err e
 	defer func() { step.End(err) }()
 	var last int64
 	for {
-		rows, err := tx.QueryContext(ctx, `SELECT seq, data FROM formsapi_submissions INDEXED BY formsapi_submissions_unsorted
+		// By rowid, the whole table once: the partial index of rows
+		// without sort keys cost every write a page while the sort
+		// index is off, the default, for this walk alone (migration
+		// 0031).
+		rows, err := tx.QueryContext(ctx, `SELECT seq, data FROM formsapi_submissions
 WHERE seq > ? AND sort_keys IS NULL ORDER BY seq LIMIT 500`, last)
 		if err != nil {
 			return err

@@ -103,31 +103,6 @@ UNION ALL
 SELECT feed_pos, of_seq, of_at, NULL, NULL, of_pos FROM formsapi_tombstones WHERE form_seq = ?1 AND feed_pos > ?2
 ORDER BY 1`
 
-	// Filtered pages (internal/stored's AppendFiltered and
-	// FilteredSubmissions): the index entries of one key of one form
-	// (migration 0013) in keyset order, each joined to its submission
-	// by rowid. No LIMIT, as for the lists: the reader stops after
-	// stored.Examined rows.
-	sqlFindEncodedDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
-ORDER BY i.created_at DESC, i.seq DESC`
-
-	sqlFindEncodedAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, s.json
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
-ORDER BY i.created_at ASC, i.seq ASC`
-
-	sqlFindDesc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
-ORDER BY i.created_at DESC, i.seq DESC`
-
-	sqlFindAsc = `SELECT i.seq, i.created_at, s.data, s.attachments, length(s.json)
-FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
-ORDER BY i.created_at ASC, i.seq ASC`
-
 	// A search without filters while the search index is off
 	// (stored.Candidates gives no key): the form's submissions in keyset
 	// order, each checked as a filtered page's entry. The list without
@@ -156,26 +131,11 @@ ORDER BY created_at ASC, seq ASC`
 	sqlSortServed = `SELECT value, EXISTS (SELECT 1 FROM formsapi_sort_fields WHERE name = ?1)
 FROM formsapi_settings WHERE name = '` + stored.SortIndexSetting + `'`
 
-	// A search's probe (stored.Candidates): each candidate key's entries
-	// of the form, up to stored.Probed, counted from the index alone, and
-	// the creation time of the last of them (stored.Probe), as one JSON
-	// array, since a scalar subquery has one column.
-	sqlProbe = `SELECT j.value, (SELECT json_array(count(*), max(created_at)) FROM (SELECT created_at FROM formsapi_find
-WHERE form_seq = ?1 AND key = j.value ORDER BY created_at, seq LIMIT ` + stored.ProbedLimit + `))
-FROM json_each(?2) j`
-
 	// Totals (total=exact|estimate; see formsapi.Counter): the rows of a
-	// range, the index entries of one key in a range, both bounded, and
-	// the data of a key's entries to check against the filters.
+	// range, bounded (a key's entries are counted by its walk,
+	// countSearch).
 	sqlCountRows = `SELECT count(*) FROM (SELECT 1 FROM formsapi_submissions
 WHERE form_seq = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?) LIMIT ` + stored.CountLimit + `)`
-
-	sqlCountEntries = `SELECT count(*) FROM (SELECT 1 FROM formsapi_find
-WHERE form_seq = ? AND key = ? AND (created_at, seq) > (?, ?) AND (created_at, seq) < (?, ?) LIMIT ` + stored.CountLimit + `)`
-
-	sqlCountMatches = `SELECT s.data, s.attachments FROM formsapi_find i JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE i.form_seq = ? AND i.key = ? AND (i.created_at, i.seq) > (?, ?) AND (i.created_at, i.seq) < (?, ?)
-LIMIT ` + stored.MatchesLimit
 
 	// The data of a range's rows to check against a search, when the
 	// search index is off and there is no filter.
@@ -253,6 +213,9 @@ WHERE id = ? AND account_id = ?`
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?) AND host_id = ? AND host_id <> ''
 RETURNING form_seq`
 
+	sqlDeleteFormRuns = `DELETE FROM formsapi_find_run_list
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
+
 	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
 
@@ -265,16 +228,17 @@ JOIN formsapi_forms f ON f.seq = s.form_seq
 WHERE f.account_id = ?`
 
 	// Erase by a value the index of submitted values holds (migration
-	// 0012): the submissions of the account whose entries have the key
-	// (?2) of the field and value, and every one not indexed yet, which
-	// Erase then matches in Go as sqlAccountData's.
-	sqlEraseCandidates = `SELECT s.seq, s.form_seq, s.data FROM formsapi_forms f
-JOIN formsapi_find i ON i.form_seq = f.seq AND i.key = ?2
-JOIN formsapi_submissions s ON s.seq = i.seq
-WHERE f.account_id = ?1
-UNION
-SELECT s.seq, s.form_seq, s.data FROM formsapi_submissions s INDEXED BY formsapi_submissions_unindexed
-WHERE s.find_keys IS NULL AND s.form_seq IN (SELECT seq FROM formsapi_forms WHERE account_id = ?1)`
+	// 0031): the account's forms, whose entries of the key eraseCandidates
+	// walks; the submissions of a chunk of them, a JSON array of [seq,
+	// created_at]; and each form's rows not indexed yet, which Erase
+	// matches in Go as sqlAccountData's.
+	sqlAccountForms = `SELECT seq FROM formsapi_forms WHERE account_id = ?1`
+
+	sqlEraseChunk = `SELECT s.seq, s.form_seq, s.data FROM json_each(?1) j CROSS JOIN formsapi_submissions s ON s.seq = j.value ->> 0
+WHERE s.created_at = j.value ->> 1 AND s.form_seq = ?2`
+
+	sqlEraseUnindexed = `SELECT s.seq, s.form_seq, s.data FROM formsapi_submissions s INDEXED BY formsapi_submissions_unindexed
+WHERE s.find_keys IS NULL AND s.form_seq = ?1`
 
 	sqlDeleteBySeq = `DELETE FROM formsapi_submissions WHERE seq = ?`
 

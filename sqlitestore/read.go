@@ -3,11 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/formsapi/formsapi"
 	"github.com/formsapi/formsapi/internal/find"
@@ -419,12 +417,6 @@ func listArgs(owner any, q formsapi.Query) ([]any, error) {
 	return []any{owner, lo.At, lo.Seq, hi.At, hi.Seq}, nil
 }
 
-// withKey returns the arguments of a filtered page's statement: those of
-// listArgs with the walked index key after the owner.
-func withKey(args []any, key int64) []any {
-	return append([]any{args[0], key}, args[1:]...)
-}
-
 // walkKey returns the index key a filtered page of q on the form formSeq
 // walks: its only candidate (stored.Candidates), or the one with the
 // fewest entries, counted up to stored.Probed each (see stored.Rarest for
@@ -447,53 +439,21 @@ func (s *Store) walkKey(ctx context.Context, formSeq any, q formsapi.Query) (key
 	case 1:
 		return keys[0], true, false, nil
 	}
-	list := make([]byte, 0, 1+len(keys)*21)
-	list = append(list, '[')
-	for i, k := range keys {
-		if i > 0 {
-			list = append(list, ',')
-		}
-		list = strconv.AppendInt(list, k, 10)
-	}
-	list = append(list, ']')
-	rows, err := s.read.QueryContext(ctx, sqlProbe, formSeq, string(list))
-	if err != nil {
-		return 0, false, false, err
-	}
-	defer rows.Close()
 	probes := make([]stored.Probe, len(keys))
-	for rows.Next() {
-		var k int64
-		var probe []byte
-		if err := rows.Scan(&k, &probe); err != nil {
-			return 0, false, false, err
-		}
-		var p [2]*int64 // count, and the last entry's time or null
-		if err := json.Unmarshal(probe, &p); err != nil || p[0] == nil {
-			return 0, false, false, fmt.Errorf("probe %q: %v", probe, err)
-		}
-		for i := range keys {
-			if keys[i] == k {
-				probes[i].Entries = *p[0]
-				if p[1] != nil {
-					probes[i].Last = *p[1]
-				}
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return 0, false, false, err
-	}
 	for i, k := range keys {
 		if k < 0 {
-			if probes[i], err = s.probeBlocks(ctx, formSeq.(int64), k); err != nil {
-				return 0, false, false, err
-			}
+			probes[i], err = s.probeBlocks(ctx, formSeq.(int64), k)
+		} else {
+			probes[i], err = s.probeRuns(ctx, formSeq.(int64), k)
+		}
+		if err != nil {
+			return 0, false, false, err
 		}
 	}
 	key, found = stored.Rarest(keys, probes)
-	// A trigram without entries may still be in the form's unfolded
-	// tail, which its walk reads too (migration 0017).
+	// A trigram without entries in its blocks may still be in the form's
+	// unfolded tail, which its walk reads too (migration 0017); a filter
+	// key's probe counts the tail's rows that hold it (migration 0031).
 	return key, found || key < 0, false, nil
 }
 
@@ -539,18 +499,17 @@ func (s *Store) appendFiltered(ctx context.Context, formSeq int64, q formsapi.Qu
 	return rows.Err()
 }
 
-// filteredStmt returns the statement of a filtered page of q and its
-// arguments (args are listArgs', the form's first): the entries of the
-// key walkKey picks (a trigram's with the form's unfolded tail, migration
-// 0017) or, for a search without its index, the form's submissions,
-// with the handler's encoded JSON when encoded, in q's order. found is
-// false when nothing can match.
+// filteredRows returns the rows of a filtered page of q (args are
+// listArgs', the form's first): the entries of the key walkKey picks
+// with the form's unfolded tail (searchRows) or, for a search without
+// its index, the form's submissions, with the handler's encoded JSON
+// when encoded, in q's order. found is false when nothing can match.
 func (s *Store) filteredRows(ctx context.Context, args []any, q formsapi.Query, encoded bool) (rows filteredRows, found bool, err error) {
 	key, found, scan, err := s.walkKey(ctx, args[0], q)
 	if err != nil || !found {
 		return nil, false, err
 	}
-	if key < 0 && !scan {
+	if !scan {
 		mode := searchLength
 		if encoded {
 			mode = searchEncoded
@@ -560,17 +519,10 @@ func (s *Store) filteredRows(ctx context.Context, args []any, q formsapi.Query, 
 		return r, err == nil, err
 	}
 	o := q.Order
-	var st *sql.Stmt
-	switch {
-	case scan && encoded:
+	// The plain list's columns are those of a filtered page's.
+	st := stored.ByOrder(o, s.subsAsc, s.subsDesc)
+	if encoded {
 		st = stored.ByOrder(o, s.scanEncodedAsc, s.scanEncodedDesc)
-	case scan:
-		// The plain list's columns are those of a filtered page's.
-		st = stored.ByOrder(o, s.subsAsc, s.subsDesc)
-	case encoded:
-		st, args = stored.ByOrder(o, s.findEncodedAsc, s.findEncodedDesc), withKey(args, key)
-	default:
-		st, args = stored.ByOrder(o, s.findAsc, s.findDesc), withKey(args, key)
 	}
 	r, err := st.QueryContext(ctx, args...)
 	return r, err == nil, err
@@ -620,14 +572,8 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 	if err != nil || !found {
 		return formsapi.Total{Kind: find.Exact}, err
 	}
-	countEntries, countMatches := sqlCountEntries, sqlCountMatches
-	switch {
-	case scan:
-		// Without the search index: the range's rows, an upper bound
-		// as a walked key's entries are.
-		countEntries, countMatches = sqlCountRows, sqlCountScan
-	case key < 0:
-		// A trigram's blocks and the form's unfolded tail.
+	if !scan {
+		// A key's entries and the form's unfolded tail.
 		lo, hi := rangeOf(args)
 		if !exact {
 			n, err := s.countSearch(ctx, form.Seq, key, lo, hi)
@@ -643,14 +589,14 @@ func (s *Store) countSubmissions(ctx context.Context, accountID, formID string, 
 			return formsapi.Total{}, err
 		}
 		return t, rows.Err()
-	default:
-		args = withKey(args, key)
 	}
+	// Without the search index: the range's rows, an upper bound as a
+	// walked key's entries are.
 	if !exact {
-		err = s.read.QueryRowContext(ctx, countEntries, args...).Scan(&n)
+		err = s.read.QueryRowContext(ctx, sqlCountRows, args...).Scan(&n)
 		return stored.Counted(n, find.MaxCount, true), err
 	}
-	rows, err := s.read.QueryContext(ctx, countMatches, args...)
+	rows, err := s.read.QueryContext(ctx, sqlCountScan, args...)
 	if err != nil {
 		return formsapi.Total{}, err
 	}

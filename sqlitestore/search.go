@@ -1,10 +1,12 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -12,11 +14,13 @@ import (
 	"github.com/formsapi/formsapi/internal/stored"
 )
 
-// A searched page walks a trigram's posting blocks (migration 0022) and
-// the form's unfolded tail, merged in keyset order, in one read
-// transaction: a submission is in one or the other as one snapshot sees
-// the file (the fold moves rows from the tail into the blocks in one
-// transaction).
+// A searched or filtered page walks a key's entries and the form's
+// unfolded tail, merged in keyset order, in one read transaction: a
+// submission is in one or the other as one snapshot sees the file (a
+// fold moves rows from the tail into the index in one transaction). A
+// trigram's entries are in its posting blocks (migration 0022); a
+// filter key's in the form's runs (migration 0031), each read on its
+// own and merged.
 const (
 	sqlBlocksDesc = `SELECT lo_at, lo_seq, list FROM formsapi_find_blocks
 WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) < (?3, ?4)
@@ -34,8 +38,33 @@ ORDER BY lo_at, lo_seq LIMIT 8`
 WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4)
 ORDER BY lo_at, lo_seq LIMIT 8`
 
-	sqlTailRange = `SELECT created_at, seq FROM formsapi_find_tail
-WHERE form_seq = ?1 AND (created_at, seq) > (?2, ?3) AND (created_at, seq) < (?4, ?5)`
+	// A run's chunks before (?3, ?4, ?5), descending.
+	sqlRunDesc = `SELECT key, lo_at, lo_seq, list FROM formsapi_find_runs
+WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) < (?3, ?4, ?5)
+ORDER BY key DESC, lo_at DESC, lo_seq DESC LIMIT 4`
+
+	// A run's chunks from the one that holds (?3, ?4, ?5) on.
+	sqlRunAsc = `SELECT key, lo_at, lo_seq, list FROM formsapi_find_runs
+WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) >= (SELECT * FROM (SELECT key, lo_at, lo_seq FROM formsapi_find_runs
+    WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) <= (?3, ?4, ?5) ORDER BY key DESC, lo_at DESC, lo_seq DESC LIMIT 1)
+  UNION ALL SELECT ?3, ?4, ?5 LIMIT 1)
+ORDER BY key, lo_at, lo_seq LIMIT 4`
+
+	// A run's chunks after the last one read (?3, ?4, ?5), ascending.
+	sqlRunAfter = `SELECT key, lo_at, lo_seq, list FROM formsapi_find_runs
+WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) > (?3, ?4, ?5)
+ORDER BY key, lo_at, lo_seq LIMIT 4`
+
+	// The form's tail within (?2, ?3)–(?4, ?5): its rows above its mark,
+	// by the index of feed positions (the tail is small, the form's range
+	// need not be), and its rows of formsapi_find_tail, each with its
+	// keys, which the walk checks for its own.
+	sqlTailRange = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
+WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
+    AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)
+UNION ALL
+SELECT t.created_at, t.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?2, ?3) AND (t.created_at, t.seq) < (?4, ?5)`
 
 	sqlProbeBlocks = `SELECT list FROM formsapi_find_blocks WHERE form_seq = ?1 AND key = ?2 ORDER BY lo_at, lo_seq`
 )
@@ -56,26 +85,38 @@ type searchRow struct {
 	last              any
 }
 
-// searchRows walks the entries of one trigram key of one form within
-// (lo, hi) in keyset order, ascending or descending, and the form's tail
-// in the range beside them, as stored.Rows. Its Close ends its read
+// entrySource is where a walk reads a key's entries: a trigram's
+// blocks, or one run of the form's filter entries.
+type entrySource struct {
+	run      int64   // the run; 0 for the blocks
+	pending  []entry // entries read, in walk order, within the range
+	lastLo   entry   // blocks: the first entry of the last block read
+	lastName triple  // runs: the first entry of the last chunk read
+	started  bool
+	done     bool // nothing left to read
+}
+
+// searchRows walks the entries of one key of one form within (lo, hi)
+// in keyset order, ascending or descending, and the form's tail in the
+// range beside them, as stored.Rows. Its Close ends its read
 // transaction.
 type searchRows struct {
-	ctx      context.Context
-	conn     *sql.Conn
-	form     int64
-	key      int64
-	lo, hi   entry
-	desc     bool
-	mode     searchMode
-	tail     []entry // in walk order
-	pending  []entry // the blocks' entries read, in walk order, within the range
-	lastLo   entry   // the first entry of the last block read
-	started  bool
-	blocksAt bool      // no block left
-	rows     *sql.Rows // the submissions of the entries read last (load)
-	cur      searchRow
-	err      error
+	ctx     context.Context
+	conn    *sql.Conn   // the walk's own connection (searchWalk), or nil
+	q       walkQuerier // conn, or the transaction a walk was given
+	form    int64
+	key     int64
+	lo, hi  entry
+	desc    bool
+	mode    searchMode
+	tail    []entry // in walk order
+	srcs    []*entrySource
+	last    entry // the last entry given, once any was
+	given   bool
+	rows    *sql.Rows // the submissions of the entries read last (load)
+	runStmt [3]*sql.Stmt
+	cur     searchRow
+	err     error
 }
 
 // searchWalk opens a searchRows in a read transaction of its own.
@@ -84,32 +125,105 @@ func (s *Store) searchWalk(ctx context.Context, form, key int64, lo, hi entry, d
 	if err != nil {
 		return nil, err
 	}
-	r := &searchRows{ctx: ctx, conn: conn, form: form, key: key, lo: lo, hi: hi, desc: desc, mode: mode}
+	r := &searchRows{ctx: ctx, conn: conn, q: conn, form: form, key: key, lo: lo, hi: hi, desc: desc, mode: mode}
 	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	rows, err := conn.QueryContext(ctx, sqlTailRange, form, lo.at, lo.seq, hi.at, hi.seq)
-	if err != nil {
+	if err := r.open(); err != nil {
 		r.Close()
 		return nil, err
+	}
+	return r, nil
+}
+
+// walkQuerier is what a walk reads with: a connection inside a
+// transaction.
+type walkQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// keyEntries returns every entry of key of the form, in its runs or
+// blocks and its tail, in keyset order, read in the transaction of q.
+func keyEntries(ctx context.Context, q walkQuerier, form, key int64) ([]entry, error) {
+	r := &searchRows{ctx: ctx, q: q, form: form, key: key,
+		lo: entry{math.MinInt64, math.MinInt64}, hi: entry{math.MaxInt64, math.MaxInt64}, mode: searchData}
+	defer r.Close()
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	var out []entry
+	for {
+		es, err := r.nextEntries()
+		if err != nil {
+			return nil, err
+		}
+		if len(es) == 0 {
+			return out, nil
+		}
+		out = append(out, es...)
+	}
+}
+
+// open reads the tail and lists the walk's sources.
+func (r *searchRows) open() error {
+	rows, err := r.q.QueryContext(r.ctx, sqlTailRange, r.form, r.lo.at, r.lo.seq, r.hi.at, r.hi.seq)
+	if err != nil {
+		return err
 	}
 	for rows.Next() {
 		var e entry
-		if err := rows.Scan(&e.at, &e.seq); err != nil {
+		var keys []byte
+		if err := rows.Scan(&e.at, &e.seq, &keys); err != nil {
 			rows.Close()
-			r.Close()
-			return nil, err
+			return err
 		}
-		r.tail = append(r.tail, e)
+		if holdsKey(keys, r.key) {
+			r.tail = append(r.tail, e)
+		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		r.Close()
-		return nil, err
+		return err
 	}
 	r.sort(r.tail)
-	return r, nil
+	r.tail = slices.Compact(r.tail) // a row above the mark and in formsapi_find_tail too
+	if r.key < 0 {
+		r.srcs = []*entrySource{{}}
+		return nil
+	}
+	runs, err := queryInts(r.ctx, r.q, sqlRunsOfForm, r.form)
+	if err != nil {
+		return err
+	}
+	for _, run := range runs {
+		r.srcs = append(r.srcs, &entrySource{run: run})
+	}
+	return nil
 }
+
+// holdsKey says whether keys, a find_keys JSON array of integers, holds
+// key.
+func holdsKey(keys []byte, key int64) bool {
+	var d [21]byte
+	k := strconv.AppendInt(d[:0], key, 10)
+	for i := 0; ; {
+		j := bytes.Index(keys[i:], k)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(k)
+		if (j == 0 || !isKeyByte(keys[j-1])) && (end == len(keys) || !isKeyByte(keys[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// isKeyByte says whether c can be part of a key in find_keys: a digit or
+// a minus sign.
+func isKeyByte(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
 
 // sort puts es in walk order.
 func (r *searchRows) sort(es []entry) {
@@ -133,28 +247,30 @@ func (r *searchRows) inRange(e entry) bool {
 	return e.compare(r.lo) > 0 && e.compare(r.hi) < 0
 }
 
-// fill reads the next blocks into pending, and reports whether any was
-// left.
-func (r *searchRows) fill() error {
-	if r.blocksAt {
+// fill reads the next blocks or chunks of src into its pending entries.
+func (r *searchRows) fill(src *entrySource) error {
+	if src.done {
 		return nil
+	}
+	if r.key >= 0 {
+		return r.fillRun(src)
 	}
 	var rows *sql.Rows
 	var err error
 	switch {
-	case r.desc && !r.started:
-		rows, err = r.conn.QueryContext(r.ctx, sqlBlocksDesc, r.form, r.key, r.hi.at, r.hi.seq)
+	case r.desc && !src.started:
+		rows, err = r.q.QueryContext(r.ctx, sqlBlocksDesc, r.form, r.key, r.hi.at, r.hi.seq)
 	case r.desc:
-		rows, err = r.conn.QueryContext(r.ctx, sqlBlocksDesc, r.form, r.key, r.lastLo.at, r.lastLo.seq)
-	case !r.started:
-		rows, err = r.conn.QueryContext(r.ctx, sqlBlocksAsc, r.form, r.key, r.lo.at, r.lo.seq)
+		rows, err = r.q.QueryContext(r.ctx, sqlBlocksDesc, r.form, r.key, src.lastLo.at, src.lastLo.seq)
+	case !src.started:
+		rows, err = r.q.QueryContext(r.ctx, sqlBlocksAsc, r.form, r.key, r.lo.at, r.lo.seq)
 	default:
-		rows, err = r.conn.QueryContext(r.ctx, sqlBlocksAfter, r.form, r.key, r.lastLo.at, r.lastLo.seq)
+		rows, err = r.q.QueryContext(r.ctx, sqlBlocksAfter, r.form, r.key, src.lastLo.at, src.lastLo.seq)
 	}
 	if err != nil {
 		return err
 	}
-	r.started = true
+	src.started = true
 	n := 0
 	var es []entry
 	for rows.Next() {
@@ -165,7 +281,7 @@ func (r *searchRows) fill() error {
 			return err
 		}
 		n++
-		r.lastLo = lo
+		src.lastLo = lo
 		start := len(es)
 		es = decodeBlock(es, list)
 		if r.desc {
@@ -174,47 +290,120 @@ func (r *searchRows) fill() error {
 		// Descending, a block at or below the lower bound is the last;
 		// ascending, one at or past the upper bound.
 		if r.desc && lo.compare(r.lo) <= 0 || !r.desc && lo.compare(r.hi) >= 0 {
-			r.blocksAt = true
+			src.done = true
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return err
 	}
 	if n < 8 {
-		r.blocksAt = true
+		src.done = true
 	}
 	for _, e := range es {
 		if r.inRange(e) {
-			r.pending = append(r.pending, e)
+			src.pending = append(src.pending, e)
 		}
 	}
 	return nil
 }
 
-// next returns the next entries to read, up to 64, in walk order: the
-// blocks' and the tail's merged, each once.
+// fillRun is fill for a run: its chunks, whose entries of other keys it
+// leaves out.
+func (r *searchRows) fillRun(src *entrySource) error {
+	var from triple
+	kind := 0 // sqlRunDesc, sqlRunAsc, sqlRunAfter
+	switch {
+	case r.desc && !src.started:
+		from = triple{r.key, r.hi.at, r.hi.seq}
+	case r.desc:
+		from = src.lastName
+	case !src.started:
+		kind, from = 1, triple{r.key, r.lo.at, r.lo.seq}
+	default:
+		kind, from = 2, src.lastName
+	}
+	if r.runStmt[kind] == nil {
+		st, err := r.q.PrepareContext(r.ctx, [...]string{sqlRunDesc, sqlRunAsc, sqlRunAfter}[kind])
+		if err != nil {
+			return err
+		}
+		r.runStmt[kind] = st
+	}
+	rows, err := r.runStmt[kind].QueryContext(r.ctx, r.form, src.run, from.key, from.at, from.seq)
+	if err != nil {
+		return err
+	}
+	src.started = true
+	lo, hi := triple{r.key, r.lo.at, r.lo.seq}, triple{r.key, r.hi.at, r.hi.seq}
+	n := 0
+	var ts []triple
+	for rows.Next() {
+		var name triple
+		var list []byte
+		if err := rows.Scan(&name.key, &name.at, &name.seq, &list); err != nil {
+			rows.Close()
+			return err
+		}
+		n++
+		src.lastName = name
+		start := len(ts)
+		ts = decodeTriples(ts, list)
+		if r.desc {
+			slices.Reverse(ts[start:])
+		}
+		// Descending, a chunk named at or below the lower bound is the
+		// last; ascending, one at or past the upper bound.
+		if r.desc && name.compare(lo) <= 0 || !r.desc && name.compare(hi) >= 0 {
+			src.done = true
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	if n < 4 {
+		src.done = true
+	}
+	for _, t := range ts {
+		if e := (entry{t.at, t.seq}); t.key == r.key && r.inRange(e) {
+			src.pending = append(src.pending, e)
+		}
+	}
+	return nil
+}
+
+// nextEntries returns the next entries to read, up to 64, in walk
+// order: the sources' and the tail's merged, each once.
 func (r *searchRows) nextEntries() ([]entry, error) {
 	var out []entry
 	for len(out) < 64 {
-		if len(r.pending) == 0 && !r.blocksAt {
-			if err := r.fill(); err != nil {
-				return nil, err
+		// Every source that may hold more has an entry to compare: one
+		// read later could come first.
+		for _, src := range r.srcs {
+			for len(src.pending) == 0 && !src.done {
+				if err := r.fill(src); err != nil {
+					return nil, err
+				}
 			}
-			continue
+		}
+		var best *entrySource
+		for _, src := range r.srcs {
+			if len(src.pending) > 0 && (best == nil || r.before(src.pending[0], best.pending[0])) {
+				best = src
+			}
 		}
 		var e entry
 		switch {
-		case len(r.pending) == 0 && len(r.tail) == 0:
+		case best == nil && len(r.tail) == 0:
 			return out, nil
-		case len(r.pending) == 0:
+		case best == nil || len(r.tail) > 0 && r.before(r.tail[0], best.pending[0]):
 			e, r.tail = r.tail[0], r.tail[1:]
-		case len(r.tail) == 0 || r.before(r.pending[0], r.tail[0]):
-			e, r.pending = r.pending[0], r.pending[1:]
-		case r.pending[0] == r.tail[0]:
-			e, r.pending, r.tail = r.pending[0], r.pending[1:], r.tail[1:]
 		default:
-			e, r.tail = r.tail[0], r.tail[1:]
+			e, best.pending = best.pending[0], best.pending[1:]
 		}
+		if r.given && e == r.last {
+			continue // in more than one run, or in a run and the tail
+		}
+		r.last, r.given = e, true
 		out = append(out, e)
 	}
 	return out, nil
@@ -253,7 +442,7 @@ func (r *searchRows) load() (bool, error) {
 	if r.mode == searchEncoded {
 		last = "s.json"
 	}
-	r.rows, err = r.conn.QueryContext(r.ctx, fmt.Sprintf(sqlChunk, last), string(list), r.form)
+	r.rows, err = r.q.QueryContext(r.ctx, fmt.Sprintf(sqlChunk, last), string(list), r.form)
 	return err == nil, err
 }
 
@@ -321,14 +510,20 @@ func (r *searchRows) Scan(dest ...any) error {
 // Err is sql.Rows' Err.
 func (r *searchRows) Err() error { return r.err }
 
-// Close ends the walk's read transaction.
+// Close ends the walk's read transaction, if it has its own.
 func (r *searchRows) Close() error {
-	if r.conn == nil {
-		return nil
-	}
 	if r.rows != nil {
 		r.rows.Close()
 		r.rows = nil
+	}
+	for i, st := range r.runStmt {
+		if st != nil {
+			st.Close()
+			r.runStmt[i] = nil
+		}
+	}
+	if r.conn == nil {
+		return nil
 	}
 	_, err := r.conn.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK")
 	err = errors.Join(err, r.conn.Close())
@@ -363,27 +558,49 @@ func (s *Store) probeBlocks(ctx context.Context, form, key int64) (stored.Probe,
 	return p, rows.Err()
 }
 
-// countSearch is CountSubmissions' count of a trigram key's entries and
-// the tail's rows in (lo, hi), up to find.MaxCount + 1.
+// countSearch is CountSubmissions' count of a key's entries and the
+// tail's rows that hold it in (lo, hi), up to find.MaxCount + 1.
 func (s *Store) countSearch(ctx context.Context, form, key int64, lo, hi entry) (int64, error) {
 	r, err := s.searchWalk(ctx, form, key, lo, hi, false, searchData)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
-	n := int64(len(r.tail))
+	var n int64
 	for n <= find.MaxCount {
-		if len(r.pending) == 0 {
-			if r.blocksAt {
-				break
-			}
-			if err := r.fill(); err != nil {
-				return 0, err
-			}
-			continue
+		es, err := r.nextEntries()
+		if err != nil {
+			return 0, err
 		}
-		n += int64(len(r.pending))
-		r.pending = r.pending[:0]
+		if len(es) == 0 {
+			break
+		}
+		n += int64(len(es))
 	}
 	return n, nil
+}
+
+// probeRuns is a probe (stored.Probe) of a filter key: its entries in
+// the form's runs and tail, counted up to stored.Probed, oldest first,
+// and the time of the last counted.
+func (s *Store) probeRuns(ctx context.Context, form, key int64) (stored.Probe, error) {
+	r, err := s.searchWalk(ctx, form, key, entry{math.MinInt64, math.MinInt64}, entry{math.MaxInt64, math.MaxInt64}, false, searchData)
+	if err != nil {
+		return stored.Probe{}, err
+	}
+	defer r.Close()
+	var p stored.Probe
+	for p.Entries < stored.Probed {
+		es, err := r.nextEntries()
+		if err != nil {
+			return stored.Probe{}, err
+		}
+		if len(es) == 0 {
+			break
+		}
+		take := min(int64(len(es)), stored.Probed-p.Entries)
+		p.Entries += take
+		p.Last = es[take-1].at
+	}
+	return p, nil
 }

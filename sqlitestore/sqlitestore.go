@@ -254,8 +254,6 @@ type Store struct {
 	formsDesc, formsAsc, subsDesc, subsAsc      *sql.Stmt // on read
 	encodedDesc, encodedAsc                     *sql.Stmt // on read
 	spliceRows                                  *sql.Stmt // on read: what a form's feed gained since a held page (sqlSplice)
-	findEncodedDesc, findEncodedAsc             *sql.Stmt // on read: filtered pages
-	findDesc, findAsc                           *sql.Stmt // on read: filtered pages
 	formTailCount                               *sql.Stmt // on write: a form's rows of formsapi_find_tail (see foldIfFull)
 	feed, feedEncoded, feedKeyed                *sql.Stmt // on read
 	formOf, resolveKey, authorizeForm, listKeys *sql.Stmt // on read
@@ -533,10 +531,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.encodedDesc, s.read, sqlAppendSubmissionsDesc},
 		{&s.encodedAsc, s.read, sqlAppendSubmissionsAsc},
 		{&s.spliceRows, s.read, sqlSplice},
-		{&s.findEncodedDesc, s.read, sqlFindEncodedDesc},
-		{&s.findEncodedAsc, s.read, sqlFindEncodedAsc},
-		{&s.findDesc, s.read, sqlFindDesc},
-		{&s.findAsc, s.read, sqlFindAsc},
 		{&s.feed, s.read, sqlFeed},
 		{&s.feedEncoded, s.read, sqlFeedEncoded},
 		{&s.feedKeyed, s.read, sqlFeedKeyed},

@@ -81,6 +81,7 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) (e
 	return nil
 }
 
+// querier runs queries: a *sql.DB, *sql.Conn or *sql.Tx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }

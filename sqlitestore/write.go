@@ -91,14 +91,12 @@ func (s *Store) AddSubmission(ctx context.Context, sub formsapi.Submission, m fo
 		switch {
 		case n > 0:
 			s.wait.WakeForm(r.FormID) // committed: its waiters read it
-			if on {
-				// The submission is committed: a fold that fails (the
-				// file busy past the timeout) does not make the write
-				// fail, and the next write folds the tail instead
-				// (noteFold logs it). Nor does the request's
-				// cancellation stop it halfway (foldIfFull).
-				s.noteFold(s.foldIfFull(ctx, r.FormID))
-			}
+			// The submission is committed: a fold that fails (the file
+			// busy past the timeout) does not make the write fail, and
+			// the next write folds the tail instead (noteFold logs it).
+			// Nor does the request's cancellation stop it halfway
+			// (foldIfFull).
+			s.noteFold(s.foldIfFull(ctx, r.FormID))
 			return nil
 		case on && !s.searchOn.Load() || sorted && !s.sortOn.Load():
 			s.searchOn.Store(on || s.searchOn.Load())
