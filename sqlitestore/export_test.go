@@ -236,7 +236,7 @@ func FoldTail(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	defer tx.Rollback()
-	if err := foldEvery(ctx, tx); err != nil {
+	if err := foldEvery(ctx, tx, nil); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/formsapi/formsapi/internal/stored"
 	"modernc.org/sqlite"
 )
 
@@ -90,15 +91,24 @@ const (
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
-	// sqlTailKeys for one form's tail (?1, its seq): its rows above the
-	// form's mark, found by the index of feed positions, and its rows of
-	// formsapi_find_tail.
-	sqlFormTailKeys = `SELECT group_concat(r, ';' ORDER BY a, q) FROM (
-SELECT s.created_at AS a, s.seq AS q, printf('%d %d %d 1 ', s.form_seq, s.created_at, s.seq) || coalesce(s.find_keys, '[]') AS r
-FROM formsapi_submissions s WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
-UNION ALL
-SELECT t.created_at, t.seq, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
-FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq WHERE t.form_seq = ?1)`
+	// sqlTailKeys for one form's tail (?1, its seq): its ?2 rows of
+	// lowest feed position above the form's mark, found by the index of
+	// feed positions, and its rows of formsapi_find_tail at or below the
+	// mark (those above it are read as the others, once); then the mark
+	// they take it to: the form's last feed position when fewer than ?2
+	// were above it, else the highest read.
+	sqlFormTailKeys = `WITH above AS (SELECT s.feed_pos, s.created_at, s.seq, s.form_seq, s.find_keys
+    FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
+    WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
+    ORDER BY s.feed_pos LIMIT ?2)
+SELECT (SELECT group_concat(r, ';' ORDER BY a, q) FROM (
+    SELECT created_at AS a, seq AS q, printf('%d %d %d 2 ', form_seq, created_at, seq) || coalesce(find_keys, '[]') AS r FROM above
+    UNION ALL
+    SELECT t.created_at, t.seq, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
+    FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+    WHERE t.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))),
+  CASE WHEN (SELECT count(*) FROM above) < ?2 THEN (SELECT feed_last FROM formsapi_forms WHERE seq = ?1)
+    ELSE (SELECT max(feed_pos) FROM above) END`
 
 	// The last block of each key ?1 names (records of 40 characters: the
 	// form_seq and the key, each a decimal right-aligned in 20), in one
@@ -143,9 +153,10 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 	sqlFormTailCount = `SELECT f.seq, f.feed_last - f.find_folded + (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
 FROM formsapi_forms f WHERE f.id = ?1`
 	sqlFormTailEmpty = `DELETE FROM formsapi_find_tail WHERE form_seq = ?1`
+	sqlLongTails     = `SELECT coalesce(sum(feed_last - find_folded), 0) FROM formsapi_forms WHERE feed_last - find_folded >= ?1`
 	sqlFormsWithTail = `SELECT seq FROM formsapi_forms WHERE feed_last > find_folded
 UNION SELECT form_seq FROM formsapi_find_tail UNION SELECT form_seq FROM formsapi_find_gone`
-	sqlFormTailFolded = `UPDATE formsapi_forms SET find_folded = max(find_folded, feed_last) WHERE seq = ?1`
+	sqlFormTailFolded = `UPDATE formsapi_forms SET find_folded = max(find_folded, ?2) WHERE seq = ?1`
 )
 
 // postingKey names the blocks of one trigram of one form.
@@ -192,61 +203,114 @@ type foldBuf struct {
 	// the order first read (foldRuns).
 	triples map[int64][]triple
 	forms   []int64
+	above   int // rows of the tail read above their form's mark (filters 2)
 }
 
 var foldBufs = sync.Pool{New: func() any {
 	return &foldBuf{index: make(map[postingKey]int32), triples: make(map[int64][]triple)}
 }}
 
-// foldTail folds formsapi_find_tail in the transaction of q: each tail
-// row's trigram keys (the negative ones of its find_keys) become entries
-// of their keys' blocks, and its filter keys entries of a new run of its
-// form (foldRuns), and the tail is emptied. The keys' last blocks are
-// read in one statement and the blocks written in another; a key whose
-// new entries reach before its last block (a late commit) is merged a
-// block at a time (folder.merge).
+// foldTail folds formsapi_find_tail in the transaction of q, but for the
+// rows above their forms' marks, which their forms' folds read: each
+// tail row's trigram keys (the negative ones of its find_keys) become
+// entries of their keys' blocks, and its filter keys entries of a new
+// run of its form (foldRuns), and the tail is emptied. The keys' last
+// blocks are read in one statement and the blocks written in another; a
+// key whose new entries reach before its last block (a late commit) is
+// merged a block at a time (folder.merge).
 func foldTail(ctx context.Context, q execQuerier) error {
-	return foldRows(ctx, q, sqlTailKeys, []string{sqlTailEmpty})
+	b := foldBufs.Get().(*foldBuf)
+	defer foldBufs.Put(b)
+	if err := b.read(ctx, q, sqlTailKeys); err != nil {
+		return err
+	}
+	if err := b.foldAll(ctx, q); err != nil {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, sqlTailEmpty); err != nil {
+		return fmt.Errorf("fold: empty the tail: %w", err)
+	}
+	return nil
 }
 
-// foldEvery folds the tail of every form that has one (foldFormTail),
-// and what formsapi_find_tail holds of others, in the transaction of q.
-func foldEvery(ctx context.Context, q execQuerier) error {
+// foldEvery folds the tail of every form that has one (foldFormTail,
+// until none is left above its mark), and what formsapi_find_tail holds
+// of others, in the transaction of q; step, when not nil, counts the
+// rows.
+func foldEvery(ctx context.Context, q execQuerier, step *stored.Step) error {
 	forms, err := queryInts(ctx, q, sqlFormsWithTail)
 	if err != nil {
 		return fmt.Errorf("fold: list the tails: %w", err)
 	}
 	for _, form := range forms {
-		if err := foldFormTail(ctx, q, form); err != nil {
-			return err
+		for n := foldBatch; n == foldBatch; {
+			if n, err = foldFormTail(ctx, q, form); err != nil {
+				return err
+			}
+			if step != nil {
+				step.Add(int64(n))
+			}
 		}
 	}
 	return foldTail(ctx, q)
 }
 
+// foldBatch is the most rows above its mark a form's fold reads: a tail
+// that grew past it (rows a host's SQL added, say) drains a batch a
+// fold, each write's fold and Open's.
+const foldBatch = 4096
+
 // foldFormTail is foldTail for the tail of one form, whose seq is form:
-// its rows above the form's mark too, which the mark then passes. It is
-// the fold a write makes (foldIfFull). Folding a form's rows by
-// themselves keeps a fold's blocks together: writes spread over many
+// its foldBatch rows of lowest feed position above the form's mark too,
+// which the mark then passes. It is the fold a write makes (foldIfFull);
+// it returns the number of rows above the mark it read (foldBatch: more
+// may be left). Folding a form's rows
+// by themselves keeps a fold's blocks together: writes spread over many
 // forms would otherwise add an entry or two to each of many keys' last
 // blocks, rewriting a page for each, at every fold.
-func foldFormTail(ctx context.Context, q execQuerier, form int64) error {
-	return foldRows(ctx, q, sqlFormTailKeys, []string{sqlFormTailEmpty, sqlFormTailFolded}, form)
-}
-
-// foldRows folds the tail rows that keys (sqlTailKeys's value) reads
-// with args, then runs each statement of empty with args to take them
-// out of the tail.
-func foldRows(ctx context.Context, q execQuerier, keys string, empty []string, args ...any) error {
+func foldFormTail(ctx context.Context, q execQuerier, form int64) (int, error) {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
+	var mark sql.NullInt64
+	if err := b.read(ctx, q, sqlFormTailKeys, form, foldBatch, &mark); err != nil {
+		return 0, err
+	}
+	if _, seen := b.triples[form]; !seen {
+		// Its deleted rows' entries go even with nothing to fold.
+		b.forms = append(b.forms, form)
+	}
+	if err := b.foldAll(ctx, q); err != nil {
+		return 0, err
+	}
+	if _, err := q.ExecContext(ctx, sqlFormTailEmpty, form); err != nil {
+		return 0, fmt.Errorf("fold: empty the tail: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, sqlFormTailFolded, form, mark); err != nil {
+		return 0, fmt.Errorf("fold: move the mark: %w", err)
+	}
+	return b.above, nil
+}
+
+// read reads the tail rows of keys (sqlTailKeys's value, and for
+// sqlFormTailKeys the mark into mark) with args, and groups them.
+func (b *foldBuf) read(ctx context.Context, q execQuerier, keys string, args ...any) error {
+	var mark *sql.NullInt64
+	if n := len(args); n > 0 {
+		if m, ok := args[n-1].(*sql.NullInt64); ok {
+			mark, args = m, args[:n-1]
+		}
+	}
 	rows, err := q.QueryContext(ctx, keys, args...)
 	if err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
 	b.tail = b.tail[:0]
 	for rows.Next() {
-		if err := rows.Scan(&b.tail); err != nil {
+		dest := []any{&b.tail}
+		if mark != nil {
+			dest = append(dest, mark)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return fmt.Errorf("fold: read the tail: %w", err)
 		}
@@ -256,27 +320,25 @@ func foldRows(ctx context.Context, q execQuerier, keys string, empty []string, a
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
 	clear(b.triples)
-	b.forms = b.forms[:0]
-	if len(b.tail) > 0 {
-		if err := b.group(); err != nil {
-			return fmt.Errorf("fold: %w", err)
-		}
-		if err := b.fold(ctx, q); err != nil {
-			return fmt.Errorf("fold: %w", err)
-		}
+	b.forms, b.above = b.forms[:0], 0
+	b.groups = b.groups[:0]
+	if len(b.tail) == 0 {
+		return nil
 	}
-	if len(args) > 0 && len(b.forms) == 0 {
-		// A form's fold purges its deleted rows' entries even with an
-		// empty tail.
-		b.forms = append(b.forms, args[0].(int64))
+	if err := b.group(); err != nil {
+		return fmt.Errorf("fold: %w", err)
+	}
+	return nil
+}
+
+// foldAll writes what read grouped: the trigram entries into their
+// blocks, the filter entries into runs.
+func (b *foldBuf) foldAll(ctx context.Context, q execQuerier) error {
+	if err := b.fold(ctx, q); err != nil {
+		return fmt.Errorf("fold: %w", err)
 	}
 	if err := foldRuns(ctx, q, b.forms, b.triples); err != nil {
 		return fmt.Errorf("fold: %w", err)
-	}
-	for _, st := range empty {
-		if _, err := q.ExecContext(ctx, st, args...); err != nil {
-			return fmt.Errorf("fold: empty the tail: %w", err)
-		}
 	}
 	return nil
 }
@@ -305,6 +367,9 @@ func (b *foldBuf) group() error {
 		if _, seen := b.triples[form]; !seen {
 			b.forms = append(b.forms, form)
 			b.triples[form] = nil
+		}
+		if filters == 2 {
+			b.above++
 		}
 		if filters != 0 {
 			eachFilterKey(rec, func(k int64) {
@@ -725,10 +790,15 @@ func (s *Store) foldIfFull(ctx context.Context, form string) error {
 		if err := conn.QueryRowContext(ctx, sqlFormTailCount, form).Scan(&seq, &n); err != nil || int64(n) < s.foldAt {
 			return err
 		}
-		if err := foldFormTail(ctx, conn, seq); err != nil {
+		n, err := foldFormTail(ctx, conn, seq)
+		if err != nil {
 			return err
 		}
-		slot.guess.Store(0)
+		if n == foldBatch {
+			slot.guess.Store(s.foldAt) // the next write folds the next batch
+		} else {
+			slot.guess.Store(0)
+		}
 		return nil
 	})
 }
@@ -751,7 +821,7 @@ func foldFull(ctx context.Context, q execQuerier, forms map[string]struct{}, fol
 			return fmt.Errorf("fold: count the tail: %w", err)
 		}
 		if found && int64(n) >= foldAt {
-			if err := foldFormTail(ctx, q, seq); err != nil {
+			if _, err := foldFormTail(ctx, q, seq); err != nil {
 				return err
 			}
 		}

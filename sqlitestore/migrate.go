@@ -79,7 +79,46 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortF
 	if err := db.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
 		return false, false, fmt.Errorf("migrate: read the search index setting: %w", err)
 	}
+	if err := foldLongTails(ctx, db, p); err != nil {
+		return false, false, fmt.Errorf("migrate: fold the index's tails: %w", err)
+	}
 	return on, sorted, nil
+}
+
+// foldLongTails folds, in one transaction, the tail of every form that
+// holds foldAt rows or more above its mark (migration 0031): rows a
+// host's SQL added, which would otherwise wait for the form's next
+// writes to fold them a batch each, every read of the form walking them
+// meanwhile. In normal operation it finds none, by one read of the
+// forms.
+func foldLongTails(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
+	var total int64
+	if err := db.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total); err != nil || total == 0 {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := tx.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total); err != nil || total == 0 {
+		return err
+	}
+	step := p.Begin(stored.StepFoldTails, total)
+	defer func() { step.End(err) }()
+	forms, err := queryInts(ctx, tx, `SELECT seq FROM formsapi_forms WHERE feed_last - find_folded >= ?`, foldAt)
+	if err != nil {
+		return err
+	}
+	for _, form := range forms {
+		for n := foldBatch; n == foldBatch; {
+			if n, err = foldFormTail(ctx, tx, form); err != nil {
+				return err
+			}
+			step.Add(int64(n))
+		}
+	}
+	return tx.Commit()
 }
 
 // enableSearchIndex turns the search index on (migration 0015) if it is

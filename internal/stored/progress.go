@@ -48,6 +48,7 @@ const (
 	StepSortFields  = "index the sort index's added fields"
 	StepSortDrop    = "drop the sort index's removed fields"
 	StepSearchIndex = "build the search index"
+	StepFoldTails   = "fold the index's unfolded tails"
 )
 
 // ForStore returns a copy of p for the start of the store named store

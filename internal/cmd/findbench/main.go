@@ -389,14 +389,12 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microse
 
 // bulkSQLite inserts n submissions in transactions of 50,000, each with
 // its JSON as sent and its index keys as the store's AddSubmission
-// writes them (the triggers fill the index and the feed counter). With
-// the search index on, every row would go through the unfolded tail and
-// a fold per 256 rows: the setting is off while the rows go in, so the
-// triggers add the filters' entries alone, and it is left off: the
-// store's next Open with WithSearchIndex turns it on and folds the rows'
-// trigram keys into the posting blocks (migration 0022) a few thousand
-// rows at a time, the store's own code (run reopens the store after the
-// fill).
+// writes them (the triggers move the feed counter). The setting is off
+// while the rows go in, and it is left off: the store's next Open with
+// WithSearchIndex turns it on and folds the rows, all in the form's
+// unfolded tail, into the runs of the filters' entries and the trigrams'
+// posting blocks (migrations 0022 and 0031) 4,096 rows at a time, the
+// store's own code (run reopens the store after the fill).
 func bulkSQLite(ctx context.Context, path string, n int) error {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=cache_size(-1000000)")
 	if err != nil {

@@ -2,22 +2,19 @@
 // schema that maintain it: it opens a new store in a temporary directory,
 // loads -forms forms of -per submissions each (internal/benchdata, in
 // batches), then takes a part away (-drop: triggers; -exec: any SQL, such
-// as DROP INDEX) or defers it (-fold), writes -n submissions one at a
+// as DROP INDEX), writes -n submissions one at a
 // time through AddSubmission, and prints this process's CPU (user and
 // system) per write in microseconds. Run it for each variant in turn,
 // interleaved, and compare within a run: the machine's noise is larger
 // than most parts.
 //
 //	go run ./internal/cmd/writeparts -n 3000                                   # the write as it is
-//	go run ./internal/cmd/writeparts -n 3000 -drop formsapi_find_insert        # without the filters' index entries
-//	go run ./internal/cmd/writeparts -n 3000 -fold 256                         # those entries folded every 256 writes
+//	go run ./internal/cmd/writeparts -n 3000 -drop formsapi_submissions_fields  # without the field table
 //	go run ./internal/cmd/writeparts -n 3000 -ids -per 10000                   # each write with a metadata ID
 //
-// -fold N drops the trigger that writes a submission's filter entries
-// (formsapi_find_insert) and instead inserts the entries of the last N
-// writes in one sorted statement every N writes, on a second connection:
-// the write side of a deferred, batched index (its readers are not
-// modelled). Not part of `go test` or CI; nothing here changes the store.
+// (Its -fold, the filters' entries folded every N writes into
+// formsapi_find, went with that table: migration 0031 folds them into
+// runs.) Not part of `go test` or CI; nothing here changes the store.
 package main
 
 import (
@@ -45,14 +42,13 @@ func main() {
 	search := flag.Bool("search", false, "open the store with the search index on")
 	drop := flag.String("drop", "", "triggers to drop before the writes, comma-separated")
 	exec := flag.String("exec", "", "SQL to run before the writes")
-	fold := flag.Int("fold", 0, "drop formsapi_find_insert and insert the filter entries every this many writes")
 	flag.Parse()
-	if err := run(*n, *forms, *per, *ids, *search, *drop, *exec, *fold); err != nil {
+	if err := run(*n, *forms, *per, *ids, *search, *drop, *exec); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n, forms, per int, ids, search bool, drop, exec string, fold int) error {
+func run(n, forms, per int, ids, search bool, drop, exec string) error {
 	dir, err := os.MkdirTemp("", "writeparts-")
 	if err != nil {
 		return err
@@ -76,16 +72,13 @@ func run(n, forms, per int, ids, search bool, drop, exec string, fold int) error
 	if err := benchdata.Load(ctx, s, counts, "", nil); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	// A second handle for the parts taken away and the folds.
+	// A second handle for the parts taken away.
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if fold > 0 {
-		drop = strings.Trim(drop+",formsapi_find_insert", ",")
-	}
 	for _, t := range strings.Split(drop, ",") {
 		if t == "" {
 			continue
@@ -99,26 +92,6 @@ func run(n, forms, per int, ids, search bool, drop, exec string, fold int) error
 			return fmt.Errorf("exec: %w", err)
 		}
 	}
-	var last int64
-	if err := db.QueryRow("SELECT coalesce(max(seq), 0) FROM formsapi_submissions").Scan(&last); err != nil {
-		return err
-	}
-	foldNow := func() error {
-		tx, err := db.Begin()
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.Exec(`INSERT OR IGNORE INTO formsapi_find (form_seq, key, created_at, seq)
-SELECT s.form_seq, j.value, s.created_at, s.seq FROM formsapi_submissions s, json_each(s.find_keys) j
-WHERE s.seq > ? AND j.value >= 0 ORDER BY 1, 2, 3, 4`, last); err != nil {
-			return fmt.Errorf("fold: %w", err)
-		}
-		if err := tx.QueryRow("SELECT max(seq) FROM formsapi_submissions").Scan(&last); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}
 	start := cpu()
 	for i := range n {
 		sub, m := benchdata.Submission(benchdata.FormID(i%len(counts)), per+i)
@@ -127,11 +100,6 @@ WHERE s.seq > ? AND j.value >= 0 ORDER BY 1, 2, 3, 4`, last); err != nil {
 		}
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			return fmt.Errorf("write %d: %w", i, err)
-		}
-		if fold > 0 && (i+1)%fold == 0 {
-			if err := foldNow(); err != nil {
-				return err
-			}
 		}
 	}
 	fmt.Printf("%.1f\n", (cpu()-start)/float64(n))
