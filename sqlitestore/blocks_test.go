@@ -607,3 +607,49 @@ func TestRunsMerge(t *testing.T) {
 	checkBlocks(t, db)
 	check("folded")
 }
+
+// TestOpenFoldsLongTails: rows a host's SQL adds with their keys are in
+// their form's unfolded tail, which every filtered page reads beside
+// the runs; a store's write folds 4,096 of them at most, and Open folds
+// them all, logging the step, so no read walks them after.
+func TestOpenFoldsLongTails(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := mustOpen(t, path)
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "host"}))
+	db := hostDB(t, path)
+	const n = 5000
+	tx, err := db.BeginTx(ctx, nil)
+	is.NoErr(err)
+	for i := range n {
+		data := fmt.Sprintf(`{"n":%d,"tag":"%s"}`, i, []string{"red", "blue"}[i%2])
+		keys, err := json.Marshal(find.Keys([]byte(data)))
+		is.NoErr(err)
+		_, err = tx.ExecContext(ctx, `INSERT INTO formsapi_submissions (form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys)
+SELECT seq, 0, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id = 'host'`, i, data, string(keys))
+		is.NoErr(err)
+	}
+	is.NoErr(tx.Commit())
+	red := formsapi.Query{Limit: 1000, Order: formsapi.Oldest, Filters: []formsapi.Filter{{Field: "tag", Value: `"red"`}}}
+	total, err := s.CountSubmissions(ctx, storetest.AccountA, "host", red, true)
+	is.NoErr(err)
+	is.Equal(total, formsapi.Total{Value: n / 2, Kind: find.Exact}) // read in the tail
+	tail := func() (n int) {
+		is.NoErr(db.QueryRow(`SELECT count(*) FROM (` + tailQuery + `)`).Scan(&n))
+		return n
+	}
+	is.Equal(tail(), n)
+	for range sqlitestore.TailReadEvery { // a store reads the count every 16 writes of a form's slot
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "host", Data: []byte(`{"tag":"red"}`)}, formsapi.Metadata{}))
+	}
+	is.Equal(tail(), n+sqlitestore.TailReadEvery-4096) // a write's fold: one batch
+	var log bytes.Buffer
+	now, tick := jumpingClock(6 * time.Second)
+	again := mustOpen(t, path, sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))), sqlitestore.WithProgressClock(now, tick))
+	is.Equal(tail(), 0) // Open folded the rest
+	is.True(strings.Contains(log.String(), `"step":"fold the index's unfolded tails"`)) // a step of the start's log
+	checkBlocks(t, db)
+	total, err = again.CountSubmissions(ctx, storetest.AccountA, "host", red, true)
+	is.NoErr(err)
+	is.Equal(total, formsapi.Total{Value: n/2 + sqlitestore.TailReadEvery, Kind: find.Exact})
+}
