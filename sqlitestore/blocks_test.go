@@ -646,7 +646,7 @@ SELECT seq, 0, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id
 	var log bytes.Buffer
 	now, tick := jumpingClock(6 * time.Second)
 	again := mustOpen(t, path, sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))), sqlitestore.WithProgressClock(now, tick))
-	is.Equal(tail(), 0) // Open folded the rest
+	is.Equal(tail(), 0)                                                                 // Open folded the rest
 	is.True(strings.Contains(log.String(), `"step":"fold the index's unfolded tails"`)) // a step of the start's log
 	checkBlocks(t, db)
 	total, err = again.CountSubmissions(ctx, storetest.AccountA, "host", red, true)
