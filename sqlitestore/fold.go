@@ -91,24 +91,22 @@ const (
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
-	// sqlTailKeys for one form's tail (?1, its seq): its ?2 rows of
-	// lowest feed position above the form's mark, found by the index of
-	// feed positions, and its rows of formsapi_find_tail at or below the
-	// mark (those above it are read as the others, once); then the mark
-	// they take it to: the form's last feed position when fewer than ?2
-	// were above it, else the highest read.
-	sqlFormTailKeys = `WITH above AS (SELECT s.feed_pos, s.created_at, s.seq, s.form_seq, s.find_keys
-    FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
+	// sqlTailKeys for one form's tail (?1, its seq), in one pass and in
+	// no order (a fold sorts what it writes): its ?2 rows of lowest feed
+	// position above the form's mark, found by the index of feed
+	// positions, and its rows of formsapi_find_tail at or below the mark
+	// (those above it are read as the others, once); then the number of
+	// rows read above the mark, the highest feed position among them,
+	// and the form's last.
+	sqlFormTailKeys = `SELECT group_concat(r, ';'), count(p), max(p), (SELECT feed_last FROM formsapi_forms WHERE seq = ?1) FROM (
+SELECT feed_pos AS p, printf('%d %d %d 2 ', form_seq, created_at, seq) || coalesce(find_keys, '[]') AS r FROM (
+    SELECT s.feed_pos, s.created_at, s.seq, s.form_seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
     WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
     ORDER BY s.feed_pos LIMIT ?2)
-SELECT (SELECT group_concat(r, ';' ORDER BY a, q) FROM (
-    SELECT created_at AS a, seq AS q, printf('%d %d %d 2 ', form_seq, created_at, seq) || coalesce(find_keys, '[]') AS r FROM above
-    UNION ALL
-    SELECT t.created_at, t.seq, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
-    FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
-    WHERE t.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))),
-  CASE WHEN (SELECT count(*) FROM above) < ?2 THEN (SELECT feed_last FROM formsapi_forms WHERE seq = ?1)
-    ELSE (SELECT max(feed_pos) FROM above) END`
+UNION ALL
+SELECT NULL, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
+FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))`
 
 	// The last block of each key ?1 names (records of 40 characters: the
 	// form_seq and the key, each a decimal right-aligned in 20), in one
@@ -203,7 +201,6 @@ type foldBuf struct {
 	// the order first read (foldRuns).
 	triples map[int64][]triple
 	forms   []int64
-	above   int // rows of the tail read above their form's mark (filters 2)
 }
 
 var foldBufs = sync.Pool{New: func() any {
@@ -221,7 +218,7 @@ var foldBufs = sync.Pool{New: func() any {
 func foldTail(ctx context.Context, q execQuerier) error {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
-	if err := b.read(ctx, q, sqlTailKeys); err != nil {
+	if err := b.read(ctx, q, sqlTailKeys, nil); err != nil {
 		return err
 	}
 	if err := b.foldAll(ctx, q); err != nil {
@@ -271,9 +268,16 @@ const foldBatch = 4096
 func foldFormTail(ctx context.Context, q execQuerier, form int64) (int, error) {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
-	var mark sql.NullInt64
-	if err := b.read(ctx, q, sqlFormTailKeys, form, foldBatch, &mark); err != nil {
+	var above, high, last sql.NullInt64
+	if err := b.read(ctx, q, sqlFormTailKeys, []any{form, foldBatch}, &above, &high, &last); err != nil {
 		return 0, err
+	}
+	// The mark passes the rows read: every position of the form when
+	// fewer than a batch were above it (a deletion's too), else the
+	// highest read.
+	mark := last.Int64
+	if above.Int64 == foldBatch {
+		mark = high.Int64
 	}
 	if _, seen := b.triples[form]; !seen {
 		// Its deleted rows' entries go even with nothing to fold.
@@ -288,29 +292,20 @@ func foldFormTail(ctx context.Context, q execQuerier, form int64) (int, error) {
 	if _, err := q.ExecContext(ctx, sqlFormTailFolded, form, mark); err != nil {
 		return 0, fmt.Errorf("fold: move the mark: %w", err)
 	}
-	return b.above, nil
+	return int(above.Int64), nil
 }
 
 // read reads the tail rows of keys (sqlTailKeys's value, and for
-// sqlFormTailKeys the mark into mark) with args, and groups them.
-func (b *foldBuf) read(ctx context.Context, q execQuerier, keys string, args ...any) error {
-	var mark *sql.NullInt64
-	if n := len(args); n > 0 {
-		if m, ok := args[n-1].(*sql.NullInt64); ok {
-			mark, args = m, args[:n-1]
-		}
-	}
+// sqlFormTailKeys its other columns into extra) with args, and groups
+// them.
+func (b *foldBuf) read(ctx context.Context, q execQuerier, keys string, args []any, extra ...any) error {
 	rows, err := q.QueryContext(ctx, keys, args...)
 	if err != nil {
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
 	b.tail = b.tail[:0]
 	for rows.Next() {
-		dest := []any{&b.tail}
-		if mark != nil {
-			dest = append(dest, mark)
-		}
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(append([]any{&b.tail}, extra...)...); err != nil {
 			rows.Close()
 			return fmt.Errorf("fold: read the tail: %w", err)
 		}
@@ -320,7 +315,7 @@ func (b *foldBuf) read(ctx context.Context, q execQuerier, keys string, args ...
 		return fmt.Errorf("fold: read the tail: %w", err)
 	}
 	clear(b.triples)
-	b.forms, b.above = b.forms[:0], 0
+	b.forms = b.forms[:0]
 	b.groups = b.groups[:0]
 	if len(b.tail) == 0 {
 		return nil
@@ -367,9 +362,6 @@ func (b *foldBuf) group() error {
 		if _, seen := b.triples[form]; !seen {
 			b.forms = append(b.forms, form)
 			b.triples[form] = nil
-		}
-		if filters == 2 {
-			b.above++
 		}
 		if filters != 0 {
 			eachFilterKey(rec, func(k int64) {

@@ -163,10 +163,12 @@ func enableSearchIndex(ctx context.Context, db *sql.DB, p *stored.Progress) (err
 			break
 		}
 		// filters 0: their filter entries are in the runs already
-		// (migration 0031).
+		// (migration 0031). Rows above their form's mark are its
+		// fold's, trigrams and all.
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO formsapi_find_tail (form_seq, created_at, seq, filters)
 SELECT s.form_seq, s.created_at, s.seq, 0 FROM formsapi_submissions s
-WHERE s.seq > ?1 AND s.seq <= ?2 AND s.find_keys IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)`, last, next.Int64); err != nil {
+WHERE s.seq > ?1 AND s.seq <= ?2 AND s.find_keys IS NOT NULL
+    AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq) AND EXISTS (SELECT 1 FROM json_each(s.find_keys) j WHERE j.value < 0)`, last, next.Int64); err != nil {
 			return err
 		}
 		if err := foldTail(ctx, tx); err != nil {
