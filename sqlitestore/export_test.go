@@ -301,3 +301,7 @@ const DeleteSubmissionSQL = sqlDeleteSubmission
 
 // PurgeSQL are the statements every deletion runs on the tombstones.
 var PurgeSQL = []string{sqlStampTombstones, sqlPurgedUpTo, sqlPurgeTombstones}
+
+// PurgeLookups returns the chunk lookups the purges of deleted rows'
+// entries made so far, in every store of the process (purgeTriples).
+func PurgeLookups() int64 { return purgeLookups.Load() }

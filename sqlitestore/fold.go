@@ -86,8 +86,8 @@ const (
 	// A row above its form's mark is left to the form's fold, which
 	// reads it once (sqlFormTailKeys): folded here too, its entries would
 	// be folded twice.
-	sqlTailKeys = `SELECT group_concat(printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]'), ';'
-    ORDER BY t.form_seq, t.created_at, t.seq)
+	sqlTailKeys = `SELECT group_concat(printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]'), ';'
+    ORDER BY s.form_seq, s.created_at, s.seq)
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
@@ -104,9 +104,9 @@ SELECT feed_pos AS p, printf('%d %d %d 2 ', form_seq, created_at, seq) || coales
     WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
     ORDER BY s.feed_pos LIMIT ?2)
 UNION ALL
-SELECT NULL, printf('%d %d %d %d ', t.form_seq, t.created_at, t.seq, t.filters) || coalesce(s.find_keys, '[]')
+SELECT NULL, printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]')
 FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
-WHERE t.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))`
+WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))`
 
 	// The last block of each key ?1 names (records of 40 characters: the
 	// form_seq and the key, each a decimal right-aligned in 20), in one
@@ -151,7 +151,8 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 	sqlFormTailCount = `SELECT f.seq, f.feed_last - f.find_folded + (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
 FROM formsapi_forms f WHERE f.id = ?1`
 	sqlFormTailEmpty = `DELETE FROM formsapi_find_tail WHERE form_seq = ?1`
-	sqlLongTails     = `SELECT coalesce(sum(feed_last - find_folded), 0) FROM formsapi_forms WHERE feed_last - find_folded >= ?1`
+	sqlLongTails     = `SELECT coalesce(sum(feed_last - find_folded), 0), (SELECT count(*) FROM formsapi_find_gone)
+FROM formsapi_forms WHERE feed_last - find_folded >= ?1`
 	sqlFormsWithTail = `SELECT seq FROM formsapi_forms WHERE feed_last > find_folded
 UNION SELECT form_seq FROM formsapi_find_tail UNION SELECT form_seq FROM formsapi_find_gone`
 	sqlFormTailFolded = `UPDATE formsapi_forms SET find_folded = max(find_folded, ?2) WHERE seq = ?1`

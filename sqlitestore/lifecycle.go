@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -189,6 +188,7 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 		// Through the index when it holds the value (a name and a value
 		// within its bounds), else every submission of the account.
 		var seqs []int64
+		seen := map[int64]bool{}
 		holds := func(rows *sql.Rows) error {
 			for rows.Next() {
 				var seq, form int64
@@ -197,7 +197,8 @@ func (s *Store) Erase(ctx context.Context, accountID, field, value string) (int,
 					rows.Close()
 					return err
 				}
-				if stored.Holds(data, field, value) && !slices.Contains(seqs, seq) {
+				if !seen[seq] && stored.Holds(data, field, value) {
+					seen[seq] = true
 					seqs = append(seqs, seq)
 					forms = append(forms, form)
 				}

@@ -89,11 +89,12 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortF
 // holds foldAt rows or more above its mark (migration 0031): rows a
 // host's SQL added, which would otherwise wait for the form's next
 // writes to fold them a batch each, every read of the form walking them
-// meanwhile. In normal operation it finds none, by one read of the
-// forms.
+// meanwhile; and it takes the entries of rows a host's SQL deleted out
+// of the runs (purgeGone). In normal operation it finds neither, by one
+// statement.
 func foldLongTails(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
-	var total int64
-	if err := db.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total); err != nil || total == 0 {
+	var total, gone int64
+	if err := db.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total, &gone); err != nil || total == 0 && gone == 0 {
 		return err
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -101,7 +102,12 @@ func foldLongTails(ctx context.Context, db *sql.DB, p *stored.Progress) (err err
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if err := tx.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total); err != nil || total == 0 {
+	if err := tx.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total, &gone); err != nil || total == 0 && gone == 0 {
+		return err
+	}
+	// The entries of rows a host's SQL deleted go too, whether or not
+	// their forms get another write.
+	if err := purgeAllGone(ctx, tx); err != nil {
 		return err
 	}
 	step := p.Begin(stored.StepFoldTails, total)

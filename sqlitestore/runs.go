@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 )
 
 // The runs of the filters' index entries (migration 0031): each a
@@ -83,6 +85,10 @@ const (
 	sqlRunChunkOf = `SELECT key, lo_at, lo_seq, list FROM formsapi_find_runs
 WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) <= (?3, ?4, ?5)
 ORDER BY key DESC, lo_at DESC, lo_seq DESC LIMIT 1`
+	// The name of the chunk after (?3, ?4, ?5).
+	sqlRunChunkAfter = `SELECT key, lo_at, lo_seq FROM formsapi_find_runs
+WHERE form_seq = ?1 AND run = ?2 AND (key, lo_at, lo_seq) > (?3, ?4, ?5)
+ORDER BY key, lo_at, lo_seq LIMIT 1`
 	sqlRunChunkSet  = `UPDATE formsapi_find_runs SET list = ?6 WHERE form_seq = ?1 AND run = ?2 AND key = ?3 AND lo_at = ?4 AND lo_seq = ?5`
 	sqlRunChunkDrop = `DELETE FROM formsapi_find_runs WHERE form_seq = ?1 AND run = ?2 AND key = ?3 AND lo_at = ?4 AND lo_seq = ?5`
 	sqlRunListTake  = `UPDATE formsapi_find_run_list SET entries = entries - ?3 WHERE form_seq = ?1 AND run = ?2`
@@ -350,14 +356,20 @@ func purgeGone(ctx context.Context, q execQuerier, form int64) error {
 			rows.Close()
 			return err
 		}
-		var ks []int64
-		if err := json.Unmarshal(keys, &ks); err != nil {
-			rows.Close()
-			return fmt.Errorf("read the keys of a deleted row: %w", err)
+		// The keys as the trigger listed them from find_keys, which a
+		// host's SQL may have filled with anything: the integers among
+		// them (no entry was folded for anything else).
+		d := json.NewDecoder(bytes.NewReader(keys))
+		d.UseNumber()
+		var ks []any
+		if err := d.Decode(&ks); err != nil {
+			continue
 		}
-		for _, k := range ks {
-			if k >= 0 {
-				gone = append(gone, triple{k, at, seq})
+		for _, v := range ks {
+			if n, ok := v.(json.Number); ok {
+				if k, err := n.Int64(); err == nil && k >= 0 {
+					gone = append(gone, triple{k, at, seq})
+				}
 			}
 		}
 	}
@@ -373,7 +385,15 @@ func purgeGone(ctx context.Context, q execQuerier, form int64) error {
 	return err
 }
 
-// purgeTriples takes the entries gone out of the runs of form.
+// purgeLookups counts purgeTriples' chunk lookups (tests: its work is
+// bounded by the chunks it edits, not by the entries it takes out).
+var purgeLookups atomic.Int64
+
+// purgeTriples takes the entries gone out of the runs of form: in each
+// run, in one ordered pass, a lookup of the chunk that holds the next
+// entry and of the chunk after it, whose name bounds the entries that
+// chunk holds, so a chunk is looked up once whatever the entries taken
+// out of it.
 func purgeTriples(ctx context.Context, q execQuerier, form int64, gone []triple) error {
 	slices.SortFunc(gone, triple.compare)
 	gone = slices.Compact(gone)
@@ -386,57 +406,69 @@ func purgeTriples(ctx context.Context, q execQuerier, form int64, gone []triple)
 		return err
 	}
 	defer chunkOf.Close()
-	type edit struct {
-		n  int // the entries the chunk held
-		es []triple
+	after, err := q.PrepareContext(ctx, sqlRunChunkAfter)
+	if err != nil {
+		return err
 	}
-	edits := map[chunkName]*edit{}
-	var order []chunkName
+	defer after.Close()
 	for _, run := range runs {
-		for _, t := range gone {
-			var name chunkName
+		var lost int64
+		for i := 0; i < len(gone); {
+			var first triple
 			var list []byte
-			name.run = run
-			err := chunkOf.QueryRowContext(ctx, form, run, t.key, t.at, t.seq).Scan(&name.first.key, &name.first.at, &name.first.seq, &list)
+			purgeLookups.Add(2)
+			err := chunkOf.QueryRowContext(ctx, form, run, gone[i].key, gone[i].at, gone[i].seq).Scan(&first.key, &first.at, &first.seq, &list)
 			if errors.Is(err, sql.ErrNoRows) {
+				// Before every chunk of the run: not in it. The next
+				// entry at or past its first chunk is looked up next.
+				err = after.QueryRowContext(ctx, form, run, gone[i].key, gone[i].at, gone[i].seq).Scan(&first.key, &first.at, &first.seq)
+				if errors.Is(err, sql.ErrNoRows) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				i, _ = slices.BinarySearchFunc(gone, first, triple.compare)
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			e, ok := edits[name]
-			if !ok {
-				e = &edit{es: decodeTriples(nil, list)}
-				e.n = len(e.es)
-				edits[name] = e
-				order = append(order, name)
+			// The entries before the next chunk's name are this chunk's.
+			end := len(gone)
+			var next triple
+			err = after.QueryRowContext(ctx, form, run, first.key, first.at, first.seq).Scan(&next.key, &next.at, &next.seq)
+			switch {
+			case err == nil:
+				end, _ = slices.BinarySearchFunc(gone, next, triple.compare)
+				end = max(end, i+1)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
 			}
-			if i, found := slices.BinarySearchFunc(e.es, t, triple.compare); found {
-				e.es = slices.Delete(e.es, i, i+1)
+			es := decodeTriples(nil, list)
+			n := len(es)
+			es = slices.DeleteFunc(es, func(t triple) bool {
+				_, found := slices.BinarySearchFunc(gone[i:end], t, triple.compare)
+				return found
+			})
+			i = end
+			if len(es) == n {
+				continue
+			}
+			lost += int64(n - len(es))
+			if len(es) == 0 {
+				_, err = q.ExecContext(ctx, sqlRunChunkDrop, form, run, first.key, first.at, first.seq)
+			} else {
+				_, err = q.ExecContext(ctx, sqlRunChunkSet, form, run, first.key, first.at, first.seq, appendTriples(nil, es))
+			}
+			if err != nil {
+				return err
 			}
 		}
-	}
-	// What each run lost, to keep its count of entries.
-	lost := map[int64]int64{}
-	for _, name := range order {
-		e := edits[name]
-		if len(e.es) == e.n {
-			continue
-		}
-		lost[name.run] += int64(e.n - len(e.es))
-		f := name.first
-		if len(e.es) == 0 {
-			_, err = q.ExecContext(ctx, sqlRunChunkDrop, form, name.run, f.key, f.at, f.seq)
-		} else {
-			_, err = q.ExecContext(ctx, sqlRunChunkSet, form, name.run, f.key, f.at, f.seq, appendTriples(nil, e.es))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	for run, n := range lost {
-		if _, err := q.ExecContext(ctx, sqlRunListTake, form, run, n); err != nil {
-			return err
+		if lost > 0 {
+			if _, err := q.ExecContext(ctx, sqlRunListTake, form, run, lost); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -63,8 +63,8 @@ ORDER BY key, lo_at, lo_seq LIMIT 4`
 WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
     AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)
 UNION ALL
-SELECT t.created_at, t.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
-WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?2, ?3) AND (t.created_at, t.seq) < (?4, ?5)`
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)`
 
 	sqlProbeBlocks = `SELECT list FROM formsapi_find_blocks WHERE form_seq = ?1 AND key = ?2 ORDER BY lo_at, lo_seq`
 )

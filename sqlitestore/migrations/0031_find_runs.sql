@@ -110,13 +110,21 @@ WHEN NEW.find_keys IS NOT NULL AND NEW.feed_pos > 0
     INSERT OR IGNORE INTO formsapi_find_tail (form_seq, created_at, seq) VALUES (NEW.form_seq, NEW.created_at, NEW.seq);
 END;
 
-CREATE TRIGGER formsapi_find_update AFTER UPDATE OF find_keys ON formsapi_submissions BEGIN
+-- An update of a row's keys or of its place (created_at, seq, form_seq:
+-- a host's SQL) lists its old filter entries as gone when either
+-- changed, takes its trigram entries out of their blocks, and puts the
+-- row in the tail at its new place, with its filter entries when they
+-- are to be folded again.
+CREATE TRIGGER formsapi_find_update AFTER UPDATE OF find_keys, created_at, seq, form_seq ON formsapi_submissions BEGIN
     INSERT INTO formsapi_find_gone (form_seq, created_at, seq, keys)
     SELECT OLD.form_seq, OLD.created_at, OLD.seq, (SELECT json_group_array(value) FROM json_each(OLD.find_keys) WHERE value >= 0)
     WHERE OLD.find_keys IS NOT NULL
         AND EXISTS (SELECT 1 FROM formsapi_find_run_list WHERE form_seq = OLD.form_seq)
-        AND (SELECT group_concat(value) FROM json_each(OLD.find_keys) WHERE value >= 0)
-            IS NOT (SELECT group_concat(value) FROM json_each(coalesce(NEW.find_keys, '[]')) WHERE value >= 0);
+        AND ((OLD.created_at IS NOT NEW.created_at OR OLD.seq IS NOT NEW.seq OR OLD.form_seq IS NOT NEW.form_seq)
+            OR (SELECT group_concat(value) FROM json_each(OLD.find_keys) WHERE value >= 0)
+            IS NOT (SELECT group_concat(value) FROM json_each(coalesce(NEW.find_keys, '[]')) WHERE value >= 0));
+    DELETE FROM formsapi_find_tail WHERE (OLD.created_at IS NOT NEW.created_at OR OLD.seq IS NOT NEW.seq OR OLD.form_seq IS NOT NEW.form_seq)
+        AND form_seq = OLD.form_seq AND created_at = OLD.created_at AND seq = OLD.seq;
     DELETE FROM formsapi_find_blocks
     WHERE (form_seq, key, lo_at, lo_seq) IN (SELECT OLD.form_seq, j.value,
             (SELECT c.lo_at FROM formsapi_find_blocks c WHERE c.form_seq = OLD.form_seq AND c.key = j.value
@@ -137,7 +145,8 @@ CREATE TRIGGER formsapi_find_update AFTER UPDATE OF find_keys ON formsapi_submis
         AND instr(list, unhex(printf('%016x%016x', OLD.created_at, OLD.seq))) % 16 = 1;
     INSERT INTO formsapi_find_tail (form_seq, created_at, seq, filters)
     SELECT NEW.form_seq, NEW.created_at, NEW.seq,
-        OLD.find_keys IS NULL OR (SELECT group_concat(value) FROM json_each(OLD.find_keys) WHERE value >= 0)
+        OLD.find_keys IS NULL OR (OLD.created_at IS NOT NEW.created_at OR OLD.seq IS NOT NEW.seq OR OLD.form_seq IS NOT NEW.form_seq)
+            OR (SELECT group_concat(value) FROM json_each(OLD.find_keys) WHERE value >= 0)
             IS NOT (SELECT group_concat(value) FROM json_each(coalesce(NEW.find_keys, '[]')) WHERE value >= 0)
     WHERE NEW.find_keys IS NOT NULL
     ON CONFLICT (form_seq, created_at, seq) DO UPDATE SET filters = max(filters, excluded.filters);
