@@ -610,15 +610,16 @@ func TestRunsMerge(t *testing.T) {
 
 // TestOpenFoldsLongTails: rows a host's SQL adds with their keys are in
 // their form's unfolded tail, which every filtered page reads beside
-// the runs; a store's write folds 4,096 of them at most, and Open folds
-// them all, logging the step, so no read walks them after.
+// the runs; a store's write folds 16 folds' worth of them at most
+// (4,096; 256 here, the fold at 16), and Open folds them all, logging
+// the step, so no read walks them after.
 func TestOpenFoldsLongTails(t *testing.T) {
 	is := is.New(t)
 	path := dbPath(t)
-	s := mustOpen(t, path)
+	s := mustOpen(t, path, sqlitestore.WithFoldAt(16))
 	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "host"}))
 	db := hostDB(t, path)
-	const n = 5000
+	const n = 400
 	tx, err := db.BeginTx(ctx, nil)
 	is.NoErr(err)
 	for i := range n {
@@ -642,10 +643,10 @@ SELECT seq, 0, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id
 	for range sqlitestore.TailReadEvery { // a store reads the count every 16 writes of a form's slot
 		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "host", Data: []byte(`{"tag":"red"}`)}, formsapi.Metadata{}))
 	}
-	is.Equal(tail(), n+sqlitestore.TailReadEvery-4096) // a write's fold: one batch
+	is.Equal(tail(), n+sqlitestore.TailReadEvery-16*16) // a write's fold: one batch
 	var log bytes.Buffer
 	now, tick := jumpingClock(6 * time.Second)
-	again := mustOpen(t, path, sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))), sqlitestore.WithProgressClock(now, tick))
+	again := mustOpen(t, path, sqlitestore.WithFoldAt(16), sqlitestore.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))), sqlitestore.WithProgressClock(now, tick))
 	is.Equal(tail(), 0)                                                                 // Open folded the rest
 	is.True(strings.Contains(log.String(), `"step":"fold the index's unfolded tails"`)) // a step of the start's log
 	checkBlocks(t, db)

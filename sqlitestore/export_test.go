@@ -175,7 +175,7 @@ func MigrateFile(path string, opts ...Option) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	_, _, err = migrate(context.Background(), db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, nil)
+	_, _, err = migrate(context.Background(), db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.foldAtRows(), nil)
 	return errors.Join(err, db.Close())
 }
 
@@ -236,7 +236,7 @@ func FoldTail(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	defer tx.Rollback()
-	if err := foldEvery(ctx, tx, nil); err != nil {
+	if err := foldEvery(ctx, tx, foldBatch*foldAt, nil); err != nil {
 		return err
 	}
 	return tx.Commit()

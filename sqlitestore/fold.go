@@ -232,52 +232,54 @@ func foldTail(ctx context.Context, q execQuerier) error {
 }
 
 // foldEvery folds the tail of every form that has one (foldFormTail,
-// until none is left above its mark), and what formsapi_find_tail holds
-// of others, in the transaction of q; step, when not nil, counts the
-// rows.
-func foldEvery(ctx context.Context, q execQuerier, step *stored.Step) error {
+// batch rows at a time until none is left above its mark), and what
+// formsapi_find_tail holds of others, in the transaction of q; step,
+// when not nil, counts the rows.
+func foldEvery(ctx context.Context, q execQuerier, batch int64, step *stored.Step) error {
 	forms, err := queryInts(ctx, q, sqlFormsWithTail)
 	if err != nil {
 		return fmt.Errorf("fold: list the tails: %w", err)
 	}
 	for _, form := range forms {
-		for n := foldBatch; n == foldBatch; {
-			if n, err = foldFormTail(ctx, q, form); err != nil {
+		for n := batch; n == batch; {
+			m, err := foldFormTail(ctx, q, form, batch)
+			if err != nil {
 				return err
 			}
-			if step != nil {
-				step.Add(int64(n))
+			if n = int64(m); step != nil {
+				step.Add(n)
 			}
 		}
 	}
 	return foldTail(ctx, q)
 }
 
-// foldBatch is the most rows above its mark a form's fold reads: a tail
-// that grew past it (rows a host's SQL added, say) drains a batch a
-// fold, each write's fold and Open's.
-const foldBatch = 4096
+// foldBatch is the most rows above its mark a form's fold reads, as
+// many times the fold's size (4,096 for 256): a tail that grew past it
+// (rows a host's SQL added, say) drains a batch a fold, each write's
+// fold and Open's.
+const foldBatch = 16
 
 // foldFormTail is foldTail for the tail of one form, whose seq is form:
 // its foldBatch rows of lowest feed position above the form's mark too,
-// which the mark then passes. It is the fold a write makes (foldIfFull);
-// it returns the number of rows above the mark it read (foldBatch: more
-// may be left). Folding a form's rows
+// which the mark then passes, batch of them at most. It is the fold a
+// write makes (foldIfFull); it returns the number of rows above the
+// mark it read (batch: more may be left). Folding a form's rows
 // by themselves keeps a fold's blocks together: writes spread over many
 // forms would otherwise add an entry or two to each of many keys' last
 // blocks, rewriting a page for each, at every fold.
-func foldFormTail(ctx context.Context, q execQuerier, form int64) (int, error) {
+func foldFormTail(ctx context.Context, q execQuerier, form, batch int64) (int, error) {
 	b := foldBufs.Get().(*foldBuf)
 	defer foldBufs.Put(b)
 	var above, high, last sql.NullInt64
-	if err := b.read(ctx, q, sqlFormTailKeys, []any{form, foldBatch}, &above, &high, &last); err != nil {
+	if err := b.read(ctx, q, sqlFormTailKeys, []any{form, batch}, &above, &high, &last); err != nil {
 		return 0, err
 	}
 	// The mark passes the rows read: every position of the form when
 	// fewer than a batch were above it (a deletion's too), else the
 	// highest read.
 	mark := last.Int64
-	if above.Int64 == foldBatch {
+	if above.Int64 == batch {
 		mark = high.Int64
 	}
 	if _, seen := b.triples[form]; !seen {
@@ -783,11 +785,11 @@ func (s *Store) foldIfFull(ctx context.Context, form string) error {
 		if err := conn.QueryRowContext(ctx, sqlFormTailCount, form).Scan(&seq, &n); err != nil || int64(n) < s.foldAt {
 			return err
 		}
-		n, err := foldFormTail(ctx, conn, seq)
+		n, err := foldFormTail(ctx, conn, seq, foldBatch*s.foldAt)
 		if err != nil {
 			return err
 		}
-		if n == foldBatch {
+		if int64(n) == foldBatch*s.foldAt {
 			slot.guess.Store(s.foldAt) // the next write folds the next batch
 		} else {
 			slot.guess.Store(0)
@@ -814,7 +816,7 @@ func foldFull(ctx context.Context, q execQuerier, forms map[string]struct{}, fol
 			return fmt.Errorf("fold: count the tail: %w", err)
 		}
 		if found && int64(n) >= foldAt {
-			if _, err := foldFormTail(ctx, q, seq); err != nil {
+			if _, err := foldFormTail(ctx, q, seq, foldBatch*foldAt); err != nil {
 				return err
 			}
 		}

@@ -44,7 +44,7 @@ func migrations() ([]migration, error) {
 // version. It returns whether the search index and the sort index are
 // on. p logs the progress of the
 // steps that take long (see WithLogger).
-func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortFields []string, p *stored.Progress) (on, sorted bool, err error) {
+func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortFields []string, foldAt int64, p *stored.Progress) (on, sorted bool, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return false, false, fmt.Errorf("migrate: %w", err)
@@ -79,7 +79,7 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortF
 	if err := db.QueryRowContext(ctx, sqlSearchIndexed).Scan(&on); err != nil {
 		return false, false, fmt.Errorf("migrate: read the search index setting: %w", err)
 	}
-	if err := foldLongTails(ctx, db, p); err != nil {
+	if err := foldLongTails(ctx, db, foldAt, p); err != nil {
 		return false, false, fmt.Errorf("migrate: fold the index's tails: %w", err)
 	}
 	return on, sorted, nil
@@ -92,7 +92,7 @@ func migrate(ctx context.Context, db *sql.DB, searchIndex, sortIndex bool, sortF
 // meanwhile; and it takes the entries of rows a host's SQL deleted out
 // of the runs (purgeGone). In normal operation it finds neither, by one
 // statement.
-func foldLongTails(ctx context.Context, db *sql.DB, p *stored.Progress) (err error) {
+func foldLongTails(ctx context.Context, db *sql.DB, foldAt int64, p *stored.Progress) (err error) {
 	var total, gone int64
 	if err := db.QueryRowContext(ctx, sqlLongTails, foldAt).Scan(&total, &gone); err != nil || total == 0 && gone == 0 {
 		return err
@@ -117,11 +117,13 @@ func foldLongTails(ctx context.Context, db *sql.DB, p *stored.Progress) (err err
 		return err
 	}
 	for _, form := range forms {
-		for n := foldBatch; n == foldBatch; {
-			if n, err = foldFormTail(ctx, tx, form); err != nil {
+		for n := foldBatch * foldAt; n == foldBatch*foldAt; {
+			m, err := foldFormTail(ctx, tx, form, foldBatch*foldAt)
+			if err != nil {
 				return err
 			}
-			step.Add(int64(n))
+			n = int64(m)
+			step.Add(n)
 		}
 	}
 	return tx.Commit()

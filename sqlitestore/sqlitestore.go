@@ -358,7 +358,7 @@ func openCtx(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return fail(err)
 	}
 	s.progress = cfg.startProgress()
-	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, s.progress)
+	on, sorted, err := migrate(ctx, write, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.foldAtRows(), s.progress)
 	if err != nil {
 		return fail(err)
 	}
@@ -439,7 +439,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
 	progress := cfg.startProgress()
-	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, progress)
+	on, sorted, err := migrate(ctx, db, cfg.searchIndex, cfg.sortIndex, cfg.sortFields, cfg.foldAtRows(), progress)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: new: %w", err)
 	}
