@@ -334,12 +334,6 @@ func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int
 	return out, errors.Join(rows.Err(), rows.Close())
 }
 
-// chunkName names a chunk of a run.
-type chunkName struct {
-	run   int64
-	first triple
-}
-
 // purgeGone takes the entries formsapi_find_gone lists for form (those
 // of its deleted rows, and the old keys of rows an update changed) out
 // of the form's runs, in the transaction of q, and empties its list.
