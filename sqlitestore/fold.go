@@ -147,8 +147,10 @@ WHERE form_seq = ?1 AND key = ?2 AND (lo_at, lo_seq) > (?3, ?4) ORDER BY lo_at, 
 
 	// A form's seq and the rows of its tail, by the form's ID: the feed
 	// positions above its mark (a deletion's too, so it counts at most
-	// the rows there) and its rows of formsapi_find_tail.
-	sqlFormTailCount = `SELECT f.seq, f.feed_last - f.find_folded + (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq)
+	// the rows there) and its rows of formsapi_find_tail at or below it
+	// (those above are counted once, as the others).
+	sqlFormTailCount = `SELECT f.seq, f.feed_last - f.find_folded + (SELECT count(*) FROM formsapi_find_tail t WHERE t.form_seq = f.seq
+    AND (SELECT s.feed_pos FROM formsapi_submissions s WHERE s.seq = t.seq) <= f.find_folded)
 FROM formsapi_forms f WHERE f.id = ?1`
 	sqlFormTailEmpty = `DELETE FROM formsapi_find_tail WHERE form_seq = ?1`
 	sqlLongTails     = `SELECT coalesce(sum(feed_last - find_folded), 0), (SELECT count(*) FROM formsapi_find_gone)

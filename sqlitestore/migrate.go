@@ -189,6 +189,11 @@ WHERE seq > ? AND find_keys IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(
 ORDER BY seq LIMIT 500`, true, step); err != nil {
 		return err
 	}
+	// And every form's tail, whose rows' trigrams the writes would fold
+	// otherwise, the first write to each form paying for its form's.
+	if err := foldEvery(ctx, tx, foldBatch*foldAt, nil); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 

@@ -404,3 +404,37 @@ func TestSearchBlocksLateChunkNamedAsBlock(t *testing.T) {
 		is.Equal(got, all)
 	}
 }
+
+// TestSearchIndexTurnedOnFoldsTails: turning the search index on folds
+// every form's tail, so the first write to a form after it does not pay
+// for the rows its form held before (migration 0032: they were queued
+// twice, by their place above the mark and in formsapi_find_tail); a
+// row's update of its keys queues it only at or below its form's mark.
+func TestSearchIndexTurnedOnFoldsTails(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := mustOpen(t, path, sqlitestore.WithFoldAt(testFold))
+	for _, f := range []string{"a", "b"} {
+		is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: f}))
+		for n := range testFold + 20 {
+			is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: f, Data: []byte(fmt.Sprintf(`{"n":%d,"a":"needle"}`, n))}, formsapi.Metadata{}))
+		}
+	}
+	db := sqlitestore.ReadDB(s)
+	var tail int
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM (` + tailQuery + `)`).Scan(&tail))
+	is.True(tail > 0) // rows above the marks, the index off
+	on := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(testFold))
+	is.NoErr(db.QueryRow(`SELECT count(*) FROM (` + tailQuery + `)`).Scan(&tail))
+	is.Equal(tail, 0) // every tail folded, trigrams and all
+	checkBlocks(t, sqlitestore.ReadDB(on))
+	// A write above the mark, then an update of its keys: the row stays
+	// in the tail by its place alone.
+	is.NoErr(on.AddSubmission(ctx, formsapi.Submission{FormID: "a", Data: []byte(`{"a":"needle"}`)}, formsapi.Metadata{}))
+	_, err := hostDB(t, path).Exec(`UPDATE formsapi_submissions SET find_keys = find_keys WHERE seq = (SELECT max(seq) FROM formsapi_submissions)`)
+	is.NoErr(err)
+	var explicit, gone int
+	is.NoErr(db.QueryRow(`SELECT (SELECT count(*) FROM formsapi_find_tail), (SELECT count(*) FROM formsapi_find_gone)`).Scan(&explicit, &gone))
+	is.Equal([]int{explicit, gone}, []int{0, 0})
+	is.Equal(len(searchAll(t, on, "a", "needle", 50, formsapi.Newest)), testFold+21)
+}
