@@ -93,10 +93,9 @@ ORDER BY key, lo_at, lo_seq LIMIT 1`
 	sqlRunChunkDrop = `DELETE FROM formsapi_find_runs WHERE form_seq = ?1 AND run = ?2 AND key = ?3 AND lo_at = ?4 AND lo_seq = ?5`
 	sqlRunListTake  = `UPDATE formsapi_find_run_list SET entries = entries - ?3 WHERE form_seq = ?1 AND run = ?2`
 
-	sqlGoneOfForm  = `SELECT created_at, seq, keys FROM formsapi_find_gone WHERE form_seq = ?1`
-	sqlGoneEmpty   = `DELETE FROM formsapi_find_gone WHERE form_seq = ?1`
-	sqlGoneForms   = `SELECT DISTINCT form_seq FROM formsapi_find_gone`
-	sqlRunsDropAll = `DELETE FROM formsapi_find_runs WHERE form_seq = ?1`
+	sqlGoneOfForm = `SELECT created_at, seq, keys FROM formsapi_find_gone WHERE form_seq = ?1`
+	sqlGoneEmpty  = `DELETE FROM formsapi_find_gone WHERE form_seq = ?1`
+	sqlGoneForms  = `SELECT DISTINCT form_seq FROM formsapi_find_gone`
 )
 
 // runWriter writes a run of one form, a chunk at a time, in the
@@ -240,8 +239,11 @@ type runCursor struct {
 	buf  []triple
 	i    int
 	done bool
+	err  error // a chunk that could not be read: the merge fails
 }
 
+// head returns the cursor's next entry, and false once it has none (or
+// failed: see err).
 func (c *runCursor) head() (triple, bool) {
 	for c.i == len(c.buf) {
 		if c.done {
@@ -253,7 +255,7 @@ func (c *runCursor) head() (triple, bool) {
 		}
 		var list []byte
 		if err := c.rows.Scan(&list); err != nil {
-			c.done = true
+			c.done, c.err = true, err
 			return triple{}, false
 		}
 		c.buf, c.i = decodeTriples(c.buf[:0], list), 0
@@ -298,7 +300,7 @@ func mergeRunList(ctx context.Context, q execQuerier, form, level int64, runs []
 		}
 	}
 	for _, c := range cs {
-		if err := c.rows.Err(); err != nil {
+		if err := errors.Join(c.err, c.rows.Err()); err != nil {
 			return err
 		}
 	}
