@@ -827,10 +827,10 @@ func foldFull(ctx context.Context, q execQuerier, forms map[string]struct{}, fol
 }
 
 // noteFold logs the result err of a write's foldIfFull: the first of
-// the folds that fail in a row, at level Warn ("sqlitestore: the search
+// the folds that fail in a row, at level Warn ("sqlitestore: the
 // index's tail not folded"), with SQLite's result code when there is one
 // (sqlite_code; the error's text is not logged: it may hold what is
-// stored), and the next success, at level Info ("sqlitestore: the search
+// stored), and the next success, at level Info ("sqlitestore: the
 // index's tail folded again"), with the number of folds that failed
 // meanwhile (failed_folds). Every write past foldAt tries again, so a
 // file that stays busy logs two lines, not one a write.
@@ -841,7 +841,7 @@ func (s *Store) noteFold(err error) {
 			return
 		}
 		if n := s.foldsFailed.Swap(0); n > 0 && l != nil && l.Logger != nil {
-			l.Logger.LogAttrs(context.Background(), slog.LevelInfo, "sqlitestore: the search index's tail folded again",
+			l.Logger.LogAttrs(context.Background(), slog.LevelInfo, "sqlitestore: the index's tail folded again",
 				append(slices.Clip(l.Attrs), slog.Int64("failed_folds", n))...)
 		}
 		return
@@ -854,5 +854,5 @@ func (s *Store) noteFold(err error) {
 	if errors.As(err, &se) {
 		attrs = append(attrs, slog.Int("sqlite_code", se.Code()))
 	}
-	l.Logger.LogAttrs(context.Background(), slog.LevelWarn, "sqlitestore: the search index's tail not folded; a later write folds it", attrs...)
+	l.Logger.LogAttrs(context.Background(), slog.LevelWarn, "sqlitestore: the index's tail not folded; a later write folds it", attrs...)
 }
