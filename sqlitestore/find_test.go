@@ -512,3 +512,39 @@ func TestFindQueryPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestEraseFindsTheExtremePositions: Erase walks every entry of its
+// value's key, those of rows at the extreme keyset positions too
+// (created_at and seq at math.MaxInt64 or math.MinInt64, which a host's
+// SQL can write), in the runs and in the tail, where a walk's exclusive
+// bounds would leave them out.
+func TestEraseFindsTheExtremePositions(t *testing.T) {
+	is := is.New(t)
+	path := dbPath(t)
+	s := mustOpen(t, path, sqlitestore.WithFoldAt(4))
+	is.NoErr(s.AddForm(ctx, storetest.AccountA, formsapi.Form{ID: "edge"}))
+	db := hostDB(t, path)
+	insert := func(seq, at int64) {
+		t.Helper()
+		data := `{"email":"edge@example.com"}`
+		keys, err := json.Marshal(find.Keys([]byte(data)))
+		is.NoErr(err)
+		_, err = db.Exec(`INSERT INTO formsapi_submissions (seq, form_seq, feed_pos, created_at, data, attachments, json, json_version, find_keys)
+SELECT ?, seq, 0, ?, ?, '[]', CAST('{}' AS BLOB), 0, ? FROM formsapi_forms WHERE id = 'edge'`, seq, at, data, string(keys))
+		is.NoErr(err)
+	}
+	insert(math.MinInt64, math.MinInt64)
+	insert(math.MaxInt64, math.MaxInt64)
+	for range 8 { // folds: the two rows in a run
+		is.NoErr(s.AddSubmission(ctx, formsapi.Submission{FormID: "edge", Data: []byte(`{"email":"other@example.com"}`)}, formsapi.Metadata{}))
+	}
+	is.NoErr(sqlitestore.FoldTail(ctx, db))
+	n, err := s.Erase(ctx, storetest.AccountA, "email", "edge@example.com")
+	is.NoErr(err)
+	is.Equal(n, 2)
+	// And from the tail, before any fold.
+	insert(math.MaxInt64, math.MaxInt64)
+	n, err = s.Erase(ctx, storetest.AccountA, "email", "edge@example.com")
+	is.NoErr(err)
+	is.Equal(n, 1)
+}

@@ -66,6 +66,13 @@ UNION ALL
 SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)`
 
+	// sqlTailRange without bounds.
+	sqlTailAll = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
+WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
+UNION ALL
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+WHERE t.form_seq = ?1 AND s.form_seq = ?1`
+
 	sqlProbeBlocks = `SELECT list FROM formsapi_find_blocks WHERE form_seq = ?1 AND key = ?2 ORDER BY lo_at, lo_seq`
 )
 
@@ -107,6 +114,7 @@ type searchRows struct {
 	form    int64
 	key     int64
 	lo, hi  entry
+	all     bool // every entry, the bounds' positions too (keyEntries)
 	desc    bool
 	mode    searchMode
 	tail    []entry // in walk order
@@ -147,7 +155,10 @@ type walkQuerier interface {
 // keyEntries returns every entry of key of the form, in its runs or
 // blocks and its tail, in keyset order, read in the transaction of q.
 func keyEntries(ctx context.Context, q walkQuerier, form, key int64) ([]entry, error) {
-	r := &searchRows{ctx: ctx, q: q, form: form, key: key,
+	// Every entry: the bounds' own positions too, which a walk's
+	// exclusive bounds leave out (a host's row at seq and created_at
+	// math.MaxInt64 is still Erase's).
+	r := &searchRows{ctx: ctx, q: q, form: form, key: key, all: true,
 		lo: entry{math.MinInt64, math.MinInt64}, hi: entry{math.MaxInt64, math.MaxInt64}, mode: searchData}
 	defer r.Close()
 	if err := r.open(); err != nil {
@@ -168,7 +179,13 @@ func keyEntries(ctx context.Context, q walkQuerier, form, key int64) ([]entry, e
 
 // open reads the tail and lists the walk's sources.
 func (r *searchRows) open() error {
-	rows, err := r.q.QueryContext(r.ctx, sqlTailRange, r.form, r.lo.at, r.lo.seq, r.hi.at, r.hi.seq)
+	var rows *sql.Rows
+	var err error
+	if r.all {
+		rows, err = r.q.QueryContext(r.ctx, sqlTailAll, r.form)
+	} else {
+		rows, err = r.q.QueryContext(r.ctx, sqlTailRange, r.form, r.lo.at, r.lo.seq, r.hi.at, r.hi.seq)
+	}
 	if err != nil {
 		return err
 	}
@@ -244,7 +261,7 @@ func (r *searchRows) before(a, b entry) bool {
 
 // inRange says whether e is within (lo, hi).
 func (r *searchRows) inRange(e entry) bool {
-	return e.compare(r.lo) > 0 && e.compare(r.hi) < 0
+	return r.all || e.compare(r.lo) > 0 && e.compare(r.hi) < 0
 }
 
 // fill reads the next blocks or chunks of src into its pending entries.
