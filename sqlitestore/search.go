@@ -165,15 +165,21 @@ func keyEntries(ctx context.Context, q walkQuerier, form, key int64) ([]entry, e
 		return nil, err
 	}
 	var out []entry
+	err := r.eachEntries(func(es []entry) bool {
+		out = append(out, es...)
+		return true
+	})
+	return out, err
+}
+
+// eachEntries calls fn with the walk's next entries (nextEntries), in
+// walk order, until there are none or fn returns false.
+func (r *searchRows) eachEntries(fn func([]entry) bool) error {
 	for {
 		es, err := r.nextEntries()
-		if err != nil {
-			return nil, err
+		if err != nil || len(es) == 0 || !fn(es) {
+			return err
 		}
-		if len(es) == 0 {
-			return out, nil
-		}
-		out = append(out, es...)
 	}
 }
 
@@ -584,17 +590,11 @@ func (s *Store) countSearch(ctx context.Context, form, key int64, lo, hi entry) 
 	}
 	defer r.Close()
 	var n int64
-	for n <= find.MaxCount {
-		es, err := r.nextEntries()
-		if err != nil {
-			return 0, err
-		}
-		if len(es) == 0 {
-			break
-		}
+	err = r.eachEntries(func(es []entry) bool {
 		n += int64(len(es))
-	}
-	return n, nil
+		return n <= find.MaxCount
+	})
+	return n, err
 }
 
 // probeRuns is a probe (stored.Probe) of a filter key: its entries in
@@ -607,17 +607,11 @@ func (s *Store) probeRuns(ctx context.Context, form, key int64) (stored.Probe, e
 	}
 	defer r.Close()
 	var p stored.Probe
-	for p.Entries < stored.Probed {
-		es, err := r.nextEntries()
-		if err != nil {
-			return stored.Probe{}, err
-		}
-		if len(es) == 0 {
-			break
-		}
+	err = r.eachEntries(func(es []entry) bool {
 		take := min(int64(len(es)), stored.Probed-p.Entries)
 		p.Entries += take
 		p.Last = es[take-1].at
-	}
-	return p, nil
+		return p.Entries < stored.Probed
+	})
+	return p, err
 }
