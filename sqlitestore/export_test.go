@@ -135,6 +135,11 @@ var RunSQL = map[string]string{
 // the keyset bounds.
 const TailRangeSQL = sqlTailRange
 
+// TailSQL returns the statements that read a form's tail, by name: the
+// walk's, unbounded (the form's seq), and the fold's (the form's seq
+// and the most rows above the mark).
+var TailSQL = map[string]string{"tail all": sqlTailAll, "fold's tail": sqlFormTailKeys}
+
 // BlockSQL returns the statements that read and fold search's posting
 // blocks (migration 0022), by name; each takes the form's seq, the key
 // and a keyset position.

@@ -88,7 +88,7 @@ const (
 	// be folded twice.
 	sqlTailKeys = `SELECT group_concat(printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]'), ';'
     ORDER BY s.form_seq, s.created_at, s.seq)
-FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
 	// sqlTailKeys for one form's tail (?1, its seq), in one pass and in
@@ -97,7 +97,8 @@ WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_s
 	// positions, and its rows of formsapi_find_tail at or below the mark
 	// (those above it are read as the others, once); then the number of
 	// rows read above the mark, the highest feed position among them,
-	// and the form's last.
+	// and the form's last. CROSS JOIN, as in sqlTailRange: without it a
+	// fold read every row of the form at or below the mark.
 	sqlFormTailKeys = `SELECT group_concat(r, ';'), count(p), max(p), (SELECT feed_last FROM formsapi_forms WHERE seq = ?1) FROM (
 SELECT feed_pos AS p, printf('%d %d %d 2 ', form_seq, created_at, seq) || coalesce(find_keys, '[]') AS r FROM (
     SELECT s.feed_pos, s.created_at, s.seq, s.form_seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
@@ -105,7 +106,7 @@ SELECT feed_pos AS p, printf('%d %d %d 2 ', form_seq, created_at, seq) || coales
     ORDER BY s.feed_pos LIMIT ?2)
 UNION ALL
 SELECT NULL, printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]')
-FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))`
 
 	// The last block of each key ?1 names (records of 40 characters: the

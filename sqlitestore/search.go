@@ -58,19 +58,22 @@ ORDER BY key, lo_at, lo_seq LIMIT 4`
 	// The form's tail within (?2, ?3)–(?4, ?5): its rows above its mark,
 	// by the index of feed positions (the tail is small, the form's range
 	// need not be), and its rows of formsapi_find_tail, each with its
-	// keys, which the walk checks for its own.
+	// keys, which the walk checks for its own. CROSS JOIN keeps SQLite
+	// reading the explicit tail first: without statistics (the store runs
+	// no ANALYZE) it read every submission of the form in the range and
+	// looked each up in the tail (TestFindQueryPlans).
 	sqlTailRange = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
 WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
     AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)
 UNION ALL
-SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)`
 
 	// sqlTailRange without bounds.
 	sqlTailAll = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
 WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
 UNION ALL
-SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t JOIN formsapi_submissions s ON s.seq = t.seq
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
 WHERE t.form_seq = ?1 AND s.form_seq = ?1`
 
 	sqlProbeBlocks = `SELECT list FROM formsapi_find_blocks WHERE form_seq = ?1 AND key = ?2 ORDER BY lo_at, lo_seq`
