@@ -1,0 +1,180 @@
+package pgstore
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsapi/formsapi/internal/benchdata"
+	"github.com/formsapi/formsapi/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkWriteParts attributes AddSubmission's PostgreSQL CPU to the
+// parts of its statement (issue 37): each sub-benchmark writes b.N
+// submissions to one form through AddSubmission with a part of
+// sqlAddSubmission taken out, on one schema shared by them all (a new one each round), and
+// reports the CPU of its backend per write as pg-cpu-ns/op. With
+// -bench.parts-rounds N the whole set runs N times, in one order then
+// in the other, so the parts' runs interleave (-count would run each
+// part N times in a row); compare within a round, as
+// bench/writecost.sh does. Not part of CI
+// (no -bench there); the variants are for measurement only: a write
+// without a part leaves the store's indexes short of it.
+//
+//	go test -run '^$' -bench BenchmarkWriteParts -benchtime 3000x ./pgstore/ -bench.parts-rounds 5
+//
+// The parts: the filters' entries (formsapi_find, and find_keys in the
+// row), the change log's row, the field table, the sort entries, the
+// search index's tail row, all of them at once ("bare"), and ff675d3's
+// statement (main before the read features of issue 27, the base of
+// issue 37's goals) with only the mark that keeps the host triggers
+// from firing.
+func BenchmarkWriteParts(b *testing.B) {
+	noKeys := func(q string) string {
+		return replaceOnce(q, "$13::bigint[], $15::bytea[] FROM f", "NULL::bigint[], $15::bytea[] FROM f")
+	}
+	drop := func(names ...string) func(string) string {
+		return func(q string) string {
+			for _, n := range names {
+				q = dropPart(q, n)
+			}
+			return q
+		}
+	}
+	dsn, schema := writePartsSchema(b)
+	variants := []struct {
+		name string
+		edit func(string) string
+	}{
+		{"full", func(q string) string { return q }},
+		{"no-filters", func(q string) string { return noKeys(dropPart(q, "e")) }},
+		{"no-changes", drop("ch")},
+		{"no-fields", drop("fields")},
+		{"no-sort", drop("o")},
+		{"no-tail", drop("tl")},
+		{"bare", func(q string) string { return noKeys(drop("e", "ch", "fields", "o", "tl")(q)) }},
+		{"ff675d3", func(string) string { return writePartsBase }},
+	}
+	for r := range *partsRounds {
+		if r > 0 {
+			slices.Reverse(variants) // each part as often early as late in the table's growth
+		}
+		for _, v := range variants {
+			writePart(b, dsn, schema, v.name, v.edit)
+		}
+	}
+}
+
+// partsRounds is BenchmarkWriteParts's rounds: every part in turn, in
+// one order then in the other.
+var partsRounds = flag.Int("bench.parts-rounds", 1, "BenchmarkWriteParts: rounds of every part in turn, interleaved")
+
+// writePart runs BenchmarkWriteParts's part name, sqlAddSubmission as
+// edit leaves it, on schema.
+func writePart(b *testing.B, dsn, schema, name string, edit func(string) string) {
+	b.Run(name, func(b *testing.B) {
+		app := "formsapi_parts_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
+		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, WithSchema(schema))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		// The arguments the part took stay typed: a parameter that no
+		// part names has no type PostgreSQL can determine.
+		q := strings.ReplaceAll(edit(s.sql.addSubmission), "SCHEMA", pgx.Identifier{schema}.Sanitize())
+		s.sql.addSubmission = replaceOnce(q, "WITH ", "WITH typed AS (SELECT $12::bytea[], $13::bigint[], $14::boolean, $15::bytea[], $16::boolean), ")
+		ctx := context.Background()
+		sub, m := benchdata.Submission(benchdata.FormID(0), 0)
+		if err := s.AddSubmission(ctx, sub, m); err != nil { // the connection opened, the statement prepared
+			b.Fatal(err)
+		}
+		cpu0 := partsCPU(b, dsn, app)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			sub, m := benchdata.Submission(benchdata.FormID(0), i+1)
+			if err := s.AddSubmission(ctx, sub, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(partsCPU(b, dsn, app)-cpu0)/float64(b.N), "pg-cpu-ns/op")
+	})
+}
+
+// writePartsBase is ff675d3's AddSubmission statement, with the mark
+// (formsapi.written) that the store's statement sets, so that the
+// triggers for a host's SQL stay quiet as they do for the store.
+const writePartsBase = `WITH v AS (SELECT set_config('formsapi.written', '1', true)), f AS (
+    UPDATE SCHEMA.formsapi_forms SET feed_last = feed_last + 1 FROM v WHERE id = $1 RETURNING seq, feed_last
+)
+INSERT INTO SCHEMA.formsapi_submissions
+    (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
+SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text FROM f`
+
+// writePartsSchema is a schema of its own for one round of
+// BenchmarkWriteParts (dropped when b ends), loaded with its form.
+func writePartsSchema(b *testing.B) (dsn, schema string) {
+	dsn, schema = pgtest.Schema(b)
+	s, err := Open(context.Background(), dsn, WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := benchdata.Load(context.Background(), s, []int{0}, "", nil); err != nil {
+		b.Fatal(err)
+	}
+	return dsn, schema
+}
+
+// dropPart takes the data-modifying part name out of q.
+func dropPart(q, name string) string {
+	i := strings.Index(q, "\n), "+name+" AS (")
+	if i < 0 {
+		panic("no part " + name)
+	}
+	j := strings.Index(q[i+len("\n), "):], "\n)")
+	return q[:i] + q[i+len("\n), ")+j:]
+}
+
+func replaceOnce(q, old, new string) string {
+	if !strings.Contains(q, old) {
+		panic("no " + old)
+	}
+	return strings.Replace(q, old, new, 1)
+}
+
+// partsCPU is the CPU so far of the backends of application app (a
+// process of this machine, or the benchmark fails).
+func partsCPU(b *testing.B, dsn, app string) time.Duration {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(pids) == 0 {
+		b.Fatalf("backends of %s: %v", app, err)
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			b.Fatalf("the server is not on this machine: %v", err)
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(stat))[0], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ns)
+	}
+	return total
+}
