@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formsapi/formsapi"
+	"github.com/formsapi/formsapi/internal/benchdata"
 	"github.com/formsapi/formsapi/sqlitestore"
 	"github.com/formsapi/formsapi/storetest"
 )
@@ -60,4 +61,28 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDeleteForm measures DeleteForm of a form of 2,000
+// submissions with the search index on (benchdata's submissions, loaded
+// in a batch before each deletion, outside the timer):
+//
+//	go test -run '^$' -bench BenchmarkDeleteForm -benchtime 3x ./sqlitestore/
+func BenchmarkDeleteForm(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), sqlitestore.WithSearchIndex(), sqlitestore.WithLogger(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := benchdata.Load(ctx, s, []int{2000}, "", nil); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := s.DeleteForm(ctx, benchdata.Account, benchdata.FormID(0)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -76,10 +76,13 @@ func (s *Store) DeleteForm(ctx context.Context, accountID, formID string) error 
 	ch := s.keys.change()
 	err := s.deleting(ctx, func(tx execer) error {
 		ch.everything() // before the commit: see keyCopy
-		// The form's runs go first, so its rows' deletions list no
-		// entries to take out of them (migration 0031).
-		if _, err := tx.ExecContext(ctx, sqlDeleteFormRuns, formID, accountID); err != nil {
-			return err
+		// The form's runs and posting blocks go first, so its rows'
+		// deletions list no entries to take out of them (migration
+		// 0031) and edit no block.
+		for _, q := range []string{sqlDeleteFormRuns, sqlDeleteFormBlocks} {
+			if _, err := tx.ExecContext(ctx, q, formID, accountID); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, sqlDeleteFormSubmissions, formID, accountID); err != nil {
 			return err

@@ -216,6 +216,12 @@ RETURNING form_seq`
 	sqlDeleteFormRuns = `DELETE FROM formsapi_find_run_list
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
 
+	// A form's posting blocks go in one statement before its rows, whose
+	// deletion trigger would otherwise edit each row's blocks one
+	// trigram at a time: 20 s for a form of 5,000 submissions.
+	sqlDeleteFormBlocks = `DELETE FROM formsapi_find_blocks
+WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
+
 	sqlDeleteFormSubmissions = `DELETE FROM formsapi_submissions
 WHERE form_seq = (SELECT seq FROM formsapi_forms WHERE id = ? AND account_id = ?)`
 
