@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -389,38 +387,8 @@ func withAppName(dsn, app string) string {
 	return dsn + "?application_name=" + app
 }
 
-// backendCPU is the CPU time so far of the backends of application app,
-// and false when they are not processes of this machine. It asks on a
-// connection of its own, outside the application.
+// backendCPU is pgtest.BackendCPU: the CPU time so far of the
+// backends of application app.
 func backendCPU(b *testing.B, dsn, app string) (time.Duration, bool) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total time.Duration
-	for _, pid := range pids {
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || !strings.HasPrefix(string(comm), "postgres") {
-			return 0, false
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-		if err != nil {
-			return 0, false
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(stat))[0], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		total += time.Duration(ns)
-	}
-	return total, len(pids) > 0
+	return pgtest.BackendCPU(b, dsn, app)
 }

@@ -3,8 +3,6 @@ package pgstore
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,31 +148,13 @@ func replaceOnce(q, old, new string) string {
 	return strings.Replace(q, old, new, 1)
 }
 
-// partsCPU is the CPU so far of the backends of application app (a
-// process of this machine, or the benchmark fails).
+// partsCPU is the CPU so far of the backends of application app
+// (pgtest.BackendCPU), or the benchmark fails: the server must be a
+// process of this machine.
 func partsCPU(b *testing.B, dsn, app string) time.Duration {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
+	cpu, ok := pgtest.BackendCPU(b, dsn, app)
+	if !ok {
+		b.Fatal("the PostgreSQL server is not a process of this machine")
 	}
-	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil || len(pids) == 0 {
-		b.Fatalf("backends of %s: %v", app, err)
-	}
-	var total time.Duration
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-		if err != nil {
-			b.Fatalf("the server is not on this machine: %v", err)
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(stat))[0], 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += time.Duration(ns)
-	}
-	return total
+	return cpu
 }

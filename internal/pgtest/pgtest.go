@@ -9,6 +9,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +106,40 @@ func WaitForLock(t testing.TB, dsn, where string, arg any) string {
 		}
 		time.Sleep(5 * time.Millisecond) // the poll's pace; nothing depends on it
 	}
+}
+
+// BackendCPU is the CPU time so far of the backends of application app,
+// and false when they are not processes of this machine. It asks on a
+// connection of its own, outside the application.
+func BackendCPU(t testing.TB, dsn, app string) (time.Duration, bool) {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || !strings.HasPrefix(string(comm), "postgres") {
+			return 0, false
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(stat))[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += time.Duration(ns)
+	}
+	return total, len(pids) > 0
 }
