@@ -88,7 +88,8 @@ const (
 	// be folded twice.
 	sqlTailKeys = `SELECT group_concat(printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]'), ';'
     ORDER BY s.form_seq, s.created_at, s.seq)
-FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
+FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s
+    ON s.seq = t.seq AND s.form_seq = t.form_seq AND s.created_at = t.created_at
 WHERE s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = s.form_seq)`
 
 	// sqlTailKeys for one form's tail (?1, its seq), in one pass and in
@@ -106,7 +107,8 @@ SELECT feed_pos AS p, printf('%d %d %d 2 ', form_seq, created_at, seq) || coales
     ORDER BY s.feed_pos LIMIT ?2)
 UNION ALL
 SELECT NULL, printf('%d %d %d %d ', s.form_seq, s.created_at, s.seq, t.filters) || coalesce(s.find_keys, '[]')
-FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
+FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s
+    ON s.seq = t.seq AND s.form_seq = t.form_seq AND s.created_at = t.created_at
 WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND s.feed_pos <= (SELECT find_folded FROM formsapi_forms WHERE seq = ?1))`
 
 	// The last block of each key ?1 names (records of 40 characters: the

@@ -59,21 +59,28 @@ ORDER BY key, lo_at, lo_seq LIMIT 4`
 	// by the index of feed positions (the tail is small, the form's range
 	// need not be), and its rows of formsapi_find_tail, each with its
 	// keys, which the walk checks for its own. CROSS JOIN keeps SQLite
-	// reading the explicit tail first: without statistics (the store runs
-	// no ANALYZE) it read every submission of the form in the range and
-	// looked each up in the tail (TestFindQueryPlans).
+	// reading the explicit tail first, by its primary key within the
+	// range (a host's SQL can requeue a whole form): without statistics
+	// (the store runs no ANALYZE) it read every submission of the form in
+	// the range and looked each up in the tail (TestFindQueryPlans). A
+	// tail row names its submission by its whole place, so a row left by
+	// a submission that went without its trigger (keys set NULL first)
+	// names no other form's row that later takes its seq.
 	sqlTailRange = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
 WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
     AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)
 UNION ALL
-SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
-WHERE t.form_seq = ?1 AND s.form_seq = ?1 AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)`
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s
+    ON s.seq = t.seq AND s.form_seq = t.form_seq AND s.created_at = t.created_at
+WHERE t.form_seq = ?1 AND (t.created_at, t.seq) > (?2, ?3) AND (t.created_at, t.seq) < (?4, ?5)
+    AND s.form_seq = ?1 AND (s.created_at, s.seq) > (?2, ?3) AND (s.created_at, s.seq) < (?4, ?5)`
 
 	// sqlTailRange without bounds.
 	sqlTailAll = `SELECT s.created_at, s.seq, s.find_keys FROM formsapi_submissions s INDEXED BY formsapi_submissions_feed
 WHERE s.form_seq = ?1 AND s.feed_pos > (SELECT find_folded FROM formsapi_forms WHERE seq = ?1)
 UNION ALL
-SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s ON s.seq = t.seq
+SELECT s.created_at, s.seq, s.find_keys FROM formsapi_find_tail t CROSS JOIN formsapi_submissions s
+    ON s.seq = t.seq AND s.form_seq = t.form_seq AND s.created_at = t.created_at
 WHERE t.form_seq = ?1 AND s.form_seq = ?1`
 
 	sqlProbeBlocks = `SELECT list FROM formsapi_find_blocks WHERE form_seq = ?1 AND key = ?2 ORDER BY lo_at, lo_seq`
