@@ -507,7 +507,9 @@ func TestAttack54DeleteFormRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatal("DeleteForm with its context canceled midway: no error")
 	}
-	t.Logf("canceled DeleteForm: %v", err)
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "rollback") {
+		t.Errorf("canceled DeleteForm: %v, want the context's error alone", err)
+	}
 	is.Equal(a54Digest(t, db), before)
 	a54Check(t, s, db, storetest.AccountA, "gone", "canceled")
 	_, err = db.Exec(`DROP TRIGGER a54_cancel`)

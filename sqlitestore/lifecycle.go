@@ -339,8 +339,7 @@ func (s *Store) deleting(ctx context.Context, fn func(tx execer) error) (err err
 	}
 	defer func() {
 		if err != nil {
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-			err = errors.Join(err, rerr)
+			err = errors.Join(err, rollback(ctx, conn, err))
 		}
 	}()
 	if err := fn(conn); err != nil {
@@ -397,4 +396,17 @@ func checkpoint(ctx context.Context, conn *sql.Conn) {
 	defer func() { _, _ = conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(was, 10)) }()
 	var busy, logPages, copied int64
 	_ = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logPages, &copied)
+}
+
+// rollback rolls back conn's transaction after err and returns what
+// that failed with, but for the failure that says no transaction is
+// active after err interrupted a statement (its context's end): SQLite
+// rolled the whole transaction back itself, and the caller's error
+// already says why.
+func rollback(ctx context.Context, conn execer, err error) error {
+	_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	if rerr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	return rerr
 }

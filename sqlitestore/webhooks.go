@@ -67,8 +67,7 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) (e
 	committed := false
 	defer func() {
 		if !committed {
-			_, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-			err = errors.Join(err, rerr)
+			err = errors.Join(err, rollback(ctx, conn, err))
 		}
 	}()
 	if err := fn(conn); err != nil {
