@@ -84,10 +84,20 @@ func benchFormCounts() []int { return make([]int, max(*benchForms, 1)) }
 // benchdata.Submission's data).
 var benchSortIndex = flag.String("bench.sort-index", "", "BenchmarkAddSubmission: open the store with WithSortIndex for these fields, comma-separated (* for every field)")
 
+// benchFoldAt, when not 0, opens BenchmarkAddSubmission's store with
+// its tail folded at that many rows instead of the store's 256
+// (WithFoldAt): what a larger fold would save a write (BENCHMARKS.md, "A
+// form's tail read from the tail first"; BenchmarkFullTail for what it
+// costs a read).
+var benchFoldAt = flag.Int("bench.fold-at", 0, "BenchmarkAddSubmission: fold the tail at this many rows (0: the store's)")
+
 func benchOptions() []sqlitestore.Option {
 	var opts []sqlitestore.Option
 	if *benchSearchIndex {
 		opts = append(opts, sqlitestore.WithSearchIndex())
+	}
+	if *benchFoldAt > 0 {
+		opts = append(opts, sqlitestore.WithFoldAt(*benchFoldAt))
 	}
 	switch *benchSortIndex {
 	case "":
