@@ -17,7 +17,7 @@ import (
 // BenchmarkWriteParts attributes AddSubmission's PostgreSQL CPU to the
 // parts of its statement (issue 37): each sub-benchmark writes b.N
 // submissions to one form through AddSubmission with a part of
-// sqlAddSubmission taken out, on one schema shared by them all (a new one each round), and
+// sqlAddSubmission taken out, each on a schema of its own, and
 // reports the CPU of its backend per write as pg-cpu-ns/op. With
 // -bench.parts-rounds N the whole set runs N times, in one order then
 // in the other, so the parts' runs interleave (-count would run each
@@ -27,10 +27,13 @@ import (
 // without a part leaves the store's indexes short of it.
 //
 //	go test -run '^$' -bench BenchmarkWriteParts -benchtime 3000x ./pgstore/ -bench.parts-rounds 5
+//	go test -run '^$' -bench 'BenchmarkWriteParts/(full|no-trigrams|no-tail|ff675d3)' -benchtime 3000x ./pgstore/ -bench.parts-rounds 5 -bench.parts-search
 //
 // The parts: the filters' entries (formsapi_find, and find_keys in the
 // row), the change log's row, the field table, the sort entries, the
-// search index's tail row, all of them at once ("bare"), and ff675d3's
+// search index's tail row, all of them at once ("bare"), with
+// -bench.parts-search the search index's trigram keys and its tail row
+// ("no-trigrams", "no-tail"), and ff675d3's
 // statement (main before the read features of issue 27, the base of
 // issue 37's goals) with only the mark that keeps the host triggers
 // from firing.
@@ -46,7 +49,6 @@ func BenchmarkWriteParts(b *testing.B) {
 			return q
 		}
 	}
-	dsn, schema := writePartsSchema(b)
 	variants := []struct {
 		name string
 		edit func(string) string
@@ -58,6 +60,13 @@ func BenchmarkWriteParts(b *testing.B) {
 		{"no-sort", drop("o")},
 		{"no-tail", drop("tl")},
 		{"bare", func(q string) string { return noKeys(drop("e", "ch", "fields", "o", "tl")(q)) }},
+		// With -bench.parts-search: the row without its trigram keys (so
+		// its fold has none to fold), and the row without its tail row
+		// (so the folds find nothing, the keys still in the row).
+		{"no-trigrams", func(q string) string {
+			return replaceOnce(q, "$13::bigint[], $15::bytea[] FROM f",
+				"(SELECT array_agg(k ORDER BY o) FROM unnest($13::bigint[]) WITH ORDINALITY AS u(k, o) WHERE k >= 0), $15::bytea[] FROM f")
+		}},
 		{"ff675d3", func(string) string { return writePartsBase }},
 	}
 	for r := range *partsRounds {
@@ -65,9 +74,22 @@ func BenchmarkWriteParts(b *testing.B) {
 			slices.Reverse(variants) // each part as often early as late in the table's growth
 		}
 		for _, v := range variants {
-			writePart(b, dsn, schema, v.name, v.edit)
+			writePart(b, v.name, v.edit)
 		}
 	}
+}
+
+// partsSearch opens BenchmarkWriteParts's stores with the search index
+// on (WithSearchIndex).
+var partsSearch = flag.Bool("bench.parts-search", false, "BenchmarkWriteParts: the search index on")
+
+// partsOptions are the options of BenchmarkWriteParts's stores.
+func partsOptions(schema string) []Option {
+	opts := []Option{WithSchema(schema)}
+	if *partsSearch {
+		opts = append(opts, WithSearchIndex())
+	}
+	return opts
 }
 
 // partsRounds is BenchmarkWriteParts's rounds: every part in turn, in
@@ -75,11 +97,13 @@ func BenchmarkWriteParts(b *testing.B) {
 var partsRounds = flag.Int("bench.parts-rounds", 1, "BenchmarkWriteParts: rounds of every part in turn, interleaved")
 
 // writePart runs BenchmarkWriteParts's part name, sqlAddSubmission as
-// edit leaves it, on schema.
-func writePart(b *testing.B, dsn, schema, name string, edit func(string) string) {
+// edit leaves it, on a schema of its own: a part's rows never reach
+// another's folds.
+func writePart(b *testing.B, name string, edit func(string) string) {
 	b.Run(name, func(b *testing.B) {
+		dsn, schema := writePartsSchema(b)
 		app := "formsapi_parts_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
-		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, WithSchema(schema))
+		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, partsOptions(schema)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -116,11 +140,11 @@ INSERT INTO SCHEMA.formsapi_submissions
     (form_seq, feed_pos, created_at, data, attachments, json, json_version, client_ip, user_agent, geo, trace_id, host_id)
 SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integer, $6::bytea, $7::bytea, $8::bytea, $9::bytea, $11::text FROM f`
 
-// writePartsSchema is a schema of its own for one round of
+// writePartsSchema is a schema of its own for one part's run of
 // BenchmarkWriteParts (dropped when b ends), loaded with its form.
 func writePartsSchema(b *testing.B) (dsn, schema string) {
 	dsn, schema = pgtest.Schema(b)
-	s, err := Open(context.Background(), dsn, WithSchema(schema))
+	s, err := Open(context.Background(), dsn, partsOptions(schema)...)
 	if err != nil {
 		b.Fatal(err)
 	}
