@@ -12,6 +12,15 @@ import (
 	"github.com/formsapi/formsapi/internal/keyformat"
 )
 
+// WithReplicaRoundWait sets how long a following store's round waits
+// for its replica to replay the round's position, and how long the round
+// may take there, in place of replicaRoundWait and replicaRoundTimeout:
+// for tests whose pair's primary other parallel tests write to, so that
+// the standby's lag behind it is theirs, not the round's.
+func WithReplicaRoundWait(wait, timeout time.Duration) Option {
+	return func(c *config) { c.replicaWait = [2]time.Duration{wait, timeout} }
+}
+
 // Pool returns the pool the store works through.
 func Pool(s *Store) *pgxpool.Pool { return s.pool }
 

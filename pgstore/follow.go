@@ -161,6 +161,10 @@ type follower struct {
 	// replicaMisses of them (roundOnReplica); under mu.
 	replicaMissed int
 	replicaRest   time.Time
+	// replicaWait and replicaTimeout are replicaRoundWait and
+	// replicaRoundTimeout; tests whose primary other tests write to
+	// meanwhile wait longer (export_test.go).
+	replicaWait, replicaTimeout time.Duration
 
 	// shared is the node's part in shared rounds (WithSharedRounds),
 	// nil without.
@@ -517,7 +521,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, r
 	if err := s.pool.QueryRow(ctx, sqlRoundPosition).Scan(&snap, &lsn); err != nil {
 		return "", false, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, replicaRoundTimeout)
+	rctx, cancel := context.WithTimeout(ctx, f.replicaTimeout)
 	defer cancel()
 	off := func() (string, bool, error) {
 		if err := ctx.Err(); err != nil {
@@ -538,7 +542,7 @@ func (s *Store) roundOnReplica(ctx context.Context, read func(context.Context, r
 	defer conn.Release()
 	// The wait by the monotonic clock, polls' round trips included (the
 	// store's clock, a seam for tests, need not move).
-	until := time.Now().Add(replicaRoundWait)
+	until := time.Now().Add(f.replicaWait)
 	for {
 		var past pgtype.Bool // NULL on a server not in recovery
 		if err := conn.QueryRow(rctx, sqlReplayedPast, lsn).Scan(&past); err != nil || !past.Valid {

@@ -130,24 +130,25 @@ type config struct {
 	usedInterval  time.Duration
 	limits        formsapi.Limits
 	now           func() time.Time
-	keep          time.Duration   // see WithTombstoneRetention
-	replica       *pgxpool.Pool   // see WithReplica
-	replicaRounds bool            // see WithReplicaRounds
-	searchIndex   bool            // see WithSearchIndex
-	sortIndex     bool            // see WithSortIndex
-	sortFields    []string        // see WithSortIndex: nil for every field
-	follow        bool            // see WithFollow
-	spacing       time.Duration   // see WithFollow
-	roundTarget   int             // see WithRoundBatch
-	roundMax      time.Duration   // see WithRoundBatch
-	staleness     time.Duration   // see WithStaleness
-	waitCheck     time.Duration   // see WithWaitCheck; 0: DefaultWaitCheck
-	exchange      RoundExchange   // see WithSharedRounds
-	shareWait     time.Duration   // see WithShareWait
-	leaseRenew    time.Duration   // see WithLeaseRenew
-	notify        bool            // see WithNotify
-	notifyConn    *pgx.ConnConfig // see WithNotify: nil for the pool's
-	noticeRenew   time.Duration   // see WithNotify: noticeRenew, shorter in tests
+	keep          time.Duration    // see WithTombstoneRetention
+	replica       *pgxpool.Pool    // see WithReplica
+	replicaRounds bool             // see WithReplicaRounds
+	replicaWait   [2]time.Duration // a round's wait for its replica and timeout; tests' only (export_test.go)
+	searchIndex   bool             // see WithSearchIndex
+	sortIndex     bool             // see WithSortIndex
+	sortFields    []string         // see WithSortIndex: nil for every field
+	follow        bool             // see WithFollow
+	spacing       time.Duration    // see WithFollow
+	roundTarget   int              // see WithRoundBatch
+	roundMax      time.Duration    // see WithRoundBatch
+	staleness     time.Duration    // see WithStaleness
+	waitCheck     time.Duration    // see WithWaitCheck; 0: DefaultWaitCheck
+	exchange      RoundExchange    // see WithSharedRounds
+	shareWait     time.Duration    // see WithShareWait
+	leaseRenew    time.Duration    // see WithLeaseRenew
+	notify        bool             // see WithNotify
+	notifyConn    *pgx.ConnConfig  // see WithNotify: nil for the pool's
+	noticeRenew   time.Duration    // see WithNotify: noticeRenew, shorter in tests
 	progress      stored.Progress
 	quiet         bool // WithLogger(nil)
 }
@@ -512,6 +513,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if cfg.follow {
 		s.follow = newFollower()
 		s.follow.staleness = cfg.staleness
+		s.follow.replicaWait, s.follow.replicaTimeout = replicaRoundWait, replicaRoundTimeout
+		if cfg.replicaWait[0] > 0 {
+			s.follow.replicaWait, s.follow.replicaTimeout = cfg.replicaWait[0], cfg.replicaWait[1]
+		}
 		s.lookups = s.newFollowLookups(cfg.spacing, cfg.roundTarget, cfg.roundMax)
 	}
 	s.startWait(cfg)

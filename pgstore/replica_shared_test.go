@@ -28,7 +28,10 @@ func TestSharedRoundsOnTheReplica(t *testing.T) {
 	node := func() (*pgstore.Store, http.Handler) {
 		x := redisround.New(redistest.Client(t), redisround.WithPrefix(prefix))
 		s := mustOpenIn(t, pair.Primary, schema, pgstore.WithFollow(0), pgstore.WithSharedRounds(x),
-			pgstore.WithLeaseRenew(-1), pgstore.WithShareWait(time.Hour), pgstore.WithReplica(standby), pgstore.WithReplicaRounds())
+			pgstore.WithLeaseRenew(-1), pgstore.WithShareWait(time.Hour), pgstore.WithReplica(standby), pgstore.WithReplicaRounds(),
+			// Other tests write to the pair's primary meanwhile: their
+			// WAL, not yet on the standby, is in the round's position.
+			pgstore.WithReplicaRoundWait(30*time.Second, time.Minute))
 		return s, formsapi.NewHandler(s, s)
 	}
 	leader, hl := node()
