@@ -10,8 +10,14 @@
 # hundredths of a second, the same in every run. Not part of `go test`
 # or CI.
 #
+# FTS5=1 adds a fourth run a round: this tree with the search index off
+# and SQLite's own FTS5 trigram index of each write's text values kept
+# by a trigger (BenchmarkAddSubmission's -bench.fts5), the yardstick of
+# issue 37.
+#
 #   bash bench/writecpu.sh ff675d3
 #   N=5000 COUNT=5 bash bench/writecpu.sh ff675d3
+#   FTS5=1 N=5000 COUNT=5 bash bench/writecpu.sh ff675d3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:-ff675d3}
@@ -23,28 +29,34 @@ EXTRA="; $N writes a run"
 source bench/basetree.sh
 (cd "$NEW" && go test -c -o "$DIR/new.test" ./sqlitestore/)
 (cd "$OLD" && go test -c -o "$DIR/old.test" ./sqlitestore/)
-run() { # TREE (old, new, or idx: new with the search index on)
+FTS5=${FTS5:-}
+run() { # TREE (old, new, idx: new with the search index on, or fts: new with FTS5's)
   local dir=$NEW bin=$1 flags=()
   [ "$1" = old ] && dir=$OLD
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
+  [ "$1" = fts ] && bin=new flags=(-bench.fts5)
   (cd "$dir/sqlitestore" && /usr/bin/time -f "%U %S" -o "$DIR/time" "$DIR/$bin.test" -test.run '^$' \
     -test.bench '^BenchmarkAddSubmission$' -test.benchtime "${N}x" "${flags[@]}" >/dev/null)
   awk -v t="$1" -v n="$N" '{ printf "%s %.1f\n", t, ($1 + $2) * 1e6 / n }' "$DIR/time" | tee -a "$DIR/lines"
 }
 for i in $(seq "$COUNT"); do
-  if [ $((i % 2)) = 1 ]; then run old; run new; run idx; else run idx; run new; run old; fi
+  if [ $((i % 2)) = 1 ]; then run old; run new; run idx; [ -z "$FTS5" ] || run fts
+  else [ -z "$FTS5" ] || run fts; run idx; run new; run old; fi
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "| tree | runs | CPU µs per write (median) | rounds |"
 echo "|---|---:|---:|---|"
-for t in old new idx; do
-  case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;; esac
+TREES="old new idx${FTS5:+ fts}"
+for t in $TREES; do
+  case $t in old) name="$BASE (base)" ;; new) name="this tree, search index off" ;; idx) name="this tree, search index on" ;;
+    fts) name="this tree, search index off, FTS5 trigram index" ;; esac
   echo "| $name | $(awk -v t="$t" '$1 == t' "$DIR/lines" | wc -l) | $(awk -v t="$t" '$1 == t { print $2 }' "$DIR/lines" | median) |$(awk -v t="$t" '$1 == t { printf " %s", $2 }' "$DIR/lines") |"
 done
 echo
-for t in new idx; do
+for t in ${TREES#old }; do
   ratios=$(awk -v t="$t" '$1 == "old" { o[++i] = $2 } $1 == t { x[++j] = $2 } END { for (k = 1; k <= i && k <= j; k++) printf "%.2f\n", x[k] / o[k] }' "$DIR/lines")
-  echo "$([ "$t" = new ] && echo "search index off" || echo "search index on") / base: median of the rounds' ratios $(echo "$ratios" | median) (rounds: $(echo $ratios))"
+  case $t in new) name="search index off" ;; idx) name="search index on" ;; fts) name="FTS5 trigram index" ;; esac
+  echo "$name / base: median of the rounds' ratios $(echo "$ratios" | median) (rounds: $(echo $ratios))"
 done

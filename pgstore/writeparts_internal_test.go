@@ -36,7 +36,11 @@ import (
 // ("no-trigrams", "no-tail"), and ff675d3's
 // statement (main before the read features of issue 27, the base of
 // issue 37's goals) with only the mark that keeps the host triggers
-// from firing.
+// from firing. Two yardsticks whatever the flag: the whole write with
+// the search index on ("full-search"), and with it off beside
+// pg_trgm's GIN index of the text values ("trgm"):
+//
+//	go test -run '^$' -bench 'BenchmarkWriteParts/^(full|full-search|trgm|ff675d3)(#|$)' -benchtime 6000x ./pgstore/ -bench.parts-rounds 3
 func BenchmarkWriteParts(b *testing.B) {
 	noKeys := func(q string) string {
 		return replaceOnce(q, "$13::bigint[], $15::bytea[] FROM f", "NULL::bigint[], $15::bytea[] FROM f")
@@ -68,13 +72,19 @@ func BenchmarkWriteParts(b *testing.B) {
 				"(SELECT array_agg(k ORDER BY o) FROM unnest($13::bigint[]) WITH ORDINALITY AS u(k, o) WHERE k >= 0), $15::bytea[] FROM f")
 		}},
 		{"ff675d3", func(string) string { return writePartsBase }},
+		// Yardsticks whatever -bench.parts-search says: the whole write
+		// with the search index on, and with it off and pg_trgm's GIN
+		// index (fastupdate, the default) of the text values instead.
+		{"full-search", func(q string) string { return q }},
+		{"trgm", func(q string) string { return q }},
 	}
+	over := map[string]partsOver{"full-search": {search: partsOn}, "trgm": {search: partsOff, trgm: true}}
 	for r := range *partsRounds {
 		if r > 0 {
 			slices.Reverse(variants) // each part as often early as late in the table's growth
 		}
 		for _, v := range variants {
-			writePart(b, v.name, v.edit)
+			writePart(b, v.name, v.edit, over[v.name])
 		}
 	}
 }
@@ -83,13 +93,52 @@ func BenchmarkWriteParts(b *testing.B) {
 // on (WithSearchIndex).
 var partsSearch = flag.Bool("bench.parts-search", false, "BenchmarkWriteParts: the search index on")
 
+// partsOver is what a part of BenchmarkWriteParts sets whatever its
+// flags say: the search index on or off (partsFlag: as
+// -bench.parts-search says), and pg_trgm's GIN index of the
+// submissions' text values.
+type partsOver struct {
+	search int
+	trgm   bool
+}
+
+const (
+	partsFlag = iota
+	partsOn
+	partsOff
+)
+
 // partsOptions are the options of BenchmarkWriteParts's stores.
-func partsOptions(schema string) []Option {
+func partsOptions(schema string, over partsOver) []Option {
 	opts := []Option{WithSchema(schema)}
-	if *partsSearch {
+	if over.search == partsOn || over.search == partsFlag && *partsSearch {
 		opts = append(opts, WithSearchIndex())
 	}
 	return opts
+}
+
+// partsTrgm gives schema pg_trgm (the extension lives in the schema, and
+// goes with it) and a GIN index of each submission's top-level text
+// values, PostgreSQL's own trigram index: the yardstick issue 37 set
+// beside the search index. It does not serve search's guarantees
+// (docs/decisions.md).
+func partsTrgm(b *testing.B, dsn, schema string) {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	sch := pgx.Identifier{schema}.Sanitize()
+	for _, q := range []string{
+		"CREATE EXTENSION pg_trgm SCHEMA " + sch,
+		"CREATE FUNCTION " + sch + ".parts_text(data text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS " +
+			"$$ SELECT string_agg(value, ' ') FROM jsonb_each_text(data::jsonb) $$",
+		"CREATE INDEX parts_trgm ON " + sch + ".formsapi_submissions USING gin (" + sch + ".parts_text(data) " + sch + ".gin_trgm_ops)",
+	} {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // partsRounds is BenchmarkWriteParts's rounds: every part in turn, in
@@ -99,11 +148,14 @@ var partsRounds = flag.Int("bench.parts-rounds", 1, "BenchmarkWriteParts: rounds
 // writePart runs BenchmarkWriteParts's part name, sqlAddSubmission as
 // edit leaves it, on a schema of its own: a part's rows never reach
 // another's folds.
-func writePart(b *testing.B, name string, edit func(string) string) {
+func writePart(b *testing.B, name string, edit func(string) string, over partsOver) {
 	b.Run(name, func(b *testing.B) {
-		dsn, schema := writePartsSchema(b)
+		dsn, schema := writePartsSchema(b, over)
+		if over.trgm {
+			partsTrgm(b, dsn, schema)
+		}
 		app := "formsapi_parts_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
-		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, partsOptions(schema)...)
+		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, partsOptions(schema, over)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -127,6 +179,13 @@ func writePart(b *testing.B, name string, edit func(string) string) {
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(partsCPU(b, dsn, app)-cpu0)/float64(b.N), "pg-cpu-ns/op")
+		if over.trgm {
+			var n int
+			if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".formsapi_submissions WHERE "+
+				pgx.Identifier{schema}.Sanitize()+".parts_text(data) LIKE '%Person%'").Scan(&n); err != nil || n != b.N+1 {
+				b.Fatalf("pg_trgm's index: %d rows match (%v), want %d", n, err, b.N+1)
+			}
+		}
 	})
 }
 
@@ -142,9 +201,9 @@ SELECT f.seq, f.feed_last, $2::bigint, $3::text, $4::text, $5::bytea, $10::integ
 
 // writePartsSchema is a schema of its own for one part's run of
 // BenchmarkWriteParts (dropped when b ends), loaded with its form.
-func writePartsSchema(b *testing.B) (dsn, schema string) {
+func writePartsSchema(b *testing.B, over partsOver) (dsn, schema string) {
 	dsn, schema = pgtest.Schema(b)
-	s, err := Open(context.Background(), dsn, partsOptions(schema)...)
+	s, err := Open(context.Background(), dsn, partsOptions(schema, over)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -91,6 +91,45 @@ var benchSortIndex = flag.String("bench.sort-index", "", "BenchmarkAddSubmission
 // costs a read).
 var benchFoldAt = flag.Int("bench.fold-at", 0, "BenchmarkAddSubmission: fold the tail at this many rows (0: the store's)")
 
+// benchFTS5, with the search index off, has BenchmarkAddSubmission's
+// file keep SQLite's own FTS5 trigram index of each submission's text
+// values, fed by a trigger in the write's transaction: the database's
+// feature that issue 37 set beside ours, on the same writes in the same
+// run (bench/writecpu.sh's FTS5=1), for what a trigram index costs a
+// write where SQLite keeps it. It does not serve search's guarantees
+// (docs/decisions.md); it is a yardstick only.
+var benchFTS5 = flag.Bool("bench.fts5", false, "BenchmarkAddSubmission: keep an FTS5 trigram index of each write's text values (a yardstick)")
+
+// addFTS5 gives the file at path benchFTS5's table and trigger.
+func addFTS5(b *testing.B, path string) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE VIRTUAL TABLE bench_fts USING fts5(body, tokenize = 'trigram');
+CREATE TRIGGER bench_fts_add AFTER INSERT ON formsapi_submissions BEGIN
+  INSERT INTO bench_fts (rowid, body)
+  SELECT new.seq, group_concat(value, ' ') FROM json_tree(new.data) WHERE type = 'text';
+END`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// countFTS5 fails b unless the FTS5 table of addFTS5 holds want rows,
+// each matched by a trigram of its own text.
+func countFTS5(b *testing.B, path string, want int) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM bench_fts WHERE bench_fts MATCH '"Person"'`).Scan(&n); err != nil || n != want {
+		b.Fatalf("the FTS5 table matches %d rows (%v), want %d", n, err, want)
+	}
+}
+
 func benchOptions() []sqlitestore.Option {
 	var opts []sqlitestore.Option
 	if *benchSearchIndex {
@@ -112,7 +151,8 @@ func benchOptions() []sqlitestore.Option {
 // BenchmarkAddSubmission measures the write path a host calls for every
 // submission it collects: one transaction per call, WAL, synchronous=NORMAL.
 func BenchmarkAddSubmission(b *testing.B) {
-	s, err := sqlitestore.Open(filepath.Join(b.TempDir(), "bench.db"), benchOptions()...)
+	path := filepath.Join(b.TempDir(), "bench.db")
+	s, err := sqlitestore.Open(path, benchOptions()...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,6 +160,9 @@ func BenchmarkAddSubmission(b *testing.B) {
 	ctx := context.Background()
 	if err := benchdata.Load(ctx, s, benchFormCounts(), "", nil); err != nil {
 		b.Fatal(err)
+	}
+	if *benchFTS5 {
+		addFTS5(b, path)
 	}
 	forms := len(benchFormCounts())
 	b.ReportAllocs()
@@ -132,6 +175,10 @@ func BenchmarkAddSubmission(b *testing.B) {
 		if err := s.AddSubmission(ctx, sub, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if *benchFTS5 {
+		b.StopTimer()
+		countFTS5(b, path, b.N)
 	}
 }
 
