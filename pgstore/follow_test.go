@@ -19,8 +19,9 @@ import (
 )
 
 // TestFollowContract holds a store made WithFollow to the groups of the
-// contract that read keys, grants and forms and write them: every answer
-// of its handler goes through its rounds and its copy.
+// contract that read keys, grants and forms and write them, and to
+// Nodes: every answer of its handler goes through its rounds and its
+// copy.
 func TestFollowContract(t *testing.T) {
 	pgtest.DSN(t)
 	t.Parallel()
@@ -28,7 +29,9 @@ func TestFollowContract(t *testing.T) {
 		dsn, schema := pooledSchema(t, pgstore.WithSortIndex())
 		return load(t, mustOpenIn(t, dsn, schema, pgstore.WithFollow(0), pgstore.WithSortIndex(), pgstore.WithClock(seed.Clock.Now)), seed)
 	}
-	storetest.Run(t, open, storetest.Groups("FastPath", "Keys", "Grants", "Lifecycle"))
+	// Nodes: its searched and filtered pages while another node, one
+	// that does not follow, writes.
+	storetest.Run(t, open, storetest.Groups("FastPath", "Keys", "Grants", "Lifecycle", "Nodes"), storetest.WithNode(anotherNode))
 }
 
 // TestFollowIsExact: a node that follows the change log answers every

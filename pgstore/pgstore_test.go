@@ -156,6 +156,10 @@ func TestContract(t *testing.T) {
 				})}
 			if f.name == "New" {
 				opts = append(opts, storetest.Groups(onNew...))
+			} else {
+				// Another node beside the first: how the first got its
+				// connections does not change what the clause checks.
+				opts = append(opts, storetest.WithNode(anotherNode))
 			}
 			// With the sort index on, so that the sort clauses run
 			// (TestSortIndexOff checks a store without it).
@@ -164,6 +168,19 @@ func TestContract(t *testing.T) {
 			}, opts...)
 		})
 	}
+}
+
+// anotherNode opens another node over the schema of s (storetest.WithNode):
+// a store of its own, with the options' defaults, as a node deployed
+// beside it would be; the indexes s turned on are the schema's.
+func anotherNode(t *testing.T, s formsapi.Store) formsapi.Store {
+	t.Helper()
+	n, err := pgstore.Open(ctx, pgtest.DSN(t), pgstore.WithSchema(s.(*pgstore.Store).Schema()))
+	if err != nil {
+		t.Fatalf("open another node: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
 }
 
 // damage writes c into the row of the submission of formID added last,

@@ -38,9 +38,11 @@ import (
 // issue 37's goals) with only the mark that keeps the host triggers
 // from firing. Two yardsticks whatever the flag: the whole write with
 // the search index on ("full-search"), and with it off beside
-// pg_trgm's GIN index of the text values ("trgm"):
+// pg_trgm's GIN index of the text values ("trgm"); and the sort index
+// on for one field ("sort", issue 39's index) beside PostgreSQL's own
+// index on that field's expression ("expr"):
 //
-//	go test -run '^$' -bench 'BenchmarkWriteParts/^(full|full-search|trgm|ff675d3)(#|$)' -benchtime 6000x ./pgstore/ -bench.parts-rounds 3
+//	go test -run '^$' -bench 'BenchmarkWriteParts/^(full|full-search|trgm|sort|expr|ff675d3)(#|$)' -benchtime 6000x ./pgstore/ -bench.parts-rounds 3
 func BenchmarkWriteParts(b *testing.B) {
 	noKeys := func(q string) string {
 		return replaceOnce(q, "$13::bigint[], $15::bytea[] FROM f", "NULL::bigint[], $15::bytea[] FROM f")
@@ -77,8 +79,13 @@ func BenchmarkWriteParts(b *testing.B) {
 		// index (fastupdate, the default) of the text values instead.
 		{"full-search", func(q string) string { return q }},
 		{"trgm", func(q string) string { return q }},
+		// And the sort index (issue 39) on for one field, beside
+		// PostgreSQL's own index on that field's expression.
+		{"sort", func(q string) string { return q }},
+		{"expr", func(q string) string { return q }},
 	}
-	over := map[string]partsOver{"full-search": {search: partsOn}, "trgm": {search: partsOff, trgm: true}}
+	over := map[string]partsOver{"full-search": {search: partsOn}, "trgm": {search: partsOff, trgm: true},
+		"sort": {search: partsOff, sort: "company"}, "expr": {search: partsOff, expr: "company"}}
 	for r := range *partsRounds {
 		if r > 0 {
 			slices.Reverse(variants) // each part as often early as late in the table's growth
@@ -96,10 +103,12 @@ var partsSearch = flag.Bool("bench.parts-search", false, "BenchmarkWriteParts: t
 // partsOver is what a part of BenchmarkWriteParts sets whatever its
 // flags say: the search index on or off (partsFlag: as
 // -bench.parts-search says), and pg_trgm's GIN index of the
-// submissions' text values.
+// submissions' text values; the sort index on a field, or PostgreSQL's
+// own index on its expression.
 type partsOver struct {
-	search int
-	trgm   bool
+	search     int
+	trgm       bool
+	sort, expr string // a field: WithSortIndex, or an index on its expression
 }
 
 const (
@@ -114,6 +123,9 @@ func partsOptions(schema string, over partsOver) []Option {
 	if over.search == partsOn || over.search == partsFlag && *partsSearch {
 		opts = append(opts, WithSearchIndex())
 	}
+	if over.sort != "" {
+		opts = append(opts, WithSortIndex(over.sort))
+	}
 	return opts
 }
 
@@ -123,18 +135,21 @@ func partsOptions(schema string, over partsOver) []Option {
 // beside the search index. It does not serve search's guarantees
 // (docs/decisions.md).
 func partsTrgm(b *testing.B, dsn, schema string) {
+	sch := pgx.Identifier{schema}.Sanitize()
+	partsExec(b, dsn, "CREATE EXTENSION pg_trgm SCHEMA "+sch,
+		"CREATE FUNCTION "+sch+".parts_text(data text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS "+
+			"$$ SELECT string_agg(value, ' ') FROM jsonb_each_text(data::jsonb) $$",
+		"CREATE INDEX parts_trgm ON "+sch+".formsapi_submissions USING gin ("+sch+".parts_text(data) "+sch+".gin_trgm_ops)")
+}
+
+// partsExec runs statements on dsn, or b fails.
+func partsExec(b *testing.B, dsn string, statements ...string) {
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	sch := pgx.Identifier{schema}.Sanitize()
-	for _, q := range []string{
-		"CREATE EXTENSION pg_trgm SCHEMA " + sch,
-		"CREATE FUNCTION " + sch + ".parts_text(data text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS " +
-			"$$ SELECT string_agg(value, ' ') FROM jsonb_each_text(data::jsonb) $$",
-		"CREATE INDEX parts_trgm ON " + sch + ".formsapi_submissions USING gin (" + sch + ".parts_text(data) " + sch + ".gin_trgm_ops)",
-	} {
+	for _, q := range statements {
 		if _, err := conn.Exec(context.Background(), q); err != nil {
 			b.Fatal(err)
 		}
@@ -153,6 +168,11 @@ func writePart(b *testing.B, name string, edit func(string) string, over partsOv
 		dsn, schema := writePartsSchema(b, over)
 		if over.trgm {
 			partsTrgm(b, dsn, schema)
+		}
+		if over.expr != "" {
+			sch := pgx.Identifier{schema}.Sanitize()
+			partsExec(b, dsn, "CREATE INDEX parts_expr ON "+sch+".formsapi_submissions (form_seq, (data::jsonb ->> "+
+				"'"+strings.ReplaceAll(over.expr, "'", "''")+"'), created_at, seq)")
 		}
 		app := "formsapi_parts_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
 		s, err := Open(context.Background(), dsn+"&pool_max_conns=1&application_name="+app, partsOptions(schema, over)...)

@@ -100,19 +100,37 @@ var benchFoldAt = flag.Int("bench.fold-at", 0, "BenchmarkAddSubmission: fold the
 // (docs/decisions.md); it is a yardstick only.
 var benchFTS5 = flag.Bool("bench.fts5", false, "BenchmarkAddSubmission: keep an FTS5 trigram index of each write's text values (a yardstick)")
 
-// addFTS5 gives the file at path benchFTS5's table and trigger.
+// benchExprIndex, with the sort index off, has BenchmarkAddSubmission's
+// file keep SQLite's own index on the expression of a submitted field
+// (data ->> field), in the form's keyset order: what a host would
+// create for a sorted walk of that field without the store's sort
+// index, the yardstick of its write cost (bench/writecpu.sh's EXPR=1).
+var benchExprIndex = flag.String("bench.expr-index", "", "BenchmarkAddSubmission: keep an SQLite index on this submitted field's value (a yardstick)")
+
+// addFTS5 gives the file at path benchFTS5's table and trigger, and
+// benchExprIndex's index.
 func addFTS5(b *testing.B, path string) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`CREATE VIRTUAL TABLE bench_fts USING fts5(body, tokenize = 'trigram');
+	if *benchFTS5 {
+		if _, err := db.Exec(`CREATE VIRTUAL TABLE bench_fts USING fts5(body, tokenize = 'trigram');
 CREATE TRIGGER bench_fts_add AFTER INSERT ON formsapi_submissions BEGIN
   INSERT INTO bench_fts (rowid, body)
   SELECT new.seq, group_concat(value, ' ') FROM json_tree(new.data) WHERE type = 'text';
 END`); err != nil {
-		b.Fatal(err)
+			b.Fatal(err)
+		}
+	}
+	if f := *benchExprIndex; f != "" {
+		if strings.ContainsAny(f, `'"`) {
+			b.Fatalf("-bench.expr-index %q: a field name without quotes", f)
+		}
+		if _, err := db.Exec(`CREATE INDEX bench_expr ON formsapi_submissions (form_seq, data ->> '$."` + f + `"', created_at, seq)`); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -161,7 +179,7 @@ func BenchmarkAddSubmission(b *testing.B) {
 	if err := benchdata.Load(ctx, s, benchFormCounts(), "", nil); err != nil {
 		b.Fatal(err)
 	}
-	if *benchFTS5 {
+	if *benchFTS5 || *benchExprIndex != "" {
 		addFTS5(b, path)
 	}
 	forms := len(benchFormCounts())
@@ -176,8 +194,8 @@ func BenchmarkAddSubmission(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
 	if *benchFTS5 {
-		b.StopTimer()
 		countFTS5(b, path, b.N)
 	}
 }

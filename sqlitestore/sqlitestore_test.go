@@ -130,6 +130,10 @@ func TestContract(t *testing.T) {
 				})}
 			if f.name == "New" {
 				opts = append(opts, storetest.Groups(onNew...))
+			} else {
+				// Another node beside the first: how the first got its
+				// connections does not change what the clause checks.
+				opts = append(opts, storetest.WithNode(node))
 			}
 			// With the sort index on, so that the sort clauses run
 			// (TestSortIndexOff checks a store without it).
@@ -138,6 +142,24 @@ func TestContract(t *testing.T) {
 			}, opts...)
 		})
 	}
+}
+
+// node opens another node over the file of s (storetest.WithNode): a
+// Store of its own on the same file, with the options' defaults, as a
+// second process would be; the indexes s turned on are the file's.
+func node(t *testing.T, s formsapi.Store) formsapi.Store {
+	t.Helper()
+	var seq int
+	var name, file string
+	if err := sqlitestore.WriteDB(s.(*sqlitestore.Store)).QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &file); err != nil || file == "" {
+		t.Fatalf("the file of the store: %q, %v", file, err)
+	}
+	n, err := sqlitestore.Open(file)
+	if err != nil {
+		t.Fatalf("open another node: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
 }
 
 // damage writes c into the row of the submission of formID added last,

@@ -220,7 +220,8 @@ func searchClauses(t *testing.T, open Open, cfg *config) {
 
 	t.Run("Find/SearchWhileWriting", func(t *testing.T) {
 		cfg.parallel(t)
-		searchWhileWriting(t, open(t, seed))
+		s := open(t, seed)
+		searchWhileWriting(t, s, s)
 	})
 
 	t.Run("Find/SearchAfterDelete", func(t *testing.T) {
@@ -280,13 +281,15 @@ func searchClauses(t *testing.T, open Open, cfg *config) {
 	})
 }
 
-// searchWhileWriting is the clause Find/SearchWhileWriting: while 4
-// writers add 40 matches each to FormSearch, spread over its range (past
-// any batch a store folds its index in), searches and a filter walked
-// page by page find every match whose write returned before the walk
-// began, each once; once the writers are done, all 160.
-func searchWhileWriting(t *testing.T, s formsapi.Store) {
-	w, ok := s.(adder)
+// searchWhileWriting is the clauses Find/SearchWhileWriting and those
+// of the group Nodes: while 4 writers add 40 matches each
+// to FormSearch through writer (s, or another node over its data),
+// spread over its range (past any batch a store folds its index in),
+// searches and a filter walked page by page on s find every match whose
+// write returned before the walk began, each once; once the writers are
+// done, all 160.
+func searchWhileWriting(t *testing.T, s, writer formsapi.Store) {
+	w, ok := writer.(adder)
 	if !ok {
 		t.Log("the store has no AddSubmission: writes during a search cannot be checked")
 		return

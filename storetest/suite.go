@@ -26,12 +26,13 @@ type config struct {
 	damage     Damage
 	sequential bool
 	indexed    Open            // see WithSearchIndex
+	node       Node            // see WithNode
 	groups     map[string]bool // see Groups; nil for every group
 }
 
 // groupNames are the names of Run's groups of clauses, in the order it
 // runs them.
-var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Batch", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage"}
+var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Batch", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage", "Nodes"}
 
 // Groups has Run check only the named groups of clauses (the names of
 // [Run]'s list), and leave the others out: they are not run, not skipped.
@@ -96,6 +97,24 @@ func WithDamage(d Damage) Option {
 // stores alone.
 func WithSearchIndex(indexed Open) Option {
 	return func(c *config) { c.indexed = indexed }
+}
+
+// Node opens another node over the data of s, a store Run's Open (or
+// WithSearchIndex's) made: a store of its own, with its own
+// connections, caches and counters, reading and writing what s does, as
+// a second process of a fleet would (for sqlitestore another Store on
+// the same file, for pgstore one on the same schema). It fails t if it
+// cannot; the node is closed when t ends.
+type Node func(t *testing.T, s formsapi.Store) formsapi.Store
+
+// WithNode runs the group Nodes: searched and filtered walks on one
+// store while another node writes (with the search index off, and on
+// with WithSearchIndex; through the page fast path too where the store
+// has one), each write that returned before a walk began found once.
+// Without it the group says why and checks nothing (a store of one
+// process's memory has no other node).
+func WithNode(node Node) Option {
+	return func(c *config) { c.node = node }
 }
 
 // Sequential runs the clauses one at a time, for a store of which Open
@@ -230,6 +249,34 @@ func Run(t *testing.T, open Open, opts ...Option) {
 				return fastLists{as[fastWriter](t, c.indexed(t, seed))}
 			}, c)
 		})
+	})
+
+	group("Nodes", "", func(t *testing.T) {
+		if c.node == nil {
+			t.Log("no storetest.WithNode option: walks while another node writes cannot be checked")
+			return
+		}
+		for _, v := range []struct {
+			name string
+			open Open
+		}{{"IndexOff", open}, {"IndexOn", c.indexed}} {
+			if v.open == nil {
+				continue
+			}
+			t.Run(v.name+"/SearchWhileAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := v.open(t, SearchSeed())
+				searchWhileWriting(t, s, c.node(t, s))
+			})
+			if fast != "" {
+				continue
+			}
+			t.Run(v.name+"/FastPath/SearchWhileAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := v.open(t, SearchSeed())
+				searchWhileWriting(t, fastLists{as[fastWriter](t, s)}, c.node(t, s))
+			})
+		}
 	})
 
 	keys := ""
