@@ -25,6 +25,9 @@
 #   SORT=1 N=5000 COUNT=5 bash bench/writecpu.sh ff675d3
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/time ]; then # GNU time, for a process's user and system CPU
+  apt-get install -y time >/dev/null || { echo "GNU time is missing: apt-get install time" >&2; exit 1; }
+fi
 BASE=${1:-ff675d3}
 N=${N:-3000}
 COUNT=${COUNT:-3}
