@@ -141,66 +141,77 @@ func sortClauses(t *testing.T, open Open, cfg *config) {
 	t.Run("Sort/AddedBetweenPages", func(t *testing.T) {
 		cfg.parallel(t)
 		s := open(t, seed)
-		w, ok := s.(adder)
-		if !ok {
-			t.Log("the store has no AddSubmission method: writes between sorted pages cannot be checked")
-			return
-		}
-		del, _ := s.(formsapi.Writer)
-		added := 0
-		for _, sort := range []string{"score", "-score", "when", "-name", "gone"} {
-			q := formsapi.Query{Limit: 7, Sort: sort}
-			before := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
-			first, err := s.ListSubmissions(ctx, AccountA, FormFind, q)
-			if err != nil || first.NextCursor == "" {
-				t.Fatalf("sort %q: first page: cursor %q, error %v", sort, first.NextCursor, err)
-			}
-			// Additions of every kind around the cursor's value, at
-			// every time, and without the field.
-			for _, v := range []string{`-5`, `0`, `3`, `6.5`, `17`, `1e9`, `"2024-03-10T02:00:00Z"`, `"2024-03-01"`, `"Zoe"`, `"a"`, `true`, `null`} {
-				for _, at := range []time.Time{base.Add(-time.Hour), base.Add(2 * time.Second), base.Add(time.Hour)} {
-					data := fmt.Sprintf(`{"n":%d,"%s":%s}`, 1000+added, sortFieldOf(sort), v)
-					id := fmt.Sprintf("sort-added-%d", added)
-					added++
-					if err := w.AddSubmission(ctx, formsapi.Submission{FormID: FormFind, Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: id}); err != nil {
-						t.Fatalf("AddSubmission: %v", err)
-					}
-					if del != nil && added%5 == 0 {
-						// A deletion of an added submission between pages
-						// must move no other one.
-						if err := del.DeleteSubmission(ctx, AccountA, FormFind, id); err != nil {
-							t.Fatalf("DeleteSubmission: %v", err)
-						}
-					}
-				}
-			}
-			rest := q
-			rest.Cursor = first.NextCursor
-			items := append(first.Items, walkFiltered(t, s, AccountA, FormFind, rest)...)
-			got := findNs(t, items)
-			places := sortedPlaces(q, items)
-			desc := sort[0] == '-'
-			for i := 1; i < len(places); i++ {
-				if sortAfter(places[i-1], places[i], desc) {
-					t.Errorf("sort %q: item %d (%v) after %v is out of order", sort, i, places[i], places[i-1])
-				}
-			}
-			counts := map[int]int{}
-			for _, n := range got {
-				counts[n]++
-			}
-			for _, n := range before {
-				if counts[n] != 1 {
-					t.Errorf("sort %q: n %d, listed before the additions, came %d times across them, want once", sort, n, counts[n])
-				}
-			}
-			for n, c := range counts {
-				if c > 1 {
-					t.Errorf("sort %q: n %d came %d times", sort, n, c)
-				}
-			}
-		}
+		sortAddedBetweenPages(t, s, s)
 	})
+}
+
+// sortAddedBetweenPages is the clause Sort/AddedBetweenPages, and
+// Nodes' SortedPagesWhileAnotherNodeWrites: between the first sorted
+// page of FormFind on s and the rest, writer (s, or another node over
+// its data) adds submissions of every kind around the cursor's value
+// and deletes some; the walk stays in order and returns each submission
+// listed before the additions once.
+func sortAddedBetweenPages(t *testing.T, s, writer formsapi.Store) {
+	ctx := context.Background()
+	w, ok := writer.(adder)
+	if !ok {
+		t.Log("the store has no AddSubmission method: writes between sorted pages cannot be checked")
+		return
+	}
+	del, _ := writer.(formsapi.Writer)
+	added := 0
+	for _, sort := range []string{"score", "-score", "when", "-name", "gone"} {
+		q := formsapi.Query{Limit: 7, Sort: sort}
+		before := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
+		first, err := s.ListSubmissions(ctx, AccountA, FormFind, q)
+		if err != nil || first.NextCursor == "" {
+			t.Fatalf("sort %q: first page: cursor %q, error %v", sort, first.NextCursor, err)
+		}
+		// Additions of every kind around the cursor's value, at
+		// every time, and without the field.
+		for _, v := range []string{`-5`, `0`, `3`, `6.5`, `17`, `1e9`, `"2024-03-10T02:00:00Z"`, `"2024-03-01"`, `"Zoe"`, `"a"`, `true`, `null`} {
+			for _, at := range []time.Time{base.Add(-time.Hour), base.Add(2 * time.Second), base.Add(time.Hour)} {
+				data := fmt.Sprintf(`{"n":%d,"%s":%s}`, 1000+added, sortFieldOf(sort), v)
+				id := fmt.Sprintf("sort-added-%d", added)
+				added++
+				if err := w.AddSubmission(ctx, formsapi.Submission{FormID: FormFind, Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: id}); err != nil {
+					t.Fatalf("AddSubmission: %v", err)
+				}
+				if del != nil && added%5 == 0 {
+					// A deletion of an added submission between pages
+					// must move no other one.
+					if err := del.DeleteSubmission(ctx, AccountA, FormFind, id); err != nil {
+						t.Fatalf("DeleteSubmission: %v", err)
+					}
+				}
+			}
+		}
+		rest := q
+		rest.Cursor = first.NextCursor
+		items := append(first.Items, walkFiltered(t, s, AccountA, FormFind, rest)...)
+		got := findNs(t, items)
+		places := sortedPlaces(q, items)
+		desc := sort[0] == '-'
+		for i := 1; i < len(places); i++ {
+			if sortAfter(places[i-1], places[i], desc) {
+				t.Errorf("sort %q: item %d (%v) after %v is out of order", sort, i, places[i], places[i-1])
+			}
+		}
+		counts := map[int]int{}
+		for _, n := range got {
+			counts[n]++
+		}
+		for _, n := range before {
+			if counts[n] != 1 {
+				t.Errorf("sort %q: n %d, listed before the additions, came %d times across them, want once", sort, n, counts[n])
+			}
+		}
+		for n, c := range counts {
+			if c > 1 {
+				t.Errorf("sort %q: n %d came %d times", sort, n, c)
+			}
+		}
+	}
 }
 
 // sortAfter reports whether place a sorts after b (without a key: last).

@@ -32,7 +32,7 @@ type config struct {
 
 // groupNames are the names of Run's groups of clauses, in the order it
 // runs them.
-var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Batch", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Damage", "Nodes"}
+var groupNames = []string{"Store", "FastPath", "SearchIndex", "Keys", "Writes", "Batch", "Lifecycle", "Grants", "Feed", "FeedFastPath", "Export", "Fields", "Webhooks", "Nodes", "Damage"}
 
 // Groups has Run check only the named groups of clauses (the names of
 // [Run]'s list), and leave the others out: they are not run, not skipped.
@@ -110,7 +110,11 @@ type Node func(t *testing.T, s formsapi.Store) formsapi.Store
 // WithNode runs the group Nodes: searched and filtered walks on one
 // store while another node writes (with the search index off, and on
 // with WithSearchIndex; through the page fast path too where the store
-// has one), each write that returned before a walk began found once.
+// has one), each write that returned before a walk began found once;
+// sorted walks while another node adds and deletes between pages, in
+// order, each submission listed before found once; and a form's summary
+// through a handler over the store, another after an addition through
+// the other node and the first again after its deletion.
 // Without it the group says why and checks nothing (a store of one
 // process's memory has no other node).
 func WithNode(node Node) Option {
@@ -251,34 +255,6 @@ func Run(t *testing.T, open Open, opts ...Option) {
 		})
 	})
 
-	group("Nodes", "", func(t *testing.T) {
-		if c.node == nil {
-			t.Log("no storetest.WithNode option: walks while another node writes cannot be checked")
-			return
-		}
-		for _, v := range []struct {
-			name string
-			open Open
-		}{{"IndexOff", open}, {"IndexOn", c.indexed}} {
-			if v.open == nil {
-				continue
-			}
-			t.Run(v.name+"/SearchWhileAnotherNodeWrites", func(t *testing.T) {
-				c.parallel(t)
-				s := v.open(t, SearchSeed())
-				searchWhileWriting(t, s, c.node(t, s))
-			})
-			if fast != "" {
-				continue
-			}
-			t.Run(v.name+"/FastPath/SearchWhileAnotherNodeWrites", func(t *testing.T) {
-				c.parallel(t)
-				s := v.open(t, SearchSeed())
-				searchWhileWriting(t, fastLists{as[fastWriter](t, s)}, c.node(t, s))
-			})
-		}
-	})
-
 	keys := ""
 	if _, ok := probe.(formsapi.KeyResolver); !ok {
 		keys = "the store does not implement formsapi.KeyResolver"
@@ -381,6 +357,53 @@ func Run(t *testing.T, open Open, opts ...Option) {
 	if c.damage == nil {
 		damage = "no storetest.WithDamage option: the suite cannot damage the store's stored data to check the damaged-data clause"
 	}
+	group("Nodes", "", func(t *testing.T) {
+		if c.node == nil {
+			t.Log("no storetest.WithNode option: walks while another node writes cannot be checked")
+			return
+		}
+		for _, v := range []struct {
+			name string
+			open Open
+		}{{"IndexOff", open}, {"IndexOn", c.indexed}} {
+			if v.open == nil {
+				continue
+			}
+			t.Run(v.name+"/SearchWhileAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := v.open(t, SearchSeed())
+				searchWhileWriting(t, s, c.node(t, s))
+			})
+			if fast != "" {
+				continue
+			}
+			t.Run(v.name+"/FastPath/SearchWhileAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := v.open(t, SearchSeed())
+				searchWhileWriting(t, fastLists{as[fastWriter](t, s)}, c.node(t, s))
+			})
+		}
+		t.Run("SortedPagesWhileAnotherNodeWrites", func(t *testing.T) {
+			c.parallel(t)
+			s := open(t, FindSeed())
+			sortAddedBetweenPages(t, s, c.node(t, s))
+		})
+		if fast == "" {
+			t.Run("FastPath/SortedPagesWhileAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := open(t, FindSeed())
+				sortAddedBetweenPages(t, fastLists{as[fastWriter](t, s)}, c.node(t, s))
+			})
+		}
+		if writes == "" {
+			t.Run("SummaryAfterAnotherNodeWrites", func(t *testing.T) {
+				c.parallel(t)
+				s := as[writeStore](t, open(t, DefaultSeed()))
+				summaryFreshAfterWrite(t, s, as[formsapi.Writer](t, c.node(t, s)))
+			})
+		}
+	})
+
 	group("Damage", damage, func(t *testing.T) { damageClauses(t, open, c) })
 }
 
