@@ -36,7 +36,10 @@ var exportSecret = []byte("storetest export secret, 32 byte")
 
 // exportOptions are the query strings the export clauses compare: both
 // formats, with a byte order mark, and with formulas kept.
-var exportOptions = []string{"format=jsonl", "format=csv", "format=csv&bom=true", "format=csv&formulas=keep"}
+var exportOptions = []string{"format=jsonl", "format=csv", "format=csv&bom=true", "format=csv&formulas=keep",
+	// Filtered exports (issue 39): an equality, a range, a prefix and a
+	// search, each keeping some of the rows.
+	"format=jsonl&filter[t]=true", "format=csv&filter[n][lt]=-20", "format=jsonl&filter[a][prefix]=%3D1", "format=csv&q=padded"}
 
 // exportHandler is a handler over s that serves its feed (WithFeed, so a
 // type that embeds one of this module's stores serves its own).
@@ -116,6 +119,15 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 			}
 		}
 		for i, q := range exportOptions {
+			whole := want[0] // the same format's unfiltered export
+			if strings.HasPrefix(q, "format=csv") {
+				whole = want[1]
+			}
+			if n, all := bytes.Count(want[i], []byte("\n")), bytes.Count(whole, []byte("\n")); strings.Contains(q, "filter") || strings.Contains(q, "q=") {
+				if n < 2 || n >= all {
+					t.Fatalf("?%s: memstore's export has %d lines of the whole's %d: the filter keeps too few or all", q, n, all)
+				}
+			}
 			if !bytes.Equal(got[i], want[i]) {
 				line := firstDiffLine(got[i], want[i])
 				t.Errorf("?%s: not memstore's bytes; first differing line %d:\n got %q\nwant %q", q, line.n, line.got, line.want)
@@ -128,7 +140,7 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 		add(t, s, exportSubmissions(300))
 		h := exportHandler(s, formsapi.WithPageBytes(4096))
 		r := rand.New(rand.NewPCG(25, 1))
-		for _, q := range []string{"format=jsonl", "format=csv&bom=true"} {
+		for _, q := range []string{"format=jsonl", "format=csv&bom=true", "format=jsonl&filter[n][lt]=-100"} {
 			full := exportGet(t, h, exportPath+"?"+q).Body.Bytes()
 			for range 100 {
 				cut := r.IntN(len(full))
