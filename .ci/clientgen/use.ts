@@ -1,14 +1,16 @@
 // The TypeScript half of .ci/check-clients: a program against the types
 // openapi-typescript generates from openapi.json (formsapi.d.ts, beside
-// it), type-checked with tsc --strict. It builds the list's and the
-// export's query parameters with the filter operators (deepObject), q,
-// fields, total and sync, and serializes them as the server reads them;
+// it), type-checked with tsc --strict. It builds the list's, the
+// export's and the summary's query parameters with the filter operators
+// (deepObject), q, fields, total, sort, sync, interval and top, and
+// serializes them as the server reads them;
 // the @ts-expect-error lines fail the check if the types let a wrong
 // operator or value through.
 import type { operations } from "./formsapi";
 
 type ListQuery = NonNullable<operations["listSubmissions"]["parameters"]["query"]>;
 type ExportQuery = NonNullable<operations["exportSubmissions"]["parameters"]["query"]>;
+type SummaryQuery = NonNullable<operations["getSummary"]["parameters"]["query"]>;
 
 const list: ListQuery = {
   filter: {
@@ -25,6 +27,8 @@ const list: ListQuery = {
 };
 const feed: ListQuery = { sync: "start", limit: 100 };
 const exported: ExportQuery = { filter: { yearsOfExperience: { gte: "5" } }, q: "zoe", format: "csv" };
+const sorted: ListQuery = { sort: "-yearsOfExperience", filter: { yearsOfExperience: { lt: "5" } }, limit: 20 };
+const summary: SummaryQuery = { interval: "week", top: 2, filter: { rating: { gte: "4" } }, q: "zoe" };
 
 // @ts-expect-error: no such operator
 const badOperator: ListQuery = { filter: { rating: { between: "1,5" } } };
@@ -32,10 +36,12 @@ const badOperator: ListQuery = { filter: { rating: { between: "1,5" } } };
 const badExists: ListQuery = { filter: { rating: { exists: "yes" } } };
 // @ts-expect-error: total is "exact" or "estimate"
 const badTotal: ListQuery = { total: "all" };
+// @ts-expect-error: interval is "hour", "day" or "week"
+const badInterval: SummaryQuery = { interval: "month" };
 
 // deepObject, as the server reads it: filter[<field>]=<value> and
 // filter[<field>][<op>]=<value>; an array parameter once per item.
-function query(q: ListQuery | ExportQuery): string {
+function query(q: ListQuery | ExportQuery | SummaryQuery): string {
   const out = new URLSearchParams();
   for (const [name, value] of Object.entries(q)) {
     if (name === "filter" && value && typeof value === "object") {
@@ -55,5 +61,5 @@ function query(q: ListQuery | ExportQuery): string {
   return out.toString();
 }
 
-export const urls: string[] = [list, feed, exported].map(query);
-export const refused = [badOperator, badExists, badTotal];
+export const urls: string[] = [list, feed, exported, sorted, summary].map(query);
+export const refused = [badOperator, badExists, badTotal, badInterval];

@@ -2,7 +2,8 @@
 // against the client oapi-codegen generates from openapi.json (package
 // apiclient, generated beside it), which calls the example server (its
 // demo data) with the list's filter operators (deepObject), q, fields,
-// total and sync, and the export's filter, and fails on any answer that
+// total, sort and sync, the export's filter and the summary's interval,
+// top and filter, and fails on any answer that
 // is not the one the demo data gives.
 //
 //	go run . -base http://127.0.0.1:8080 -key "$(cat forms.db.demo-key)"
@@ -116,6 +117,39 @@ func main() {
 		"name":    ops(apiclient.FilterOperators{Prefix: str("a")}),
 	}})
 	check("filter[referee][exists]=true&[ne]=...&filter[name][prefix]=a", names(p), []string{"Ada Lovelace", "Alan Turing"})
+
+	// lt, and a sort by an answer (the server runs with -sort-index):
+	// the names in the page's own order.
+	p = list("job-application", apiclient.ListSubmissionsParams{Filter: &apiclient.Filter{"yearsOfExperience": ops(apiclient.FilterOperators{Lt: str("5")})}})
+	check("filter[yearsOfExperience][lt]=5", names(p), []string{"Ada Lovelace"})
+	by := "-yearsOfExperience"
+	p = list("job-application", apiclient.ListSubmissionsParams{Sort: &by})
+	var sorted []string
+	for _, s := range p.Submissions {
+		sorted = append(sorted, fmt.Sprint(s.Data["name"]))
+	}
+	check("sort=-yearsOfExperience", sorted, []string{"Edsger Dijkstra", "Alan Turing", "Ada Lovelace"})
+
+	// The summary, by week, two values a field, narrowed by a filter.
+	week, top := apiclient.GetSummaryParamsInterval("week"), 2
+	sr, err := c.GetSummaryWithResponse(ctx, "job-application", &apiclient.GetSummaryParams{
+		Interval: &week, Top: &top,
+		Filter: &apiclient.Filter{"yearsOfExperience": ops(apiclient.FilterOperators{Gte: str("5")})},
+	})
+	if err != nil || sr.JSON200 == nil {
+		log.Fatalf("summary: %v %d %s", err, sr.StatusCode(), sr.Body)
+	}
+	log.Printf("GET %s", sr.HTTPResponse.Request.URL.RequestURI())
+	sum := sr.JSON200.Summary
+	check("summary: count", fmt.Sprint(sum.Count.Kind, " ", sum.Count.Value), "exact 2")
+	check("summary: interval", sum.Interval, "week")
+	var position string
+	for _, f := range sum.Fields {
+		if f.Name == "position" && len(f.Top) > 0 {
+			position = fmt.Sprint(f.Top[0].Value, " ", f.Top[0].Count.Value)
+		}
+	}
+	check("summary: position's top value", position, "Backend engineer 2")
 
 	// q: the referee Zoë Ünal.
 	q := "zoe"
