@@ -2,6 +2,7 @@ package formsapi_test
 
 import (
 	"context"
+	"flag"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -69,6 +70,11 @@ func BenchmarkExport(b *testing.B) {
 	}
 }
 
+// benchExportN is how many submissions BenchmarkExportFiltered's form
+// holds: benchdata.ExportSubmissions, or issue 39's scale with
+// -bench.export-n 1000000.
+var benchExportN = flag.Int("bench.export-n", benchdata.ExportSubmissions, "BenchmarkExportFiltered: the form's submissions")
+
 // BenchmarkExportFiltered measures a filtered export against the
 // unfiltered one of the same form, in the same run
 // (benchdata.RunExportFiltered): a form of 100,000 wide submissions
@@ -93,7 +99,7 @@ func BenchmarkExportFiltered(b *testing.B) {
 			defer lite.Close()
 			s = lite
 		}
-		benchdata.LoadExport(b, s)
+		benchdata.LoadExport(b, s, *benchExportN)
 		b.Run(name, func(b *testing.B) { benchdata.RunExportFiltered(b, s, s, nil) })
 	}
 }

@@ -255,6 +255,11 @@ func BenchmarkSummary(b *testing.B) {
 	benchdata.RunSummary(b, s, raw, s, func() (time.Duration, bool) { return backendCPU(b, base, app) })
 }
 
+// benchExportN is how many submissions BenchmarkExportFiltered's form
+// holds: benchdata.ExportSubmissions, or issue 39's scale with
+// -bench.export-n 1000000.
+var benchExportN = flag.Int("bench.export-n", benchdata.ExportSubmissions, "BenchmarkExportFiltered: the form's submissions")
+
 // BenchmarkExportFiltered is the root package's BenchmarkExportFiltered
 // over pgstore (benchdata.RunExportFiltered): the whole export of a form
 // of 100,000 wide submissions, unfiltered and filtered, reporting the
@@ -271,7 +276,7 @@ func BenchmarkExportFiltered(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	benchdata.LoadExport(b, s)
+	benchdata.LoadExport(b, s, *benchExportN)
 	if _, err := pgstore.Pool(s).Exec(ctx, "ANALYZE "+quote(schema)+".formsapi_submissions"); err != nil {
 		b.Fatal(err)
 	}
