@@ -16,8 +16,9 @@
 # issue 37. SORT=1 adds another: this tree with the search index off and
 # the sort index on for SORT_FIELDS (default company;
 # -bench.sort-index), issue 39's index; EXPR=1 one with the search index
-# off and SQLite's own index on the expression of that field instead
-# (-bench.expr-index), the sort index's yardstick.
+# off and SQLite's own index on the expression of one field instead
+# (EXPR_FIELD, default company; -bench.expr-index), the sort index's
+# yardstick.
 #
 #   bash bench/writecpu.sh ff675d3
 #   N=5000 COUNT=5 bash bench/writecpu.sh ff675d3
@@ -46,7 +47,7 @@ run() { # TREE (old, new, idx: new with the search index on, fts: new with FTS5'
   [ "$1" = idx ] && bin=new flags=(-bench.search-index)
   [ "$1" = fts ] && bin=new flags=(-bench.fts5)
   [ "$1" = srt ] && bin=new flags=(-bench.sort-index "${SORT_FIELDS:-company}")
-  [ "$1" = xpr ] && bin=new flags=(-bench.expr-index "${SORT_FIELDS:-company}")
+  [ "$1" = xpr ] && bin=new flags=(-bench.expr-index "${EXPR_FIELD:-company}")
   (cd "$dir/sqlitestore" && /usr/bin/time -f "%U %S" -o "$DIR/time" "$DIR/$bin.test" -test.run '^$' \
     -test.bench '^BenchmarkAddSubmission$' -test.benchtime "${N}x" "${flags[@]}" >/dev/null)
   awk -v t="$1" -v n="$N" '{ printf "%s %.1f\n", t, ($1 + $2) * 1e6 / n }' "$DIR/time" | tee -a "$DIR/lines"

@@ -18,7 +18,7 @@ import (
 // for tests whose pair's primary other parallel tests write to, so that
 // the standby's lag behind it is theirs, not the round's.
 func WithReplicaRoundWait(wait, timeout time.Duration) Option {
-	return func(c *config) { c.replicaWait = [2]time.Duration{wait, timeout} }
+	return func(c *config) { c.replicaWait = [2]time.Duration{wait, max(timeout, wait)} }
 }
 
 // Pool returns the pool the store works through.

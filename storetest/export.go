@@ -142,12 +142,14 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 		r := rand.New(rand.NewPCG(25, 1))
 		for _, q := range []string{"format=jsonl", "format=csv&bom=true", "format=jsonl&filter[n][lt]=-100"} {
 			full := exportGet(t, h, exportPath+"?"+q).Body.Bytes()
+			resumed := 0
 			for range 100 {
 				cut := r.IntN(len(full))
-				prefix, pos := completeLines(t, q != "format=jsonl", full[:cut])
+				prefix, pos := completeLines(t, strings.HasPrefix(q, "format=csv"), full[:cut])
 				target := exportPath + "?" + q
 				if pos != "" {
 					target += "&after=" + pos
+					resumed++
 				}
 				rest := exportGet(t, h, target).Body.Bytes()
 				if got := append(append([]byte(nil), prefix...), rest...); !bytes.Equal(got, full) {
@@ -155,6 +157,9 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 					t.Fatalf("?%s cut at byte %d, resumed after %q: %d bytes, want the %d of the whole export; first differing line %d:\n got %q\nwant %q",
 						q, cut, pos, len(got), len(full), line.n, line.got, line.want)
 				}
+			}
+			if resumed < 50 {
+				t.Errorf("?%s: %d of 100 cuts resumed after a position, want most", q, resumed)
 			}
 		}
 	})

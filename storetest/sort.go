@@ -150,7 +150,8 @@ func sortClauses(t *testing.T, open Open, cfg *config) {
 // page of FormFind on s and the rest, writer (s, or another node over
 // its data) adds submissions of every kind around the cursor's value
 // and deletes some; the walk stays in order and returns each submission
-// listed before the additions once.
+// listed before the additions once; a walk begun after them lists every
+// addition not deleted.
 func sortAddedBetweenPages(t *testing.T, s, writer formsapi.Store) {
 	ctx := context.Background()
 	w, ok := writer.(adder)
@@ -160,6 +161,7 @@ func sortAddedBetweenPages(t *testing.T, s, writer formsapi.Store) {
 	}
 	del, _ := writer.(formsapi.Writer)
 	added := 0
+	live := map[int]bool{} // the additions not deleted, by n
 	for _, sort := range []string{"score", "-score", "when", "-name", "gone"} {
 		q := formsapi.Query{Limit: 7, Sort: sort}
 		before := findNs(t, walkFiltered(t, s, AccountA, FormFind, q))
@@ -177,12 +179,14 @@ func sortAddedBetweenPages(t *testing.T, s, writer formsapi.Store) {
 				if err := w.AddSubmission(ctx, formsapi.Submission{FormID: FormFind, Data: []byte(data), CreatedAt: at}, formsapi.Metadata{ID: id}); err != nil {
 					t.Fatalf("AddSubmission: %v", err)
 				}
+				live[1000+added-1] = true
 				if del != nil && added%5 == 0 {
 					// A deletion of an added submission between pages
 					// must move no other one.
 					if err := del.DeleteSubmission(ctx, AccountA, FormFind, id); err != nil {
 						t.Fatalf("DeleteSubmission: %v", err)
 					}
+					delete(live, 1000+added-1)
 				}
 			}
 		}
@@ -209,6 +213,17 @@ func sortAddedBetweenPages(t *testing.T, s, writer formsapi.Store) {
 		for n, c := range counts {
 			if c > 1 {
 				t.Errorf("sort %q: n %d came %d times", sort, n, c)
+			}
+		}
+		// A walk begun after the writes returned lists every addition
+		// not deleted, and no deleted one.
+		again := map[int]bool{}
+		for _, n := range findNs(t, walkFiltered(t, s, AccountA, FormFind, q)) {
+			again[n] = true
+		}
+		for n := 1000; n < 1000+added; n++ {
+			if again[n] != live[n] {
+				t.Errorf("sort %q: a walk after the writes lists addition n %d: %t, want %t (deleted: %t)", sort, n, again[n], live[n], !live[n])
 			}
 		}
 	}

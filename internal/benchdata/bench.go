@@ -203,7 +203,6 @@ const ExportForm = "export"
 // ExportSubmissions is how many submissions LoadExport adds by default.
 const ExportSubmissions = 100_000
 
-
 // LoadExport adds the form ExportForm of Account, n wide submissions
 // (WideSubmission) in it (ExportSubmissions, unless a run asks for the
 // scale of issue 39's goals), and the key Key.
