@@ -142,8 +142,11 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 		r := rand.New(rand.NewPCG(25, 1))
 		for _, q := range []string{"format=jsonl", "format=csv&bom=true", "format=jsonl&filter[n][lt]=-100"} {
 			full := exportGet(t, h, exportPath+"?"+q).Body.Bytes()
-			resumed := 0
-			for range 100 {
+			resumed, cuts := 0, 100
+			if strings.Contains(q, "filter") {
+				cuts = 30 // the filter's walk is the export's; the cuts are the clause's cost
+			}
+			for range cuts {
 				cut := r.IntN(len(full))
 				prefix, pos := completeLines(t, strings.HasPrefix(q, "format=csv"), full[:cut])
 				target := exportPath + "?" + q
@@ -158,8 +161,8 @@ func exportClauses(t *testing.T, open func(t *testing.T, seed Seed) exportStore,
 						q, cut, pos, len(got), len(full), line.n, line.got, line.want)
 				}
 			}
-			if resumed < 50 {
-				t.Errorf("?%s: %d of 100 cuts resumed after a position, want most", q, resumed)
+			if resumed < cuts/2 {
+				t.Errorf("?%s: %d of %d cuts resumed after a position, want most", q, resumed, cuts)
 			}
 		}
 	})

@@ -109,8 +109,8 @@ type Node func(t *testing.T, s formsapi.Store) formsapi.Store
 
 // WithNode runs the group Nodes: searched and filtered walks on one
 // store while another node writes (with the search index off, and on
-// with WithSearchIndex; through the page fast path too where the store
-// has one), each write that returned before a walk began found once;
+// with WithSearchIndex; through the page fast path too, with it off,
+// where the store has one), each write that returned before a walk began found once;
 // sorted walks while another node adds and deletes between pages, in
 // order, each submission listed before found once; and a form's summary
 // through a handler over the store, another after an addition through
@@ -374,8 +374,8 @@ func Run(t *testing.T, open Open, opts ...Option) {
 				s := v.open(t, SearchSeed())
 				searchWhileWriting(t, s, c.node(t, s))
 			})
-			if fast != "" {
-				continue
+			if fast != "" || v.name == "IndexOn" {
+				continue // the fast path's caches are the same either way
 			}
 			t.Run(v.name+"/FastPath/SearchWhileAnotherNodeWrites", func(t *testing.T) {
 				c.parallel(t)
