@@ -173,8 +173,8 @@ func WithSearchIndex() Option {
 // WithSearchIndex, the setting belongs to the file: a store opened
 // without this option never turns it off, nor changes its fields; one
 // opened with it sets them to its own (so give every process the same
-// names). Open refuses a name that no sort can name (empty, not valid
-// UTF-8, longer than 64 bytes) or one named twice.
+// names). Open refuses a name that no sort index can keep (empty, not
+// valid UTF-8, holding a NUL, longer than 64 bytes) or one named twice.
 func WithSortIndex(fields ...string) Option {
 	return func(c *config) {
 		c.sortIndex = true

@@ -52,8 +52,8 @@ func (e *NotSortedError) Error() string {
 }
 
 // CheckSortFields returns an error naming the first of names that no
-// sort can name (empty, not valid UTF-8, longer than MaxFieldBytes), or
-// one given twice: the fields of a sort index.
+// sort index can keep (empty, not valid UTF-8, holding a NUL, longer
+// than MaxFieldBytes), or one given twice: the fields of a sort index.
 func CheckSortFields(names []string) error {
 	seen := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -62,6 +62,9 @@ func CheckSortFields(names []string) error {
 			return errors.New("sort index field: an empty name")
 		case !utf8.ValidString(n):
 			return fmt.Errorf("sort index field %q: not valid UTF-8", n)
+		case strings.IndexByte(n, 0) >= 0:
+			// A database's text (PostgreSQL's) cannot keep it.
+			return fmt.Errorf("sort index field %q: holds a NUL", n)
 		case len(n) > MaxFieldBytes:
 			return fmt.Errorf("sort index field %q: longer than %d bytes", n, MaxFieldBytes)
 		case seen[n]:
