@@ -23,8 +23,11 @@ func open(t *testing.T, seed storetest.Seed) *memstore.Store {
 // TestContract holds memstore to every contract it implements, its fast
 // paths included. Its submissions live in memory as values it validated,
 // with no storage a test could damage: the damaged-data clauses skip.
+// Another node over its memory is the store itself, so Nodes runs with
+// it as both.
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return open(t, seed) })
+	storetest.Run(t, func(t *testing.T, seed storetest.Seed) formsapi.Store { return open(t, seed) },
+		storetest.WithNode(func(_ *testing.T, s formsapi.Store) formsapi.Store { return s }))
 }
 
 // TestByteBudgetHonoured checks both read paths end a page at the byte

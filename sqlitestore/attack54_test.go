@@ -376,6 +376,17 @@ VALUES (?, ?, ?, ?, '[]', CAST('{}' AS BLOB), 0, ?)`, a, p13, int64(1013)*1e9+2e
 	}
 }
 
+// a54Open opens a new file with the search index on and a fold of 8,
+// gives it forms (a54Forms, n submissions each), and returns the store,
+// a host's handle on the file and its path.
+func a54Open(t *testing.T, n int, forms ...[2]string) (*sqlitestore.Store, *sql.DB, string) {
+	t.Helper()
+	path := dbPath(t)
+	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(8))
+	a54Forms(t, s, n, forms...)
+	return s, hostDB(t, path), path
+}
+
 // a54Forms makes forms (accountID, id) with n submissions each, written
 // in turn.
 func a54Forms(t *testing.T, s *sqlitestore.Store, n int, forms ...[2]string) {
@@ -445,10 +456,7 @@ func TestAttack54DeleteFormNotFoundChangesNothing(t *testing.T) {
 func TestAttack54DeleteFormOthersDigest(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	path := dbPath(t)
-	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(8))
-	a54Forms(t, s, 45, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "gone"}, [2]string{storetest.AccountB, "b"})
-	db := hostDB(t, path)
+	s, db, _ := a54Open(t, 45, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "gone"}, [2]string{storetest.AccountB, "b"})
 	gone := a54FormSeq(t, db, "gone")
 	// Some host tail rows in every form.
 	_, err := db.Exec(`UPDATE formsapi_submissions SET created_at = created_at + 1 WHERE json_extract(data, '$.n') IN (2, 5)`)
@@ -476,10 +484,7 @@ func TestAttack54DeleteFormOthersDigest(t *testing.T) {
 func TestAttack54DeleteFormRollsBack(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	path := dbPath(t)
-	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(8))
-	a54Forms(t, s, 45, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "gone"})
-	db := hostDB(t, path)
+	s, db, _ := a54Open(t, 45, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "gone"})
 	is.True(a54Count(t, db, `SELECT count(*) FROM formsapi_find_blocks WHERE form_seq = ?`, a54FormSeq(t, db, "gone")) > 0)
 	before := a54Digest(t, db)
 
@@ -576,10 +581,7 @@ func TestAttack54DeleteFormRecreated(t *testing.T) {
 func TestAttack54OrphanTailRowFoldsAnotherFormsRow(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	path := dbPath(t)
-	s := mustOpen(t, path, sqlitestore.WithSearchIndex(), sqlitestore.WithFoldAt(8))
-	a54Forms(t, s, 20, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "b"})
-	db := hostDB(t, path)
+	s, db, path := a54Open(t, 20, [2]string{storetest.AccountA, "a"}, [2]string{storetest.AccountA, "b"})
 	a, b := a54FormSeq(t, db, "a"), a54FormSeq(t, db, "b")
 	// Form a's last row, the file's last seq, folded.
 	n := 20
